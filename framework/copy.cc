@@ -1,0 +1,113 @@
+// fill_, copy_ (strided, converting dtypes) and accumulate_ (dst += src), the kernels the framework
+// layer itself needs: contiguous(), to(), factories and the autograd engine's gradient sums.
+#include <cstring>
+#include <type_traits>
+
+#include "framework/autograd.h"
+#include "framework/convert.h"
+#include "framework/strided.h"
+#include "framework/tensor.h"
+
+namespace mantissa {
+namespace {
+
+template <typename To, typename From>
+inline To cast_value(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return static_cast<compute_t<From>>(v) != compute_t<From>(0);
+  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
+    // double -> float -> half would round twice; PyTorch converts f64 -> f16 through float as well.
+    return To(static_cast<float>(static_cast<compute_t<From>>(v)));
+  } else {
+    return static_cast<To>(static_cast<compute_t<From>>(v));
+  }
+}
+
+void check_cpu(const Tensor& t, std::string_view op) {
+  MT_CHECK(t.device().is_cpu(), op, ": the CPU kernel got a tensor on ", t.device().str());
+}
+
+}  // namespace
+
+void fill_(const Tensor& dst, double value) {
+  check_cpu(dst, "fill_");
+  dispatch_all(dst.dtype(), "fill_", [&]<typename T>() {
+    const T v = cast_value<T>(value);
+    T* base = dst.data<T>();
+    std::array<const Shape*, 1> st{&dst.strides()};
+    strided_for_each<1>(dst.shape(), st, [&](int64_t n, auto off, auto s) {
+      T* p = base + off[0];
+      for (int64_t i = 0; i < n; ++i) p[i * s[0]] = v;
+    });
+  });
+}
+
+void copy_(const Tensor& dst, const Tensor& src) {
+  MT_CHECK(dst.shape() == src.shape(), "copy_: shapes differ: destination ", shape_str(dst.shape()),
+           ", source ", shape_str(src.shape()));
+  check_cpu(dst, "copy_");
+  check_cpu(src, "copy_");
+  const int64_t n = dst.numel();
+  if (n == 0) return;
+  const bool contiguous = dst.is_contiguous() && src.is_contiguous();
+  // Contiguous fast paths: same dtype is a memcpy; f32 <-> f16/bf16 uses the vectorized converters.
+  if (contiguous && dst.dtype() == src.dtype()) {
+    std::memmove(dst.data_ptr(), src.data_ptr(), dst.nbytes());
+    return;
+  }
+  if (contiguous && src.dtype() == DType::kF32 && dst.dtype() == DType::kF16) {
+    return convert(src.data<float>(), dst.data<Half>(), n);
+  }
+  if (contiguous && src.dtype() == DType::kF32 && dst.dtype() == DType::kBF16) {
+    return convert(src.data<float>(), dst.data<BFloat16>(), n);
+  }
+  if (contiguous && src.dtype() == DType::kF16 && dst.dtype() == DType::kF32) {
+    return convert(src.data<Half>(), dst.data<float>(), n);
+  }
+  if (contiguous && src.dtype() == DType::kBF16 && dst.dtype() == DType::kF32) {
+    return convert(src.data<BFloat16>(), dst.data<float>(), n);
+  }
+  dispatch_all(dst.dtype(), "copy_", [&]<typename D>() {
+    dispatch_all(src.dtype(), "copy_", [&]<typename S>() {
+      D* d = dst.data<D>();
+      const S* s = src.data<S>();
+      std::array<const Shape*, 2> st{&dst.strides(), &src.strides()};
+      strided_for_each<2>(dst.shape(), st, [&](int64_t len, auto off, auto str) {
+        D* dp = d + off[0];
+        const S* sp = s + off[1];
+        for (int64_t i = 0; i < len; ++i) dp[i * str[0]] = cast_value<D>(sp[i * str[1]]);
+      });
+    });
+  });
+}
+
+void accumulate_(const Tensor& dst, const Tensor& src) {
+  MT_CHECK(dst.shape() == src.shape(), "accumulate_: shapes differ: ", shape_str(dst.shape()), " += ",
+           shape_str(src.shape()));
+  MT_CHECK(dst.dtype() == src.dtype(), "accumulate_: dtypes differ: ", dtype_name(dst.dtype()), " += ",
+           dtype_name(src.dtype()));
+  check_cpu(dst, "accumulate_");
+  dispatch_floating(dst.dtype(), "accumulate_", [&]<typename T>() {
+    T* d = dst.data<T>();
+    const T* s = src.data<T>();
+    std::array<const Shape*, 2> st{&dst.strides(), &src.strides()};
+    strided_for_each<2>(dst.shape(), st, [&](int64_t len, auto off, auto str) {
+      T* dp = d + off[0];
+      const T* sp = s + off[1];
+      if (str[0] == 1 && str[1] == 1) {
+        for (int64_t i = 0; i < len; ++i) {
+          dp[i] = static_cast<T>(static_cast<compute_t<T>>(dp[i]) + static_cast<compute_t<T>>(sp[i]));
+        }
+      } else {
+        for (int64_t i = 0; i < len; ++i) {
+          T& x = dp[i * str[0]];
+          x = static_cast<T>(static_cast<compute_t<T>>(x) + static_cast<compute_t<T>>(sp[i * str[1]]));
+        }
+      }
+    });
+  });
+}
+
+}  // namespace mantissa

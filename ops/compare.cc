@@ -1,0 +1,142 @@
+// Comparisons (bool results, no gradient), where, masked_fill and clamp with their backward.
+#include <cmath>
+
+#include "framework/autograd.h"
+#include "ops/elementwise.h"
+#include "ops/map.h"
+#include "ops/reduce.h"
+
+namespace mantissa {
+namespace {
+
+Tensor scalar_like(const Tensor& t, double v) { return full({}, v, {.dtype = t.dtype(), .device = t.device()}); }
+
+void check_bool(const Tensor& t, std::string_view op, std::string_view arg) {
+  MT_CHECK(t.dtype() == DType::kBool, op, ": ", arg, " must be a bool tensor, got ", dtype_name(t.dtype()),
+           " of shape ", shape_str(t.shape()), ". HINT: build it with a comparison such as gt(x, 0)");
+}
+
+// cond ? x : y over any dtype; the autograd-free kernel shared by where and the backward passes.
+Tensor select_kernel(const Tensor& cond, const Tensor& x, const Tensor& y, std::string_view op) {
+  const DType dt = promote_types(x.dtype(), y.dtype());
+  const Tensor x2 = x.to(dt), y2 = y.to(dt);
+  const Shape shape = cpu::broadcast_shapes(cpu::broadcast_shapes(cond.shape(), x.shape(), op), y.shape(), op);
+  Tensor out = empty(shape, {.dtype = dt, .device = x.device()});
+  dispatch_all(dt, op, [&]<typename T>() {
+    T* o = out.data<T>();
+    const bool* c = cond.data<bool>();
+    const T* a = x2.data<T>();
+    const T* b = y2.data<T>();
+    const Shape sc = cpu::broadcast_strides(cond, shape), sa = cpu::broadcast_strides(x2, shape),
+                sb = cpu::broadcast_strides(y2, shape);
+    std::array<const Shape*, 4> st{&out.strides(), &sc, &sa, &sb};
+    strided_for_each<4>(shape, st, [&](int64_t n, const auto& off, const auto& s) {
+      for (int64_t i = 0; i < n; ++i) {
+        o[off[0] + i * s[0]] = c[off[1] + i * s[1]] ? a[off[2] + i * s[2]] : b[off[3] + i * s[3]];
+      }
+    });
+  });
+  return out;
+}
+
+struct WhereBackward final : Node {
+  SavedTensor cond{this, "condition"};
+  Shape a_shape, b_shape;
+  DType a_dtype, b_dtype;
+  std::string_view name() const override { return "WhereBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
+    const Tensor zero = scalar_like(g[0], 0.0);
+    Tensor ga, gb;
+    if (next_edges[0].valid()) ga = sum_to(select_kernel(cond.get(), g[0], zero, "where_backward"), a_shape).to(a_dtype);
+    if (next_edges[1].valid()) gb = sum_to(select_kernel(cond.get(), zero, g[0], "where_backward"), b_shape).to(b_dtype);
+    return {ga, gb};
+  }
+};
+
+struct MaskedFillBackward final : Node {
+  SavedTensor mask{this, "mask"};
+  std::string_view name() const override { return "MaskedFillBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
+    return {select_kernel(mask.get(), scalar_like(g[0], 0.0), g[0], "masked_fill_backward")};
+  }
+};
+
+struct ClampBackward final : Node {
+  SavedTensor self{this, "self"};
+  std::optional<double> lo, hi;
+  std::string_view name() const override { return "ClampBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
+    const double l = lo.value_or(-INFINITY), h = hi.value_or(INFINITY);
+    return {map_binary(g[0], self.get(), "clamp_backward", [l, h](auto gv, auto x) {
+      using C = decltype(gv);
+      return (x >= C(l) && x <= C(h)) ? gv : C(0);
+    })};
+  }
+};
+
+}  // namespace
+
+#define MT_COMPARE_OP(NAME, EXPR)                                                        \
+  Tensor NAME(const Tensor& a, const Tensor& b) {                                        \
+    return map_compare(a, b, #NAME, [](auto x, auto y) { return EXPR; });               \
+  }                                                                                      \
+  Tensor NAME(const Tensor& a, double b) { return NAME(a, scalar_like(a, b)); }
+
+MT_COMPARE_OP(eq, x == y)
+MT_COMPARE_OP(ne, x != y)
+MT_COMPARE_OP(lt, x < y)
+MT_COMPARE_OP(le, x <= y)
+MT_COMPARE_OP(gt, x > y)
+MT_COMPARE_OP(ge, x >= y)
+#undef MT_COMPARE_OP
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_bool(cond, "where", "condition");
+  detail::check_same_device("where", a, b);
+  Tensor out = select_kernel(cond, a, b, "where");
+  if (is_floating(out.dtype()) && compute_requires_grad({&a, &b})) {
+    auto node = make_node<WhereBackward>({&a, &b});
+    node->cond = cond;
+    node->a_shape = a.shape();
+    node->b_shape = b.shape();
+    node->a_dtype = a.dtype();
+    node->b_dtype = b.dtype();
+    set_history(out, node);
+  }
+  return out;
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  check_bool(mask, "masked_fill", "mask");
+  const Shape shape = cpu::broadcast_shapes(x.shape(), mask.shape(), "masked_fill");
+  MT_CHECK(shape == x.shape(), "masked_fill: mask of shape ", shape_str(mask.shape()),
+           " does not broadcast to the input's shape ", shape_str(x.shape()));
+  Tensor out = select_kernel(mask, scalar_like(x, value), x, "masked_fill");
+  if (compute_requires_grad({&x})) {
+    auto node = make_node<MaskedFillBackward>({&x});
+    node->mask = mask;
+    set_history(out, node);
+  }
+  return out;
+}
+
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+  MT_CHECK(lo.has_value() || hi.has_value(), "clamp: at least one of min and max must be given");
+  MT_CHECK(!lo || !hi || *lo <= *hi, "clamp: min ", *lo, " is greater than max ", *hi);
+  const double l = lo.value_or(-INFINITY), h = hi.value_or(INFINITY);
+  Tensor out = map_unary(x, "clamp", [l, h](auto v) {
+    using C = decltype(v);
+    if (v != v) return v;  // nan stays nan
+    return v < C(l) ? C(l) : (v > C(h) ? C(h) : v);
+  });
+  if (compute_requires_grad({&x})) {
+    auto node = make_node<ClampBackward>({&x});
+    node->self = x;
+    node->lo = lo;
+    node->hi = hi;
+    set_history(out, node);
+  }
+  return out;
+}
+
+}  // namespace mantissa

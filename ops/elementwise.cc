@@ -1,0 +1,206 @@
+// Binary arithmetic with broadcasting, and its backward: the gradient of a broadcast input is summed
+// back to the input's shape and returned in the input's dtype.
+#include "ops/elementwise.h"
+
+#include <cmath>
+
+#include "framework/autograd.h"
+#include "ops/map.h"
+#include "ops/reduce.h"
+
+namespace mantissa {
+namespace {
+
+struct InputInfo {
+  Shape shape;
+  DType dtype;
+};
+InputInfo info(const Tensor& t) { return {t.shape(), t.dtype()}; }
+
+// The gradient for an input of `in`'s shape and dtype from a gradient of the broadcast output.
+Tensor reduce_grad(const Tensor& g, const InputInfo& in) { return sum_to(g, in.shape).to(in.dtype); }
+
+enum class BinaryOp { kAdd, kSub, kMul, kDiv };
+
+struct BinaryBackward final : Node {
+  BinaryOp op;
+  InputInfo a_info, b_info;
+  SavedTensor a{this, "self"};   // saved only for mul and div
+  SavedTensor b{this, "other"};
+  explicit BinaryBackward(BinaryOp o) : op(o) {}
+  std::string_view name() const override {
+    switch (op) {
+      case BinaryOp::kAdd: return "AddBackward";
+      case BinaryOp::kSub: return "SubBackward";
+      case BinaryOp::kMul: return "MulBackward";
+      case BinaryOp::kDiv: return "DivBackward";
+    }
+    return "BinaryBackward";
+  }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    const Tensor& g = grads[0];
+    const bool need_a = next_edges[0].valid(), need_b = next_edges[1].valid();
+    Tensor ga, gb;
+    switch (op) {
+      case BinaryOp::kAdd:
+        if (need_a) ga = reduce_grad(g, a_info);
+        if (need_b) gb = reduce_grad(g, b_info);
+        break;
+      case BinaryOp::kSub:
+        if (need_a) ga = reduce_grad(g, a_info);
+        if (need_b) gb = reduce_grad(neg(g), b_info);
+        break;
+      case BinaryOp::kMul:
+        if (need_a) ga = reduce_grad(mul(g, b.get()), a_info);
+        if (need_b) gb = reduce_grad(mul(g, a.get()), b_info);
+        break;
+      case BinaryOp::kDiv:
+        if (need_a) ga = reduce_grad(div(g, b.get()), a_info);
+        if (need_b) {
+          gb = reduce_grad(map_ternary(g, a.get(), b.get(), "div_backward",
+                                       [](auto gv, auto av, auto bv) { return -gv * av / (bv * bv); }),
+                           b_info);
+        }
+        break;
+    }
+    return {ga, gb};
+  }
+};
+
+template <typename F>
+Tensor binary(const Tensor& a, const Tensor& b, BinaryOp op, std::string_view name, F&& f) {
+  Tensor out = map_binary(a, b, name, f);
+  if (compute_requires_grad({&a, &b})) {
+    auto node = make_node<BinaryBackward>({&a, &b}, op);
+    node->a_info = info(a);
+    node->b_info = info(b);
+    if (op == BinaryOp::kMul || op == BinaryOp::kDiv) {
+      if (op == BinaryOp::kMul || b.requires_grad()) node->a = a;
+      node->b = b;
+    }
+    set_history(out, node);
+  }
+  return out;
+}
+
+// Tensor-scalar ops: d out / d a = scale (add, sub: 1; mul: s; div: 1/s).
+struct ScaleBackward final : Node {
+  double scale = 1.0;
+  std::string_view name() const override { return "ScalarOpBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
+    return {scale == 1.0 ? g[0] : mul(g[0], scale)};
+  }
+};
+
+template <typename F>
+Tensor scalar_op(const Tensor& a, double scale, std::string_view name, F&& f) {
+  MT_CHECK(is_floating(a.dtype()), name, ": expected a floating tensor, got ", dtype_name(a.dtype()));
+  Tensor out = map_unary(a, name, f);
+  if (compute_requires_grad({&a})) {
+    auto node = make_node<ScaleBackward>({&a});
+    node->scale = scale;
+    set_history(out, node);
+  }
+  return out;
+}
+
+struct PowBackward final : Node {
+  SavedTensor self{this, "self"};
+  SavedTensor exponent{this, "exponent"};
+  SavedTensor result{this, "result"};
+  InputInfo a_info, b_info;
+  std::string_view name() const override { return "PowBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    const Tensor& g = grads[0];
+    Tensor ga, gb;
+    if (next_edges[0].valid()) {
+      ga = reduce_grad(map_ternary(g, self.get(), exponent.get(), "pow_backward",
+                                   [](auto gv, auto x, auto e) {
+                                     using C = decltype(gv);
+                                     return e == C(0) ? C(0) : gv * e * std::pow(x, e - C(1));
+                                   }),
+                       a_info);
+    }
+    if (next_edges[1].valid()) {
+      gb = reduce_grad(map_ternary(g, self.get(), result.get(), "pow_backward",
+                                   [](auto gv, auto x, auto r) {
+                                     using C = decltype(gv);
+                                     return (x == C(0)) ? C(0) : gv * r * std::log(x);
+                                   }),
+                       b_info);
+    }
+    return {ga, gb};
+  }
+};
+
+struct PowScalarBackward final : Node {
+  SavedTensor self{this, "self"};
+  double exponent = 1.0;
+  std::string_view name() const override { return "PowBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
+    const double e = exponent;
+    if (e == 0.0) return {zeros_like(g[0])};
+    return {map_binary(g[0], self.get(), "pow_backward", [e](auto gv, auto x) {
+      using C = decltype(gv);
+      return gv * C(e) * std::pow(x, C(e - 1.0));
+    })};
+  }
+};
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  return binary(a, b, BinaryOp::kAdd, "add", [](auto x, auto y) { return x + y; });
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return binary(a, b, BinaryOp::kSub, "sub", [](auto x, auto y) { return x - y; });
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary(a, b, BinaryOp::kMul, "mul", [](auto x, auto y) { return x * y; });
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return binary(a, b, BinaryOp::kDiv, "div", [](auto x, auto y) { return x / y; });
+}
+
+Tensor add(const Tensor& a, double s) {
+  return scalar_op(a, 1.0, "add", [s](auto x) { return x + static_cast<decltype(x)>(s); });
+}
+Tensor sub(const Tensor& a, double s) {
+  return scalar_op(a, 1.0, "sub", [s](auto x) { return x - static_cast<decltype(x)>(s); });
+}
+Tensor mul(const Tensor& a, double s) {
+  return scalar_op(a, s, "mul", [s](auto x) { return x * static_cast<decltype(x)>(s); });
+}
+Tensor div(const Tensor& a, double s) {
+  return scalar_op(a, 1.0 / s, "div", [s](auto x) { return x / static_cast<decltype(x)>(s); });
+}
+Tensor neg(const Tensor& a) { return scalar_op(a, -1.0, "neg", [](auto x) { return -x; }); }
+
+Tensor pow(const Tensor& a, const Tensor& exponent) {
+  Tensor out = map_binary(a, exponent, "pow", [](auto x, auto e) { return std::pow(x, e); });
+  if (compute_requires_grad({&a, &exponent})) {
+    auto node = make_node<PowBackward>({&a, &exponent});
+    node->self = a;
+    node->exponent = exponent;
+    node->result = out;
+    node->a_info = info(a);
+    node->b_info = info(exponent);
+    set_history(out, node);
+  }
+  return out;
+}
+
+Tensor pow(const Tensor& a, double e) {
+  MT_CHECK(is_floating(a.dtype()), "pow: expected a floating tensor, got ", dtype_name(a.dtype()));
+  Tensor out = e == 2.0 ? map_unary(a, "pow", [](auto x) { return x * x; })
+                        : map_unary(a, "pow", [e](auto x) { return std::pow(x, static_cast<decltype(x)>(e)); });
+  if (compute_requires_grad({&a})) {
+    auto node = make_node<PowScalarBackward>({&a});
+    node->self = a;
+    node->exponent = e;
+    set_history(out, node);
+  }
+  return out;
+}
+
+}  // namespace mantissa

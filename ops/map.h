@@ -1,0 +1,72 @@
+// Typed entries for elementwise ops: check devices and dtypes, pick the output dtype and shape, and
+// run a functor over every element with ops/cpu/loops.h. The functor gets compute-type values (float
+// for f16/bf16, double for f64) and returns the compute-type result.
+#pragma once
+
+#include <string_view>
+
+#include "framework/tensor.h"
+#include "ops/cpu/loops.h"
+
+namespace mantissa {
+
+namespace detail {
+inline void check_same_device(std::string_view op, const Tensor& a, const Tensor& b) {
+  MT_CHECK(a.device() == b.device(), op, ": tensors are on different devices: ", a.device().str(), " and ",
+           b.device().str(), ". HINT: move both to one device first");
+  MT_CHECK(a.device().is_cpu(), op, ": no kernel for ", a.device().str(), " in this build");
+}
+inline Tensor as_dtype(const Tensor& t, DType d) { return t.dtype() == d ? t : t.to(d); }
+}  // namespace detail
+
+// y = f(x), same dtype as x (floating).
+template <typename F>
+Tensor map_unary(const Tensor& x, std::string_view op, F&& f) {
+  detail::check_same_device(op, x, x);
+  Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  dispatch_floating(x.dtype(), op, [&]<typename T>() {
+    cpu::elementwise_loop<T, T, 1>(out, {&x}, f);
+  });
+  return out;
+}
+
+// z = f(a, b) with broadcasting; both are converted to their promoted floating dtype.
+template <typename F>
+Tensor map_binary(const Tensor& a, const Tensor& b, std::string_view op, F&& f) {
+  detail::check_same_device(op, a, b);
+  const DType dt = promote_types(a.dtype(), b.dtype());
+  MT_CHECK(is_floating(dt), op, ": expected floating tensors, got ", dtype_name(a.dtype()), " and ",
+           dtype_name(b.dtype()));
+  const Tensor a2 = detail::as_dtype(a, dt), b2 = detail::as_dtype(b, dt);
+  Tensor out = empty(cpu::broadcast_shapes(a.shape(), b.shape(), op), {.dtype = dt, .device = a.device()});
+  dispatch_floating(dt, op, [&]<typename T>() { cpu::elementwise_loop<T, T, 2>(out, {&a2, &b2}, f); });
+  return out;
+}
+
+// w = f(a, b, c) with broadcasting over all three, in their promoted floating dtype.
+template <typename F>
+Tensor map_ternary(const Tensor& a, const Tensor& b, const Tensor& c, std::string_view op, F&& f) {
+  detail::check_same_device(op, a, b);
+  detail::check_same_device(op, a, c);
+  const DType dt = promote_types(promote_types(a.dtype(), b.dtype()), c.dtype());
+  MT_CHECK(is_floating(dt), op, ": expected floating tensors, got ", dtype_name(a.dtype()), ", ",
+           dtype_name(b.dtype()), " and ", dtype_name(c.dtype()));
+  const Tensor a2 = detail::as_dtype(a, dt), b2 = detail::as_dtype(b, dt), c2 = detail::as_dtype(c, dt);
+  const Shape shape = cpu::broadcast_shapes(cpu::broadcast_shapes(a.shape(), b.shape(), op), c.shape(), op);
+  Tensor out = empty(shape, {.dtype = dt, .device = a.device()});
+  dispatch_floating(dt, op, [&]<typename T>() { cpu::elementwise_loop<T, T, 3>(out, {&a2, &b2, &c2}, f); });
+  return out;
+}
+
+// bool = f(a, b) with broadcasting, compared in the promoted dtype (any dtype).
+template <typename F>
+Tensor map_compare(const Tensor& a, const Tensor& b, std::string_view op, F&& f) {
+  detail::check_same_device(op, a, b);
+  const DType dt = promote_types(a.dtype(), b.dtype());
+  const Tensor a2 = detail::as_dtype(a, dt), b2 = detail::as_dtype(b, dt);
+  Tensor out = empty(cpu::broadcast_shapes(a.shape(), b.shape(), op), {.dtype = DType::kBool, .device = a.device()});
+  dispatch_all(dt, op, [&]<typename T>() { cpu::elementwise_loop<bool, T, 2>(out, {&a2, &b2}, f); });
+  return out;
+}
+
+}  // namespace mantissa

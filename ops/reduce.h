@@ -1,0 +1,30 @@
+// Reductions over dims or over all elements: sum, mean, max (values and indices), var; and sum_to,
+// the backward of broadcasting. 16-bit inputs accumulate in fp32 and round once.
+#pragma once
+
+#include "framework/tensor.h"
+
+namespace mantissa {
+
+enum class KeepDim : bool { kNo = false, kYes = true };
+
+Tensor sum(const Tensor& x);  // all elements -> 0-d
+Tensor sum(const Tensor& x, const Shape& dims, KeepDim keepdim = KeepDim::kNo);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const Shape& dims, KeepDim keepdim = KeepDim::kNo);
+// Variance with Bessel's correction by default (correction = 1), as torch.var.
+Tensor var(const Tensor& x, const Shape& dims, int64_t correction = 1, KeepDim keepdim = KeepDim::kNo);
+Tensor var(const Tensor& x, int64_t correction = 1);
+
+struct MaxResult {
+  Tensor values;
+  Tensor indices;  // i64, the first index of the maximum along the dim
+};
+MaxResult max(const Tensor& x, int64_t dim, KeepDim keepdim = KeepDim::kNo);
+Tensor max(const Tensor& x);  // 0-d; the gradient is shared evenly among tied maxima
+Tensor argmax(const Tensor& x, int64_t dim, KeepDim keepdim = KeepDim::kNo);
+
+// Sums `grad` over the dims that broadcasting expanded, giving `shape`.
+Tensor sum_to(const Tensor& grad, const Shape& shape);
+
+}  // namespace mantissa

@@ -1,0 +1,125 @@
+// Unary math and activations. Each op is a forward functor and a backward functor of (grad, saved),
+// where `saved` is the input or the output, whichever the derivative is cheaper in.
+#include <cmath>
+#include <numbers>
+
+#include "framework/autograd.h"
+#include "ops/elementwise.h"
+#include "ops/map.h"
+
+namespace mantissa {
+namespace {
+
+enum class Saves { kInput, kOutput };
+
+// Backward of y = f(x): dx = df(g, saved) elementwise.
+template <typename DF>
+struct UnaryBackward final : Node {
+  SavedTensor saved;
+  const char* op_name;
+  DF df;
+  UnaryBackward(const char* name, Saves what, DF f)
+      : saved(this, what == Saves::kInput ? "self" : "result"), op_name(name), df(std::move(f)) {}
+  std::string_view name() const override { return op_name; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
+    return {map_binary(g[0], saved.get(), op_name, df)};
+  }
+};
+
+template <typename F, typename DF>
+Tensor unary(const Tensor& x, const char* name, const char* backward_name, Saves saves, F&& f, DF df) {
+  MT_CHECK(is_floating(x.dtype()), name, ": expected a floating tensor, got ", dtype_name(x.dtype()));
+  Tensor out = map_unary(x, name, f);
+  if (compute_requires_grad({&x})) {
+    auto node = make_node<UnaryBackward<DF>>({&x}, backward_name, saves, std::move(df));
+    node->saved = saves == Saves::kInput ? x : out;
+    set_history(out, node);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor exp(const Tensor& x) {
+  return unary(x, "exp", "ExpBackward", Saves::kOutput, [](auto v) { return std::exp(v); },
+               [](auto g, auto r) { return g * r; });
+}
+
+Tensor log(const Tensor& x) {
+  return unary(x, "log", "LogBackward", Saves::kInput, [](auto v) { return std::log(v); },
+               [](auto g, auto v) { return g / v; });
+}
+
+Tensor sqrt(const Tensor& x) {
+  return unary(x, "sqrt", "SqrtBackward", Saves::kOutput, [](auto v) { return std::sqrt(v); },
+               [](auto g, auto r) { return g / (r + r); });
+}
+
+Tensor rsqrt(const Tensor& x) {
+  return unary(x, "rsqrt", "RsqrtBackward", Saves::kOutput,
+               [](auto v) { return decltype(v)(1) / std::sqrt(v); },
+               [](auto g, auto r) { return decltype(g)(-0.5) * g * r * r * r; });
+}
+
+Tensor abs(const Tensor& x) {
+  return unary(x, "abs", "AbsBackward", Saves::kInput, [](auto v) { return std::abs(v); },
+               [](auto g, auto v) {
+                 using C = decltype(g);
+                 return v > C(0) ? g : (v < C(0) ? -g : C(0));
+               });
+}
+
+Tensor relu(const Tensor& x) {
+  return unary(x, "relu", "ReluBackward", Saves::kOutput,
+               [](auto v) { return v > decltype(v)(0) ? v : decltype(v)(0); },
+               [](auto g, auto r) { return r > decltype(g)(0) ? g : decltype(g)(0); });
+}
+
+Tensor gelu(const Tensor& x, GeluApproximation approximate) {
+  if (approximate == GeluApproximation::kTanh) {
+    // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    return unary(
+        x, "gelu", "GeluBackward", Saves::kInput,
+        [](auto v) {
+          using C = decltype(v);
+          const C beta = C(std::numbers::sqrt2 * std::numbers::inv_sqrtpi), kappa = C(0.044715);
+          return C(0.5) * v * (C(1) + std::tanh(beta * (v + kappa * v * v * v)));
+        },
+        [](auto g, auto v) {
+          using C = decltype(g);
+          const C beta = C(std::numbers::sqrt2 * std::numbers::inv_sqrtpi), kappa = C(0.044715);
+          const C t = std::tanh(beta * (v + kappa * v * v * v));
+          const C dinner = beta * (C(1) + C(3) * kappa * v * v);
+          return g * (C(0.5) * (C(1) + t) + C(0.5) * v * (C(1) - t * t) * dinner);
+        });
+  }
+  // x * Phi(x), Phi the standard normal CDF.
+  return unary(
+      x, "gelu", "GeluBackward", Saves::kInput,
+      [](auto v) {
+        using C = decltype(v);
+        return v * C(0.5) * (C(1) + std::erf(v * C(std::numbers::sqrt2 / 2)));
+      },
+      [](auto g, auto v) {
+        using C = decltype(g);
+        const C cdf = C(0.5) * (C(1) + std::erf(v * C(std::numbers::sqrt2 / 2)));
+        const C pdf = std::exp(C(-0.5) * v * v) * C(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+        return g * (cdf + v * pdf);
+      });
+}
+
+Tensor tanh(const Tensor& x) {
+  return unary(x, "tanh", "TanhBackward", Saves::kOutput, [](auto v) { return std::tanh(v); },
+               [](auto g, auto r) { return g * (decltype(g)(1) - r * r); });
+}
+
+Tensor sigmoid(const Tensor& x) {
+  return unary(x, "sigmoid", "SigmoidBackward", Saves::kOutput,
+               [](auto v) {
+                 using C = decltype(v);
+                 return C(1) / (C(1) + std::exp(-v));
+               },
+               [](auto g, auto r) { return g * r * (decltype(g)(1) - r); });
+}
+
+}  // namespace mantissa
