@@ -22,8 +22,6 @@
 #include "framework/parallel.h"
 #include "ops/cpu/onednn_matmul.h"
 
-extern "C" void openblas_set_num_threads(int num_threads);
-
 namespace mantissa::cpu {
 namespace {
 
