@@ -2,13 +2,14 @@
 //   f32:  oneDNN matmul (its AVX-512 brgemm kernels). OpenBLAS picks its kernels from
 //         OPENBLAS_CORETYPE when the library loads, and this environment exports Haswell, which halves
 //         its sgemm; oneDNN reads the CPU itself and measured fastest here (bench/RESULTS.md).
-//   f64:  OpenBLAS dgemm (used for reference and gradcheck, not for speed).
+//   f64:  OpenBLAS dgemm, single-threaded per call, with parallel_for over blocks of C's rows.
 //   bf16: oneDNN matmul with bf16 operands: AMX / AVX512_BF16 dot products accumulating in fp32, one
 //         rounding to bf16 at the output (alpha and beta applied in fp32 before it).
 //   f16:  this oneDNN has no f16 matmul, so A and B are widened to f32 (exact), multiplied by the f32
 //         GEMM and rounded once to f16: the tensor-core contract, bit for bit.
-// Threads: oneDNN and parallel_for share one OpenMP pool (nested calls run serially); OpenBLAS keeps
-// its own pthreads, so it is capped at the same count and only f64 uses it.
+// Threads: every dtype runs on the one OpenMP pool that parallel_for uses (oneDNN is built on OpenMP;
+// nested calls run serially). OpenBLAS's own pthread pool is set to one thread, so the two pools can
+// never oversubscribe the cores, and each f64 element's sum order is independent of the thread count.
 #include "ops/cpu/gemm.h"
 
 #include <cblas.h>
@@ -25,9 +26,9 @@
 namespace mantissa::cpu {
 namespace {
 
-void cap_blas_threads() {
+void single_threaded_blas() {
   static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(num_threads()); });
+  std::call_once(once, [] { openblas_set_num_threads(1); });
 }
 
 // A matrix as stored: rows x cols with row stride ld (op(A) = A^T when transposed).
@@ -152,14 +153,22 @@ void gemm_batched(const BatchedGemmArgs<float>& bg) {
 
 void gemm_batched(const BatchedGemmArgs<double>& bg) {
   if (trivial(bg)) return;
-  cap_blas_threads();
+  single_threaded_blas();
   const GemmArgs<double>& g = bg.gemm;
   const auto trans = [](Trans t) { return t == Trans::kYes ? CblasTrans : CblasNoTrans; };
-  for (int64_t i = 0; i < bg.batch; ++i) {
-    cblas_dgemm(CblasRowMajor, trans(g.trans_a), trans(g.trans_b), static_cast<int>(g.m), static_cast<int>(g.n),
-                static_cast<int>(g.k), g.alpha, g.a + i * bg.stride_a, static_cast<int>(g.lda), g.b + i * bg.stride_b,
-                static_cast<int>(g.ldb), g.beta, g.c + i * bg.stride_c, static_cast<int>(g.ldc));
-  }
+  // Rows of C (over all batches) in blocks; row i of op(A) starts at i * lda, or at i when transposed.
+  const int64_t a_row_step = g.trans_a == Trans::kYes ? 1 : g.lda;
+  const int64_t grain = std::max<int64_t>(16, (int64_t{1} << 20) / std::max<int64_t>(g.n * g.k, 1));
+  parallel_for(bg.batch * g.m, grain, [&](int64_t begin, int64_t end) {
+    while (begin < end) {
+      const int64_t z = begin / g.m, i0 = begin % g.m, rows = std::min(end - begin, g.m - i0);
+      cblas_dgemm(CblasRowMajor, trans(g.trans_a), trans(g.trans_b), static_cast<int>(rows), static_cast<int>(g.n),
+                  static_cast<int>(g.k), g.alpha, g.a + z * bg.stride_a + i0 * a_row_step, static_cast<int>(g.lda),
+                  g.b + z * bg.stride_b, static_cast<int>(g.ldb), g.beta, g.c + z * bg.stride_c + i0 * g.ldc,
+                  static_cast<int>(g.ldc));
+      begin += rows;
+    }
+  });
 }
 
 void gemm_batched(const BatchedGemmArgs<Half>& bg) {

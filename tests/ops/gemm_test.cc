@@ -52,41 +52,47 @@ TYPED_TEST_SUITE(GemmKernel, DTypes);
 // C_b = 0.5 op(A_b) op(B) + 2 C_b for 3 batches (B broadcast with stride 0), all four transpose
 // combinations, every leading dim padded. Bound: one rounding of the output plus k u_acc sum|terms|
 // (the standard dot-product bound; fp32 accumulation for all but f64). Padding must stay untouched.
+// The larger size is split over threads (f64: row blocks that cross batch boundaries).
 TYPED_TEST(GemmKernel, MatchesNaiveReference) {
   using T = TypeParam;
   const DType dt = dtype_v<T>;
   const double u_acc = dt == DType::kF64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
-  const int64_t m = 13, n = 11, k = 17, batch = 3, pad = 3;
-  for (Trans ta : {Trans::kNo, Trans::kYes}) {
-    for (Trans tb : {Trans::kNo, Trans::kYes}) {
-      SCOPED_TRACE(std::to_string(static_cast<int>(ta)) + std::to_string(static_cast<int>(tb)));
-      const bool at = ta == Trans::kYes, bt = tb == Trans::kYes;
-      const Stored<T> a = random_stored<T>(at ? k : m, at ? m : k, (at ? m : k) + pad, batch, 1);
-      const Stored<T> b = random_stored<T>(bt ? n : k, bt ? k : n, (bt ? k : n) + pad, 1, 2);
-      Stored<T> c = random_stored<T>(m, n, n + pad, batch, 3);
-      const Stored<T> c0 = c;
-      gemm_batched(BatchedGemmArgs<T>{
-          .gemm = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .a = a.data.data(), .lda = a.ld,
-                   .b = b.data.data(), .ldb = b.ld, .c = c.data.data(), .ldc = c.ld, .alpha = 0.5, .beta = 2.0},
-          .batch = batch,
-          .stride_a = a.rows * a.ld,
-          .stride_b = 0,
-          .stride_c = c.rows * c.ld});
-      for (int64_t z = 0; z < batch; ++z) {
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t j = 0; j < n + pad; ++j) {
-            if (j >= n) {  // padding
-              ASSERT_EQ(c.at(z, i, j), c0.at(z, i, j));
-              continue;
+  const int64_t batch = 3, pad = 3;
+  struct Size {
+    int64_t m, n, k;
+  };
+  for (const Size size : {Size{13, 11, 17}, Size{301, 64, 70}}) {
+    for (Trans ta : {Trans::kNo, Trans::kYes}) {
+      for (Trans tb : {Trans::kNo, Trans::kYes}) {
+        const int64_t m = size.m, n = size.n, k = size.k;
+        SCOPED_TRACE("m " + std::to_string(m) + " trans " + std::to_string(static_cast<int>(ta)) +
+                     std::to_string(static_cast<int>(tb)));
+        const bool at = ta == Trans::kYes, bt = tb == Trans::kYes;
+        const Stored<T> a = random_stored<T>(at ? k : m, at ? m : k, (at ? m : k) + pad, batch, 1);
+        const Stored<T> b = random_stored<T>(bt ? n : k, bt ? k : n, (bt ? k : n) + pad, 1, 2);
+        Stored<T> c = random_stored<T>(m, n, n + pad, batch, 3);
+        const Stored<T> c0 = c;
+        const GemmArgs<T> g{.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .a = a.data.data(), .lda = a.ld,
+                            .b = b.data.data(), .ldb = b.ld, .c = c.data.data(), .ldc = c.ld, .alpha = 0.5,
+                            .beta = 2.0};
+        gemm_batched(BatchedGemmArgs<T>{
+            .gemm = g, .batch = batch, .stride_a = a.rows * a.ld, .stride_b = 0, .stride_c = c.rows * c.ld});
+        for (int64_t z = 0; z < batch; ++z) {
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < n + pad; ++j) {
+              if (j >= n) {  // padding
+                ASSERT_EQ(c.at(z, i, j), c0.at(z, i, j));
+                continue;
+              }
+              double want = 2.0 * c0.at(z, i, j), mag = std::abs(want);
+              for (int64_t l = 0; l < k; ++l) {
+                const double p = 0.5 * (at ? a.at(z, l, i) : a.at(z, i, l)) * (bt ? b.at(0, j, l) : b.at(0, l, j));
+                want += p;
+                mag += std::abs(p);
+              }
+              ASSERT_LE(std::abs(c.at(z, i, j) - want), unit_roundoff(dt) * std::abs(want) + (k + 1) * u_acc * mag)
+                  << "batch " << z << " (" << i << ", " << j << ")";
             }
-            double want = 2.0 * c0.at(z, i, j), mag = std::abs(want);
-            for (int64_t l = 0; l < k; ++l) {
-              const double p = 0.5 * (at ? a.at(z, l, i) : a.at(z, i, l)) * (bt ? b.at(0, j, l) : b.at(0, l, j));
-              want += p;
-              mag += std::abs(p);
-            }
-            ASSERT_LE(std::abs(c.at(z, i, j) - want), unit_roundoff(dt) * std::abs(want) + (k + 1) * u_acc * mag)
-                << "batch " << z << " (" << i << ", " << j << ")";
           }
         }
       }
