@@ -122,32 +122,45 @@ TYPED_TEST(GemmKernel, ZeroBetaOverwritesNan) {
 }
 
 // Integer operands: fp32 accumulation is exact, so the output must be the exact sum rounded once to
-// 16 bits, whatever the thread count (1 or 2 OpenMP threads, which oneDNN and the f16 path use).
+// 16 bits, whatever the thread count (1 or 2 OpenMP threads, which oneDNN and the f16 path use). Two
+// layouts: plain, and a padded A with B broadcast over 2 batches (oneDNN takes another kernel for it).
 template <typename T>
 void expect_exact_rounding(int threads) {
-  const int64_t m = 48, n = 64, k = 200;
+  const int64_t m = 48, n = 64, k = 200, lda = k + 5, batch = 2;
   std::mt19937 gen(4);
   std::uniform_int_distribution<int> dist(1, 9);  // sums near 5000: beyond 2048 (f16) and 256 (bf16)
-  std::vector<T> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)), c(static_cast<size_t>(m * n));
+  std::vector<T> a(static_cast<size_t>(batch * m * lda)), b(static_cast<size_t>(k * n));
   for (T& v : a) v = T(static_cast<float>(dist(gen)));
   for (T& v : b) v = T(static_cast<float>(dist(gen)));
+  std::vector<T> plain(static_cast<size_t>(m * n)), batched(static_cast<size_t>(batch * m * n));
   const int saved = omp_get_max_threads();
   omp_set_num_threads(threads);
-  gemm(GemmArgs<T>{.m = m, .n = n, .k = k, .a = a.data(), .lda = k, .b = b.data(), .ldb = n, .c = c.data(), .ldc = n});
+  gemm(GemmArgs<T>{.m = m, .n = n, .k = k, .a = a.data(), .lda = lda, .b = b.data(), .ldb = n, .c = plain.data(),
+                   .ldc = n});
+  gemm_batched(BatchedGemmArgs<T>{
+      .gemm = {.m = m, .n = n, .k = k, .a = a.data(), .lda = lda, .b = b.data(), .ldb = n, .c = batched.data(),
+               .ldc = n},
+      .batch = batch, .stride_a = m * lda, .stride_b = 0, .stride_c = m * n});
   omp_set_num_threads(saved);
   int64_t inexact = 0;  // how many outputs needed rounding (the test is void if none did)
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      float exact = 0;  // integers below 2^24: every partial sum is exact in float
-      for (int64_t l = 0; l < k; ++l) {
-        exact += static_cast<float>(a[static_cast<size_t>(i * k + l)]) * static_cast<float>(b[static_cast<size_t>(l * n + j)]);
+  for (int64_t z = 0; z < batch; ++z) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        float exact = 0;  // integers below 2^24: every partial sum is exact in float
+        for (int64_t l = 0; l < k; ++l) {
+          exact += static_cast<float>(a[static_cast<size_t>((z * m + i) * lda + l)]) *
+                   static_cast<float>(b[static_cast<size_t>(l * n + j)]);
+        }
+        const uint16_t want = T(exact).bits;
+        if (z == 0) {
+          ASSERT_EQ(plain[static_cast<size_t>(i * n + j)].bits, want) << "(" << i << ", " << j << ")";
+        }
+        ASSERT_EQ(batched[static_cast<size_t>((z * m + i) * n + j)].bits, want) << z << " (" << i << ", " << j << ")";
+        inexact += static_cast<float>(T(exact)) != exact;
       }
-      const T got = c[static_cast<size_t>(i * n + j)];
-      ASSERT_EQ(got.bits, T(exact).bits) << "(" << i << ", " << j << ") exact " << exact << " threads " << threads;
-      inexact += static_cast<float>(T(exact)) != exact;
     }
   }
-  EXPECT_GT(inexact, m * n / 10);
+  EXPECT_GT(inexact, batch * m * n / 10) << "threads " << threads;
 }
 
 TEST(GemmKernel16, RoundsTheFp32SumOnceWithAnyThreadCount) {

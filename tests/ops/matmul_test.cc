@@ -90,6 +90,9 @@ std::vector<Case> cases() {
       {"bmm_transposed", {{3, 7, 9}, {3, 5, 7}},
        [](V x) { return bmm(x[0].transpose(1, 2), x[1].transpose(1, 2)); },
        [](V x) { return ref_matmul(f64(x[0]).transpose(1, 2), f64(x[1]).transpose(1, 2)); }},
+      {"bmm_permuted_batch", {{9, 3, 7}, {3, 7, 5}},  // a's batch stride (7) is below its row stride (21)
+       [](V x) { return bmm(x[0].permute({1, 0, 2}), x[1]); },
+       [](V x) { return ref_matmul(f64(x[0]).permute({1, 0, 2}), x[1]); }},
       {"matmul_dot", {{19}, {19}}, [](V x) { return matmul(x[0], x[1]); },
        [](V x) { return ref_matmul(x[0], x[1]); }},
       {"matmul_vec_mat", {{7}, {7, 5}}, [](V x) { return matmul(x[0], x[1]); },
