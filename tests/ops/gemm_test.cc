@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "framework/dtype.h"
+#include "framework/parallel.h"
 #include "ops/cpu/gemm.h"
 
 namespace mantissa::cpu {
@@ -168,6 +169,36 @@ TEST(GemmKernel16, RoundsTheFp32SumOnceWithAnyThreadCount) {
     expect_exact_rounding<BFloat16>(threads);
     expect_exact_rounding<Half>(threads);
   }
+}
+
+// GEMMs called from inside a parallel region (each thread its own problem, sharing one cached
+// primitive) give the same bits as the same calls made one after another: nested calls run serially
+// and the scratchpads are per thread.
+template <typename T>
+void expect_same_inside_parallel_region() {
+  const int64_t m = 64, n = 96, k = 80, count = 4;
+  const Stored<T> a = random_stored<T>(m, k, k, count, 5), b = random_stored<T>(k, n, n, 1, 6);
+  auto run = [&](std::vector<T>& c, int64_t i) {
+    gemm(GemmArgs<T>{.m = m, .n = n, .k = k, .a = a.data.data() + i * m * k, .lda = k, .b = b.data.data(),
+                     .ldb = n, .c = c.data() + i * m * n, .ldc = n});
+  };
+  std::vector<T> serial(static_cast<size_t>(count * m * n)), nested(serial.size());
+  for (int64_t i = 0; i < count; ++i) run(serial, i);
+  parallel_for(count, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) run(nested, i);
+  });
+  for (size_t i = 0; i < serial.size(); ++i) {
+    ASSERT_EQ(static_cast<double>(static_cast<compute_t<T>>(serial[i])),
+              static_cast<double>(static_cast<compute_t<T>>(nested[i])))
+        << i;
+  }
+}
+
+TEST(GemmKernelThreads, SameResultInsideParallelRegion) {
+  expect_same_inside_parallel_region<float>();
+  expect_same_inside_parallel_region<double>();
+  expect_same_inside_parallel_region<Half>();
+  expect_same_inside_parallel_region<BFloat16>();
 }
 
 }  // namespace
