@@ -1,19 +1,26 @@
-// conv2d forward and backward by im2col + GEMM (ops/cpu/gemm.h), per sample and per group.
+// conv2d forward and backward. f32 and bf16 go to oneDNN's convolution primitives (ops/cpu/conv_onednn);
+// f64 and f16 (which oneDNN 2.6 does not convolve on this CPU), and any case oneDNN declines, go to
+// im2col + GEMM (ops/cpu/gemm.h), per sample and per group, described next.
 // Letters: N batch, C input channels, O output channels, G groups, K = C/G*KH*KW (GEMM depth),
 // P = OH*OW (output pixels). Forward: y[n, o-group] = W_g [O/G, K] @ col_g [K, P], bias pre-filled
 // into y with beta = 1 so a 16-bit output is rounded once. Backward runs in the compute type (fp32 for
 // 16-bit, operands widened exactly): dcol = W_g^T @ dy_g then col2im; dW_g += dy_g @ col_g^T per
 // sample; db = sum of dy. The 16-bit results are rounded once at the end.
 //
-// Why im2col + GEMM and not oneDNN's convolution: measured on N=64, 32->64 channels, 28x28, 3x3,
-// 2 threads (bench/conv_bench.cc; numbers in the commit that added this comment and the report).
+// Why oneDNN for f32/bf16: bench/conv_bench.cc, N=64, 32->64 channels, 28x28, 3x3, pad 1, 2 threads on
+// this (shared, loaded) 2-core machine: forward im2col + GEMM took 800-930 ms in f32 and 1.1-1.4 s in bf16;
+// oneDNN, reorders from/to NCHW included, 80-104 ms (jit:avx512_core) and 60 ms (brgconv AMX bf16): 8x and
+// 18x faster. oneDNN accumulates in f32 and converts once, so the 16-bit contract holds; its bf16 weight
+// gradient is requested in f32 and rounded once here.
 #include "ops/conv.h"
 
+#include <type_traits>
 #include <vector>
 
 #include "framework/autograd.h"
 #include "ops/cpu/compute_buffer.h"
 #include "ops/cpu/conv_kernels.h"
+#include "ops/cpu/conv_onednn.h"
 #include "ops/cpu/gemm.h"
 
 namespace mantissa {
@@ -28,8 +35,17 @@ bool is_pointwise(const Conv2dGeometry& g) {
   return g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
 }
 
+// The dtypes oneDNN convolves for us.
+template <typename T>
+constexpr bool kUseOneDnn = std::is_same_v<T, float> || std::is_same_v<T, BFloat16>;
+
 template <typename T>
 void conv_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* b, T* y) {
+  if constexpr (kUseOneDnn<T>) {
+    std::vector<float> bias32(b ? static_cast<size_t>(g.o) : 0);
+    if (b) cpu::to_compute(b, bias32.data(), g.o);
+    if (g.n > 0 && cpu::onednn_conv2d_forward(g, x, w, b ? bias32.data() : nullptr, y)) return;
+  }
   const int64_t K = g.col_rows(), P = g.out_plane(), cpg = g.c_per_group(), opg = g.o_per_group();
   std::vector<T> col(is_pointwise(g) ? 0 : static_cast<size_t>(K * P));
   for (int64_t n = 0; n < g.n; ++n) {
@@ -52,7 +68,8 @@ void conv_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* b, T
 
 // Gradients in the compute type A; each output pointer may be null when that grad is not needed.
 template <typename T>
-void conv_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db) {
+void conv_backward_im2col(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db) {
+  if (!dx && !dw && !db) return;
   using A = compute_t<T>;
   const int64_t K = g.col_rows(), P = g.out_plane(), cpg = g.c_per_group(), opg = g.o_per_group();
   const int64_t plane = g.h * g.w;
@@ -108,6 +125,22 @@ void conv_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy,
     }
     cpu::from_compute(db_acc.data(), db, g.o);
   }
+}
+
+template <typename T>
+void conv_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db) {
+  if constexpr (kUseOneDnn<T>) {
+    if (g.n > 0 && dx && cpu::onednn_conv2d_backward_data(g, dy, w, dx)) dx = nullptr;
+    if (g.n > 0 && dw) {
+      std::vector<float> dw32(static_cast<size_t>(g.o * g.col_rows())), db32(db ? static_cast<size_t>(g.o) : 0);
+      if (cpu::onednn_conv2d_backward_weights(g, x, dy, dw32.data(), db ? db32.data() : nullptr)) {
+        cpu::from_compute(dw32.data(), dw, g.o * g.col_rows());
+        if (db) cpu::from_compute(db32.data(), db, g.o);
+        dw = db = nullptr;
+      }
+    }
+  }
+  conv_backward_im2col(g, x, w, dy, dx, dw, db);  // whatever oneDNN did not do
 }
 
 struct Conv2dBackward final : Node {

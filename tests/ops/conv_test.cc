@@ -89,6 +89,32 @@ TEST(Conv2d, GradientsMatchFiniteDifferences) {
   }
 }
 
+// f32 takes oneDNN where it implements the case (im2col + GEMM where it does not); its gradients must
+// agree with the f64 ones (im2col, checked by finite differences above). f32 sums of at most
+// 2*6*6 = 72 (weight grads) products of O(1) values: 1e-5 of each tensor's scale.
+TEST(Conv2d, F32GradientsMatchF64) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    std::vector<Tensor> l64;
+    l64.reserve(3);
+    l64.push_back(random_tensor(c.x, 16));
+    l64.push_back(random_tensor(c.w, 17));
+    if (c.bias) l64.push_back(random_tensor({c.w[0]}, 18));
+    std::vector<Tensor> l32;
+    for (Tensor& t : l64) {
+      l32.push_back(t.to(kFloat32).set_requires_grad(true));
+      t.set_requires_grad(true);
+    }
+    auto run = [&](const std::vector<Tensor>& l, DType dt) {
+      const Tensor y = conv2d(l[0], l[1], l.size() > 2 ? l[2] : Tensor(), c.options);
+      y.backward(random_tensor(y.shape(), 19, dt));
+    };
+    run(l64, kFloat64);
+    run(l32, kFloat32);
+    for (size_t i = 0; i < l64.size(); ++i) EXPECT_LT(rel_error(values(l32[i].grad()), values(l64[i].grad())), 1e-5) << i;
+  }
+}
+
 TEST(Conv2d, NonContiguousInputsGiveSameValuesAndGradients) {
   // x stored as [N, H, C, W] and viewed as NCHW; the weight stored transposed in its kernel dims.
   Tensor xs = random_tensor({2, 6, 3, 5}, 7).set_requires_grad(true);
