@@ -40,9 +40,11 @@ void cross_entropy_forward(const T* logits, const int64_t* target, ClassGeometry
     for (int64_t c = 0; c < g.classes; ++c) m = std::max(m, static_cast<C>(x[c * s]));
     C sum = 0;
     for (int64_t c = 0; c < g.classes; ++c) sum += exp_compute<C>(static_cast<C>(x[c * s]) - m);
-    lse[p] = m + std::log(sum);
+    const C ls = std::log(sum);
+    lse[p] = m + ls;
     const int64_t t = target[p];
-    loss[p] = t == ignore_index ? C(0) : lse[p] - static_cast<C>(x[t * s]);
+    // log(sum) - (x[t] - m) keeps the low bits that m + log(sum) - x[t] would lose for large logits.
+    loss[p] = t == ignore_index ? C(0) : ls - (static_cast<C>(x[t * s]) - m);
   });
 }
 

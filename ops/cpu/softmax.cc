@@ -25,8 +25,9 @@ void forward_row(const T* x, T* y, int64_t n, SoftmaxKind kind, std::vector<comp
   C s = 0;
   if (kind == SoftmaxKind::kLogSoftmax) {
     for (int64_t i = 0; i < n; ++i) s += exp_compute<C>(static_cast<C>(x[i]) - m);
-    const C lse = m + std::log(s);
-    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(static_cast<C>(x[i]) - lse);
+    // (x - m) - log(s), not x - (m + log(s)): the latter loses the low bits when |m| is large.
+    const C ls = std::log(s);
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>((static_cast<C>(x[i]) - m) - ls);
     return;
   }
   // Softmax: the unnormalised exps go to y directly when T is the compute type, else to a float
@@ -64,11 +65,11 @@ void forward_slice(const T* x, T* y, int64_t dim, int64_t inner, SoftmaxKind kin
     for (int64_t j = 0; j < inner; ++j) s[j] += exp_compute<C>(static_cast<C>(xr[j]) - m[j]);
   }
   if (kind == SoftmaxKind::kLogSoftmax) {
-    for (int64_t j = 0; j < inner; ++j) s[j] = m[j] + std::log(s[j]);  // s becomes the logsumexp
+    for (int64_t j = 0; j < inner; ++j) s[j] = std::log(s[j]);
     for (int64_t d = 0; d < dim; ++d) {
       const T* xr = x + d * inner;
       T* yr = y + d * inner;
-      for (int64_t j = 0; j < inner; ++j) yr[j] = static_cast<T>(static_cast<C>(xr[j]) - s[j]);
+      for (int64_t j = 0; j < inner; ++j) yr[j] = static_cast<T>((static_cast<C>(xr[j]) - m[j]) - s[j]);
     }
     return;
   }
