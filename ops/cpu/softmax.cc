@@ -15,18 +15,72 @@
 namespace mantissa::cpu {
 namespace {
 
+// Reductions over a contiguous row keep kLanes independent accumulators so that the compiler can
+// vectorize them (a single running max or sum is a serial dependency it may not reorder).
+constexpr int64_t kLanes = 16;
+
+template <typename T>
+compute_t<T> row_max(const T* x, int64_t n) {
+  using C = compute_t<T>;
+  C lanes[kLanes];
+  std::fill(lanes, lanes + kLanes, -std::numeric_limits<C>::infinity());
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] = std::max(lanes[l], static_cast<C>(x[i + l]));
+  }
+  for (; i < n; ++i) lanes[0] = std::max(lanes[0], static_cast<C>(x[i]));
+  return *std::max_element(lanes, lanes + kLanes);
+}
+
+// sum(exp(x - m)); also stores the exps in e when e is not null.
+template <typename T>
+compute_t<T> row_sum_exp(const T* x, int64_t n, compute_t<T> m, compute_t<T>* e) {
+  using C = compute_t<T>;
+  C lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) {
+      const C v = exp_compute<C>(static_cast<C>(x[i + l]) - m);
+      if (e) e[i + l] = v;
+      lanes[l] += v;
+    }
+  }
+  for (; i < n; ++i) {
+    const C v = exp_compute<C>(static_cast<C>(x[i]) - m);
+    if (e) e[i] = v;
+    lanes[0] += v;
+  }
+  C s = 0;
+  for (int64_t l = 0; l < kLanes; ++l) s += lanes[l];
+  return s;
+}
+
+// sum(a * b) (b null: sum(a)) over a contiguous row.
+template <typename T>
+compute_t<T> row_dot(const T* a, const T* b, int64_t n) {
+  using C = compute_t<T>;
+  C lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) {
+      lanes[l] += static_cast<C>(a[i + l]) * (b ? static_cast<C>(b[i + l]) : C(1));
+    }
+  }
+  for (; i < n; ++i) lanes[0] += static_cast<C>(a[i]) * (b ? static_cast<C>(b[i]) : C(1));
+  C s = 0;
+  for (int64_t l = 0; l < kLanes; ++l) s += lanes[l];
+  return s;
+}
+
 // Rows of the last dim: y[i] over one row x[0, n).
 template <typename T>
 void forward_row(const T* x, T* y, int64_t n, SoftmaxKind kind, std::vector<compute_t<T>>& buf) {
   using C = compute_t<T>;
-  C m = -std::numeric_limits<C>::infinity();
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, static_cast<C>(x[i]));
-  // An all -inf row gives nan (as PyTorch); a +inf max gives nan too, through inf - inf.
-  C s = 0;
+  // An all -inf row gives nan (as PyTorch); so does a nan anywhere, through the sum.
+  const C m = row_max(x, n);
   if (kind == SoftmaxKind::kLogSoftmax) {
-    for (int64_t i = 0; i < n; ++i) s += exp_compute<C>(static_cast<C>(x[i]) - m);
     // (x - m) - log(s), not x - (m + log(s)): the latter loses the low bits when |m| is large.
-    const C ls = std::log(s);
+    const C ls = std::log(row_sum_exp<T>(x, n, m, nullptr));
     for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>((static_cast<C>(x[i]) - m) - ls);
     return;
   }
@@ -39,11 +93,7 @@ void forward_row(const T* x, T* y, int64_t n, SoftmaxKind kind, std::vector<comp
     buf.resize(static_cast<size_t>(n));
     e = buf.data();
   }
-  for (int64_t i = 0; i < n; ++i) {
-    e[i] = exp_compute<C>(static_cast<C>(x[i]) - m);
-    s += e[i];
-  }
-  const C inv = C(1) / s;
+  const C inv = C(1) / row_sum_exp<T>(x, n, m, e);
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(e[i] * inv);
 }
 
@@ -84,12 +134,11 @@ void forward_slice(const T* x, T* y, int64_t dim, int64_t inner, SoftmaxKind kin
 template <typename T>
 void backward_row(const T* dy, const T* y, T* dx, int64_t n, SoftmaxKind kind) {
   using C = compute_t<T>;
-  C s = 0;
   if (kind == SoftmaxKind::kSoftmax) {
-    for (int64_t i = 0; i < n; ++i) s += static_cast<C>(dy[i]) * static_cast<C>(y[i]);
+    const C s = row_dot<T>(dy, y, n);
     for (int64_t i = 0; i < n; ++i) dx[i] = static_cast<T>(static_cast<C>(y[i]) * (static_cast<C>(dy[i]) - s));
   } else {
-    for (int64_t i = 0; i < n; ++i) s += static_cast<C>(dy[i]);
+    const C s = row_dot<T>(dy, nullptr, n);
     for (int64_t i = 0; i < n; ++i) {
       dx[i] = static_cast<T>(static_cast<C>(dy[i]) - exp_compute<C>(static_cast<C>(y[i])) * s);
     }

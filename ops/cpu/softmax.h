@@ -3,6 +3,7 @@
 // fast path over contiguous rows. Values compute in compute_t<T> and round once at the store.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -34,7 +35,9 @@ void softmax_backward(const T* dy, const T* y, T* dx, SoftmaxGeometry g, Softmax
 // n = 128 still overflows to inf correctly. Within 2 ulp of std::exp for normal results; inf above
 // 88.73, 0 far below -103, nan for nan. Tested against std::exp in tests/ops/softmax_test.cc.
 inline float fast_expf(float x) {
-  const float xc = x < -104.0f ? -104.0f : (x > 88.8f ? 88.8f : x);  // nan passes through
+  // Branch-free (min/max, no ?:) so that the loop vectorizes; a nan passes through the clamp and
+  // every step after it, so the result is nan.
+  const float xc = std::min(std::max(x, -104.0f), 88.8f);
   constexpr float kShift = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer in the low bits
   const float kf = std::fma(xc, 1.44269504088896341f, kShift);
   const float n = kf - kShift;
@@ -51,8 +54,7 @@ inline float fast_expf(float x) {
   p = std::fma(p, r, 1.0f);
   const int32_t n1 = ni >> 1, n2 = ni - n1;
   const float s1 = std::bit_cast<float>((n1 + 127) << 23), s2 = std::bit_cast<float>((n2 + 127) << 23);
-  const float result = p * s1 * s2;
-  return x != x ? x : result;
+  return p * s1 * s2;
 }
 
 // exp in a kernel's compute type: fast_expf for float (f32, f16, bf16), std::exp for double.
