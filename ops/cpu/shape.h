@@ -26,7 +26,7 @@ template <typename T, typename A>
 void index_add_rows(const T* grad, const int64_t* index, int64_t n_index, IndexGeometry g, A* acc);
 
 // out[p] = x[p with coordinate `dim` replaced by index[p]] for every position p of `shape` (the index's
-// shape). out and index are contiguous; x_strides are x's strides and x_dim_stride its stride along dim.
+// shape). out and index are contiguous; x_strides are x's strides (x may be non-contiguous).
 template <typename T>
 void gather_strided(const T* x, const Shape& x_strides, int64_t dim, const int64_t* index, const Shape& shape,
                     T* out);
