@@ -178,6 +178,7 @@ std::string_view convert_isa_name(ConvertIsa isa) {
 }
 
 bool convert_isa_supported(ConvertIsa isa) {
+  __builtin_cpu_init();  // needed when called from a static initializer that runs before libgcc's
   switch (isa) {
     case ConvertIsa::kScalar: return true;
     case ConvertIsa::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
