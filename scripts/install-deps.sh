@@ -38,8 +38,8 @@ if [[ $(id -u) -ne 0 ]]; then
   sudo=(sudo)
 fi
 # Another apt run (an unattended upgrade, a second make) may hold the lock: wait for it up to 10 minutes.
-apt_opts=(-q -o DPkg::Lock::Timeout=600)
+apt_opts=(-o DPkg::Lock::Timeout=600)
 "${sudo[@]}" apt-get "${apt_opts[@]}" -qq update
-"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install -y --no-install-recommends \
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" -q install -y --no-install-recommends \
   "${missing[@]}"
 echo "install-deps.sh: done" >&2
