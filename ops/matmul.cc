@@ -1,12 +1,14 @@
 // Matrix products and their backward. Every public op reshapes its operands into one primitive,
 // out[B, m, n] = alpha * a[Ba, m, k] @ b[Bb, k, n] + beta * bias (Ba, Bb each B or 1, 1 broadcasting),
 // whose node (GemmBackward) holds the only hand-written gradient; views around it carry their own.
-// Simply transposed operands reach the GEMM as transpose flags, never as copies.
+// Simply transposed operands reach the GEMM as transpose flags, never as copies. Each public op casts
+// its inputs by the autocast policy first (all six are lower-precision ops).
 #include "ops/matmul.h"
 
 #include <algorithm>
 #include <optional>
 
+#include "amp/autocast.h"
 #include "framework/autograd.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/loops.h"
@@ -183,14 +185,18 @@ void check_bias(std::string_view op, const Tensor& bias, const Tensor& a, const 
 
 }  // namespace
 
-Tensor mm(const Tensor& a, const Tensor& b) {
+Tensor mm(const Tensor& a_in, const Tensor& b_in) {
+  const std::vector<Tensor> in = amp::cast_inputs("mm", {a_in, b_in});
+  const Tensor &a = in[0], &b = in[1];
   check_pair("mm", "self", a, "mat2", b);
   check_dims("mm", a, b, 2, "use bmm for 3-D or matmul for any rank");
   check_inner("mm", a, b, a.size(1), b.size(0));
   return gemm_op({}, a.unsqueeze(0), b.unsqueeze(0), 0.0, 1.0).view({a.size(0), b.size(1)});
 }
 
-Tensor bmm(const Tensor& a, const Tensor& b) {
+Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
+  const std::vector<Tensor> in = amp::cast_inputs("bmm", {a_in, b_in});
+  const Tensor &a = in[0], &b = in[1];
   check_pair("bmm", "self", a, "mat2", b);
   check_dims("bmm", a, b, 3, "use mm for 2-D or matmul for broadcast batches");
   MT_CHECK(a.size(0) == b.size(0), "bmm: batch sizes ", a.size(0), " and ", b.size(0), " of ", shape_str(a.shape()),
@@ -199,7 +205,9 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return gemm_op({}, a, b, 0.0, 1.0);
 }
 
-Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta, double alpha) {
+Tensor addmm(const Tensor& bias_in, const Tensor& a_in, const Tensor& b_in, double beta, double alpha) {
+  const std::vector<Tensor> in = amp::cast_inputs("addmm", {bias_in, a_in, b_in});
+  const Tensor &bias = in[0], &a = in[1], &b = in[2];
   check_pair("addmm", "mat1", a, "mat2", b);
   check_dims("addmm", a, b, 2, "use baddbmm for batches");
   check_inner("addmm", a, b, a.size(1), b.size(0));
@@ -207,7 +215,9 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta, 
   return gemm_op(bias, a.unsqueeze(0), b.unsqueeze(0), beta, alpha).view({a.size(0), b.size(1)});
 }
 
-Tensor baddbmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta, double alpha) {
+Tensor baddbmm(const Tensor& bias_in, const Tensor& a_in, const Tensor& b_in, double beta, double alpha) {
+  const std::vector<Tensor> in = amp::cast_inputs("baddbmm", {bias_in, a_in, b_in});
+  const Tensor &bias = in[0], &a = in[1], &b = in[2];
   check_pair("baddbmm", "batch1", a, "batch2", b);
   check_dims("baddbmm", a, b, 3, "use addmm for 2-D");
   MT_CHECK(a.size(0) == b.size(0), "baddbmm: batch sizes ", a.size(0), " and ", b.size(0), " of ",
@@ -217,7 +227,9 @@ Tensor baddbmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta
   return gemm_op(bias, a, b, beta, alpha);
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const std::vector<Tensor> cast = amp::cast_inputs("linear", {x_in, weight_in, bias_in});
+  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   check_pair("linear", "input", x, "weight", weight);
   MT_CHECK(weight.dim() == 2, "linear: expected a 2-D weight [out_features, in_features], got ",
            shape_str(weight.shape()));
@@ -237,7 +249,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return gemm_op(bias, x3, weight.t().unsqueeze(0), 1.0, 1.0).view(out_shape);
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const std::vector<Tensor> in = amp::cast_inputs("matmul", {a_in, b_in});
+  const Tensor &a = in[0], &b = in[1];
   check_pair("matmul", "self", a, "other", b);
   MT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dim, got ", shape_str(a.shape()),
            " and ", shape_str(b.shape()), ". HINT: use mul for scalars");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "amp/autocast.h"
 #include "framework/autograd.h"
 #include "ops/cpu/loops.h"
 #include "ops/elementwise.h"
@@ -283,6 +284,28 @@ TEST(Matmul, SmallestOnceVersusStepwiseCase) {
   EXPECT_EQ(mm(a, b).item(), 258.0);
   // f16: 2048 + 1 + 1 = 2050 (stepwise: 2048).
   EXPECT_EQ(mm(from_vector<float>({2048, 1, 1}, {1, 3}).to(kFloat16), ones({3, 1}, {.dtype = kFloat16})).item(), 2050.0);
+}
+
+// Under autocast every product runs in the guard's dtype; fp32 leaves still get fp32 grads.
+TEST(Matmul, AutocastRunsInLowerPrecision) {
+  Tensor x = random_tensor({4, 6}, kFloat32, 1).set_requires_grad(true);
+  Tensor w = random_tensor({3, 6}, kFloat32, 2).set_requires_grad(true);
+  Tensor bias = random_tensor({3}, kFloat32, 3).set_requires_grad(true);
+  Tensor out;
+  {
+    amp::AutocastGuard guard({.dtype = kBFloat16});
+    out = linear(x, w, bias);
+    EXPECT_EQ(mm(x, w.t()).dtype(), kBFloat16);
+    EXPECT_EQ(matmul(x, w.t()).dtype(), kBFloat16);
+    EXPECT_EQ(addmm(bias, x, w.t()).dtype(), kBFloat16);
+    EXPECT_EQ(bmm(x.unsqueeze(0), w.t().unsqueeze(0)).dtype(), kBFloat16);
+    EXPECT_EQ(baddbmm(bias, x.unsqueeze(0), w.t().unsqueeze(0)).dtype(), kBFloat16);
+  }
+  EXPECT_EQ(out.dtype(), kBFloat16);
+  sum(out).backward();
+  EXPECT_EQ(w.grad().dtype(), kFloat32);
+  EXPECT_EQ(x.grad().dtype(), kFloat32);
+  EXPECT_EQ(bias.grad().dtype(), kFloat32);
 }
 
 TEST(Matmul, ZeroBetaIgnoresNanBias) {
