@@ -1,7 +1,8 @@
 // GEMM kernels over raw pointers (row-major, strided-batched).
-//   f32:  oneDNN matmul (its AVX-512 brgemm kernels). OpenBLAS picks its kernels from
+//   f32:  oneDNN's dnnl_sgemm (its AVX-512 JIT kernels). OpenBLAS picks its kernels from
 //         OPENBLAS_CORETYPE when the library loads, and this environment exports Haswell, which halves
-//         its sgemm; oneDNN reads the CPU itself and measured fastest here (bench/RESULTS.md).
+//         its sgemm; oneDNN reads the CPU itself. dnnl_sgemm measured faster than oneDNN's f32 matmul
+//         primitive and than OpenBLAS at its best (bench/RESULTS.md).
 //   f64:  OpenBLAS dgemm, single-threaded per call, with parallel_for over blocks of C's rows.
 //   bf16: oneDNN matmul with bf16 operands: AMX / AVX512_BF16 dot products accumulating in fp32, one
 //         rounding to bf16 at the output (alpha and beta applied in fp32 before it).
@@ -13,6 +14,7 @@
 #include "ops/cpu/gemm.h"
 
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <mutex>
@@ -148,7 +150,19 @@ BatchedGemmArgs<T> single(const GemmArgs<T>& g) {
 
 void gemm_batched(const BatchedGemmArgs<float>& bg) {
   if (trivial(bg)) return;
-  onednn_matmul(problem(bg, MatmulType::kF32), bg.gemm.a, bg.gemm.b, bg.gemm.c);
+  const GemmArgs<float>& g = bg.gemm;
+  const auto trans = [](Trans t) { return t == Trans::kYes ? 'T' : 'N'; };
+  auto one = [&](int64_t z) {
+    const dnnl_status_t status =
+        dnnl_sgemm(trans(g.trans_a), trans(g.trans_b), g.m, g.n, g.k, static_cast<float>(g.alpha), g.a + z * bg.stride_a,
+                   g.lda, g.b + z * bg.stride_b, g.ldb, static_cast<float>(g.beta), g.c + z * bg.stride_c, g.ldc);
+    MT_ASSERT(status == dnnl_success, "dnnl_sgemm failed with status ", static_cast<int>(status));
+  };
+  // Small matrices: one thread per matrix (the nested sgemm runs serially). Large: each call is threaded.
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 21) / std::max<int64_t>(g.m * g.n * g.k, 1));
+  parallel_for(bg.batch, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t z = begin; z < end; ++z) one(z);
+  });
 }
 
 void gemm_batched(const BatchedGemmArgs<double>& bg) {

@@ -1,6 +1,6 @@
-// oneDNN's matmul primitive behind the CPU GEMM: strided, batched, broadcast-batch C = alpha A @ B +
-// beta C for f32 and bf16 (AMX or AVX512_BF16 dot products, fp32 accumulation, one rounding at the
-// output). Primitives are created once per shape and layout and cached.
+// oneDNN's matmul primitive: strided, batched, broadcast-batch C = alpha A @ B + beta C for f32 and
+// bf16 (AMX or AVX512_BF16 dot products, fp32 accumulation, one rounding at the output). The bf16 GEMM
+// runs on it; f32 takes dnnl_sgemm, which measured faster (gemm.cc). Primitives are cached by problem.
 #pragma once
 
 #include <array>
