@@ -8,7 +8,10 @@
 #include <vector>
 
 #include "framework/autograd.h"
+#include "ops/conv.h"
 #include "ops/elementwise.h"
+#include "ops/norm.h"
+#include "ops/pool.h"
 #include "ops/reduce.h"
 
 namespace mantissa::testing {
@@ -117,6 +120,51 @@ std::vector<Case> view_cases() {
   };
 }
 
+// Layers: convolution, pooling and normalization. Random inputs are distinct, so max pooling is
+// differentiable at them.
+std::vector<Case> layer_cases() {
+  return {
+      {"conv2d", [](const In& x) { return conv2d(x[0], x[1], x[2]); },
+       {rnd({2, 3, 5, 6}, 100), rnd({4, 3, 3, 3}, 101), rnd({4}, 102)}},
+      {"conv2d_stride1_pad1", [](const In& x) { return conv2d(x[0], x[1], x[2], {.padding = {1, 1}}); },
+       {rnd({2, 3, 5, 4}, 103), rnd({4, 3, 3, 3}, 104), rnd({4}, 105)}},
+      {"conv2d_stride2_no_bias", [](const In& x) { return conv2d(x[0], x[1], Tensor(), {.stride = {2, 2}}); },
+       {rnd({1, 2, 7, 6}, 106), rnd({3, 2, 3, 2}, 107)}},
+      {"conv2d_dilation_asymmetric",
+       [](const In& x) { return conv2d(x[0], x[1], x[2], {.stride = {1, 2}, .padding = {2, 0}, .dilation = {2, 1}}); },
+       {rnd({1, 2, 6, 7}, 108), rnd({2, 2, 3, 3}, 109), rnd({2}, 110)}},
+      {"conv2d_groups", [](const In& x) { return conv2d(x[0], x[1], x[2], {.padding = {1, 1}, .groups = 2}); },
+       {rnd({2, 4, 4, 4}, 111), rnd({6, 2, 3, 3}, 112), rnd({6}, 113)}},
+      {"conv2d_unbatched", [](const In& x) { return conv2d(x[0], x[1]); }, {rnd({2, 4, 4}, 114), rnd({3, 2, 2, 2}, 115)}},
+      {"max_pool2d", [](const In& x) { return max_pool2d(x[0], {}); }, {rnd({2, 3, 4, 6}, 120)}},
+      {"max_pool2d_k3_s2_pad1",
+       [](const In& x) { return max_pool2d(x[0], {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}); },
+       {rnd({1, 2, 5, 6}, 121)}},
+      {"avg_pool2d", [](const In& x) { return avg_pool2d(x[0], {}); }, {rnd({2, 3, 4, 6}, 122)}},
+      {"avg_pool2d_k3_s2_pad1",
+       [](const In& x) { return avg_pool2d(x[0], {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}); },
+       {rnd({1, 2, 5, 6}, 123)}},
+      {"avg_pool2d_overlapping_unbatched", [](const In& x) { return avg_pool2d(x[0], {.stride = {1, 1}}); },
+       {rnd({2, 4, 5}, 124)}},
+      {"layer_norm", [](const In& x) { return layer_norm(x[0], {5}, x[1], x[2]); },
+       {rnd({3, 4, 5}, 130), rnd({5}, 131), rnd({5}, 132)}},
+      {"layer_norm_two_dims_no_affine", [](const In& x) { return layer_norm(x[0], {3, 4}); }, {rnd({2, 3, 4}, 133)}},
+      {"batch_norm_train",
+       [](const In& x) {
+         const Tensor rm = zeros({3}, {.dtype = DType::kF64}), rv = ones({3}, {.dtype = DType::kF64});
+         return batch_norm(x[0], rm, rv, x[1], x[2], BatchNormMode::kTrain);
+       },
+       {rnd({4, 3, 2, 2}, 134), rnd({3}, 135), rnd({3}, 136)}},
+      {"batch_norm_train_2d_no_stats",
+       [](const In& x) { return batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], BatchNormMode::kTrain); },
+       {rnd({5, 3}, 137), rnd({3}, 138), rnd({3}, 139)}},
+      {"batch_norm_eval",
+       [](const In& x) { return batch_norm(x[0], x[1], x[2], x[3], x[4], BatchNormMode::kEval); },
+       {rnd({4, 3, 2, 2}, 140), rnd({3}, 141), rnd({3}, 142, kPositive), rnd({3}, 143), rnd({3}, 144)},
+       {.differentiate = {true, false, false, true, true}}},
+  };
+}
+
 // Compositions: shared inputs, views feeding math, several paths into one leaf.
 std::vector<Case> composite_cases() {
   return {
@@ -135,7 +183,7 @@ std::vector<Case> composite_cases() {
 
 std::vector<Case> all_cases() {
   std::vector<Case> all;
-  for (auto* group : {&elementwise_cases, &reduce_cases, &view_cases, &composite_cases}) {
+  for (auto* group : {&elementwise_cases, &reduce_cases, &view_cases, &layer_cases, &composite_cases}) {
     for (Case& c : (*group)()) all.push_back(std::move(c));
   }
   return all;
