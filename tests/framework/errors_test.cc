@@ -10,7 +10,10 @@
 #include <vector>
 
 #include "framework/autograd.h"
+#include "ops/conv.h"
 #include "ops/elementwise.h"
+#include "ops/norm.h"
+#include "ops/pool.h"
 #include "ops/reduce.h"
 
 namespace mantissa {
@@ -164,6 +167,25 @@ TEST(Errors, MaxOfAnEmptyTensor) {
 TEST(Errors, TransposeShorthandOnThreeDims) {
   EXPECT_THAT([] { f32({2, 3, 4}).t(); },
               ThrowsMessage<Error>(AllOf(HasSubstr("t():"), HasSubstr("[2, 3, 4]"), HasSubstr("transpose(d0, d1)"))));
+}
+
+TEST(Errors, Conv2dChannelAndDtypeMismatch) {
+  EXPECT_THAT([] { conv2d(f32({1, 3, 8, 8}), f32({4, 2, 3, 3})); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("conv2d:"), HasSubstr("[1, 3, 8, 8]"), HasSubstr("[4, 2, 3, 3]"),
+                                         HasSubstr("3 channels"))));
+  EXPECT_THAT([] { conv2d(f32({1, 3, 8, 8}), zeros({4, 3, 3, 3}, {.dtype = DType::kF16})); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("conv2d:"), HasSubstr("f32"), HasSubstr("f16"))));
+}
+
+TEST(Errors, PoolPaddingLargerThanHalfTheKernel) {
+  EXPECT_THAT([] { max_pool2d(f32({1, 1, 4, 4}), {.kernel_size = {2, 2}, .padding = {2, 2}}); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("max_pool2d:"), HasSubstr("padding [2, 2]"),
+                                         HasSubstr("kernel [2, 2]"))));
+}
+
+TEST(Errors, LayerNormShapeThatIsNotTheTrailingDims) {
+  EXPECT_THAT([] { layer_norm(f32({2, 3, 4}), {3}); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("layer_norm:"), HasSubstr("[3]"), HasSubstr("[2, 3, 4]"))));
 }
 
 // Every error above is an exception the caller can catch; the library itself must never end the process.
