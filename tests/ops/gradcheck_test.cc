@@ -8,10 +8,16 @@
 #include <vector>
 
 #include "framework/autograd.h"
+#include "framework/generator.h"
 #include "ops/conv.h"
+#include "ops/dropout.h"
 #include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/loss.h"
 #include "ops/norm.h"
 #include "ops/pool.h"
+#include "ops/shape.h"
+#include "ops/softmax.h"
 #include "ops/reduce.h"
 
 namespace mantissa::testing {
@@ -165,6 +171,64 @@ std::vector<Case> layer_cases() {
   };
 }
 
+Tensor i64(std::vector<int64_t> v, Shape shape = {}) {
+  if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
+  return from_vector<int64_t>(v, shape);
+}
+
+// Softmax, losses, embedding, dropout and the shape ops that build tensors from pieces or indices.
+std::vector<Case> nn_cases() {
+  return {
+      {"softmax_last", [](const In& x) { return softmax(x[0], -1); }, {rnd({3, 5}, 150, {.low = -4, .high = 4})}},
+      {"softmax_dim0", [](const In& x) { return softmax(x[0], 0); }, {rnd({4, 3, 2}, 151)}},
+      {"log_softmax_last", [](const In& x) { return log_softmax(x[0], -1); }, {rnd({3, 5}, 152, {.low = -4, .high = 4})}},
+      {"log_softmax_middle", [](const In& x) { return log_softmax(x[0], 1); }, {rnd({2, 4, 3}, 153)}},
+      {"cross_entropy_mean", [](const In& x) { return cross_entropy(x[0], x[1]); }, {rnd({4, 5}, 154), i64({1, 0, 4, 4})}},
+      {"cross_entropy_sum_ignore_index",
+       [](const In& x) { return cross_entropy(x[0], x[1], {.reduction = Reduction::kSum, .ignore_index = 2}); },
+       {rnd({5, 3}, 155), i64({0, 2, 1, 2, 1})}},
+      {"cross_entropy_none_spatial",
+       [](const In& x) { return cross_entropy(x[0], x[1], {.reduction = Reduction::kNone}); },
+       {rnd({2, 3, 2, 2}, 156), i64({0, 1, 2, 2, 1, 1, 0, 0}, {2, 2, 2})}},
+      {"nll_loss_mean_ignore_index", [](const In& x) { return nll_loss(x[0], x[1], {.ignore_index = 0}); },
+       {rnd({4, 3}, 157), i64({0, 2, 1, 2})}},
+      {"mse_loss_mean", [](const In& x) { return mse_loss(x[0], x[1]); }, {rnd({3, 4}, 158), rnd({3, 4}, 159)}},
+      {"mse_loss_sum", [](const In& x) { return mse_loss(x[0], x[1], Reduction::kSum); }, {rnd({5}, 160), rnd({5}, 161)}},
+      {"mse_loss_none", [](const In& x) { return mse_loss(x[0], x[1], Reduction::kNone); },
+       {rnd({2, 3}, 162), rnd({2, 3}, 163)}},
+      {"embedding_repeated_indices", [](const In& x) { return embedding(x[0], x[1]); },
+       {rnd({5, 3}, 164), i64({4, 0, 4, 2, 4, 1}, {2, 3})}},
+      // A fresh generator with a fixed seed on every call: the same mask for every evaluation.
+      {"dropout",
+       [](const In& x) {
+         Generator g(9);
+         return dropout(x[0], 0.4, &g);
+       },
+       {rnd({4, 5}, 165)}},
+      {"cat", [](const In& x) { return cat({x[0], x[1], x[2]}, 1); }, {rnd({2, 3}, 166), rnd({2, 1}, 167), rnd({2, 4}, 168)}},
+      {"cat_negative_dim", [](const In& x) { return cat({x[0], x[1]}, -3); }, {rnd({1, 2, 3}, 169), rnd({2, 2, 3}, 170)}},
+      {"stack", [](const In& x) { return stack({x[0], x[1]}, 1); }, {rnd({3, 2}, 171), rnd({3, 2}, 172)}},
+      {"split_sizes",
+       [](const In& x) {
+         const std::vector<Tensor> parts = split(x[0], std::vector<int64_t>{1, 3, 2}, 1);
+         return cat({parts[2] * 3.0, parts[0], exp(parts[1])}, 1);
+       },
+       {rnd({2, 6}, 173)}},
+      {"split_chunks",
+       [](const In& x) {
+         const std::vector<Tensor> parts = split(x[0], 2, 0);  // sizes 2, 2, 1
+         return parts[0] * parts[1] + parts[2];
+       },
+       {rnd({5, 3}, 174)}},
+      {"index_select_repeated", [](const In& x) { return index_select(x[0], 1, x[1]); },
+       {rnd({3, 4}, 175), i64({3, 0, 3, 1, 3})}},
+      {"gather", [](const In& x) { return gather(x[0], 1, x[1]); },
+       {rnd({3, 4}, 176), i64({0, 3, 3, 1, 2, 2, 0, 0, 1}, {3, 3})}},
+      {"gather_dim0", [](const In& x) { return gather(x[0], 0, x[1]); },
+       {rnd({3, 2}, 177), i64({2, 0, 2, 2}, {2, 2})}},
+  };
+}
+
 // Compositions: shared inputs, views feeding math, several paths into one leaf.
 std::vector<Case> composite_cases() {
   return {
@@ -183,7 +247,7 @@ std::vector<Case> composite_cases() {
 
 std::vector<Case> all_cases() {
   std::vector<Case> all;
-  for (auto* group : {&elementwise_cases, &reduce_cases, &view_cases, &layer_cases, &composite_cases}) {
+  for (auto* group : {&elementwise_cases, &reduce_cases, &view_cases, &layer_cases, &nn_cases, &composite_cases}) {
     for (Case& c : (*group)()) all.push_back(std::move(c));
   }
   return all;
