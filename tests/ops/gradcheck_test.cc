@@ -18,6 +18,12 @@
 #include "ops/pool.h"
 #include "ops/shape.h"
 #include "ops/softmax.h"
+
+// The matmul family comes from the gemm branch; these cases switch on when it is merged into main.
+#if __has_include("ops/matmul.h")
+#include "ops/matmul.h"
+#define MANTISSA_TEST_HAVE_MATMUL 1
+#endif
 #include "ops/reduce.h"
 
 namespace mantissa::testing {
@@ -229,6 +235,30 @@ std::vector<Case> nn_cases() {
   };
 }
 
+std::vector<Case> matmul_cases() {
+#ifdef MANTISSA_TEST_HAVE_MATMUL
+  return {
+      {"mm", [](const In& x) { return mm(x[0], x[1]); }, {rnd({3, 4}, 200), rnd({4, 5}, 201)}},
+      {"bmm", [](const In& x) { return bmm(x[0], x[1]); }, {rnd({2, 3, 4}, 202), rnd({2, 4, 2}, 203)}},
+      {"matmul_dot", [](const In& x) { return matmul(x[0], x[1]); }, {rnd({4}, 204), rnd({4}, 205)}},
+      {"matmul_vector_matrix", [](const In& x) { return matmul(x[0], x[1]); }, {rnd({4}, 206), rnd({4, 3}, 207)}},
+      {"matmul_matrix_vector", [](const In& x) { return matmul(x[0], x[1]); }, {rnd({3, 4}, 208), rnd({4}, 209)}},
+      {"matmul_batched_vector", [](const In& x) { return matmul(x[0], x[1]); }, {rnd({2, 3, 4}, 210), rnd({4}, 211)}},
+      {"matmul_broadcast_batch", [](const In& x) { return matmul(x[0], x[1]); },
+       {rnd({2, 1, 3, 4}, 212), rnd({3, 4, 2}, 213)}},
+      {"matmul_matrix_batched", [](const In& x) { return matmul(x[0], x[1]); }, {rnd({3, 4}, 214), rnd({2, 4, 5}, 215)}},
+      {"linear", [](const In& x) { return linear(x[0], x[1], x[2]); }, {rnd({5, 4}, 216), rnd({3, 4}, 217), rnd({3}, 218)}},
+      {"linear_3d_no_bias", [](const In& x) { return linear(x[0], x[1]); }, {rnd({2, 3, 4}, 219), rnd({5, 4}, 220)}},
+      {"addmm_broadcast_bias", [](const In& x) { return addmm(x[0], x[1], x[2], 0.5, -2.0); },
+       {rnd({5}, 221), rnd({3, 4}, 222), rnd({4, 5}, 223)}},
+      {"baddbmm", [](const In& x) { return baddbmm(x[0], x[1], x[2], 2.0, 0.5); },
+       {rnd({2, 3, 2}, 224), rnd({2, 3, 4}, 225), rnd({2, 4, 2}, 226)}},
+  };
+#else
+  return {};
+#endif
+}
+
 // Compositions: shared inputs, views feeding math, several paths into one leaf.
 std::vector<Case> composite_cases() {
   return {
@@ -247,7 +277,7 @@ std::vector<Case> composite_cases() {
 
 std::vector<Case> all_cases() {
   std::vector<Case> all;
-  for (auto* group : {&elementwise_cases, &reduce_cases, &view_cases, &layer_cases, &nn_cases, &composite_cases}) {
+  for (auto* group : {&elementwise_cases, &reduce_cases, &view_cases, &layer_cases, &nn_cases, &matmul_cases, &composite_cases}) {
     for (Case& c : (*group)()) all.push_back(std::move(c));
   }
   return all;
