@@ -12,14 +12,10 @@
 #include "framework/autograd.h"
 #include "ops/conv.h"
 #include "ops/elementwise.h"
+#include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/pool.h"
 
-// The matmul family comes from the gemm branch; its checks switch on when it is merged into main.
-#if __has_include("ops/matmul.h")
-#include "ops/matmul.h"
-#define MANTISSA_TEST_HAVE_MATMUL 1
-#endif
 #include "ops/reduce.h"
 
 namespace mantissa {
@@ -194,7 +190,6 @@ TEST(Errors, LayerNormShapeThatIsNotTheTrailingDims) {
               ThrowsMessage<Error>(AllOf(HasSubstr("layer_norm:"), HasSubstr("[3]"), HasSubstr("[2, 3, 4]"))));
 }
 
-#ifdef MANTISSA_TEST_HAVE_MATMUL
 TEST(Errors, MatmulInnerSizeMismatch) {
   EXPECT_THAT([] { matmul(f32({4, 3}), f32({4, 5})); },
               ThrowsMessage<Error>(HasSubstr("matmul: cannot multiply [4, 3] by [4, 5]: inner sizes 3 and 4 differ")));
@@ -209,7 +204,6 @@ TEST(Errors, MatmulDtypeMismatch) {
               ThrowsMessage<Error>(AllOf(HasSubstr("matmul:"), HasSubstr("f32 [2, 3]"), HasSubstr("f64 [3, 2]"),
                                          HasSubstr("same dtype"))));
 }
-#endif
 
 // Every error above is an exception the caller can catch; the library itself must never end the process.
 // Scans the library's sources (not the CLI mains) for calls of exit, _exit, _Exit and quick_exit.

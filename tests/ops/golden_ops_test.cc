@@ -16,16 +16,12 @@
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/loss.h"
+#include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/pool.h"
 #include "ops/shape.h"
 #include "ops/softmax.h"
 
-// The matmul family comes from the gemm branch; its groups switch on when it is merged into main.
-#if __has_include("ops/matmul.h")
-#include "ops/matmul.h"
-#define MANTISSA_TEST_HAVE_MATMUL 1
-#endif
 #include "ops/reduce.h"
 #include "tests/support/golden.h"
 
@@ -190,7 +186,6 @@ GOLDEN_TEST(mse_mean, kF32Reduction, [](const In& x) { return mse_loss(x[0], x[1
 GOLDEN_TEST(embedding, kF32Exact, [](const In& x) { return embedding(x[0], index_attr("embedding", "indices", {3, 5})); })
 GOLDEN_TEST(cat_dim1, kF32Exact, [](const In& x) { return cat({x[0], x[1]}, attr("cat_dim1", "dim")); })
 
-#ifdef MANTISSA_TEST_HAVE_MATMUL
 // GEMMs of inner size 5 to 7 and (for the weight gradients) sums over up to 24 rows, in f32 with a blocking
 // order unlike PyTorch's: sqrt(24) ulps of partial sums ~3. Measured at most 4e-7 absolute.
 constexpr Tolerance kF32Gemm{2e-6, 2e-6};
@@ -213,14 +208,9 @@ GOLDEN_TEST(causal_attention, kF32Gemm, [](const In& x) {
   EXPECT_EQ(attr("causal_attention", "causal"), 1);
   return causal_attention(x[0], x[1], x[2]);
 })
-#endif
 
-// Groups whose op is not in main yet: listed, never silently skipped.
-const std::set<std::string> kPending = {
-#ifndef MANTISSA_TEST_HAVE_MATMUL
-    "bmm", "causal_attention", "linear", "matmul_broadcast",
-#endif
-};
+// Groups whose op is not in main yet: listed here, never silently skipped. Every group has its op now.
+const std::set<std::string> kPending = {};
 
 // Every group in the file has a GoldenOps test or is listed in kPending; nothing is both.
 TEST(GoldenOpsCoverage, EveryGroupIsTestedOrListedAsPending) {

@@ -14,16 +14,12 @@
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/loss.h"
+#include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/pool.h"
 #include "ops/shape.h"
 #include "ops/softmax.h"
 
-// The matmul family comes from the gemm branch; these cases switch on when it is merged into main.
-#if __has_include("ops/matmul.h")
-#include "ops/matmul.h"
-#define MANTISSA_TEST_HAVE_MATMUL 1
-#endif
 #include "ops/reduce.h"
 
 namespace mantissa::testing {
@@ -236,7 +232,6 @@ std::vector<Case> nn_cases() {
 }
 
 std::vector<Case> matmul_cases() {
-#ifdef MANTISSA_TEST_HAVE_MATMUL
   return {
       {"mm", [](const In& x) { return mm(x[0], x[1]); }, {rnd({3, 4}, 200), rnd({4, 5}, 201)}},
       {"bmm", [](const In& x) { return bmm(x[0], x[1]); }, {rnd({2, 3, 4}, 202), rnd({2, 4, 2}, 203)}},
@@ -254,9 +249,6 @@ std::vector<Case> matmul_cases() {
       {"baddbmm", [](const In& x) { return baddbmm(x[0], x[1], x[2], 2.0, 0.5); },
        {rnd({2, 3, 2}, 224), rnd({2, 3, 4}, 225), rnd({2, 4, 2}, 226)}},
   };
-#else
-  return {};
-#endif
 }
 
 // Compositions: shared inputs, views feeding math, several paths into one leaf.
