@@ -2,6 +2,8 @@
 // the backward of broadcasting. 16-bit inputs accumulate in fp32 and round once.
 #pragma once
 
+#include <initializer_list>
+
 #include "framework/tensor.h"
 
 namespace mantissa {
@@ -15,6 +17,12 @@ Tensor mean(const Tensor& x, const Shape& dims, KeepDim keepdim = KeepDim::kNo);
 // Variance with Bessel's correction by default (correction = 1), as torch.var.
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction = 1, KeepDim keepdim = KeepDim::kNo);
 Tensor var(const Tensor& x, int64_t correction = 1);
+// var(x, {1}) reduces dim 1: without this overload the braced list would convert to the int64_t
+// `correction` above (a standard conversion beats building a Shape) and silently reduce everything.
+inline Tensor var(const Tensor& x, std::initializer_list<int64_t> dims, int64_t correction = 1,
+                  KeepDim keepdim = KeepDim::kNo) {
+  return var(x, Shape(dims), correction, keepdim);
+}
 
 struct MaxResult {
   Tensor values;
