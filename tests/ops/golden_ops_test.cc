@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "framework/autograd.h"
+#include "ops/attention.h"
 #include "ops/conv.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
@@ -193,20 +194,11 @@ GOLDEN_TEST(linear, kF32Gemm, [](const In& x) { return linear(x[0], x[1], x[2]);
 GOLDEN_TEST(bmm, kF32Gemm, [](const In& x) { return bmm(x[0], x[1]); })
 GOLDEN_TEST(matmul_broadcast, kF32Gemm, [](const In& x) { return matmul(x[0], x[1]); })
 
-// There is no fused scaled_dot_product_attention op (it is in no helper's signature list): this checks the
-// composition a model uses, softmax(q k^T / sqrt(D) with future positions masked) v, against PyTorch's fused op.
-Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
-  const int64_t t = q.size(-2), d = q.size(-1);
-  const Tensor pos = arange(static_cast<double>(t));
-  const Tensor future = gt(pos.unsqueeze(0), pos.unsqueeze(1));  // [T, T]: key j after query i
-  const Tensor scores = div(matmul(q, k.transpose(-2, -1)), std::sqrt(static_cast<double>(d)));
-  return matmul(softmax(masked_fill(scores, future, -INFINITY), -1), v);
-}
 // Two chained GEMMs around a softmax: the GEMM bound.
 GOLDEN_TEST(causal_attention, kF32Gemm, [](const In& x) {
   EXPECT_EQ(GoldenFile("ops.h5").attr_str("/causal_attention", "layout"), "B,H,T,D");
   EXPECT_EQ(attr("causal_attention", "causal"), 1);
-  return causal_attention(x[0], x[1], x[2]);
+  return scaled_dot_product_attention(x[0], x[1], x[2], {.mask = AttentionMask::kCausal});
 })
 
 // Groups whose op is not in main yet: listed here, never silently skipped. Every group has its op now.
