@@ -14,14 +14,18 @@ Tensor sum(const Tensor& x);  // all elements -> 0-d
 Tensor sum(const Tensor& x, const Shape& dims, KeepDim keepdim = KeepDim::kNo);
 Tensor mean(const Tensor& x);
 Tensor mean(const Tensor& x, const Shape& dims, KeepDim keepdim = KeepDim::kNo);
-// Variance with Bessel's correction by default (correction = 1), as torch.var.
-Tensor var(const Tensor& x, const Shape& dims, int64_t correction = 1, KeepDim keepdim = KeepDim::kNo);
-Tensor var(const Tensor& x, int64_t correction = 1);
-// var(x, {1}) reduces dim 1: without this overload the braced list would convert to the int64_t
-// `correction` above (a standard conversion beats building a Shape) and silently reduce everything.
-inline Tensor var(const Tensor& x, std::initializer_list<int64_t> dims, int64_t correction = 1,
-                  KeepDim keepdim = KeepDim::kNo) {
-  return var(x, Shape(dims), correction, keepdim);
+// Variance with Bessel's correction by default (correction = 1), as torch.var. Options are a struct
+// so that no bare integer can be mistaken for a dim (torch.var(x, 1) means dim 1; here that is
+// var(x, {1})).
+struct VarOptions {
+  int64_t correction = 1;
+  KeepDim keepdim = KeepDim::kNo;
+};
+Tensor var(const Tensor& x, const Shape& dims, VarOptions options = {});
+Tensor var(const Tensor& x, VarOptions options = {});  // all elements
+// var(x, {1}) reduces dim 1 (a braced list always means dims).
+inline Tensor var(const Tensor& x, std::initializer_list<int64_t> dims, VarOptions options = {}) {
+  return var(x, Shape(dims), options);
 }
 
 struct MaxResult {

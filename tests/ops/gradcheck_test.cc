@@ -91,7 +91,7 @@ std::vector<Case> reduce_cases() {
       {"mean_dim", [](const In& x) { return mean(x[0], {1}); }, {rnd({3, 4, 5}, 54)}},
       {"var_all", [](const In& x) { return var(x[0]); }, {rnd({4, 5}, 55)}},
       {"var_dim_unbiased", [](const In& x) { return var(x[0], {1}); }, {rnd({3, 4, 5}, 56)}},
-      {"var_dims_biased_keepdim", [](const In& x) { return var(x[0], {0, 2}, 0, KeepDim::kYes); },
+      {"var_dims_biased_keepdim", [](const In& x) { return var(x[0], {0, 2}, {.correction = 0, .keepdim = KeepDim::kYes}); },
        {rnd({3, 4, 5}, 57)}},
       // Random values are distinct, so max is differentiable at them.
       {"max_dim", [](const In& x) { return max(x[0], 1).values; }, {rnd({3, 4, 5}, 58)}},
@@ -261,7 +261,7 @@ std::vector<Case> composite_cases() {
       {"normalize_like",
        [](const In& x) {
          const Tensor m = mean(x[0], {-1}, KeepDim::kYes);
-         return (x[0] - m) * rsqrt(var(x[0], {-1}, 0, KeepDim::kYes) + 1e-5);
+         return (x[0] - m) * rsqrt(var(x[0], {-1}, {.correction = 0, .keepdim = KeepDim::kYes}) + 1e-5);
        },
        {rnd({3, 6}, 94)}},
   };

@@ -85,11 +85,11 @@ TEST(Reduce, EmptyTensors) {
 TEST(Reduce, VarCorrection) {
   const Tensor x = from_vector<double>({1, 2, 3, 4});
   EXPECT_DOUBLE_EQ(vals(var(x))[0], 5.0 / 3.0) << "unbiased by default";
-  EXPECT_DOUBLE_EQ(vals(var(x, 0))[0], 1.25);
+  EXPECT_DOUBLE_EQ(vals(var(x, {.correction = 0}))[0], 1.25);
   EXPECT_TRUE(std::isnan(vals(var(from_vector<double>({7})))[0])) << "one sample, correction 1: nan";
   const Tensor m = from_vector<double>({1, 3, 2, 6}, {2, 2});
   EXPECT_EQ(vals(var(m, {1})), (std::vector<double>{2, 8}));
-  EXPECT_EQ(var(m, {1}, 1, KeepDim::kYes).shape(), (Shape{2, 1}));
+  EXPECT_EQ(var(m, {1}, {.keepdim = KeepDim::kYes}).shape(), (Shape{2, 1}));
   // f16 input: the variance of large, close values needs the centred two-pass form.
   const Tensor h = from_vector<float>({1000, 1001, 1002, 1003}).to(DType::kF16);
   EXPECT_EQ(vals(var(h))[0], static_cast<double>(static_cast<float>(Half(5.0f / 3.0f))));
