@@ -85,7 +85,7 @@ TEST(Reduce, EmptyTensors) {
 TEST(Reduce, VarCorrection) {
   const Tensor x = from_vector<double>({1, 2, 3, 4});
   EXPECT_DOUBLE_EQ(vals(var(x))[0], 5.0 / 3.0) << "unbiased by default";
-  EXPECT_DOUBLE_EQ(vals(var(x, {.correction = 0}))[0], 1.25);
+  EXPECT_DOUBLE_EQ(vals(var(x, VarOptions{.correction = 0}))[0], 1.25);
   EXPECT_TRUE(std::isnan(vals(var(from_vector<double>({7})))[0])) << "one sample, correction 1: nan";
   const Tensor m = from_vector<double>({1, 3, 2, 6}, {2, 2});
   EXPECT_EQ(vals(var(m, {1})), (std::vector<double>{2, 8}));
