@@ -3,6 +3,8 @@
 // by sequence number, and gradient accumulation into leaves.
 #include "framework/autograd.h"
 
+#include "framework/autocast_state.h"
+
 #include <atomic>
 #include <limits>
 #include <queue>
@@ -14,6 +16,7 @@ namespace {
 
 std::atomic<uint64_t> g_next_sequence_nr{0};
 thread_local bool t_grad_enabled = true;
+thread_local AutocastTls t_autocast;
 
 // True when `t` is the only handle to its data, so the engine may reuse it in place.
 bool exclusively_owned(const Tensor& t) {
@@ -119,6 +122,8 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
 
 // ---- grad mode and graph wiring ----
 
+AutocastTls& autocast_tls() { return t_autocast; }
+
 bool GradMode::is_enabled() { return t_grad_enabled; }
 void GradMode::set_enabled(bool enabled) { t_grad_enabled = enabled; }
 
@@ -164,6 +169,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   MT_CHECK(roots.size() == grads.size(), "backward: got ", roots.size(), " outputs but ", grads.size(),
            " gradients");
   NoGradGuard no_grad;  // backward formulas run without recording (no higher-order gradients)
+  AutocastSuspend no_autocast;  // and in the dtypes the forward chose (a hook may re-enter autocast)
 
   std::vector<Edge> root_edges;
   std::vector<Tensor> root_grads;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "amp/autocast.h"
 #include "framework/autograd.h"
 #include "ops/map.h"
 #include "ops/reduce.h"
@@ -176,7 +177,10 @@ Tensor div(const Tensor& a, double s) {
 }
 Tensor neg(const Tensor& a) { return scalar_op(a, -1.0, "neg", [](auto x) { return -x; }); }
 
-Tensor pow(const Tensor& a, const Tensor& exponent) {
+Tensor pow(const Tensor& a_in, const Tensor& exponent_in) {
+  const std::vector<Tensor> in = amp::cast_inputs("pow", {a_in, exponent_in});
+  const Tensor& a = in[0];
+  const Tensor& exponent = in[1];
   Tensor out = map_binary(a, exponent, "pow", [](auto x, auto e) { return std::pow(x, e); });
   if (compute_requires_grad({&a, &exponent})) {
     auto node = make_node<PowBackward>({&a, &exponent});
@@ -190,7 +194,8 @@ Tensor pow(const Tensor& a, const Tensor& exponent) {
   return out;
 }
 
-Tensor pow(const Tensor& a, double e) {
+Tensor pow(const Tensor& a_in, double e) {
+  const Tensor a = amp::cast_input("pow", a_in);
   MT_CHECK(is_floating(a.dtype()), "pow: expected a floating tensor, got ", dtype_name(a.dtype()));
   Tensor out = e == 2.0 ? map_unary(a, "pow", [](auto x) { return x * x; })
                         : map_unary(a, "pow", [e](auto x) { return std::pow(x, static_cast<decltype(x)>(e)); });

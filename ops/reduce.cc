@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "amp/autocast.h"
 #include "framework/autograd.h"
 #include "framework/parallel.h"
 #include "framework/strided.h"
@@ -123,8 +124,9 @@ struct SumBackward final : Node {
   }
 };
 
-Tensor sum_or_mean(const Tensor& x, const Shape& dims, KeepDim keepdim, bool is_mean) {
+Tensor sum_or_mean(const Tensor& x_in, const Shape& dims, KeepDim keepdim, bool is_mean) {
   const std::string_view op = is_mean ? "mean" : "sum";
+  const Tensor x = amp::cast_input(op, x_in);
   MT_CHECK(is_floating(x.dtype()), op, ": expected a floating tensor, got ", dtype_name(x.dtype()));
   const ReducePlan p = make_plan(x, dims, keepdim, op);
   const double scale = is_mean ? 1.0 / static_cast<double>(p.reduced_numel) : 1.0;

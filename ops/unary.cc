@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "amp/autocast.h"
 #include "framework/autograd.h"
 #include "ops/elementwise.h"
 #include "ops/map.h"
@@ -27,7 +28,8 @@ struct UnaryBackward final : Node {
 };
 
 template <typename F, typename DF>
-Tensor unary(const Tensor& x, const char* name, const char* backward_name, Saves saves, F&& f, DF df) {
+Tensor unary(const Tensor& x_in, const char* name, const char* backward_name, Saves saves, F&& f, DF df) {
+  const Tensor x = amp::cast_input(name, x_in);
   MT_CHECK(is_floating(x.dtype()), name, ": expected a floating tensor, got ", dtype_name(x.dtype()));
   Tensor out = map_unary(x, name, f);
   if (compute_requires_grad({&x})) {

@@ -1,0 +1,168 @@
+// AutocastGuard, the cast policy table and the per-thread weight-cast cache.
+#include "amp/autocast.h"
+
+#include <unordered_map>
+
+#include "framework/autocast_state.h"
+#include "framework/autograd.h"
+
+namespace mantissa::amp {
+namespace {
+
+// The policy table: every op that autocast touches, by category (DESIGN.md, "Autocast"). Ops not
+// listed run in their inputs' dtypes by ordinary type promotion.
+const std::vector<PolicyEntry> kTable = {
+    // Lower precision: the tensor-core ops.
+    {"matmul", CastPolicy::kLowerPrecision}, {"mm", CastPolicy::kLowerPrecision},
+    {"bmm", CastPolicy::kLowerPrecision}, {"linear", CastPolicy::kLowerPrecision},
+    {"addmm", CastPolicy::kLowerPrecision}, {"baddbmm", CastPolicy::kLowerPrecision},
+    {"conv1d", CastPolicy::kLowerPrecision}, {"conv2d", CastPolicy::kLowerPrecision},
+    {"scaled_dot_product_attention", CastPolicy::kLowerPrecision},
+    // fp32: range- or precision-sensitive ops.
+    {"exp", CastPolicy::kFp32}, {"log", CastPolicy::kFp32}, {"pow", CastPolicy::kFp32},
+    {"softmax", CastPolicy::kFp32}, {"log_softmax", CastPolicy::kFp32}, {"layer_norm", CastPolicy::kFp32},
+    {"group_norm", CastPolicy::kFp32}, {"sum", CastPolicy::kFp32}, {"cumsum", CastPolicy::kFp32},
+    {"prod", CastPolicy::kFp32}, {"norm", CastPolicy::kFp32}, {"logsumexp", CastPolicy::kFp32},
+    {"cross_entropy", CastPolicy::kFp32}, {"nll_loss", CastPolicy::kFp32}, {"mse_loss", CastPolicy::kFp32},
+    {"l1_loss", CastPolicy::kFp32}, {"smooth_l1_loss", CastPolicy::kFp32},
+    {"binary_cross_entropy_with_logits", CastPolicy::kFp32},
+    // Promote to the widest input.
+    {"addcmul", CastPolicy::kPromote}, {"addcdiv", CastPolicy::kPromote}, {"dot", CastPolicy::kPromote},
+    {"cat", CastPolicy::kPromote}, {"stack", CastPolicy::kPromote}, {"index_put", CastPolicy::kPromote},
+    {"scatter_add", CastPolicy::kPromote},
+    // Refused: not safe to autocast.
+    {"binary_cross_entropy", CastPolicy::kRefused},
+};
+
+// Cached casts of fp32 leaves that require grad, keyed by the source tensor. The weak reference detects
+// a source that died and whose address was reused.
+struct CacheEntry {
+  std::weak_ptr<TensorImpl> source;
+  Tensor cast;
+};
+thread_local std::unordered_map<const TensorImpl*, CacheEntry> t_cache;
+
+bool eligible(const Tensor& t, DeviceType device) {
+  return t.defined() && t.device().type == device && is_floating(t.dtype()) && t.dtype() != DType::kF64;
+}
+
+Tensor cast_to(const Tensor& t, DType target) {
+  if (t.dtype() == target) return t;
+  const bool cacheable = autocast_tls().cache_enabled && t.is_leaf() && t.requires_grad() &&
+                         t.dtype() == DType::kF32 && is_low_precision(target);
+  if (!cacheable) return t.to(target);
+  auto it = t_cache.find(t.impl());
+  if (it != t_cache.end() && !it->second.source.expired() && it->second.cast.dtype() == target) {
+    return it->second.cast;
+  }
+  // Record the cast with grad on, so a no-grad forward cannot leave a history-less copy in the cache
+  // that a later grad-enabled forward would then use.
+  EnableGradGuard grad_on;
+  Tensor cast = t.to(target);
+  t_cache[t.impl()] = CacheEntry{t.impl_ptr(), cast};
+  return cast;
+}
+
+}  // namespace
+
+AutocastGuard::AutocastGuard(AutocastOptions options) : device_(options.device) {
+  MT_CHECK(is_low_precision(options.dtype), "AutocastGuard: dtype must be f16 or bf16, got ",
+           dtype_name(options.dtype));
+  AutocastTls& tls = autocast_tls();
+  const int d = static_cast<int>(device_);
+  prev_enabled_ = tls.enabled[d];
+  prev_dtype_ = tls.dtype[d];
+  prev_cache_ = tls.cache_enabled ? CacheMode::kEnabled : CacheMode::kDisabled;
+  tls.enabled[d] = options.state == AutocastState::kEnabled;
+  tls.dtype[d] = options.dtype;
+  tls.cache_enabled = options.cache == CacheMode::kEnabled;
+  if (tls.enabled[d]) ++tls.enabling_depth;
+}
+
+AutocastGuard::~AutocastGuard() {
+  AutocastTls& tls = autocast_tls();
+  const int d = static_cast<int>(device_);
+  if (tls.enabled[d]) {
+    if (--tls.enabling_depth == 0) t_cache.clear();
+  }
+  tls.enabled[d] = prev_enabled_;
+  tls.dtype[d] = prev_dtype_;
+  tls.cache_enabled = prev_cache_ == CacheMode::kEnabled;
+}
+
+bool is_enabled(DeviceType device) { return autocast_tls().enabled[static_cast<int>(device)]; }
+DType lower_precision_dtype(DeviceType device) { return autocast_tls().dtype[static_cast<int>(device)]; }
+
+CastPolicy policy_for(std::string_view op) {
+  for (const PolicyEntry& e : kTable) {
+    if (e.op == op) return e.policy;
+  }
+  return CastPolicy::kNone;
+}
+
+const std::vector<PolicyEntry>& policy_table() { return kTable; }
+
+std::string_view policy_name(CastPolicy p) {
+  switch (p) {
+    case CastPolicy::kLowerPrecision: return "lower precision";
+    case CastPolicy::kFp32: return "fp32";
+    case CastPolicy::kPromote: return "promote";
+    case CastPolicy::kRefused: return "refused";
+    case CastPolicy::kNone: return "none";
+  }
+  return "?";
+}
+
+std::vector<Tensor> cast_inputs(std::string_view op, std::initializer_list<Tensor> inputs) {
+  std::vector<Tensor> out(inputs);
+  const AutocastTls& tls = autocast_tls();
+  // The device of the first defined input decides which autocast state applies.
+  DeviceType device = DeviceType::kCPU;
+  bool found = false;
+  for (const Tensor& t : out) {
+    if (t.defined()) {
+      device = t.device().type;
+      found = true;
+      break;
+    }
+  }
+  if (!found || !tls.enabled[static_cast<int>(device)]) return out;
+  const CastPolicy policy = policy_for(op);
+  switch (policy) {
+    case CastPolicy::kNone:
+      return out;
+    case CastPolicy::kRefused:
+      MT_THROW(op, ": unsafe to autocast: its gradient and loss lose accuracy in ",
+               dtype_name(tls.dtype[static_cast<int>(device)]),
+               ". HINT: use binary_cross_entropy_with_logits, which fuses the sigmoid and is safe to autocast, "
+               "or run this op outside the AutocastGuard on f32 inputs");
+    case CastPolicy::kLowerPrecision:
+    case CastPolicy::kFp32: {
+      const DType target = policy == CastPolicy::kFp32 ? DType::kF32 : tls.dtype[static_cast<int>(device)];
+      for (Tensor& t : out) {
+        if (eligible(t, device)) t = cast_to(t, target);
+      }
+      return out;
+    }
+    case CastPolicy::kPromote: {
+      bool any = false;
+      DType widest = DType::kF16;
+      for (const Tensor& t : out) {
+        if (!eligible(t, device)) continue;
+        widest = any ? promote_types(widest, t.dtype()) : t.dtype();
+        any = true;
+      }
+      for (Tensor& t : out) {
+        if (eligible(t, device)) t = cast_to(t, widest);
+      }
+      return out;
+    }
+  }
+  return out;
+}
+
+Tensor cast_input(std::string_view op, const Tensor& input) { return cast_inputs(op, {input})[0]; }
+
+size_t cache_size() { return t_cache.size(); }
+
+}  // namespace mantissa::amp

@@ -1,0 +1,70 @@
+// Autocast: inside an AutocastGuard, each op's public function casts its floating inputs by the op's
+// category in one policy table (amp/autocast_policy.cc), PyTorch's CUDA policy being the reference:
+//   kLowerPrecision: to the guard's dtype (f16/bf16)   - matmul, linear, conv2d, ...
+//   kFp32:           to f32                             - softmax, log, losses, norms, ...
+//   kPromote:        to the widest floating input dtype - cat, stack, ...
+//   kRefused:        throws (binary_cross_entropy)
+//   kNone:           untouched (ordinary type promotion applies)
+// Only floating, non-f64 tensors on the guard's device are cast; a tensor already in the target dtype
+// is not copied. Casts of fp32 leaves that require grad are cached for the region (weights are cast once
+// per forward) and the cache is cleared when the outermost guard exits. State is per thread.
+#pragma once
+
+#include <initializer_list>
+#include <string_view>
+#include <vector>
+
+#include "framework/tensor.h"
+
+namespace mantissa::amp {
+
+enum class CastPolicy { kLowerPrecision, kFp32, kPromote, kRefused, kNone };
+enum class CacheMode { kEnabled, kDisabled };
+enum class AutocastState { kEnabled, kDisabled };
+
+struct AutocastOptions {
+  DeviceType device = DeviceType::kCPU;
+  DType dtype = DType::kBF16;  // f16 or bf16
+  AutocastState state = AutocastState::kEnabled;
+  CacheMode cache = CacheMode::kEnabled;
+};
+
+// Enables (or, with state kDisabled, suspends) autocast for one device type on this thread until the
+// guard is destroyed; the outer settings come back exactly.
+class AutocastGuard {
+ public:
+  explicit AutocastGuard(AutocastOptions options = {});
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  DeviceType device_;
+  bool prev_enabled_;
+  DType prev_dtype_;
+  CacheMode prev_cache_;
+};
+
+bool is_enabled(DeviceType device);
+DType lower_precision_dtype(DeviceType device);
+
+// The op's category in the policy table (kNone for an op the table does not list).
+CastPolicy policy_for(std::string_view op);
+struct PolicyEntry {
+  std::string_view op;
+  CastPolicy policy;
+};
+// The whole table, for documentation and tests.
+const std::vector<PolicyEntry>& policy_table();
+std::string_view policy_name(CastPolicy p);
+
+// Applies op's policy to its tensor inputs when autocast is active for their device; returns the inputs
+// to run the op on (the same handles when nothing is cast). Undefined tensors pass through.
+std::vector<Tensor> cast_inputs(std::string_view op, std::initializer_list<Tensor> inputs);
+// One-input form.
+Tensor cast_input(std::string_view op, const Tensor& input);
+
+// Number of cached weight casts on this thread (for tests).
+size_t cache_size();
+
+}  // namespace mantissa::amp
