@@ -1,0 +1,82 @@
+// Layers: forward shapes and values, parameter names, Sequential's "0", "1", ... children.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "framework/autograd.h"
+#include "framework/error.h"
+#include "models/layers/activation.h"
+#include "models/layers/flatten.h"
+#include "models/layers/sequential.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+
+namespace mantissa {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::vector<std::string> names(const std::vector<NamedTensor>& list) {
+  std::vector<std::string> out;
+  for (const auto& e : list) out.push_back(e.name);
+  return out;
+}
+
+// y = x * w: a one-parameter layer for Sequential tests.
+struct Scale : Module {
+  Tensor w;
+  explicit Scale(double v) { w = register_parameter("w", full({1}, v)); }
+  std::string type_name() const override { return "Scale"; }
+  Tensor forward(const Tensor& x) { return x * w; }
+};
+
+TEST(Layers, ReluGeluValues) {
+  Tensor x = from_vector<float>({-1.0f, 0.0f, 2.0f});
+  ReLU relu_layer;
+  Tensor r = relu_layer.forward(x);
+  EXPECT_THAT(std::vector<float>(r.data<float>(), r.data<float>() + 3), ElementsAre(0.0f, 0.0f, 2.0f));
+  GELU gelu_erf, gelu_tanh({.approximate = GeluApproximation::kTanh});
+  // gelu(2) = 2 * Phi(2) = 1.9544997 (erf form); the tanh form gives 1.9545977. float: 1e-6.
+  EXPECT_NEAR(gelu_erf.forward(x).data<float>()[2], 1.9544997, 1e-6);
+  EXPECT_NEAR(gelu_tanh.forward(x).data<float>()[2], 1.9545977, 1e-6);
+  EXPECT_TRUE(relu_layer.named_parameters().empty());
+}
+
+TEST(Layers, FlattenShapes) {
+  Tensor x = zeros({2, 3, 4, 5});
+  EXPECT_EQ(Flatten().forward(x).shape(), (Shape{2, 60}));
+  EXPECT_EQ(Flatten({.start_dim = 0}).forward(x).shape(), (Shape{120}));
+  EXPECT_EQ(Flatten({.start_dim = 1, .end_dim = 2}).forward(x).shape(), (Shape{2, 12, 5}));
+  EXPECT_TRUE(Flatten().forward(x).shares_storage(x));  // a view of a contiguous input
+}
+
+TEST(Layers, SequentialNamesAndForward) {
+  auto seq = std::make_shared<Sequential>(std::make_shared<Scale>(2.0), std::make_shared<ReLU>(),
+                                          std::make_shared<Scale>(-3.0));
+  auto tail = seq->push_back(std::make_shared<Flatten>(FlattenOptions{.start_dim = 0}));
+  EXPECT_EQ(seq->size(), 4u);
+  EXPECT_THAT(names(seq->named_parameters()), ElementsAre("0.w", "2.w"));
+  EXPECT_EQ((*seq)[3], tail);
+  EXPECT_EQ(seq->at<Scale>(2)->w.data<float>()[0], -3.0f);
+  EXPECT_THAT([&] { seq->at<Scale>(1); }, ::testing::ThrowsMessage<Error>(HasSubstr("layer 1 is a ReLU")));
+  EXPECT_THAT([&] { (*seq)[4]; }, ::testing::ThrowsMessage<Error>(HasSubstr("index 4 is out of range for 4")));
+
+  Tensor x = from_vector<float>({1.0f, -1.0f}, {2, 1});
+  Tensor y = seq->forward(x);  // -3 * relu(2 x), flattened
+  EXPECT_EQ(y.shape(), (Shape{2}));
+  EXPECT_EQ(y.data<float>()[0], -6.0f);
+  EXPECT_EQ(y.data<float>()[1], 0.0f);
+  sum(y).backward();
+  // y0 = -3 relu(2 x0) with x0 = 1 gives dy0/dw0 = -3 x0; y1 is cut off by the ReLU.
+  EXPECT_EQ(seq->at<Scale>(0)->w.grad().data<float>()[0], -3.0f);
+  EXPECT_EQ(seq->at<Scale>(2)->w.grad().data<float>()[0], 2.0f);  // relu(2 x0) + relu(2 x1) = 2
+  // Nested: names gain the outer index.
+  Sequential outer(seq, std::make_shared<Scale>(1.0));
+  EXPECT_THAT(names(outer.named_parameters()), ElementsAre("0.0.w", "0.2.w", "1.w"));
+  EXPECT_TRUE(Sequential().forward(x).is_same(x));
+}
+
+}  // namespace
+}  // namespace mantissa
