@@ -1,0 +1,235 @@
+// conv2d forward and backward. f32 and bf16 go to oneDNN's convolution primitives (ops/cpu/conv_onednn);
+// f64 and f16 (which oneDNN 2.6 does not convolve on this CPU), and any case oneDNN declines, go to
+// im2col + GEMM (ops/cpu/gemm.h), per sample and per group, described next.
+// Letters: N batch, C input channels, O output channels, G groups, K = C/G*KH*KW (GEMM depth),
+// P = OH*OW (output pixels). Forward: y[n, o-group] = W_g [O/G, K] @ col_g [K, P], bias pre-filled
+// into y with beta = 1 so a 16-bit output is rounded once. Backward runs in the compute type (fp32 for
+// 16-bit, operands widened exactly): dcol = W_g^T @ dy_g then col2im; dW_g += dy_g @ col_g^T per
+// sample; db = sum of dy. The 16-bit results are rounded once at the end.
+//
+// Why oneDNN for f32/bf16: bench/conv_bench.cc, N=64, 32->64 channels, 28x28, 3x3, pad 1, 2 threads on
+// this (shared, loaded) 2-core machine: forward im2col + GEMM took 800-930 ms in f32 and 1.1-1.4 s in bf16;
+// oneDNN, reorders from/to NCHW included, 80-104 ms (jit:avx512_core) and 60 ms (brgconv AMX bf16): 8x and
+// 18x faster. oneDNN accumulates in f32 and converts once, so the 16-bit contract holds; its bf16 weight
+// gradient is requested in f32 and rounded once here.
+#include "ops/conv.h"
+
+#include <type_traits>
+#include <vector>
+
+#include "framework/autograd.h"
+#include "ops/cpu/compute_buffer.h"
+#include "ops/cpu/conv_kernels.h"
+#include "ops/cpu/conv_onednn.h"
+#include "ops/cpu/gemm.h"
+
+namespace mantissa {
+namespace {
+
+using cpu::Conv2dGeometry;
+using cpu::GemmArgs;
+using cpu::Trans;
+
+// A 1x1 kernel with stride 1 and no padding reads the input as its own column matrix.
+bool is_pointwise(const Conv2dGeometry& g) {
+  return g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
+}
+
+// The dtypes oneDNN convolves for us.
+template <typename T>
+constexpr bool kUseOneDnn = std::is_same_v<T, float> || std::is_same_v<T, BFloat16>;
+
+template <typename T>
+void conv_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* b, T* y) {
+  if constexpr (kUseOneDnn<T>) {
+    std::vector<float> bias32(b ? static_cast<size_t>(g.o) : 0);
+    if (b) cpu::to_compute(b, bias32.data(), g.o);
+    if (g.n > 0 && cpu::onednn_conv2d_forward(g, x, w, b ? bias32.data() : nullptr, y)) return;
+  }
+  const int64_t K = g.col_rows(), P = g.out_plane(), cpg = g.c_per_group(), opg = g.o_per_group();
+  std::vector<T> col(is_pointwise(g) ? 0 : static_cast<size_t>(K * P));
+  for (int64_t n = 0; n < g.n; ++n) {
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      const T* xg = x + (n * g.c + grp * cpg) * g.h * g.w;
+      const T* colp = xg;
+      if (!is_pointwise(g)) {
+        cpu::im2col(xg, g, cpg, col.data(), P);
+        colp = col.data();
+      }
+      T* yg = y + (n * g.o + grp * opg) * P;
+      if (b) {
+        for (int64_t o = 0; o < opg; ++o) std::fill(yg + o * P, yg + (o + 1) * P, b[grp * opg + o]);
+      }
+      cpu::gemm(GemmArgs<T>{.m = opg, .n = P, .k = K, .a = w + grp * opg * K, .lda = K, .b = colp, .ldb = P,
+                            .c = yg, .ldc = P, .beta = b ? 1.0f : 0.0f});
+    }
+  }
+}
+
+// Gradients in the compute type A; each output pointer may be null when that grad is not needed.
+template <typename T>
+void conv_backward_im2col(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db) {
+  if (!dx && !dw && !db) return;
+  using A = compute_t<T>;
+  const int64_t K = g.col_rows(), P = g.out_plane(), cpg = g.c_per_group(), opg = g.o_per_group();
+  const int64_t plane = g.h * g.w;
+  std::vector<A> dy_store, w_store, col(static_cast<size_t>(K * P));
+  const A* dyA = cpu::compute_view(dy, g.n * g.o * P, dy_store);
+
+  if (dx) {
+    const A* wA = cpu::compute_view(w, g.o * K, w_store);
+    std::vector<A> dx_acc(static_cast<size_t>(g.c * plane));
+    for (int64_t n = 0; n < g.n; ++n) {
+      std::fill(dx_acc.begin(), dx_acc.end(), A(0));
+      for (int64_t grp = 0; grp < g.groups; ++grp) {
+        const A* dyg = dyA + (n * g.o + grp * opg) * P;
+        A* dxg = dx_acc.data() + grp * cpg * plane;
+        // dcol [K, P] = W_g^T [K, O/G] @ dy_g [O/G, P]; a pointwise conv writes dx directly.
+        A* dcol = is_pointwise(g) ? dxg : col.data();
+        cpu::gemm(GemmArgs<A>{.trans_a = Trans::kYes, .m = K, .n = P, .k = opg, .a = wA + grp * opg * K,
+                              .lda = K, .b = dyg, .ldb = P, .c = dcol, .ldc = P});
+        if (!is_pointwise(g)) cpu::col2im(col.data(), g, cpg, dxg);
+      }
+      cpu::from_compute(dx_acc.data(), dx + n * g.c * plane, g.c * plane);
+    }
+  }
+  if (dw) {
+    std::vector<A> dw_acc(static_cast<size_t>(g.o * K), A(0)), x_store;
+    for (int64_t n = 0; n < g.n; ++n) {
+      for (int64_t grp = 0; grp < g.groups; ++grp) {
+        const T* xg = x + (n * g.c + grp * cpg) * plane;
+        const A* colp;
+        if (is_pointwise(g)) {
+          colp = cpu::compute_view(xg, cpg * plane, x_store);
+        } else {
+          cpu::im2col(xg, g, cpg, col.data(), P);
+          colp = col.data();
+        }
+        // dW_g [O/G, K] += dy_g [O/G, P] @ col_g^T [P, K]
+        cpu::gemm(GemmArgs<A>{.trans_b = Trans::kYes, .m = opg, .n = K, .k = P,
+                              .a = dyA + (n * g.o + grp * opg) * P, .lda = P, .b = colp, .ldb = P,
+                              .c = dw_acc.data() + grp * opg * K, .ldc = K, .beta = 1.0f});
+      }
+    }
+    cpu::from_compute(dw_acc.data(), dw, g.o * K);
+  }
+  if (db) {
+    std::vector<A> db_acc(static_cast<size_t>(g.o), A(0));
+    for (int64_t n = 0; n < g.n; ++n) {
+      for (int64_t o = 0; o < g.o; ++o) {
+        const A* row = dyA + (n * g.o + o) * P;
+        A s = 0;
+        for (int64_t p = 0; p < P; ++p) s += row[p];
+        db_acc[o] += s;
+      }
+    }
+    cpu::from_compute(db_acc.data(), db, g.o);
+  }
+}
+
+template <typename T>
+void conv_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db) {
+  if constexpr (kUseOneDnn<T>) {
+    if (g.n > 0 && dx && cpu::onednn_conv2d_backward_data(g, dy, w, dx)) dx = nullptr;
+    if (g.n > 0 && dw) {
+      std::vector<float> dw32(static_cast<size_t>(g.o * g.col_rows())), db32(db ? static_cast<size_t>(g.o) : 0);
+      if (cpu::onednn_conv2d_backward_weights(g, x, dy, dw32.data(), db ? db32.data() : nullptr)) {
+        cpu::from_compute(dw32.data(), dw, g.o * g.col_rows());
+        if (db) cpu::from_compute(db32.data(), db, g.o);
+        dw = db = nullptr;
+      }
+    }
+  }
+  conv_backward_im2col(g, x, w, dy, dx, dw, db);  // whatever oneDNN did not do
+}
+
+struct Conv2dBackward final : Node {
+  SavedTensor input{this, "input"};    // contiguous x, saved when the weight needs a grad
+  SavedTensor weight{this, "weight"};  // contiguous weight, saved when the input needs a grad
+  Conv2dGeometry geometry;
+  Shape weight_shape;
+  DType dtype = DType::kF32;
+  std::string_view name() const override { return "Conv2dBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    const Conv2dGeometry& g = geometry;
+    const Tensor dy = grads[0].contiguous();
+    Tensor dx, dw, db;
+    if (next_edges[0].valid()) dx = empty({g.n, g.c, g.h, g.w}, {.dtype = dtype});
+    if (next_edges[1].valid()) dw = empty(weight_shape, {.dtype = dtype});
+    if (next_edges[2].valid()) db = empty({g.o}, {.dtype = dtype});
+    dispatch_floating(dtype, "conv2d_backward", [&]<typename T>() {
+      conv_backward<T>(g, input.defined() ? input.get().data<T>() : nullptr,
+                       weight.defined() ? weight.get().data<T>() : nullptr, dy.data<T>(),
+                       dx.defined() ? dx.data<T>() : nullptr, dw.defined() ? dw.data<T>() : nullptr,
+                       db.defined() ? db.data<T>() : nullptr);
+    });
+    return {dx, dw, db};
+  }
+};
+
+int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
+  return (in + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+}
+
+Conv2dGeometry check_and_plan(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& opt) {
+  MT_CHECK(x.dim() == 4, "conv2d: input must be [N, C, H, W], got ", shape_str(x.shape()));
+  MT_CHECK(w.dim() == 4, "conv2d: weight must be [O, C/groups, KH, KW], got ", shape_str(w.shape()));
+  MT_CHECK(is_floating(x.dtype()), "conv2d: expected a floating input, got ", dtype_name(x.dtype()));
+  MT_CHECK(x.dtype() == w.dtype(), "conv2d: input is ", dtype_name(x.dtype()), " but weight is ",
+           dtype_name(w.dtype()), ". HINT: cast both to one dtype (or run under autocast)");
+  MT_CHECK(x.device().is_cpu() && w.device().is_cpu(), "conv2d: no kernel for ", x.device().str(), " in this build");
+  for (int i = 0; i < 2; ++i) {
+    MT_CHECK(opt.stride[i] > 0 && opt.dilation[i] > 0 && opt.padding[i] >= 0,
+             "conv2d: stride and dilation must be positive and padding non-negative, got stride [", opt.stride[0],
+             ", ", opt.stride[1], "], padding [", opt.padding[0], ", ", opt.padding[1], "], dilation [",
+             opt.dilation[0], ", ", opt.dilation[1], "]");
+  }
+  Conv2dGeometry g{.n = x.size(0), .c = x.size(1), .h = x.size(2), .w = x.size(3), .o = w.size(0),
+                   .kh = w.size(2), .kw = w.size(3), .stride_h = opt.stride[0], .stride_w = opt.stride[1],
+                   .pad_h = opt.padding[0], .pad_w = opt.padding[1], .dil_h = opt.dilation[0],
+                   .dil_w = opt.dilation[1], .groups = opt.groups};
+  MT_CHECK(g.groups > 0, "conv2d: groups must be positive, got ", g.groups);
+  MT_CHECK(g.c % g.groups == 0 && g.o % g.groups == 0, "conv2d: groups=", g.groups,
+           " must divide both input channels (", g.c, ") and output channels (", g.o, ")");
+  MT_CHECK(w.size(1) * g.groups == g.c, "conv2d: input ", shape_str(x.shape()), " has ", g.c,
+           " channels but weight ", shape_str(w.shape()), " expects ", w.size(1) * g.groups, " (", w.size(1),
+           " per group x ", g.groups, " groups). HINT: weight is [out_channels, in_channels/groups, KH, KW]");
+  if (b.defined()) {
+    MT_CHECK(b.dim() == 1 && b.size(0) == g.o, "conv2d: bias must be [", g.o, "] for weight ",
+             shape_str(w.shape()), ", got ", shape_str(b.shape()));
+    MT_CHECK(b.dtype() == x.dtype(), "conv2d: bias is ", dtype_name(b.dtype()), " but input is ",
+             dtype_name(x.dtype()), ". HINT: cast the bias to the input's dtype");
+  }
+  g.oh = out_size(g.h, g.kh, g.stride_h, g.pad_h, g.dil_h);
+  g.ow = out_size(g.w, g.kw, g.stride_w, g.pad_w, g.dil_w);
+  MT_CHECK(g.oh > 0 && g.ow > 0, "conv2d: input ", shape_str(x.shape()), " with padding [", g.pad_h, ", ", g.pad_w,
+           "] is smaller than the dilated kernel ", shape_str(w.shape()), ": output would be ", g.oh, "x", g.ow,
+           ". HINT: add padding or use a smaller kernel");
+  return g;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions options) {
+  MT_CHECK(x.defined() && weight.defined(), "conv2d: input and weight must be defined");
+  if (x.dim() == 3) return conv2d(x.unsqueeze(0), weight, bias, options).squeeze(0);  // unbatched [C, H, W]
+  const Conv2dGeometry g = check_and_plan(x, weight, bias, options);
+  const Tensor xc = x.contiguous(), wc = weight.contiguous();
+  const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
+  Tensor out = empty({g.n, g.o, g.oh, g.ow}, {.dtype = x.dtype(), .device = x.device()});
+  dispatch_floating(x.dtype(), "conv2d", [&]<typename T>() {
+    conv_forward<T>(g, xc.data<T>(), wc.data<T>(), bc.defined() ? bc.data<T>() : nullptr, out.data<T>());
+  });
+  if (compute_requires_grad({&x, &weight, &bias})) {
+    auto node = make_node<Conv2dBackward>({&x, &weight, &bias});
+    node->geometry = g;
+    node->weight_shape = weight.shape();
+    node->dtype = x.dtype();
+    if (weight.requires_grad()) node->input = xc;
+    if (x.requires_grad()) node->weight = wc;
+    set_history(out, node);
+  }
+  return out;
+}
+
+}  // namespace mantissa

@@ -1,0 +1,22 @@
+// 2-D convolution (PyTorch's conv2d): NCHW input, OIHW weight, optional bias; stride, padding,
+// dilation and groups; backward for input, weight and bias. f32, f64, f16, bf16 (16-bit accumulate
+// in fp32 and round once at the output, the tensor-core contract).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "framework/tensor.h"
+
+namespace mantissa {
+
+struct Conv2dOptions {
+  std::array<int64_t, 2> stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  int64_t groups = 1;
+};
+
+// x [N, C, H, W] (or unbatched [C, H, W]), weight [O, C/groups, KH, KW], bias [O] or undefined.
+// Returns [N, O, OH, OW] with OH = (H + 2*pad - dil*(KH-1) - 1) / stride + 1 (likewise OW).
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Conv2dOptions options = {});
+
+}  // namespace mantissa

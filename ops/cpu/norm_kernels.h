@@ -1,0 +1,49 @@
+// layer_norm and batch_norm kernels over raw pointers. Values of type T (f32, f64, f16, bf16) compute in
+// C = compute_t<T> and round once at the output; per-feature parameters and statistics are passed
+// already widened to C (they are small), so the kernels take T only for the big tensors.
+#pragma once
+
+#include <cstdint>
+
+#include "framework/dtype.h"
+
+namespace mantissa::cpu {
+
+// layer_norm over x [rows, cols] (cols = the normalized shape flattened).
+struct LayerNormGeometry {
+  int64_t rows = 0, cols = 0;
+  double eps = 1e-5;
+};
+// y = (x - mean) * rstd * w + b per row; w, b may be null (1 and 0). Writes mean[rows] and
+// rstd[rows] = 1 / sqrt(biased var + eps) for backward.
+template <typename T>
+void layer_norm_forward(const LayerNormGeometry& g, const T* x, const compute_t<T>* w, const compute_t<T>* b,
+                        T* y, compute_t<T>* mean, compute_t<T>* rstd);
+// dx (may be null), dw and db (each may be null; [cols], written, not accumulated). The sums over rows
+// run in fixed blocks and add up in block order, so results do not depend on the thread count.
+template <typename T>
+void layer_norm_backward(const LayerNormGeometry& g, const T* dy, const T* x, const compute_t<T>* mean,
+                         const compute_t<T>* rstd, const compute_t<T>* w, T* dx, compute_t<T>* dw,
+                         compute_t<T>* db);
+
+// batch_norm over x [n, channels, spatial] (spatial = H*W, or 1 for [N, C] input).
+struct BatchNormGeometry {
+  int64_t n = 0, channels = 0, spatial = 1;
+  int64_t count() const { return n * spatial; }  // elements per channel
+};
+// Per-channel mean and biased variance of x.
+template <typename T>
+void batch_norm_stats(const BatchNormGeometry& g, const T* x, compute_t<T>* mean, compute_t<T>* var);
+// y = (x - mean[c]) * invstd[c] * w[c] + b[c]; w, b may be null.
+template <typename T>
+void batch_norm_apply(const BatchNormGeometry& g, const T* x, const compute_t<T>* mean, const compute_t<T>* invstd,
+                      const compute_t<T>* w, const compute_t<T>* b, T* y);
+// With xhat = (x - mean) * invstd: dw[c] = sum dy*xhat, db[c] = sum dy; dx = w*invstd*dy in eval mode
+// (statistics are constants), and w*invstd*(dy - db/M - xhat*dw/M) in train mode (they depend on x).
+enum class BatchStats { kFromBatch, kConstant };
+template <typename T>
+void batch_norm_backward(const BatchNormGeometry& g, BatchStats stats, const T* dy, const T* x,
+                         const compute_t<T>* mean, const compute_t<T>* invstd, const compute_t<T>* w, T* dx,
+                         compute_t<T>* dw, compute_t<T>* db);
+
+}  // namespace mantissa::cpu

@@ -1,0 +1,130 @@
+// max / avg pooling, forward and backward, in parallel over (sample, channel) planes. 16-bit values
+// compute in fp32: max is exact anyway; sums are kept in fp32 and rounded once per output.
+#include "ops/cpu/pool_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "framework/parallel.h"
+#include "ops/cpu/compute_buffer.h"
+
+namespace mantissa::cpu {
+namespace {
+
+// The window of output (oy, ox), clipped to the input: rows [y0, y1), cols [x0, x1).
+struct Window {
+  int64_t y0, y1, x0, x1;
+};
+Window window(const Pool2dGeometry& g, int64_t oy, int64_t ox) {
+  const int64_t ys = oy * g.stride_h - g.pad_h, xs = ox * g.stride_w - g.pad_w;
+  return {std::max<int64_t>(ys, 0), std::min(ys + g.kh, g.h), std::max<int64_t>(xs, 0), std::min(xs + g.kw, g.w)};
+}
+
+int64_t plane_grain(const Pool2dGeometry& g) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(g.h * g.w, 1)); }
+
+}  // namespace
+
+template <typename T>
+void max_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y, int64_t* argmax) {
+  using C = compute_t<T>;
+  parallel_for(g.planes, plane_grain(g), [&](int64_t begin, int64_t end) {
+    for (int64_t pl = begin; pl < end; ++pl) {
+      const T* xp = x + pl * g.h * g.w;
+      T* yp = y + pl * g.oh * g.ow;
+      int64_t* ip = argmax + pl * g.oh * g.ow;
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          const Window win = window(g, oy, ox);
+          C best = -std::numeric_limits<C>::infinity();
+          int64_t best_i = win.y0 * g.w + win.x0;
+          for (int64_t iy = win.y0; iy < win.y1; ++iy) {
+            for (int64_t ix = win.x0; ix < win.x1; ++ix) {
+              const C v = static_cast<C>(xp[iy * g.w + ix]);
+              if (v > best || std::isnan(v)) {  // as PyTorch: a NaN replaces the running maximum
+                best = v;
+                best_i = iy * g.w + ix;
+              }
+            }
+          }
+          yp[oy * g.ow + ox] = xp[best_i];
+          ip[oy * g.ow + ox] = best_i;
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void max_pool2d_backward(const Pool2dGeometry& g, const T* dy, const int64_t* argmax, T* dx) {
+  using C = compute_t<T>;
+  parallel_for(g.planes, plane_grain(g), [&](int64_t begin, int64_t end) {
+    std::vector<C> acc(static_cast<size_t>(g.h * g.w));
+    for (int64_t pl = begin; pl < end; ++pl) {
+      std::fill(acc.begin(), acc.end(), C(0));
+      const T* dyp = dy + pl * g.oh * g.ow;
+      const int64_t* ip = argmax + pl * g.oh * g.ow;
+      for (int64_t o = 0; o < g.oh * g.ow; ++o) acc[ip[o]] += static_cast<C>(dyp[o]);
+      from_compute(acc.data(), dx + pl * g.h * g.w, g.h * g.w);
+    }
+  });
+}
+
+template <typename T>
+void avg_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y) {
+  using C = compute_t<T>;
+  const C divisor = static_cast<C>(g.kh * g.kw);  // divided, not multiplied by 1/d, as PyTorch
+  parallel_for(g.planes, plane_grain(g), [&](int64_t begin, int64_t end) {
+    for (int64_t pl = begin; pl < end; ++pl) {
+      const T* xp = x + pl * g.h * g.w;
+      T* yp = y + pl * g.oh * g.ow;
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          const Window win = window(g, oy, ox);
+          C s = 0;
+          for (int64_t iy = win.y0; iy < win.y1; ++iy) {
+            for (int64_t ix = win.x0; ix < win.x1; ++ix) s += static_cast<C>(xp[iy * g.w + ix]);
+          }
+          yp[oy * g.ow + ox] = static_cast<T>(s / divisor);
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void avg_pool2d_backward(const Pool2dGeometry& g, const T* dy, T* dx) {
+  using C = compute_t<T>;
+  const C divisor = static_cast<C>(g.kh * g.kw);  // divided, not multiplied by 1/d, as PyTorch
+  parallel_for(g.planes, plane_grain(g), [&](int64_t begin, int64_t end) {
+    std::vector<C> acc(static_cast<size_t>(g.h * g.w));
+    for (int64_t pl = begin; pl < end; ++pl) {
+      std::fill(acc.begin(), acc.end(), C(0));
+      const T* dyp = dy + pl * g.oh * g.ow;
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          const Window win = window(g, oy, ox);
+          const C share = static_cast<C>(dyp[oy * g.ow + ox]) / divisor;
+          for (int64_t iy = win.y0; iy < win.y1; ++iy) {
+            for (int64_t ix = win.x0; ix < win.x1; ++ix) acc[iy * g.w + ix] += share;
+          }
+        }
+      }
+      from_compute(acc.data(), dx + pl * g.h * g.w, g.h * g.w);
+    }
+  });
+}
+
+#define MT_POOL_INSTANTIATE_(T)                                                                   \
+  template void max_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*, int64_t*);            \
+  template void max_pool2d_backward<T>(const Pool2dGeometry&, const T*, const int64_t*, T*);     \
+  template void avg_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*);                      \
+  template void avg_pool2d_backward<T>(const Pool2dGeometry&, const T*, T*)
+MT_POOL_INSTANTIATE_(float);
+MT_POOL_INSTANTIATE_(double);
+MT_POOL_INSTANTIATE_(Half);
+MT_POOL_INSTANTIATE_(BFloat16);
+#undef MT_POOL_INSTANTIATE_
+
+}  // namespace mantissa::cpu

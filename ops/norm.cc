@@ -1,0 +1,228 @@
+// layer_norm and batch_norm: argument checks, parameter widening, running-statistics updates, and the
+// backward nodes. The fused kernels are in ops/cpu/norm_kernels.cc; tests/ops/norm_test.cc checks them
+// against the same formulas composed from elementwise and reduce ops.
+#include "ops/norm.h"
+
+#include <cmath>
+#include <vector>
+
+#include "framework/autograd.h"
+#include "ops/cpu/norm_kernels.h"
+
+namespace mantissa {
+namespace {
+
+// Per-feature parameters and statistics travel in the compute dtype: f64 for f64, else f32.
+DType compute_dtype(DType d) { return d == DType::kF64 ? DType::kF64 : DType::kF32; }
+
+// t (defined) as a contiguous tensor of dtype `d` without history, for reading in a kernel.
+Tensor widened(const Tensor& t, DType d) { return t.detach().to(d).contiguous(); }
+
+template <typename C>
+C* ptr_or_null(const Tensor& t) {
+  return t.defined() ? t.data<C>() : nullptr;
+}
+
+// A [size]-shaped per-feature argument: its shape, and its dtype either x's or f32 (the mixed case).
+void check_param(const Tensor& p, const Shape& expected, const Tensor& x, std::string_view op, std::string_view arg) {
+  if (!p.defined()) return;
+  MT_CHECK(p.shape() == expected, op, ": ", arg, " must be ", shape_str(expected), " for input ",
+           shape_str(x.shape()), ", got ", shape_str(p.shape()));
+  MT_CHECK(p.dtype() == x.dtype() || (is_low_precision(x.dtype()) && p.dtype() == DType::kF32), op, ": ", arg,
+           " is ", dtype_name(p.dtype()), " but input is ", dtype_name(x.dtype()),
+           ". HINT: use the input's dtype (or f32 parameters with f16/bf16 input)");
+  MT_CHECK(p.device() == x.device(), op, ": ", arg, " is on ", p.device().str(), " but input is on ",
+           x.device().str());
+}
+
+// A parameter's gradient computed in the compute dtype, returned in the parameter's shape and dtype.
+Tensor param_grad(const Tensor& g, const Shape& shape, DType dtype) { return g.to(dtype).reshape(shape); }
+
+struct LayerNormBackward final : Node {
+  SavedTensor input{this, "input"};    // contiguous x
+  SavedTensor weight{this, "weight"};  // widened to the compute dtype, when given
+  SavedTensor mean{this, "mean"};      // [rows], compute dtype
+  SavedTensor rstd{this, "rstd"};
+  cpu::LayerNormGeometry geometry;
+  Shape normalized_shape;
+  DType weight_dtype = DType::kF32, bias_dtype = DType::kF32;
+  std::string_view name() const override { return "LayerNormBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    const Tensor& x = input.get();
+    const Tensor dy = grads[0].contiguous();
+    const DType cd = compute_dtype(x.dtype());
+    Tensor dx, dw, db;
+    if (next_edges[0].valid()) dx = empty(x.shape(), {.dtype = x.dtype()});
+    if (next_edges[1].valid()) dw = empty({geometry.cols}, {.dtype = cd});
+    if (next_edges[2].valid()) db = empty({geometry.cols}, {.dtype = cd});
+    const Tensor w = weight.defined() ? weight.get() : Tensor();
+    dispatch_floating(x.dtype(), "layer_norm_backward", [&]<typename T>() {
+      using C = compute_t<T>;
+      cpu::layer_norm_backward<T>(geometry, dy.data<T>(), x.data<T>(), mean.get().data<C>(), rstd.get().data<C>(),
+                                  ptr_or_null<C>(w), dx.defined() ? dx.data<T>() : nullptr, ptr_or_null<C>(dw),
+                                  ptr_or_null<C>(db));
+    });
+    if (dw.defined()) dw = param_grad(dw, normalized_shape, weight_dtype);
+    if (db.defined()) db = param_grad(db, normalized_shape, bias_dtype);
+    return {dx, dw, db};
+  }
+};
+
+struct BatchNormBackward final : Node {
+  SavedTensor input{this, "input"};    // contiguous x
+  SavedTensor weight{this, "weight"};  // widened, when given
+  SavedTensor mean{this, "mean"};      // [C] statistics used to normalize, compute dtype
+  SavedTensor invstd{this, "invstd"};
+  cpu::BatchNormGeometry geometry;
+  cpu::BatchStats stats = cpu::BatchStats::kFromBatch;
+  Shape param_shape;
+  DType weight_dtype = DType::kF32, bias_dtype = DType::kF32;
+  std::string_view name() const override { return "BatchNormBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    const Tensor& x = input.get();
+    const Tensor dy = grads[0].contiguous();
+    const DType cd = compute_dtype(x.dtype());
+    Tensor dx, dw, db;
+    if (next_edges[0].valid()) dx = empty(x.shape(), {.dtype = x.dtype()});
+    if (next_edges[1].valid()) dw = empty(param_shape, {.dtype = cd});
+    if (next_edges[2].valid()) db = empty(param_shape, {.dtype = cd});
+    const Tensor w = weight.defined() ? weight.get() : Tensor();
+    dispatch_floating(x.dtype(), "batch_norm_backward", [&]<typename T>() {
+      using C = compute_t<T>;
+      cpu::batch_norm_backward<T>(geometry, stats, dy.data<T>(), x.data<T>(), mean.get().data<C>(),
+                                  invstd.get().data<C>(), ptr_or_null<C>(w), dx.defined() ? dx.data<T>() : nullptr,
+                                  ptr_or_null<C>(dw), ptr_or_null<C>(db));
+    });
+    if (dw.defined()) dw = param_grad(dw, param_shape, weight_dtype);
+    if (db.defined()) db = param_grad(db, param_shape, bias_dtype);
+    return {dx, dw, db};
+  }
+};
+
+// running = (1 - momentum) * running + momentum * batch, in place, computed in f64 and stored once.
+void update_running(const Tensor& running, const std::vector<double>& batch, double momentum) {
+  const Tensor old = widened(running, DType::kF64);
+  std::vector<double> next(batch.size());
+  for (size_t c = 0; c < batch.size(); ++c) next[c] = (1.0 - momentum) * old.data<double>()[c] + momentum * batch[c];
+  NoGradGuard no_grad;
+  copy_(running, from_vector<double>(next, running.shape()));
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  MT_CHECK(x.defined(), "layer_norm: input is undefined");
+  MT_CHECK(is_floating(x.dtype()), "layer_norm: expected a floating input, got ", dtype_name(x.dtype()));
+  MT_CHECK(x.device().is_cpu(), "layer_norm: no kernel for ", x.device().str(), " in this build");
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  MT_CHECK(k > 0 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
+           "layer_norm: normalized_shape ", shape_str(normalized_shape), " must be non-empty and equal the last ",
+           "dims of input ", shape_str(x.shape()), ". HINT: pass the trailing sizes, e.g. {", x.dim() > 0 ? x.size(-1) : 0,
+           "} to normalize over the last dim");
+  check_param(weight, normalized_shape, x, "layer_norm", "weight");
+  check_param(bias, normalized_shape, x, "layer_norm", "bias");
+  const int64_t cols = shape_numel(normalized_shape);
+  MT_CHECK(cols > 0, "layer_norm: normalized_shape ", shape_str(normalized_shape), " has no elements");
+  const cpu::LayerNormGeometry g{.rows = x.numel() / cols, .cols = cols, .eps = eps};
+  const DType cd = compute_dtype(x.dtype());
+  const Tensor xc = x.contiguous();
+  const Tensor wc = weight.defined() ? widened(weight, cd) : Tensor();
+  const Tensor bc = bias.defined() ? widened(bias, cd) : Tensor();
+  Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  Tensor mean = empty({g.rows}, {.dtype = cd}), rstd = empty({g.rows}, {.dtype = cd});
+  dispatch_floating(x.dtype(), "layer_norm", [&]<typename T>() {
+    using C = compute_t<T>;
+    cpu::layer_norm_forward<T>(g, xc.data<T>(), ptr_or_null<C>(wc), ptr_or_null<C>(bc), out.data<T>(),
+                               mean.data<C>(), rstd.data<C>());
+  });
+  if (compute_requires_grad({&x, &weight, &bias})) {
+    auto node = make_node<LayerNormBackward>({&x, &weight, &bias});
+    node->input = xc;
+    if (wc.defined()) node->weight = wc;
+    node->mean = mean;
+    node->rstd = rstd;
+    node->geometry = g;
+    node->normalized_shape = normalized_shape;
+    if (weight.defined()) node->weight_dtype = weight.dtype();
+    if (bias.defined()) node->bias_dtype = bias.dtype();
+    set_history(out, node);
+  }
+  return out;
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, BatchNormMode mode, double momentum, double eps) {
+  MT_CHECK(x.defined(), "batch_norm: input is undefined");
+  MT_CHECK(x.dim() >= 2, "batch_norm: input must be [N, C] or [N, C, H, W], got ", shape_str(x.shape()));
+  MT_CHECK(is_floating(x.dtype()), "batch_norm: expected a floating input, got ", dtype_name(x.dtype()));
+  MT_CHECK(x.device().is_cpu(), "batch_norm: no kernel for ", x.device().str(), " in this build");
+  const int64_t channels = x.size(1);
+  const Shape param_shape{channels};
+  check_param(weight, param_shape, x, "batch_norm", "weight");
+  check_param(bias, param_shape, x, "batch_norm", "bias");
+  check_param(running_mean, param_shape, x, "batch_norm", "running_mean");
+  check_param(running_var, param_shape, x, "batch_norm", "running_var");
+  MT_CHECK(running_mean.defined() == running_var.defined(),
+           "batch_norm: give both running_mean and running_var, or neither");
+  const cpu::BatchNormGeometry g{.n = x.size(0), .channels = channels,
+                                 .spatial = channels == 0 || x.size(0) == 0 ? 1 : x.numel() / (x.size(0) * channels)};
+  const DType cd = compute_dtype(x.dtype());
+  const Tensor xc = x.contiguous();
+  Tensor mean = empty(param_shape, {.dtype = cd}), invstd = empty(param_shape, {.dtype = cd});
+  if (mode == BatchNormMode::kTrain) {
+    MT_CHECK(g.count() > 1, "batch_norm: training needs more than one value per channel, got input ",
+             shape_str(x.shape()), ". HINT: use a batch larger than 1, or BatchNormMode::kEval");
+    Tensor var = empty(param_shape, {.dtype = cd});
+    dispatch_floating(x.dtype(), "batch_norm", [&]<typename T>() {
+      using C = compute_t<T>;
+      cpu::batch_norm_stats<T>(g, xc.data<T>(), mean.data<C>(), var.data<C>());
+    });
+    const Tensor mean64 = mean.to(DType::kF64), var64 = var.to(DType::kF64);
+    std::vector<double> batch_mean(static_cast<size_t>(channels)), unbiased(batch_mean.size()),
+        inv(batch_mean.size());
+    const double bessel = static_cast<double>(g.count()) / static_cast<double>(g.count() - 1);
+    for (int64_t c = 0; c < channels; ++c) {
+      batch_mean[c] = mean64.data<double>()[c];
+      unbiased[c] = var64.data<double>()[c] * bessel;
+      inv[c] = 1.0 / std::sqrt(var64.data<double>()[c] + eps);
+    }
+    copy_(invstd, from_vector<double>(inv, param_shape));
+    if (running_mean.defined()) {
+      update_running(running_mean, batch_mean, momentum);
+      update_running(running_var, unbiased, momentum);
+    }
+  } else {
+    MT_CHECK(running_mean.defined(), "batch_norm: eval mode needs running_mean and running_var. HINT: pass the ",
+             "running statistics, or use BatchNormMode::kTrain");
+    copy_(mean, running_mean.detach());
+    const Tensor rv = widened(running_var, DType::kF64);
+    std::vector<double> inv(static_cast<size_t>(channels));
+    for (int64_t c = 0; c < channels; ++c) inv[c] = 1.0 / std::sqrt(rv.data<double>()[c] + eps);
+    copy_(invstd, from_vector<double>(inv, param_shape));
+  }
+  const Tensor wc = weight.defined() ? widened(weight, cd) : Tensor();
+  const Tensor bc = bias.defined() ? widened(bias, cd) : Tensor();
+  Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  dispatch_floating(x.dtype(), "batch_norm", [&]<typename T>() {
+    using C = compute_t<T>;
+    cpu::batch_norm_apply<T>(g, xc.data<T>(), mean.data<C>(), invstd.data<C>(), ptr_or_null<C>(wc),
+                             ptr_or_null<C>(bc), out.data<T>());
+  });
+  if (compute_requires_grad({&x, &weight, &bias})) {
+    auto node = make_node<BatchNormBackward>({&x, &weight, &bias});
+    node->input = xc;
+    if (wc.defined()) node->weight = wc;
+    node->mean = mean;
+    node->invstd = invstd;
+    node->geometry = g;
+    node->stats = mode == BatchNormMode::kTrain ? cpu::BatchStats::kFromBatch : cpu::BatchStats::kConstant;
+    node->param_shape = param_shape;
+    if (weight.defined()) node->weight_dtype = weight.dtype();
+    if (bias.defined()) node->bias_dtype = bias.dtype();
+    set_history(out, node);
+  }
+  return out;
+}
+
+}  // namespace mantissa

@@ -1,0 +1,24 @@
+// Normalization layers (PyTorch semantics): layer_norm over the trailing normalized_shape, and
+// batch_norm over the channel dim 1 of [N, C] or [N, C, H, W] with training/eval modes and running
+// statistics. Both are fused kernels with a hand-written backward for x, weight and bias.
+#pragma once
+
+#include "framework/tensor.h"
+
+namespace mantissa {
+
+// y = (x - mean) / sqrt(var + eps) * weight + bias, statistics (biased var) over the last
+// normalized_shape.size() dims of x, which must equal normalized_shape. weight and bias are
+// normalized_shape or undefined (1 and 0).
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+
+enum class BatchNormMode { kTrain, kEval };
+// kTrain normalizes with batch statistics (biased var) and updates running_mean/var in place (unbiased
+// var): running = (1 - momentum) * running + momentum * batch, as torch; running stats may be undefined
+// (then nothing is tracked). kEval normalizes with running_mean/var, which must be given. weight, bias,
+// running_mean and running_var are [C] (or undefined), in x's dtype or f32.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, BatchNormMode mode, double momentum = 0.1, double eps = 1e-5);
+
+}  // namespace mantissa
