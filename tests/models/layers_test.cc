@@ -1,13 +1,17 @@
-// Layers: forward shapes and values, parameter names, Sequential's "0", "1", ... children.
+// Layers: forward shapes and values, parameter names, PyTorch's default initialisation (ranges and
+// determinism with a seed), train/eval behaviour, Sequential's "0", "1", ... children.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "models/layers/activation.h"
 #include "models/layers/flatten.h"
+#include "models/layers/norm.h"
+#include "models/layers/pool.h"
 #include "models/layers/sequential.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
@@ -76,6 +80,65 @@ TEST(Layers, SequentialNamesAndForward) {
   Sequential outer(seq, std::make_shared<Scale>(1.0));
   EXPECT_THAT(names(outer.named_parameters()), ElementsAre("0.0.w", "0.2.w", "1.w"));
   EXPECT_TRUE(Sequential().forward(x).is_same(x));
+}
+
+std::vector<float> values(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  return std::vector<float>(c.data<float>(), c.data<float>() + c.numel());
+}
+
+TEST(Layers, BatchNorm2dTrainAndEval) {
+  BatchNorm2d bn(2);
+  EXPECT_THAT(names(bn.named_parameters()), ElementsAre("weight", "bias"));
+  EXPECT_THAT(names(bn.state_dict()),
+              ElementsAre("weight", "bias", "running_mean", "running_var", "num_batches_tracked"));
+  EXPECT_EQ(values(bn.weight), (std::vector<float>{1, 1}));
+  EXPECT_EQ(values(bn.bias), (std::vector<float>{0, 0}));
+  // Channel 0 holds 1..4, channel 1 holds 10 everywhere: batch means 2.5 and 10, unbiased vars 5/3 and 0.
+  Tensor x = from_vector<float>({1, 2, 3, 4, 10, 10, 10, 10}, {1, 2, 2, 2});
+  Tensor y = bn.forward(x);
+  EXPECT_EQ(y.shape(), x.shape());
+  // Normalised with the biased variance 1.25: (1 - 2.5) / sqrt(1.25 + 1e-5); float: 1e-5.
+  EXPECT_NEAR(y.data<float>()[0], -1.5 / std::sqrt(1.25 + 1e-5), 1e-5);
+  EXPECT_NEAR(y.data<float>()[4], 0.0, 1e-6);
+  // running = 0.9 * running + 0.1 * batch (unbiased variance), as PyTorch.
+  EXPECT_NEAR(bn.running_mean.data<float>()[0], 0.25, 1e-6);
+  EXPECT_NEAR(bn.running_mean.data<float>()[1], 1.0, 1e-6);
+  EXPECT_NEAR(bn.running_var.data<float>()[0], 0.9 + 0.1 * 5.0 / 3.0, 1e-6);
+  EXPECT_NEAR(bn.running_var.data<float>()[1], 0.9, 1e-6);
+  EXPECT_EQ(bn.num_batches_tracked.item(), 1.0);
+  // Eval: the running statistics, left unchanged.
+  bn.eval();
+  Tensor z = bn.forward(x);
+  EXPECT_NEAR(z.data<float>()[4], (10.0 - 1.0) / std::sqrt(0.9 + 1e-5), 1e-5);
+  EXPECT_NEAR(bn.running_mean.data<float>()[1], 1.0, 1e-6);
+  EXPECT_EQ(bn.num_batches_tracked.item(), 1.0);
+  BatchNorm2d plain(3, {.affine = false});
+  EXPECT_TRUE(plain.named_parameters().empty());
+  EXPECT_EQ(plain.forward(zeros({2, 3, 2, 2})).shape(), (Shape{2, 3, 2, 2}));
+  EXPECT_THAT([&] { bn.forward(zeros({2, 3, 4, 4})); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("BatchNorm2d: expected an input [N, 2, H, W]")));
+}
+
+TEST(Layers, LayerNormNormalisesTrailingDims) {
+  LayerNorm ln({4});
+  EXPECT_THAT(names(ln.named_parameters()), ElementsAre("weight", "bias"));
+  Tensor y = ln.forward(from_vector<float>({1, 2, 3, 4, -2, 0, 2, 4}, {2, 4}));
+  EXPECT_EQ(y.shape(), (Shape{2, 4}));
+  // Row 0: mean 2.5, biased var 1.25; row 1: mean 1, var 5. float: 1e-5.
+  EXPECT_NEAR(y.data<float>()[0], -1.5 / std::sqrt(1.25 + 1e-5), 1e-5);
+  EXPECT_NEAR(y.data<float>()[7], 3.0 / std::sqrt(5.0 + 1e-5), 1e-5);
+  EXPECT_TRUE(LayerNorm({4}, {.elementwise_affine = false}).named_parameters().empty());
+}
+
+TEST(Layers, MaxPool2dShapesAndValues) {
+  MaxPool2d pool({.kernel_size = {2, 2}});
+  Tensor x = arange(16.0, {.dtype = DType::kF32}).reshape({1, 1, 4, 4});
+  Tensor y = pool.forward(x);
+  EXPECT_EQ(y.shape(), (Shape{1, 1, 2, 2}));
+  EXPECT_EQ(values(y), (std::vector<float>{5, 7, 13, 15}));
+  EXPECT_EQ(MaxPool2d({.kernel_size = {3, 3}, .stride = {1, 1}, .padding = {1, 1}}).forward(zeros({2, 3, 5, 7})).shape(),
+            (Shape{2, 3, 5, 7}));
 }
 
 }  // namespace
