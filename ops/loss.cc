@@ -1,0 +1,258 @@
+// Typed entries and backward nodes for cross_entropy, nll_loss and mse_loss. The class-index losses
+// share one plan (shape checks, target validation, [batch, classes, inner] geometry) and one way of
+// turning the upstream gradient into a per-position scale.
+#include "ops/loss.h"
+
+#include <vector>
+
+#include "framework/autograd.h"
+#include "ops/cpu/loss.h"
+#include "ops/map.h"
+
+namespace mantissa {
+namespace {
+
+const char* reduction_name(Reduction r) {
+  switch (r) {
+    case Reduction::kNone: return "none";
+    case Reduction::kMean: return "mean";
+    case Reduction::kSum: return "sum";
+  }
+  return "?";
+}
+
+struct ClassPlan {
+  Tensor input;   // contiguous
+  Tensor target;  // contiguous i64
+  Shape loss_shape;  // the per-position shape (kNone's output): target's shape
+  cpu::ClassGeometry geometry;
+  int64_t count = 0;  // positions whose target is not ignore_index
+};
+
+// Checks (input, target) for a class-index loss named `op` and validates every target value.
+ClassPlan plan_class_loss(const Tensor& input, const Tensor& target, int64_t ignore_index, const char* op) {
+  MT_CHECK(input.defined() && target.defined(), op, ": input and target must be defined tensors");
+  MT_CHECK(is_floating(input.dtype()), op, ": expected a floating input (f32, f64, f16, bf16), got ",
+           dtype_name(input.dtype()), " ", shape_str(input.shape()));
+  MT_CHECK(target.dtype() == DType::kI64 || target.dtype() == DType::kI32, op,
+           ": expected class-index targets of dtype i64, got ", dtype_name(target.dtype()), " ",
+           shape_str(target.shape()), ". HINT: targets are class indices (not probabilities); convert with .to(kInt64)");
+  MT_CHECK(input.device().is_cpu() && target.device().is_cpu(), op, ": no kernel for ", input.device().str(),
+           " / ", target.device().str(), " in this build");
+  MT_CHECK(input.dim() >= 1, op, ": expected input [N, C] or [N, C, d1, ...], got a 0-d tensor");
+  Shape expected;  // the target shape the input implies
+  ClassPlan p;
+  if (input.dim() == 1) {
+    p.geometry = {.batch = 1, .classes = input.size(0), .inner = 1};
+  } else {
+    expected.push_back(input.size(0));
+    for (int64_t d = 2; d < input.dim(); ++d) {
+      expected.push_back(input.size(d));
+      p.geometry.inner *= input.size(d);
+    }
+    p.geometry.batch = input.size(0);
+    p.geometry.classes = input.size(1);
+  }
+  MT_CHECK(target.shape() == expected, op, ": input ", shape_str(input.shape()), " needs a target of shape ",
+           shape_str(expected), ", got ", shape_str(target.shape()),
+           ". HINT: the class dim is dim 1 of the input and is absent from the target");
+  p.input = input.contiguous();
+  p.target = target.to(DType::kI64).contiguous();
+  p.loss_shape = expected;
+  const int64_t* t = p.target.data<int64_t>();
+  const int64_t classes = p.geometry.classes;
+  for (int64_t i = 0; i < p.target.numel(); ++i) {
+    if (t[i] == ignore_index) continue;
+    MT_CHECK(t[i] >= 0 && t[i] < classes, op, ": target ", t[i], " (at flat position ", i,
+             ") is out of range for ", classes, " classes; expected a class index in [0, ", classes - 1,
+             "] or ignore_index ", ignore_index);
+    ++p.count;
+  }
+  return p;
+}
+
+// The loss tensor from per-position values: as is (kNone) or summed in double, divided by `count` for kMean.
+template <typename C>
+Tensor reduce_positions(const std::vector<C>& loss, const Shape& shape, DType dtype, Reduction reduction,
+                        int64_t count) {
+  if (reduction == Reduction::kNone) {
+    Tensor out = empty(shape, {.dtype = dtype});
+    dispatch_floating(dtype, "loss", [&]<typename T>() {
+      T* o = out.data<T>();
+      for (size_t i = 0; i < loss.size(); ++i) o[i] = static_cast<T>(loss[i]);
+    });
+    return out;
+  }
+  double total = 0;
+  for (C v : loss) total += static_cast<double>(v);
+  if (reduction == Reduction::kMean) total /= static_cast<double>(count);  // 0/0 = nan, as PyTorch
+  return full({}, total, {.dtype = dtype});
+}
+
+// Per-position gradient scale from the upstream grad of the loss: g[p] (kNone), g (kSum), g / count (kMean).
+template <typename C>
+std::vector<C> position_scale(const Tensor& grad, Reduction reduction, int64_t count, int64_t positions) {
+  std::vector<C> scale(static_cast<size_t>(positions));
+  if (reduction == Reduction::kNone) {
+    const Tensor g = grad.to(dtype_v<C>).contiguous();
+    const C* gp = g.data<C>();
+    for (int64_t i = 0; i < positions; ++i) scale[static_cast<size_t>(i)] = gp[i];
+    return scale;
+  }
+  double k = grad.item();
+  if (reduction == Reduction::kMean) k /= static_cast<double>(count);
+  std::fill(scale.begin(), scale.end(), static_cast<C>(k));
+  return scale;
+}
+
+struct CrossEntropyBackward final : Node {
+  SavedTensor logits{this, "logits"};  // contiguous
+  SavedTensor target{this, "target"};  // contiguous i64
+  SavedTensor lse{this, "logsumexp"};  // [positions] in the compute type (f32 or f64)
+  cpu::ClassGeometry geometry;
+  CrossEntropyOptions options;
+  int64_t count = 0;
+  std::string_view name() const override { return "CrossEntropyBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    const Tensor& x = logits.get();
+    Tensor dx = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+    dispatch_floating(x.dtype(), name(), [&]<typename T>() {
+      using C = compute_t<T>;
+      const auto scale = position_scale<C>(grads[0], options.reduction, count, geometry.positions());
+      cpu::cross_entropy_backward<T>(x.data<T>(), target.get().data<int64_t>(), lse.get().data<C>(), scale.data(),
+                                     geometry, options.ignore_index, dx.data<T>());
+    });
+    return {dx};
+  }
+};
+
+struct NllLossBackward final : Node {
+  SavedTensor target{this, "target"};  // contiguous i64
+  Shape input_shape;
+  DType input_dtype;
+  cpu::ClassGeometry geometry;
+  CrossEntropyOptions options;
+  int64_t count = 0;
+  std::string_view name() const override { return "NllLossBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    Tensor dx = empty(input_shape, {.dtype = input_dtype});
+    dispatch_floating(input_dtype, name(), [&]<typename T>() {
+      using C = compute_t<T>;
+      const auto scale = position_scale<C>(grads[0], options.reduction, count, geometry.positions());
+      cpu::nll_backward<T>(target.get().data<int64_t>(), scale.data(), geometry, options.ignore_index, dx.data<T>());
+    });
+    return {dx};
+  }
+};
+
+struct MseLossBackward final : Node {
+  SavedTensor input{this, "self"};
+  SavedTensor target{this, "target"};
+  Reduction reduction;
+  std::string_view name() const override { return "MseLossBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    const Tensor& a = input.get();
+    const Tensor& b = target.get();
+    // d/da (a - b)^2 = 2 (a - b), times the upstream grad (per element for kNone, a scalar otherwise)
+    // and 1/numel for kMean; each gradient is computed in the compute type and rounded once.
+    const double k = reduction == Reduction::kMean ? 2.0 / static_cast<double>(a.numel()) : 2.0;
+    Tensor ga, gb;
+    if (next_edges[0].valid()) {
+      ga = map_ternary(grads[0], a, b, "mse_loss_backward", [k](auto g, auto av, auto bv) {
+             return static_cast<decltype(g)>(k) * g * (av - bv);
+           }).to(a.dtype());
+    }
+    if (next_edges[1].valid()) {
+      gb = map_ternary(grads[0], a, b, "mse_loss_backward", [k](auto g, auto av, auto bv) {
+             return static_cast<decltype(g)>(k) * g * (bv - av);
+           }).to(b.dtype());
+    }
+    return {ga, gb};
+  }
+};
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions options) {
+  ClassPlan p = plan_class_loss(logits, target, options.ignore_index, "cross_entropy");
+  const DType dtype = logits.dtype();
+  Tensor out, lse;
+  dispatch_floating(dtype, "cross_entropy", [&]<typename T>() {
+    using C = compute_t<T>;
+    std::vector<C> loss(static_cast<size_t>(p.geometry.positions()));
+    lse = empty({p.geometry.positions()}, {.dtype = dtype_v<C>});
+    if (!loss.empty()) {
+      cpu::cross_entropy_forward<T>(p.input.data<T>(), p.target.data<int64_t>(), p.geometry, options.ignore_index,
+                                    loss.data(), lse.data<C>());
+    }
+    out = reduce_positions<C>(loss, p.loss_shape, dtype, options.reduction, p.count);
+  });
+  if (compute_requires_grad({&logits})) {
+    auto node = make_node<CrossEntropyBackward>({&logits});
+    node->logits = p.input;
+    node->target = p.target;
+    node->lse = lse;
+    node->geometry = p.geometry;
+    node->options = options;
+    node->count = p.count;
+    set_history(out, node);
+  }
+  return out;
+}
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, CrossEntropyOptions options) {
+  ClassPlan p = plan_class_loss(log_probs, target, options.ignore_index, "nll_loss");
+  const DType dtype = log_probs.dtype();
+  Tensor out;
+  dispatch_floating(dtype, "nll_loss", [&]<typename T>() {
+    using C = compute_t<T>;
+    std::vector<C> loss(static_cast<size_t>(p.geometry.positions()));
+    if (!loss.empty()) {
+      cpu::nll_forward<T>(p.input.data<T>(), p.target.data<int64_t>(), p.geometry, options.ignore_index, loss.data());
+    }
+    out = reduce_positions<C>(loss, p.loss_shape, dtype, options.reduction, p.count);
+  });
+  if (compute_requires_grad({&log_probs})) {
+    auto node = make_node<NllLossBackward>({&log_probs});
+    node->target = p.target;
+    node->input_shape = log_probs.shape();
+    node->input_dtype = dtype;
+    node->geometry = p.geometry;
+    node->options = options;
+    node->count = p.count;
+    set_history(out, node);
+  }
+  return out;
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  MT_CHECK(input.defined() && target.defined(), "mse_loss: input and target must be defined tensors");
+  MT_CHECK(input.shape() == target.shape(), "mse_loss: input ", shape_str(input.shape()), " and target ",
+           shape_str(target.shape()), " must have the same shape (reduction '", reduction_name(reduction),
+           "'). HINT: reshape or expand the target explicitly; silent broadcasting in a loss hides bugs");
+  MT_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), "mse_loss: expected floating tensors, got ",
+           dtype_name(input.dtype()), " and ", dtype_name(target.dtype()));
+  const DType dtype = promote_types(input.dtype(), target.dtype());
+  Tensor out;
+  if (reduction == Reduction::kNone) {
+    out = map_binary(input, target, "mse_loss", [](auto a, auto b) { return (a - b) * (a - b); });
+  } else {
+    const Tensor a = input.to(dtype).contiguous(), b = target.to(dtype).contiguous();
+    MT_CHECK(a.device().is_cpu(), "mse_loss: no kernel for ", a.device().str(), " in this build");
+    double total = dispatch_floating(dtype, "mse_loss", [&]<typename T>() {
+      return cpu::squared_error_sum<T>(a.data<T>(), b.data<T>(), a.numel());
+    });
+    if (reduction == Reduction::kMean) total /= static_cast<double>(a.numel());  // empty: nan, as PyTorch
+    out = full({}, total, {.dtype = dtype});
+  }
+  if (compute_requires_grad({&input, &target})) {
+    auto node = make_node<MseLossBackward>({&input, &target});
+    node->input = input;
+    node->target = target;
+    node->reduction = reduction;
+    set_history(out, node);
+  }
+  return out;
+}
+
+}  // namespace mantissa

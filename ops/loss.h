@@ -1,0 +1,27 @@
+// Losses: cross_entropy (a fused log_softmax + nll with its own backward), nll_loss and mse_loss, with
+// PyTorch's semantics for reduction and ignore_index. f32, f64, f16, bf16 (16-bit computes in fp32).
+#pragma once
+
+#include <cstdint>
+
+#include "framework/tensor.h"
+
+namespace mantissa {
+
+enum class Reduction { kNone, kMean, kSum };
+
+// reduction kMean divides by the number of targets that are not ignore_index (nan when all are).
+struct CrossEntropyOptions {
+  Reduction reduction = Reduction::kMean;
+  int64_t ignore_index = -100;
+};
+
+// logits [N, C] or [N, C, d1, ...] (or [C] with a 0-d target); target i64 (or i32) class indices of
+// shape [N] or [N, d1, ...]. kNone returns the per-position losses in the target's shape.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions options = {});
+// The same shapes, with log-probabilities instead of logits: loss = -log_probs[n, target[n]].
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, CrossEntropyOptions options = {});
+// (input - target)^2, reduced; input and target have the same shape.
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::kMean);
+
+}  // namespace mantissa

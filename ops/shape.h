@@ -1,0 +1,27 @@
+// Shape ops that build new tensors from pieces or indices: cat, stack, split (views), index_select,
+// gather, one_hot. The floating ones are differentiable; index tensors are i64 (or i32).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "framework/tensor.h"
+
+namespace mantissa {
+
+// Joins tensors along an existing dim; all sizes but `dim` must match. Mixed floating dtypes promote.
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// Joins equal-shaped tensors along a new dim inserted at `dim`.
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// Views of consecutive chunks of `split_size` along dim (the last may be smaller).
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+// Views of chunks with the given sizes along dim; the sizes must add up to x.size(dim).
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
+// x with dim replaced by the entries of a 1-D (or 0-d) index: out.size(dim) = index.numel().
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// out[i][j][k] = x[i][index[i][j][k]][k] for dim 1 (and likewise for any dim); out has index's shape.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// i64 [..., num_classes] with a 1 at each index; num_classes -1 means max(indices) + 1.
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
+
+}  // namespace mantissa
