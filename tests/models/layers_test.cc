@@ -8,7 +8,9 @@
 
 #include "framework/autograd.h"
 #include "framework/error.h"
+#include "framework/generator.h"
 #include "models/layers/activation.h"
+#include "models/layers/dropout.h"
 #include "models/layers/flatten.h"
 #include "models/layers/norm.h"
 #include "models/layers/pool.h"
@@ -129,6 +131,23 @@ TEST(Layers, LayerNormNormalisesTrailingDims) {
   EXPECT_NEAR(y.data<float>()[0], -1.5 / std::sqrt(1.25 + 1e-5), 1e-5);
   EXPECT_NEAR(y.data<float>()[7], 3.0 / std::sqrt(5.0 + 1e-5), 1e-5);
   EXPECT_TRUE(LayerNorm({4}, {.elementwise_affine = false}).named_parameters().empty());
+}
+
+TEST(Layers, DropoutOnlyInTraining) {
+  Generator gen(4);
+  Dropout drop({.p = 0.5, .generator = &gen});
+  Tensor x = ones({1000});
+  const auto v = values(drop.forward(x));
+  int64_t zeros_seen = 0;
+  for (float e : v) {
+    EXPECT_TRUE(e == 0.0f || e == 2.0f);  // survivors scaled by 1 / (1 - p)
+    zeros_seen += e == 0.0f;
+  }
+  EXPECT_GT(zeros_seen, 400);  // Binomial(1000, 0.5): 500 +- 16 per sigma
+  EXPECT_LT(zeros_seen, 600);
+  drop.eval();
+  EXPECT_TRUE(drop.forward(x).is_same(x));
+  EXPECT_THAT([] { Dropout({.p = 1.5}); }, ::testing::ThrowsMessage<Error>(HasSubstr("p must be in [0, 1]")));
 }
 
 TEST(Layers, MaxPool2dShapesAndValues) {
