@@ -44,7 +44,8 @@ constexpr float half_bits_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;
   const uint32_t mant = h & 0x3ffu;
-  if (exp == 0x1fu) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
+  // inf stays inf; a nan keeps its payload and comes out quiet, as F16C, GPUs and PyTorch do it.
+  if (exp == 0x1fu) return std::bit_cast<float>(sign | 0x7f800000u | (mant ? 0x400000u | (mant << 13) : 0u));
   if (exp == 0) {
     if (mant == 0) return std::bit_cast<float>(sign);
     // Subnormal: value = mant * 2^-24, exact in float.

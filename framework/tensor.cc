@@ -6,12 +6,14 @@
 #include <ostream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "framework/autograd.h"
 
 namespace mantissa {
 
-std::string shape_str(const Shape& s) { return "[" + absl::StrJoin(s, ", ") + "]"; }
+// StrCat rather than "[" + ...: GCC 12 gives a false -Wrestrict warning on operator+ with a literal.
+std::string shape_str(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ", "), "]"); }
 
 Shape contiguous_strides(const Shape& shape) {
   Shape strides(shape.size());

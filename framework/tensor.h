@@ -4,6 +4,7 @@
 // are free functions in ops/ (add, matmul, ...). This header includes nothing from ops/.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
@@ -172,13 +173,18 @@ Tensor from_data(std::span<const T> values, const Shape& shape, TensorOptions op
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape,
                    TensorOptions options = {.dtype = dtype_v<T>}) {
-  return from_data<T>(std::span<const T>(values), shape, options);
+  if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> is bit-packed: no span over it
+    const std::unique_ptr<bool[]> plain(new bool[values.size()]);
+    std::copy(values.begin(), values.end(), plain.get());
+    return from_data<bool>(std::span<const bool>(plain.get(), values.size()), shape, options);
+  } else {
+    return from_data<T>(std::span<const T>(values), shape, options);
+  }
 }
 // 1-D tensor of `values`.
 template <typename T>
 Tensor from_vector(const std::vector<T>& values) {
-  return from_data<T>(std::span<const T>(values), Shape{static_cast<int64_t>(values.size())},
-                      {.dtype = dtype_v<T>});
+  return from_vector<T>(values, Shape{static_cast<int64_t>(values.size())});
 }
 
 // Basic kernels every layer needs (framework/copy.cc): fill, strided copy with dtype conversion,

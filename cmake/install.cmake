@@ -1,0 +1,34 @@
+# Installation: the library, its headers under include/mantissa/<layer>/ and the programs, plus a CMake
+# package so that find_package(mantissa CONFIG) gives mantissa::mantissa. Included by CMakeLists.txt.
+# Components: "library" (library, headers, package files) and "programs" (mantissa-* executables), so
+# `cmake --install build --component library` works even when no program has been built.
+include(CMakePackageConfigHelpers)
+
+set(MANTISSA_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/mantissa)
+
+install(TARGETS mantissa EXPORT mantissa-targets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT library
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT library
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mantissa)
+if(MANTISSA_PROGRAMS)
+  install(TARGETS ${MANTISSA_PROGRAMS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT programs)
+endif()
+
+# Headers keep the source layout, so "framework/tensor.h" resolves the same way installed or not.
+foreach(layer IN LISTS MANTISSA_LAYERS)
+  if(EXISTS ${mantissa_SOURCE_DIR}/${layer})
+    install(DIRECTORY ${mantissa_SOURCE_DIR}/${layer}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mantissa/${layer}
+            COMPONENT library FILES_MATCHING PATTERN "*.h")
+  endif()
+endforeach()
+
+install(EXPORT mantissa-targets NAMESPACE mantissa:: DESTINATION ${MANTISSA_INSTALL_CMAKEDIR}
+        COMPONENT library)
+configure_package_config_file(${mantissa_SOURCE_DIR}/cmake/mantissa-config.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/mantissa-config.cmake
+  INSTALL_DESTINATION ${MANTISSA_INSTALL_CMAKEDIR})
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/mantissa-config-version.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/mantissa-config.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/mantissa-config-version.cmake
+        DESTINATION ${MANTISSA_INSTALL_CMAKEDIR} COMPONENT library)
