@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -10,7 +11,9 @@
 #include "framework/error.h"
 #include "framework/generator.h"
 #include "models/layers/activation.h"
+#include "models/layers/conv.h"
 #include "models/layers/dropout.h"
+#include "models/layers/embedding.h"
 #include "models/layers/flatten.h"
 #include "models/layers/norm.h"
 #include "models/layers/pool.h"
@@ -89,6 +92,36 @@ std::vector<float> values(const Tensor& t) {
   return std::vector<float>(c.data<float>(), c.data<float>() + c.numel());
 }
 
+bool equal(const Tensor& a, const Tensor& b) { return a.shape() == b.shape() && values(a) == values(b); }
+
+// Every value within [-bound, bound], and the extremes near both ends (uniform, not squeezed).
+void expect_uniform_within(const Tensor& t, double bound) {
+  const auto v = values(t);
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  EXPECT_GE(*lo, -bound);
+  EXPECT_LE(*hi, bound);
+  // With n >= 16 draws from U(-b, b), P(max < 0.75 b) = 0.875^n < 0.12 per side at n = 16; every tensor
+  // checked here has at least 64 values (P < 2e-4) and a fixed seed, so this cannot flake.
+  EXPECT_GT(*hi, 0.75 * bound);
+  EXPECT_LT(*lo, -0.75 * bound);
+}
+
+TEST(Layers, Conv2dInitAndShapes) {
+  Generator gen(3);
+  Conv2d conv(3, 8, {3, 3}, {.padding = {1, 1}, .generator = &gen});
+  EXPECT_EQ(conv.weight.shape(), (Shape{8, 3, 3, 3}));
+  expect_uniform_within(conv.weight, 1.0 / std::sqrt(27.0));  // fan_in = 3 * 3 * 3
+  EXPECT_EQ(conv.forward(zeros({2, 3, 10, 10})).shape(), (Shape{2, 8, 10, 10}));
+  Conv2d strided(4, 8, {3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .groups = 2, .generator = &gen});
+  EXPECT_EQ(strided.weight.shape(), (Shape{8, 2, 3, 3}));
+  expect_uniform_within(strided.weight, 1.0 / std::sqrt(18.0));  // fan_in = 4 / 2 * 3 * 3
+  EXPECT_EQ(strided.forward(zeros({1, 4, 10, 10})).shape(), (Shape{1, 8, 5, 5}));
+  EXPECT_THAT([] { Conv2d(3, 8, {3, 3}, {.groups = 2}); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("divisible by groups 2")));
+  EXPECT_THAT([&] { conv.forward(zeros({2, 4, 10, 10})); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("Conv2d: expected an input [N, 3, H, W]")));
+}
+
 TEST(Layers, BatchNorm2dTrainAndEval) {
   BatchNorm2d bn(2);
   EXPECT_THAT(names(bn.named_parameters()), ElementsAre("weight", "bias"));
@@ -131,6 +164,25 @@ TEST(Layers, LayerNormNormalisesTrailingDims) {
   EXPECT_NEAR(y.data<float>()[0], -1.5 / std::sqrt(1.25 + 1e-5), 1e-5);
   EXPECT_NEAR(y.data<float>()[7], 3.0 / std::sqrt(5.0 + 1e-5), 1e-5);
   EXPECT_TRUE(LayerNorm({4}, {.elementwise_affine = false}).named_parameters().empty());
+}
+
+TEST(Layers, EmbeddingInitAndLookup) {
+  Generator gen(21);
+  Embedding emb(200, 16, {.generator = &gen});
+  const auto v = values(emb.weight);
+  double mean = 0.0, sq = 0.0;
+  for (float x : v) mean += x, sq += double(x) * x;
+  mean /= v.size();
+  const double stddev = std::sqrt(sq / v.size() - mean * mean);
+  // N(0, 1) over 3200 draws: the mean's standard error is 0.018 and the std's about 0.0125; 5 sigma.
+  EXPECT_LT(std::abs(mean), 0.09);
+  EXPECT_LT(std::abs(stddev - 1.0), 0.065);
+  Tensor idx = from_vector<int64_t>({3, 0, 199, 3, 5, 7}, {2, 3});
+  Tensor out = emb.forward(idx);
+  EXPECT_EQ(out.shape(), (Shape{2, 3, 16}));
+  EXPECT_EQ(out.data<float>()[2 * 16 + 5], emb.weight.data<float>()[199 * 16 + 5]);
+  Generator again(21);
+  EXPECT_TRUE(equal(Embedding(200, 16, {.generator = &again}).weight, emb.weight));
 }
 
 TEST(Layers, DropoutOnlyInTraining) {
