@@ -113,8 +113,8 @@ std::string_view policy_name(CastPolicy p) {
   return "?";
 }
 
-std::vector<Tensor> cast_inputs(std::string_view op, std::initializer_list<Tensor> inputs) {
-  std::vector<Tensor> out(inputs);
+std::vector<Tensor> cast_inputs(std::string_view op, std::vector<Tensor> inputs) {
+  std::vector<Tensor> out = std::move(inputs);
   const AutocastTls& tls = autocast_tls();
   // The device of the first defined input decides which autocast state applies.
   DeviceType device = DeviceType::kCPU;

@@ -60,7 +60,7 @@ std::string_view policy_name(CastPolicy p);
 
 // Applies op's policy to its tensor inputs when autocast is active for their device; returns the inputs
 // to run the op on (the same handles when nothing is cast). Undefined tensors pass through.
-std::vector<Tensor> cast_inputs(std::string_view op, std::initializer_list<Tensor> inputs);
+std::vector<Tensor> cast_inputs(std::string_view op, std::vector<Tensor> inputs);
 // One-input form.
 Tensor cast_input(std::string_view op, const Tensor& input);
 

@@ -12,6 +12,7 @@
 // oneDNN, reorders from/to NCHW included, 80-104 ms (jit:avx512_core) and 60 ms (brgconv AMX bf16): 8x and
 // 18x faster. oneDNN accumulates in f32 and converts once, so the 16-bit contract holds; its bf16 weight
 // gradient is requested in f32 and rounded once here.
+#include "amp/autocast.h"
 #include "ops/conv.h"
 
 #include <type_traits>
@@ -210,7 +211,9 @@ Conv2dGeometry check_and_plan(const Tensor& x, const Tensor& w, const Tensor& b,
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions options) {
+Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, Conv2dOptions options) {
+  const std::vector<Tensor> in = amp::cast_inputs("conv2d", {x_in, weight_in, bias_in});
+  const Tensor &x = in[0], &weight = in[1], &bias = in[2];
   MT_CHECK(x.defined() && weight.defined(), "conv2d: input and weight must be defined");
   if (x.dim() == 3) return conv2d(x.unsqueeze(0), weight, bias, options).squeeze(0);  // unbatched [C, H, W]
   const Conv2dGeometry g = check_and_plan(x, weight, bias, options);

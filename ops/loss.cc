@@ -1,6 +1,7 @@
 // Typed entries and backward nodes for cross_entropy, nll_loss and mse_loss. The class-index losses
 // share one plan (shape checks, target validation, [batch, classes, inner] geometry) and one way of
 // turning the upstream gradient into a per-position scale.
+#include "amp/autocast.h"
 #include "ops/loss.h"
 
 #include <vector>
@@ -173,7 +174,8 @@ struct MseLossBackward final : Node {
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions options) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, CrossEntropyOptions options) {
+  const Tensor logits = amp::cast_input("cross_entropy", logits_in);
   ClassPlan p = plan_class_loss(logits, target, options.ignore_index, "cross_entropy");
   const DType dtype = logits.dtype();
   Tensor out, lse;
@@ -200,7 +202,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
   return out;
 }
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, CrossEntropyOptions options) {
+Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, CrossEntropyOptions options) {
+  const Tensor log_probs = amp::cast_input("nll_loss", log_probs_in);
   ClassPlan p = plan_class_loss(log_probs, target, options.ignore_index, "nll_loss");
   const DType dtype = log_probs.dtype();
   Tensor out;
@@ -225,7 +228,9 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, CrossEntropyOptio
   return out;
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  const std::vector<Tensor> in = amp::cast_inputs("mse_loss", {input_in, target_in});
+  const Tensor &input = in[0], &target = in[1];
   MT_CHECK(input.defined() && target.defined(), "mse_loss: input and target must be defined tensors");
   MT_CHECK(input.shape() == target.shape(), "mse_loss: input ", shape_str(input.shape()), " and target ",
            shape_str(target.shape()), " must have the same shape (reduction '", reduction_name(reduction),

@@ -1,6 +1,7 @@
 // layer_norm and batch_norm: argument checks, parameter widening, running-statistics updates, and the
 // backward nodes. The fused kernels are in ops/cpu/norm_kernels.cc; tests/ops/norm_test.cc checks them
 // against the same formulas composed from elementwise and reduce ops.
+#include "amp/autocast.h"
 #include "ops/norm.h"
 
 #include <cmath>
@@ -110,8 +111,10 @@ void update_running(const Tensor& running, const std::vector<double>& batch, dou
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
                   double eps) {
+  const std::vector<Tensor> in = amp::cast_inputs("layer_norm", {x_in, weight_in, bias_in});
+  const Tensor &x = in[0], &weight = in[1], &bias = in[2];
   MT_CHECK(x.defined(), "layer_norm: input is undefined");
   MT_CHECK(is_floating(x.dtype()), "layer_norm: expected a floating input, got ", dtype_name(x.dtype()));
   MT_CHECK(x.device().is_cpu(), "layer_norm: no kernel for ", x.device().str(), " in this build");

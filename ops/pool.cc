@@ -26,7 +26,7 @@ Pool2dGeometry check_and_plan(const Tensor& x, const Pool2dOptions& opt, std::st
     MT_CHECK(s[i] > 0, op, ": stride must be positive (0 means = kernel), got [", opt.stride[0], ", ",
              opt.stride[1], "]");
     MT_CHECK(p[i] >= 0 && 2 * p[i] <= k[i], op, ": padding must be between 0 and half the kernel, got padding [",
-             opt.padding[0], ", ", opt.padding[1], "] for kernel [", k[0], ", ", k[1], "]");
+             opt.padding[0], ", ", opt.padding[1], "] for kernel [", opt.kernel_size[0], ", ", opt.kernel_size[1], "]");
   }
   g.kh = k[0], g.kw = k[1], g.stride_h = s[0], g.stride_w = s[1], g.pad_h = p[0], g.pad_w = p[1];
   g.oh = (g.h + 2 * g.pad_h - g.kh) / g.stride_h + 1;

@@ -185,7 +185,9 @@ struct VarBackward final : Node {
 };
 }  // namespace
 
-Tensor var(const Tensor& x, const Shape& dims, int64_t correction, KeepDim keepdim) {
+Tensor var(const Tensor& x, const Shape& dims, VarOptions options) {
+  const int64_t correction = options.correction;
+  const KeepDim keepdim = options.keepdim;
   MT_CHECK(is_floating(x.dtype()), "var: expected a floating tensor, got ", dtype_name(x.dtype()));
   const ReducePlan p = make_plan(x, dims, keepdim, "var");
   Tensor m = sum_impl(x, make_plan(x, dims, KeepDim::kYes, "var"), 1.0 / static_cast<double>(p.reduced_numel));
@@ -217,7 +219,7 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, KeepDim keepd
   }
   return out;
 }
-Tensor var(const Tensor& x, int64_t correction) { return var(x, {}, correction, KeepDim::kNo); }
+Tensor var(const Tensor& x, VarOptions options) { return var(x, Shape{}, options); }
 
 // ---- max ----
 

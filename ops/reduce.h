@@ -2,6 +2,8 @@
 // the backward of broadcasting. 16-bit inputs accumulate in fp32 and round once.
 #pragma once
 
+#include <initializer_list>
+
 #include "framework/tensor.h"
 
 namespace mantissa {
@@ -12,9 +14,19 @@ Tensor sum(const Tensor& x);  // all elements -> 0-d
 Tensor sum(const Tensor& x, const Shape& dims, KeepDim keepdim = KeepDim::kNo);
 Tensor mean(const Tensor& x);
 Tensor mean(const Tensor& x, const Shape& dims, KeepDim keepdim = KeepDim::kNo);
-// Variance with Bessel's correction by default (correction = 1), as torch.var.
-Tensor var(const Tensor& x, const Shape& dims, int64_t correction = 1, KeepDim keepdim = KeepDim::kNo);
-Tensor var(const Tensor& x, int64_t correction = 1);
+// Variance with Bessel's correction by default (correction = 1), as torch.var. Options are a struct
+// so that no bare integer can be mistaken for a dim (torch.var(x, 1) means dim 1; here that is
+// var(x, {1})).
+struct VarOptions {
+  int64_t correction = 1;
+  KeepDim keepdim = KeepDim::kNo;
+};
+Tensor var(const Tensor& x, const Shape& dims, VarOptions options = {});
+Tensor var(const Tensor& x, VarOptions options = {});  // all elements
+// var(x, {1}) reduces dim 1 (a braced list always means dims).
+inline Tensor var(const Tensor& x, std::initializer_list<int64_t> dims, VarOptions options = {}) {
+  return var(x, Shape(dims), options);
+}
 
 struct MaxResult {
   Tensor values;

@@ -1,5 +1,6 @@
 // cat, stack, split, index_select, gather, one_hot and the backward of the differentiable ones:
 // cat's gradient is narrowed back per input, index_select's and gather's are scatter-adds.
+#include "amp/autocast.h"
 #include "ops/shape.h"
 
 #include <algorithm>
@@ -79,7 +80,8 @@ struct GatherBackward final : Node {
 
 }  // namespace
 
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim_in) {
+Tensor cat(const std::vector<Tensor>& tensors_in, int64_t dim_in) {
+  const std::vector<Tensor> tensors = amp::cast_inputs("cat", tensors_in);
   MT_CHECK(!tensors.empty(), "cat: expected a non-empty list of tensors");
   // As PyTorch, 1-D empty tensors ([0]) are skipped; the first other tensor sets the shape.
   const Tensor* ref = nullptr;
@@ -130,7 +132,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim_in) {
   return out;
 }
 
-Tensor stack(const std::vector<Tensor>& tensors, int64_t dim_in) {
+Tensor stack(const std::vector<Tensor>& tensors_in, int64_t dim_in) {
+  const std::vector<Tensor> tensors = amp::cast_inputs("stack", tensors_in);
   MT_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
   const int64_t dim = wrap_dim(dim_in, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> expanded;

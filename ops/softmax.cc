@@ -1,5 +1,6 @@
 // Typed entries for softmax / log_softmax: argument checks, the [outer, dim, inner] geometry, the
 // kernel call (ops/cpu/softmax.h) and the backward node, which keeps only the output.
+#include "amp/autocast.h"
 #include "ops/softmax.h"
 
 #include "framework/autograd.h"
@@ -43,8 +44,9 @@ struct SoftmaxBackward final : Node {
   }
 };
 
-Tensor softmax_impl(const Tensor& x_in, int64_t dim_in, SoftmaxKind kind) {
+Tensor softmax_impl(const Tensor& x_uncast, int64_t dim_in, SoftmaxKind kind) {
   const char* op = op_name(kind);
+  const Tensor x_in = amp::cast_input(op, x_uncast);
   MT_CHECK(x_in.defined(), op, ": the input is an undefined tensor");
   MT_CHECK(is_floating(x_in.dtype()), op, ": expected a floating tensor (f32, f64, f16, bf16), got ",
            dtype_name(x_in.dtype()), " ", shape_str(x_in.shape()), ". HINT: convert with .to(kFloat32)");

@@ -1,6 +1,7 @@
 // GEMM over raw pointers, row-major: C[m, n] = alpha * op(A)[m, k] @ op(B)[k, n] + beta * C.
-// f32/f64 go to BLAS. f16/bf16 take 16-bit operands, accumulate in fp32 and round once into C
-// (the tensor-core contract), so results do not depend on how k is split.
+// f32: oneDNN sgemm; f64: OpenBLAS; bf16: oneDNN matmul (AMX / AVX512_BF16); f16: widened to f32
+// (gemm.cc says why). f16/bf16 take 16-bit operands, accumulate in fp32 and round once into C (the
+// tensor-core contract). All threads come from the OpenMP pool that parallel_for uses.
 #pragma once
 
 #include <cstdint>
@@ -22,13 +23,27 @@ struct GemmArgs {
   int64_t ldb = 0;
   T* c = nullptr;
   int64_t ldc = 0;
-  float alpha = 1.0f;
-  float beta = 0.0f;  // 0 means C is only written (never read, so it may hold garbage or nan)
+  double alpha = 1.0;  // double so that f64 GEMMs scale exactly; f32/f16/bf16 use float(alpha)
+  double beta = 0.0;   // 0 means C is only written (never read, so it may hold garbage or nan)
 };
 
 void gemm(const GemmArgs<float>& args);
 void gemm(const GemmArgs<double>& args);
 void gemm(const GemmArgs<Half>& args);
 void gemm(const GemmArgs<BFloat16>& args);
+
+// Strided-batched form: for i in [0, batch): C_i = alpha * op(A_i) @ op(B_i) + beta * C_i, where
+// X_i = X + i * stride_x. A stride of 0 broadcasts one matrix to every batch (stride_c must not be 0).
+template <typename T>
+struct BatchedGemmArgs {
+  GemmArgs<T> gemm;
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+};
+
+void gemm_batched(const BatchedGemmArgs<float>& args);
+void gemm_batched(const BatchedGemmArgs<double>& args);
+void gemm_batched(const BatchedGemmArgs<Half>& args);
+void gemm_batched(const BatchedGemmArgs<BFloat16>& args);
 
 }  // namespace mantissa::cpu

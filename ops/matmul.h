@@ -1,0 +1,25 @@
+// Matrix products with PyTorch's semantics: mm, bmm, matmul (1-D promotion, broadcast batch dims),
+// linear, addmm, baddbmm, each with its backward. Operands must share one floating dtype; f16/bf16
+// operands accumulate in fp32 and round once at the output (the bias of addmm/linear included).
+#pragma once
+
+#include "framework/tensor.h"
+
+namespace mantissa {
+
+// a [m, k] @ b [k, n] -> [m, n].
+Tensor mm(const Tensor& a, const Tensor& b);
+// a [B, m, k] @ b [B, k, n] -> [B, m, n] (equal batch sizes, as torch.bmm).
+Tensor bmm(const Tensor& a, const Tensor& b);
+// torch.matmul: 1-D x 1-D is a dot product (0-d); a 1-D operand is promoted to a matrix and the added
+// dim removed from the result; batch dims (all but the last two) broadcast.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x [..., in] @ weight [out, in]^T + bias [out] -> [..., out].
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// beta * bias + alpha * (a [m, k] @ b [k, n]); bias broadcasts to [m, n]. With beta == 0 the bias is
+// not read (nan or inf in it do not propagate), as in PyTorch.
+Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta = 1.0, double alpha = 1.0);
+// beta * bias + alpha * (a [B, m, k] @ b [B, k, n]); bias broadcasts to [B, m, n].
+Tensor baddbmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta = 1.0, double alpha = 1.0);
+
+}  // namespace mantissa
