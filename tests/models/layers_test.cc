@@ -10,11 +10,13 @@
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "framework/generator.h"
+#include "framework/random.h"
 #include "models/layers/activation.h"
 #include "models/layers/conv.h"
 #include "models/layers/dropout.h"
 #include "models/layers/embedding.h"
 #include "models/layers/flatten.h"
+#include "models/layers/linear.h"
 #include "models/layers/norm.h"
 #include "models/layers/pool.h"
 #include "models/layers/sequential.h"
@@ -104,6 +106,35 @@ void expect_uniform_within(const Tensor& t, double bound) {
   // checked here has at least 64 values (P < 2e-4) and a fixed seed, so this cannot flake.
   EXPECT_GT(*hi, 0.75 * bound);
   EXPECT_LT(*lo, -0.75 * bound);
+}
+
+TEST(Layers, LinearInitAndForward) {
+  Generator gen(11);
+  Linear fc(64, 32, {.generator = &gen});
+  EXPECT_THAT(names(fc.named_parameters()), ElementsAre("weight", "bias"));
+  EXPECT_EQ(fc.weight.shape(), (Shape{32, 64}));
+  expect_uniform_within(fc.weight, 1.0 / 8.0);  // 1/sqrt(fan_in = 64)
+  expect_uniform_within(fc.bias, 1.0 / 8.0);
+  // Same seed, same weights; another seed, other weights; the default generator follows manual_seed.
+  Generator again(11), other(12);
+  EXPECT_TRUE(equal(Linear(64, 32, {.generator = &again}).weight, fc.weight));
+  EXPECT_FALSE(equal(Linear(64, 32, {.generator = &other}).weight, fc.weight));
+  manual_seed(5);
+  const Tensor w1 = Linear(8, 8).weight;
+  manual_seed(5);
+  EXPECT_TRUE(equal(Linear(8, 8).weight, w1));
+
+  EXPECT_EQ(fc.forward(zeros({4, 64})).shape(), (Shape{4, 32}));
+  EXPECT_EQ(fc.forward(zeros({2, 3, 64})).shape(), (Shape{2, 3, 32}));
+  EXPECT_THAT([&] { fc.forward(zeros({4, 63})); }, ::testing::ThrowsMessage<Error>(HasSubstr("Linear: expected")));
+  // y = x W^T + b on a hand-made case.
+  Linear small(2, 1);
+  small.load_state_dict(std::map<std::string, Tensor>{{"weight", from_vector<float>({2, -1}, {1, 2})},
+                                                      {"bias", from_vector<float>({0.5f})}});
+  EXPECT_EQ(small.forward(from_vector<float>({3, 4}, {1, 2})).item(), 2.5);  // 6 - 4 + 0.5
+  Linear no_bias(4, 3, {.bias = false});
+  EXPECT_THAT(names(no_bias.named_parameters()), ElementsAre("weight"));
+  EXPECT_FALSE(no_bias.bias.defined());
 }
 
 TEST(Layers, Conv2dInitAndShapes) {
@@ -210,6 +241,24 @@ TEST(Layers, MaxPool2dShapesAndValues) {
   EXPECT_EQ(values(y), (std::vector<float>{5, 7, 13, 15}));
   EXPECT_EQ(MaxPool2d({.kernel_size = {3, 3}, .stride = {1, 1}, .padding = {1, 1}}).forward(zeros({2, 3, 5, 7})).shape(),
             (Shape{2, 3, 5, 7}));
+}
+
+TEST(Layers, ConvNetInSequential) {
+  Generator gen(8);
+  Sequential net(std::make_shared<Conv2d>(1, 4, std::array<int64_t, 2>{3, 3}, Conv2dLayerOptions{.padding = {1, 1}, .generator = &gen}),
+                 std::make_shared<BatchNorm2d>(4), std::make_shared<ReLU>(),
+                 std::make_shared<MaxPool2d>(Pool2dOptions{.kernel_size = {2, 2}}), std::make_shared<Flatten>(),
+                 std::make_shared<Dropout>(DropoutOptions{.p = 0.1, .generator = &gen}),
+                 std::make_shared<Linear>(4 * 4 * 4, 10, LinearOptions{.generator = &gen}));
+  EXPECT_THAT(names(net.state_dict()),
+              ElementsAre("0.weight", "0.bias", "1.weight", "1.bias", "1.running_mean", "1.running_var",
+                          "1.num_batches_tracked", "6.weight", "6.bias"));
+  Tensor out = net.forward(randn({2, 1, 8, 8}, {}, &gen));
+  EXPECT_EQ(out.shape(), (Shape{2, 10}));
+  sum(out).backward();
+  for (const auto& [name, p] : net.named_parameters()) EXPECT_TRUE(p.grad().defined()) << name;
+  net.eval();
+  EXPECT_FALSE(net.at<Dropout>(5)->is_training());
 }
 
 }  // namespace
