@@ -1,0 +1,17 @@
+// Embedding layer over ops/embedding.h.
+#include "models/layers/embedding.h"
+
+#include "framework/error.h"
+#include "models/layers/init.h"
+#include "ops/embedding.h"
+
+namespace mantissa {
+
+Embedding::Embedding(int64_t n, int64_t d, EmbeddingOptions options) : num_embeddings(n), embedding_dim(d) {
+  MT_CHECK(n > 0 && d > 0, "Embedding: sizes must be positive, got num_embeddings ", n, " embedding_dim ", d);
+  weight = register_parameter("weight", standard_normal({n, d}, options.dtype, options.generator));
+}
+
+Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices); }
+
+}  // namespace mantissa

@@ -1,0 +1,8 @@
+// Flatten layer over Tensor::flatten.
+#include "models/layers/flatten.h"
+
+namespace mantissa {
+
+Tensor Flatten::forward(const Tensor& x) { return x.flatten(options_.start_dim, options_.end_dim); }
+
+}  // namespace mantissa

@@ -1,0 +1,43 @@
+// BatchNorm2d and LayerNorm layers over ops/norm.h.
+#include "models/layers/norm.h"
+
+#include "framework/autograd.h"
+#include "framework/error.h"
+#include "ops/norm.h"
+
+namespace mantissa {
+
+BatchNorm2d::BatchNorm2d(int64_t c, BatchNormOptions opts) : num_features(c), options(opts) {
+  MT_CHECK(c > 0, "BatchNorm2d: num_features must be positive, got ", c);
+  if (opts.affine) {
+    weight = register_parameter("weight", ones({c}, {.dtype = opts.dtype}));
+    bias = register_parameter("bias", zeros({c}, {.dtype = opts.dtype}));
+  }
+  running_mean = register_buffer("running_mean", zeros({c}, {.dtype = opts.dtype}));
+  running_var = register_buffer("running_var", ones({c}, {.dtype = opts.dtype}));
+  num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, {.dtype = DType::kI64}));
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  MT_CHECK(x.dim() == 4 && x.size(1) == num_features, "BatchNorm2d: expected an input [N, ", num_features,
+           ", H, W], got ", shape_str(x.shape()));
+  if (!is_training()) {
+    return batch_norm(x, running_mean, running_var, weight, bias, BatchNormMode::kEval, options.momentum,
+                      options.eps);
+  }
+  num_batches_tracked.data<int64_t>()[0] += 1;  // a counter only: the momentum is fixed
+  return batch_norm(x, running_mean, running_var, weight, bias, BatchNormMode::kTrain, options.momentum,
+                    options.eps);
+}
+
+LayerNorm::LayerNorm(Shape shape, LayerNormOptions opts) : normalized_shape(std::move(shape)), options(opts) {
+  MT_CHECK(!normalized_shape.empty(), "LayerNorm: normalized_shape is empty. HINT: pass the trailing dims, e.g. {C}");
+  if (opts.elementwise_affine) {
+    weight = register_parameter("weight", ones(normalized_shape, {.dtype = opts.dtype}));
+    bias = register_parameter("bias", zeros(normalized_shape, {.dtype = opts.dtype}));
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_shape, weight, bias, options.eps); }
+
+}  // namespace mantissa

@@ -1,0 +1,49 @@
+// Normalisation layers: BatchNorm2d (batch statistics in training, running statistics in eval) and
+// LayerNorm (over the trailing normalized_shape), as torch.nn, initialised to weight 1, bias 0.
+#pragma once
+
+#include "framework/module.h"
+
+namespace mantissa {
+
+struct BatchNormOptions {
+  double eps = 1e-5;
+  double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch statistic
+  bool affine = true;     // learnable weight and bias
+  DType dtype = DType::kF32;
+};
+
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(int64_t num_features, BatchNormOptions options = {});
+  std::string type_name() const override { return "BatchNorm2d"; }
+  // [N, C, H, W] -> same shape. Training mode normalises with the batch's statistics and updates the
+  // running buffers (unbiased variance) and num_batches_tracked; eval mode uses the running buffers.
+  Tensor forward(const Tensor& x);
+
+  int64_t num_features;
+  BatchNormOptions options;
+  Tensor weight, bias;                 // [C]; undefined when not affine
+  Tensor running_mean, running_var;    // [C] buffers: zeros, ones
+  Tensor num_batches_tracked;          // 0-d i64 buffer, as in PyTorch's state_dict
+};
+
+struct LayerNormOptions {
+  double eps = 1e-5;
+  bool elementwise_affine = true;
+  DType dtype = DType::kF32;
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(Shape normalized_shape, LayerNormOptions options = {});
+  std::string type_name() const override { return "LayerNorm"; }
+  // [..., *normalized_shape] -> same shape
+  Tensor forward(const Tensor& x);
+
+  Shape normalized_shape;
+  LayerNormOptions options;
+  Tensor weight, bias;  // normalized_shape; undefined when not elementwise_affine
+};
+
+}  // namespace mantissa
