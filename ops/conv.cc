@@ -235,4 +235,17 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   return out;
 }
 
+Tensor conv1d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, Conv1dOptions options) {
+  const std::vector<Tensor> in = amp::cast_inputs("conv1d", {x_in, weight_in, bias_in});
+  const Tensor &x = in[0], &weight = in[1], &bias = in[2];
+  MT_CHECK(x.defined() && weight.defined(), "conv1d: input and weight must be defined");
+  MT_CHECK(x.dim() == 2 || x.dim() == 3, "conv1d: expected input [N, C, L] or [C, L], got ", shape_str(x.shape()));
+  MT_CHECK(weight.dim() == 3, "conv1d: expected weight [O, C/groups, K], got ", shape_str(weight.shape()));
+  if (x.dim() == 2) return conv1d(x.unsqueeze(0), weight, bias, options).squeeze(0);  // unbatched [C, L]
+  // [N, C, L] -> [N, C, 1, L]; the height dim has kernel 1, stride 1, no padding.
+  const Conv2dOptions o2{.stride = {1, options.stride}, .padding = {0, options.padding},
+                         .dilation = {1, options.dilation}, .groups = options.groups};
+  return conv2d(x.unsqueeze(2), weight.unsqueeze(2), bias, o2).squeeze(2);
+}
+
 }  // namespace mantissa

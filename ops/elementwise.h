@@ -35,6 +35,12 @@ inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 inline Tensor operator/(const Tensor& a, double b) { return div(a, b); }
 inline Tensor operator-(const Tensor& a) { return neg(a); }
 
+// self + value * t1 * t2 and self + value * t1 / t2, broadcasting all three (ops/pointwise.cc). Computed
+// in fp32 for 16-bit dtypes and rounded once; mixed dtypes promote (under autocast too: the promote
+// category).
+Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, double value = 1.0);
+Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, double value = 1.0);
+
 // Math and activations (ops/unary.cc).
 enum class GeluApproximation { kNone, kTanh };
 Tensor exp(const Tensor& x);

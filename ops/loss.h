@@ -1,5 +1,6 @@
-// Losses: cross_entropy (a fused log_softmax + nll with its own backward), nll_loss and mse_loss, with
-// PyTorch's semantics for reduction and ignore_index. f32, f64, f16, bf16 (16-bit computes in fp32).
+// Losses: cross_entropy (a fused log_softmax + nll with its own backward), nll_loss and mse_loss
+// (ops/loss.cc); l1, smooth_l1 and the binary cross-entropies (ops/loss_extra.cc). PyTorch's semantics
+// for reduction and ignore_index. f32, f64, f16, bf16 (16-bit computes in fp32).
 #pragma once
 
 #include <cstdint>
@@ -23,5 +24,21 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, CrossEntropyOptions options = {});
 // (input - target)^2, reduced; input and target have the same shape.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::kMean);
+
+// Elementwise losses (ops/loss_extra.cc): input and target have the same shape; gradients flow to both.
+// |input - target|.
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::kMean);
+// 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target); beta 0 is l1_loss.
+struct SmoothL1Options {
+  Reduction reduction = Reduction::kMean;
+  double beta = 1.0;
+};
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, SmoothL1Options options = {});
+// -(y log(x) + (1 - y) log(1 - x)) for probabilities x in [0, 1], each log clamped at -100 as PyTorch.
+// Refused under autocast (its log(1 - x) loses everything in 16 bits): use the with-logits form.
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::kMean);
+// binary_cross_entropy(sigmoid(x), y) fused and stable: max(x, 0) - x y + log(1 + exp(-|x|)).
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        Reduction reduction = Reduction::kMean);
 
 }  // namespace mantissa

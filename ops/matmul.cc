@@ -288,4 +288,46 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   return out3.view(out_shape);
 }
 
+// ---- dot ----
+
+namespace {
+struct DotBackward final : Node {
+  SavedTensor self{this, "self"};
+  SavedTensor other{this, "other"};
+  std::string_view name() const override { return "DotBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
+    // g is 0-d in the operands' dtype: d/da = g b, d/db = g a.
+    Tensor ga, gb;
+    if (next_edges[0].valid()) ga = mul(other.get(), g[0]);
+    if (next_edges[1].valid()) gb = mul(self.get(), g[0]);
+    return {ga, gb};
+  }
+};
+}  // namespace
+
+Tensor dot(const Tensor& a_in, const Tensor& b_in) {
+  const std::vector<Tensor> in = amp::cast_inputs("dot", {a_in, b_in});
+  const Tensor &a = in[0], &b = in[1];
+  check_pair("dot", "self", a, "other", b);
+  check_dims("dot", a, b, 1, "dot takes two 1-D vectors; use matmul or mm for matrices");
+  MT_CHECK(a.size(0) == b.size(0), "dot: vectors ", shape_str(a.shape()), " and ", shape_str(b.shape()),
+           " differ in length");
+  Tensor out = empty({}, {.dtype = a.dtype(), .device = a.device()});
+  dispatch_floating(a.dtype(), "dot", [&]<typename T>() {
+    using C = compute_t<T>;
+    const T *ap = a.data<T>(), *bp = b.data<T>();
+    const int64_t sa = a.stride(0), sb = b.stride(0);
+    C acc = 0;
+    for (int64_t i = 0; i < a.size(0); ++i) acc += static_cast<C>(ap[i * sa]) * static_cast<C>(bp[i * sb]);
+    *out.data<T>() = static_cast<T>(acc);
+  });
+  if (compute_requires_grad({&a, &b})) {
+    auto node = make_node<DotBackward>({&a, &b});
+    if (b.requires_grad()) node->self = a;
+    if (a.requires_grad()) node->other = b;
+    set_history(out, node);
+  }
+  return out;
+}
+
 }  // namespace mantissa

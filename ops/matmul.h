@@ -21,5 +21,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta = 1.0, double alpha = 1.0);
 // beta * bias + alpha * (a [B, m, k] @ b [B, k, n]); bias broadcasts to [B, m, n].
 Tensor baddbmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta = 1.0, double alpha = 1.0);
+// a [n] . b [n] -> 0-d, accumulated in fp32 (f64 for f64). a and b must share a dtype, as torch.dot;
+// under autocast both go to the wider one (the promote category).
+Tensor dot(const Tensor& a, const Tensor& b);
 
 }  // namespace mantissa

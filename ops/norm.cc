@@ -9,6 +9,7 @@
 
 #include "framework/autograd.h"
 #include "ops/cpu/norm_kernels.h"
+#include "ops/elementwise.h"
 
 namespace mantissa {
 namespace {
@@ -152,6 +153,30 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
     set_history(out, node);
   }
   return out;
+}
+
+Tensor group_norm(const Tensor& x_in, int64_t groups, const Tensor& weight_in, const Tensor& bias_in, double eps) {
+  const std::vector<Tensor> in = amp::cast_inputs("group_norm", {x_in, weight_in, bias_in});
+  const Tensor &x = in[0], &weight = in[1], &bias = in[2];
+  MT_CHECK(x.defined(), "group_norm: input is undefined");
+  MT_CHECK(x.dim() >= 2, "group_norm: input must be [N, C, *], got ", shape_str(x.shape()));
+  MT_CHECK(is_floating(x.dtype()), "group_norm: expected a floating input, got ", dtype_name(x.dtype()));
+  const int64_t n = x.size(0), channels = x.size(1);
+  MT_CHECK(groups > 0 && channels % groups == 0, "group_norm: groups=", groups, " must be positive and divide the ",
+           channels, " channels of input ", shape_str(x.shape()));
+  check_param(weight, {channels}, x, "group_norm", "weight");
+  check_param(bias, {channels}, x, "group_norm", "bias");
+  // [N, C, *] -> [N, G, C/G * prod(*)]: each group is one layer_norm row. 16-bit inputs are widened so
+  // the normalization and the affine step round once, at the end.
+  const DType cd = compute_dtype(x.dtype());
+  const int64_t per_group = n == 0 ? 0 : x.numel() / (n * groups);
+  Tensor y = layer_norm(x.to(cd).reshape({n, groups, per_group}), {per_group}, Tensor(), Tensor(), eps)
+                 .reshape(x.shape());
+  Shape param_view(static_cast<size_t>(x.dim() - 1), 1);  // [C, 1, ...] broadcasts over [N, C, *]
+  param_view[0] = channels;
+  if (weight.defined()) y = mul(y, weight.to(cd).reshape(param_view));
+  if (bias.defined()) y = add(y, bias.to(cd).reshape(param_view));
+  return y.to(x.dtype());
 }
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,

@@ -1,6 +1,7 @@
 // Normalization layers (PyTorch semantics): layer_norm over the trailing normalized_shape, and
 // batch_norm over the channel dim 1 of [N, C] or [N, C, H, W] with training/eval modes and running
-// statistics. Both are fused kernels with a hand-written backward for x, weight and bias.
+// statistics. Both are fused kernels with a hand-written backward for x, weight and bias. group_norm is
+// composed from layer_norm.
 #pragma once
 
 #include "framework/tensor.h"
@@ -12,6 +13,12 @@ namespace mantissa {
 // normalized_shape or undefined (1 and 0).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+
+// x [N, C, *] normalized over each of `groups` channel groups (C/groups channels and all of *), then
+// weight [C] and bias [C] (or undefined) per channel. Composed from layer_norm (its backward), in fp32
+// for 16-bit inputs and rounded once.
+Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  double eps = 1e-5);
 
 enum class BatchNormMode { kTrain, kEval };
 // kTrain normalizes with batch statistics (biased var) and updates running_mean/var in place (unbiased

@@ -1,5 +1,6 @@
 // Reductions over dims or over all elements: sum, mean, max (values and indices), var; and sum_to,
-// the backward of broadcasting. 16-bit inputs accumulate in fp32 and round once.
+// the backward of broadcasting (ops/reduce.cc); logsumexp, prod, norm and cumsum (ops/reduce_extra.cc).
+// 16-bit inputs accumulate in fp32 and round once.
 #pragma once
 
 #include <initializer_list>
@@ -35,6 +36,26 @@ struct MaxResult {
 MaxResult max(const Tensor& x, int64_t dim, KeepDim keepdim = KeepDim::kNo);
 Tensor max(const Tensor& x);  // 0-d; the gradient is shared evenly among tied maxima
 Tensor argmax(const Tensor& x, int64_t dim, KeepDim keepdim = KeepDim::kNo);
+
+// log(sum(exp(x))) over dims (all when empty), stable: the max is subtracted first.
+Tensor logsumexp(const Tensor& x, const Shape& dims, KeepDim keepdim = KeepDim::kNo);
+// Product of all elements (0-d), or along one dim. The gradient is exact with zeros in the input.
+Tensor prod(const Tensor& x);
+Tensor prod(const Tensor& x, int64_t dim, KeepDim keepdim = KeepDim::kNo);
+// Vector p-norm (sum |x|^p)^(1/p) over dims (all when empty); p = INFINITY is max |x|. p must be > 0.
+// At a zero norm the gradient is 0 (a subgradient), as PyTorch.
+struct NormOptions {
+  double p = 2.0;
+  KeepDim keepdim = KeepDim::kNo;
+};
+Tensor norm(const Tensor& x, NormOptions options = {});
+Tensor norm(const Tensor& x, const Shape& dims, NormOptions options = {});
+// norm(x, {1}) reduces dim 1 (a braced list always means dims).
+inline Tensor norm(const Tensor& x, std::initializer_list<int64_t> dims, NormOptions options = {}) {
+  return norm(x, Shape(dims), options);
+}
+// Running sum along dim, accumulated in fp32 (f64 for f64) and rounded per output element.
+Tensor cumsum(const Tensor& x, int64_t dim);
 
 // Sums `grad` over the dims that broadcasting expanded, giving `shape`.
 Tensor sum_to(const Tensor& grad, const Shape& shape);

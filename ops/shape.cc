@@ -236,6 +236,59 @@ Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& index) {
   return out;
 }
 
+namespace {
+struct ScatterAddBackward final : Node {
+  SavedTensor index{this, "index"};  // contiguous i64
+  int64_t dim = 0;
+  std::string_view name() const override { return "ScatterAddBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    // out = x + scatter(src): x's gradient passes through, src's is the gradient gathered at the index.
+    Tensor gx, gsrc;
+    if (next_edges[0].valid()) gx = grads[0];
+    if (next_edges[1].valid()) gsrc = gather(grads[0], dim, index.get());
+    return {gx, gsrc};
+  }
+};
+}  // namespace
+
+Tensor scatter_add(const Tensor& x_in, int64_t dim_in, const Tensor& index, const Tensor& src_in) {
+  const std::vector<Tensor> in = amp::cast_inputs("scatter_add", {x_in, src_in});
+  const Tensor &x = in[0], &src = in[1];
+  MT_CHECK(x.defined() && index.defined() && src.defined(), "scatter_add: input, index and src must be defined");
+  MT_CHECK(x.device().is_cpu() && src.device().is_cpu(), "scatter_add: no kernel for ", x.device().str(),
+           " in this build");
+  MT_CHECK(is_floating(x.dtype()) && x.dtype() == src.dtype(), "scatter_add: expected floating input and src of ",
+           "one dtype, got ", dtype_name(x.dtype()), " and ", dtype_name(src.dtype()),
+           ". HINT: cast src with .to(", dtype_name(x.dtype()), "), or run under autocast");
+  const int64_t dim = wrap_dim(dim_in, x.dim(), "scatter_add");
+  MT_CHECK(index.shape() == src.shape(), "scatter_add: index ", shape_str(index.shape()), " and src ",
+           shape_str(src.shape()), " must have the same shape. HINT: narrow src to the index's shape");
+  MT_CHECK(index.dim() == x.dim(), "scatter_add: index ", shape_str(index.shape()),
+           " must have as many dims as the input ", shape_str(x.shape()));
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    MT_CHECK(d == dim || index.size(d) <= x.size(d), "scatter_add: index ", shape_str(index.shape()),
+             " is larger than the input ", shape_str(x.shape()), " in dim ", d, " (only dim ", dim, " may differ)");
+  }
+  const Tensor idx = cpu::checked_index(index, x.dim() == 0 ? 1 : x.size(dim), "scatter_add", "a dim of size");
+  const Tensor src_c = src.contiguous();
+  Tensor out = dispatch_floating(x.dtype(), "scatter_add", [&]<typename T>() {
+    using C = compute_t<T>;
+    Tensor acc = empty(x.shape(), {.dtype = dtype_v<C>});  // fp32 for 16-bit: round once at the end
+    copy_(acc, x);
+    if (idx.numel() > 0) {
+      cpu::scatter_add_strided<T, C>(src_c.data<T>(), idx.data<int64_t>(), idx.shape(), dim, x.shape(), acc.data<C>());
+    }
+    return acc.to(x.dtype());
+  });
+  if (compute_requires_grad({&x, &src})) {
+    auto node = make_node<ScatterAddBackward>({&x, &src});
+    node->index = idx;
+    node->dim = dim;
+    set_history(out, node);
+  }
+  return out;
+}
+
 Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   MT_CHECK(indices.defined(), "one_hot: the indices tensor is undefined");
   MT_CHECK(num_classes >= -1, "one_hot: num_classes must be -1 (infer) or non-negative, got ", num_classes);

@@ -1,5 +1,5 @@
 // Shape ops that build new tensors from pieces or indices: cat, stack, split (views), index_select,
-// gather, one_hot. The floating ones are differentiable; index tensors are i64 (or i32).
+// gather, scatter_add, one_hot. The floating ones are differentiable; index tensors are i64 (or i32).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,10 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 // out[i][j][k] = x[i][index[i][j][k]][k] for dim 1 (and likewise for any dim); out has index's shape.
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// x with src added at index along dim: out[i][index[i][j][k]][k] += src[i][j][k] for dim 1 (likewise for any
+// dim); repeated indices add. index and src have one shape, no larger than x outside dim; x and src share
+// a dtype (under autocast both go to the wider one). Sums in fp32 for 16-bit and rounds once.
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 // i64 [..., num_classes] with a 1 at each index; num_classes -1 means max(indices) + 1.
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 

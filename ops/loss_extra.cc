@@ -1,0 +1,164 @@
+// Elementwise losses: l1_loss, smooth_l1_loss, binary_cross_entropy and binary_cross_entropy_with_logits.
+// Each is a loss functor f(x, y) and two derivative functors (d/dx, d/dy) in the compute type; one
+// forward and one backward node serve all four. Reduced forms sum unrounded fp32 (f64) losses and round
+// once; autocast runs all but binary_cross_entropy in fp32 and refuses that one.
+#include <algorithm>
+#include <cmath>
+
+#include "amp/autocast.h"
+#include "framework/autograd.h"
+#include "ops/loss.h"
+#include "ops/map.h"
+#include "ops/reduce.h"
+
+namespace mantissa {
+namespace {
+
+// The upstream gradient is per element (kNone) or one value; kMean also divides by the element count.
+// DX and DY take (g, x, y) in the compute type and return that input's gradient.
+template <typename DX, typename DY>
+struct PointwiseLossBackward final : Node {
+  SavedTensor input{this, "self"};
+  SavedTensor target{this, "target"};
+  const char* op_name;
+  double scale = 1.0;  // 1/numel for kMean, else 1
+  DX dx;
+  DY dy;
+  PointwiseLossBackward(const char* name, DX fx, DY fy) : op_name(name), dx(std::move(fx)), dy(std::move(fy)) {}
+  std::string_view name() const override { return op_name; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    const Tensor &x = input.get(), &y = target.get();
+    const double k = scale;
+    Tensor gx, gy;
+    if (next_edges[0].valid()) {
+      gx = map_ternary(grads[0], x, y, op_name, [k, this](auto g, auto a, auto b) {
+             return dx(g * static_cast<decltype(g)>(k), a, b);
+           }).to(x.dtype());
+    }
+    if (next_edges[1].valid()) {
+      gy = map_ternary(grads[0], x, y, op_name, [k, this](auto g, auto a, auto b) {
+             return dy(g * static_cast<decltype(g)>(k), a, b);
+           }).to(y.dtype());
+    }
+    return {gx, gy};
+  }
+};
+
+void check_pair(const char* op, const Tensor& input, const Tensor& target) {
+  MT_CHECK(input.defined() && target.defined(), op, ": input and target must be defined tensors");
+  MT_CHECK(input.shape() == target.shape(), op, ": input ", shape_str(input.shape()), " and target ",
+           shape_str(target.shape()), " must have the same shape. HINT: reshape or expand the target "
+           "explicitly; silent broadcasting in a loss hides bugs");
+  MT_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), op, ": expected floating tensors, got ",
+           dtype_name(input.dtype()), " and ", dtype_name(target.dtype()),
+           ". HINT: convert integer targets with .to(kF32)");
+  MT_CHECK(input.device() == target.device() && input.device().is_cpu(), op, ": no kernel for ",
+           input.device().str(), " / ", target.device().str(), " in this build");
+}
+
+// binary_cross_entropy takes probabilities; PyTorch checks the range too.
+void check_probabilities(const char* op, const Tensor& x) {
+  const Tensor c = x.to(DType::kF64).contiguous();
+  const double* p = c.data<double>();
+  for (int64_t i = 0; i < c.numel(); ++i) {
+    MT_CHECK(p[i] >= 0.0 && p[i] <= 1.0, op, ": input element ", i, " is ", p[i], "; every input must lie in [0, 1]",
+             ". HINT: pass sigmoid(logits), or better, use binary_cross_entropy_with_logits on the logits");
+  }
+}
+
+template <typename F, typename DX, typename DY>
+Tensor pointwise_loss(const char* op, const char* backward_name, const Tensor& input_in, const Tensor& target_in,
+                      Reduction reduction, F f, DX dx, DY dy) {
+  const std::vector<Tensor> in = amp::cast_inputs(op, {input_in, target_in});
+  const Tensor &input = in[0], &target = in[1];
+  check_pair(op, input, target);
+  const DType dtype = promote_types(input.dtype(), target.dtype());
+  if (std::string_view(op) == "binary_cross_entropy") check_probabilities(op, input);
+  Tensor out;
+  if (reduction == Reduction::kNone) {
+    out = map_binary(input, target, op, f);
+  } else {
+    // Per-element losses in the compute type, summed before the one rounding to dtype.
+    NoGradGuard no_grad;
+    const DType compute = dtype == DType::kF64 ? DType::kF64 : DType::kF32;
+    const Tensor elem = map_binary(input.to(compute), target.to(compute), op, f);
+    double total = sum(elem).item();
+    if (reduction == Reduction::kMean) total /= static_cast<double>(elem.numel());  // empty: nan, as PyTorch
+    out = full({}, total, {.dtype = dtype});
+  }
+  if (compute_requires_grad({&input, &target})) {
+    auto node = make_node<PointwiseLossBackward<DX, DY>>({&input, &target}, backward_name, dx, dy);
+    node->input = input;
+    node->target = target;
+    node->scale = reduction == Reduction::kMean ? 1.0 / static_cast<double>(input.numel()) : 1.0;
+    set_history(out, node);
+  }
+  return out;
+}
+
+template <typename C>
+C sign(C v) {
+  return v > C(0) ? C(1) : (v < C(0) ? C(-1) : C(0));
+}
+
+}  // namespace
+
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  return pointwise_loss(
+      "l1_loss", "L1LossBackward", input, target, reduction, [](auto x, auto y) { return std::abs(x - y); },
+      [](auto g, auto x, auto y) { return g * sign(x - y); }, [](auto g, auto x, auto y) { return -g * sign(x - y); });
+}
+
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, SmoothL1Options options) {
+  const double beta = options.beta;
+  MT_CHECK(beta >= 0.0, "smooth_l1_loss: beta must be non-negative, got ", beta);
+  // d/dd: d / beta inside the quadratic zone, sign(d) outside.
+  auto slope = [beta](auto d) {
+    using C = decltype(d);
+    return std::abs(d) < C(beta) ? d / C(beta) : sign(d);
+  };
+  return pointwise_loss(
+      "smooth_l1_loss", "SmoothL1LossBackward", input, target, options.reduction,
+      [beta](auto x, auto y) {
+        using C = decltype(x);
+        const C d = std::abs(x - y);
+        return d < C(beta) ? C(0.5) * d * d / C(beta) : d - C(0.5 * beta);
+      },
+      [slope](auto g, auto x, auto y) { return g * slope(x - y); },
+      [slope](auto g, auto x, auto y) { return -g * slope(x - y); });
+}
+
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction) {
+  return pointwise_loss(
+      "binary_cross_entropy", "BinaryCrossEntropyBackward", input, target, reduction,
+      [](auto x, auto y) {
+        using C = decltype(x);
+        const C log_x = std::max(std::log(x), C(-100)), log_1mx = std::max(std::log1p(-x), C(-100));
+        return -(y * log_x + (C(1) - y) * log_1mx);
+      },
+      // (x - y) / (x (1 - x)), the denominator kept from 0 as PyTorch does (EPSILON 1e-12).
+      [](auto g, auto x, auto y) {
+        using C = decltype(g);
+        return g * (x - y) / std::max((C(1) - x) * x, C(1e-12));
+      },
+      [](auto g, auto x, auto) {
+        using C = decltype(g);
+        return g * (std::max(std::log1p(-x), C(-100)) - std::max(std::log(x), C(-100)));
+      });
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction) {
+  return pointwise_loss(
+      "binary_cross_entropy_with_logits", "BinaryCrossEntropyWithLogitsBackward", input, target, reduction,
+      [](auto x, auto y) {
+        using C = decltype(x);
+        return std::max(x, C(0)) - x * y + std::log1p(std::exp(-std::abs(x)));
+      },
+      [](auto g, auto x, auto y) {
+        using C = decltype(g);
+        return g * (C(1) / (C(1) + std::exp(-x)) - y);
+      },
+      [](auto g, auto x, auto) { return -g * x; });
+}
+
+}  // namespace mantissa

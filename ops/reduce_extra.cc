@@ -1,0 +1,250 @@
+// logsumexp, prod, norm (all fp32 under autocast) and cumsum, with their backward. The reductions move
+// the reduced dims last and run a row kernel (ops/cpu/reduce_rows.h) over the contiguous [m, n] matrix:
+// m output elements, n reduced elements each.
+#include <algorithm>
+#include <cmath>
+
+#include "amp/autocast.h"
+#include "framework/autograd.h"
+#include "ops/cpu/reduce_rows.h"
+#include "ops/elementwise.h"
+#include "ops/map.h"
+#include "ops/reduce.h"
+
+namespace mantissa {
+namespace {
+
+struct RowPlan {
+  Shape perm;            // kept dims in order, then reduced dims in order
+  Shape permuted_shape;  // x's shape permuted by perm
+  Shape keep_shape;      // x's shape with reduced dims set to 1
+  Shape out_shape;       // as returned (reduced dims dropped unless keepdim)
+  Shape dims;            // the reduced dims, wrapped and sorted
+  int64_t m = 1, n = 1;
+};
+
+RowPlan plan_rows(const Tensor& x, const Shape& dims_in, KeepDim keepdim, std::string_view op) {
+  const int64_t nd = x.dim();
+  std::vector<bool> reduce(static_cast<size_t>(nd), dims_in.empty());
+  for (int64_t d : dims_in) {
+    const int64_t w = wrap_dim(d, std::max<int64_t>(nd, 1), op);
+    MT_CHECK(nd == 0 || !reduce[w], op, ": dim ", d, " appears twice in ", shape_str(dims_in));
+    if (nd > 0) reduce[w] = true;
+  }
+  RowPlan p;
+  for (int64_t d = 0; d < nd; ++d) {
+    const int64_t size = x.size(d);
+    p.keep_shape.push_back(reduce[d] ? 1 : size);
+    if (!reduce[d] || keepdim == KeepDim::kYes) p.out_shape.push_back(reduce[d] ? 1 : size);
+    if (reduce[d]) {
+      p.dims.push_back(d);
+      p.n *= size;
+    } else {
+      p.perm.push_back(d);
+      p.m *= size;
+    }
+  }
+  p.perm.insert(p.perm.end(), p.dims.begin(), p.dims.end());
+  for (int64_t d : p.perm) p.permuted_shape.push_back(x.size(d));
+  return p;
+}
+
+// x (no history) as the contiguous [m, n] matrix of its rows.
+Tensor as_rows(const Tensor& x, const RowPlan& p) {
+  return x.detach().permute(p.perm).contiguous().reshape({p.m, p.n});
+}
+
+// The inverse of as_rows for an [m, n] result: back to x's shape and dim order, contiguous.
+Tensor from_rows(const Tensor& rows, const RowPlan& p) {
+  Shape inverse(p.perm.size());
+  for (size_t i = 0; i < p.perm.size(); ++i) inverse[static_cast<size_t>(p.perm[i])] = static_cast<int64_t>(i);
+  return rows.reshape(p.permuted_shape).permute(inverse).contiguous();
+}
+
+// Runs kernel(rows, m, n, out) in x's dtype and returns the result in out_shape.
+template <typename K>
+Tensor reduce_rows(const Tensor& x, const RowPlan& p, std::string_view op, K&& kernel) {
+  MT_CHECK(is_floating(x.dtype()), op, ": expected a floating tensor, got ", dtype_name(x.dtype()));
+  MT_CHECK(x.device().is_cpu(), op, ": no kernel for ", x.device().str(), " in this build");
+  const Tensor rows = as_rows(x, p);
+  Tensor out = empty(p.out_shape, {.dtype = x.dtype(), .device = x.device()});
+  dispatch_floating(x.dtype(), op, [&]<typename T>() { kernel(rows.data<T>(), p.m, p.n, out.data<T>()); });
+  return out;
+}
+
+struct LogsumexpBackward final : Node {
+  SavedTensor self{this, "self"};
+  SavedTensor result{this, "result"};  // keep_shape
+  Shape keep_shape;
+  std::string_view name() const override { return "LogsumexpBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
+    // d/dx logsumexp = exp(x - result): the softmax of the reduced slice.
+    return {map_ternary(g[0].reshape(keep_shape), self.get(), result.get(), "logsumexp_backward",
+                        [](auto gv, auto x, auto r) { return gv * std::exp(x - r); })};
+  }
+};
+
+struct ProdBackward final : Node {
+  SavedTensor self{this, "self"};
+  RowPlan plan;
+  std::string_view name() const override { return "ProdBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
+    const Tensor& x = self.get();
+    const Tensor rows = as_rows(x, plan);
+    Tensor dx_rows = empty({plan.m, plan.n}, {.dtype = x.dtype(), .device = x.device()});
+    dispatch_floating(x.dtype(), name(), [&]<typename T>() {
+      using C = compute_t<T>;
+      // One upstream value per row: the kept dims keep their order, so g's row-major order is row order.
+      const Tensor gr = g[0].to(dtype_v<C>).contiguous();
+      cpu::prod_backward_rows<T>(rows.data<T>(), gr.data<C>(), plan.m, plan.n, dx_rows.data<T>());
+    });
+    return {from_rows(dx_rows, plan)};
+  }
+};
+
+struct NormBackward final : Node {
+  SavedTensor self{this, "self"};
+  SavedTensor result{this, "result"};  // keep_shape
+  Shape keep_shape, dims;
+  double p = 2.0;
+  std::string_view name() const override { return "NormBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    const Tensor &x = self.get(), &r = result.get();
+    const Tensor g = grads[0].reshape(keep_shape);
+    const double pv = p;
+    auto sgn = [](auto v) {
+      using C = decltype(v);
+      return v > C(0) ? C(1) : (v < C(0) ? C(-1) : C(0));
+    };
+    if (std::isinf(pv)) {
+      // max |x|: the gradient is shared evenly among the elements that attain it.
+      const DType compute = x.dtype() == DType::kF64 ? DType::kF64 : DType::kF32;
+      const Tensor hit = eq(abs(x), r).to(compute);
+      const Tensor share = div(g.to(compute), sum(hit, dims, KeepDim::kYes));
+      return {map_ternary(share, x, hit, name(), [sgn](auto gv, auto v, auto h) { return gv * sgn(v) * h; })
+                  .to(x.dtype())};
+    }
+    return {map_ternary(g, x, r, name(), [pv, sgn](auto gv, auto v, auto n) {
+      using C = decltype(gv);
+      if (pv == 1.0) return gv * sgn(v);
+      if (n == C(0)) return C(0);
+      if (pv == 2.0) return gv * v / n;
+      return gv * sgn(v) * std::pow(std::abs(v), C(pv - 1.0)) / std::pow(n, C(pv - 1.0));
+    })};
+  }
+};
+
+struct CumsumBackward final : Node {
+  int64_t dim = 0;
+  std::string_view name() const override { return "CumsumBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override;
+};
+
+// cumsum along `dim` of contiguous x in either direction.
+Tensor scan(const Tensor& x_in, int64_t dim, cpu::ScanDirection direction) {
+  const Tensor x = x_in.contiguous();
+  Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  if (x.dim() == 0) {
+    copy_(out, x);
+    return out;
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d < dim) outer *= x.size(d);
+    if (d > dim) inner *= x.size(d);
+  }
+  dispatch_floating(x.dtype(), "cumsum", [&]<typename T>() {
+    cpu::cumsum_lines<T>(x.data<T>(), outer, x.size(dim), inner, direction, out.data<T>());
+  });
+  return out;
+}
+
+std::vector<Tensor> CumsumBackward::apply(std::vector<Tensor>&& g) {
+  // Each input element feeds every output at or after it: the gradient is the reverse running sum.
+  return {scan(g[0], dim, cpu::ScanDirection::kReverse)};
+}
+
+Tensor norm_impl(const Tensor& x_in, const Shape& dims, NormOptions options) {
+  const Tensor x = amp::cast_input("norm", x_in);
+  MT_CHECK(options.p > 0.0, "norm: p must be positive (or INFINITY), got ", options.p);
+  const RowPlan plan = plan_rows(x, dims, options.keepdim, "norm");
+  const double p = options.p;
+  Tensor out = reduce_rows(x, plan, "norm", [p](const auto* rows, int64_t m, int64_t n, auto* o) {
+    cpu::norm_rows(rows, m, n, p, o);
+  });
+  if (compute_requires_grad({&x})) {
+    auto node = make_node<NormBackward>({&x});
+    node->self = x;
+    node->result = out.reshape(plan.keep_shape);
+    node->keep_shape = plan.keep_shape;
+    node->dims = plan.dims;
+    node->p = p;
+    set_history(out, node);
+  }
+  return out;
+}
+
+Tensor prod_impl(const Tensor& x_in, const Shape& dims, KeepDim keepdim) {
+  const Tensor x = amp::cast_input("prod", x_in);
+  const RowPlan plan = plan_rows(x, dims, keepdim, "prod");
+  Tensor out = reduce_rows(x, plan, "prod", [](const auto* rows, int64_t m, int64_t n, auto* o) {
+    cpu::prod_rows(rows, m, n, o);
+  });
+  if (compute_requires_grad({&x})) {
+    auto node = make_node<ProdBackward>({&x});
+    node->self = x;
+    node->plan = plan;
+    set_history(out, node);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor logsumexp(const Tensor& x_in, const Shape& dims, KeepDim keepdim) {
+  const Tensor x = amp::cast_input("logsumexp", x_in);
+  const RowPlan plan = plan_rows(x, dims, keepdim, "logsumexp");
+  Tensor out = reduce_rows(x, plan, "logsumexp", [](const auto* rows, int64_t m, int64_t n, auto* o) {
+    cpu::logsumexp_rows(rows, m, n, o);
+  });
+  if (compute_requires_grad({&x})) {
+    auto node = make_node<LogsumexpBackward>({&x});
+    node->self = x;
+    node->result = out.reshape(plan.keep_shape);
+    node->keep_shape = plan.keep_shape;
+    set_history(out, node);
+  }
+  return out;
+}
+
+Tensor prod(const Tensor& x) { return prod_impl(x, {}, KeepDim::kNo); }
+Tensor prod(const Tensor& x, int64_t dim, KeepDim keepdim) {
+  MT_CHECK(x.dim() > 0 || dim == 0 || dim == -1, "prod: dim ", dim, " is out of range for a 0-d tensor");
+  return prod_impl(x, x.dim() == 0 ? Shape{} : Shape{dim}, keepdim);
+}
+
+Tensor norm(const Tensor& x, NormOptions options) { return norm_impl(x, {}, options); }
+Tensor norm(const Tensor& x, const Shape& dims, NormOptions options) {
+  MT_CHECK(!dims.empty(), "norm: dims is empty. HINT: call norm(x) to reduce all elements");
+  return norm_impl(x, dims, options);
+}
+
+Tensor cumsum(const Tensor& x_in, int64_t dim_in) {
+  const Tensor x = amp::cast_input("cumsum", x_in);
+  MT_CHECK(is_floating(x.dtype()), "cumsum: expected a floating tensor, got ", dtype_name(x.dtype()));
+  MT_CHECK(x.device().is_cpu(), "cumsum: no kernel for ", x.device().str(), " in this build");
+  const int64_t dim = x.dim() == 0 ? 0 : wrap_dim(dim_in, x.dim(), "cumsum");
+  Tensor out;
+  {
+    NoGradGuard no_grad;  // the scan works on a history-less contiguous copy
+    out = scan(x.detach(), dim, cpu::ScanDirection::kForward);
+  }
+  if (compute_requires_grad({&x})) {
+    auto node = make_node<CumsumBackward>({&x});
+    node->dim = dim;
+    set_history(out, node);
+  }
+  return out;
+}
+
+}  // namespace mantissa
