@@ -42,18 +42,15 @@ Tensor logsumexp(const Tensor& x, const Shape& dims, KeepDim keepdim = KeepDim::
 // Product of all elements (0-d), or along one dim. The gradient is exact with zeros in the input.
 Tensor prod(const Tensor& x);
 Tensor prod(const Tensor& x, int64_t dim, KeepDim keepdim = KeepDim::kNo);
-// Vector p-norm (sum |x|^p)^(1/p) over dims (all when empty); p = INFINITY is max |x|. p must be > 0.
-// At a zero norm the gradient is 0 (a subgradient), as PyTorch.
+// Vector p-norm (sum |x|^p)^(1/p) over options.dims (all when empty); p = INFINITY is max |x|; p must be
+// > 0. At a zero norm the gradient is 0 (a subgradient), as PyTorch. One options struct, so that
+// norm(x, {.p = 1.0}) and norm(x, {.dims = {1}}) cannot be confused.
 struct NormOptions {
   double p = 2.0;
+  Shape dims = {};
   KeepDim keepdim = KeepDim::kNo;
 };
 Tensor norm(const Tensor& x, NormOptions options = {});
-Tensor norm(const Tensor& x, const Shape& dims, NormOptions options = {});
-// norm(x, {1}) reduces dim 1 (a braced list always means dims).
-inline Tensor norm(const Tensor& x, std::initializer_list<int64_t> dims, NormOptions options = {}) {
-  return norm(x, Shape(dims), options);
-}
 // Running sum along dim, accumulated in fp32 (f64 for f64) and rounded per output element.
 Tensor cumsum(const Tensor& x, int64_t dim);
 

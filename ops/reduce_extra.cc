@@ -164,10 +164,10 @@ std::vector<Tensor> CumsumBackward::apply(std::vector<Tensor>&& g) {
   return {scan(g[0], dim, cpu::ScanDirection::kReverse)};
 }
 
-Tensor norm_impl(const Tensor& x_in, const Shape& dims, NormOptions options) {
+Tensor norm_impl(const Tensor& x_in, NormOptions options) {
   const Tensor x = amp::cast_input("norm", x_in);
   MT_CHECK(options.p > 0.0, "norm: p must be positive (or INFINITY), got ", options.p);
-  const RowPlan plan = plan_rows(x, dims, options.keepdim, "norm");
+  const RowPlan plan = plan_rows(x, options.dims, options.keepdim, "norm");
   const double p = options.p;
   Tensor out = reduce_rows(x, plan, "norm", [p](const auto* rows, int64_t m, int64_t n, auto* o) {
     cpu::norm_rows(rows, m, n, p, o);
@@ -223,11 +223,7 @@ Tensor prod(const Tensor& x, int64_t dim, KeepDim keepdim) {
   return prod_impl(x, x.dim() == 0 ? Shape{} : Shape{dim}, keepdim);
 }
 
-Tensor norm(const Tensor& x, NormOptions options) { return norm_impl(x, {}, options); }
-Tensor norm(const Tensor& x, const Shape& dims, NormOptions options) {
-  MT_CHECK(!dims.empty(), "norm: dims is empty. HINT: call norm(x) to reduce all elements");
-  return norm_impl(x, dims, options);
-}
+Tensor norm(const Tensor& x, NormOptions options) { return norm_impl(x, std::move(options)); }
 
 Tensor cumsum(const Tensor& x_in, int64_t dim_in) {
   const Tensor x = amp::cast_input("cumsum", x_in);
