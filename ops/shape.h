@@ -1,5 +1,5 @@
 // Shape ops that build new tensors from pieces or indices: cat, stack, split (views), index_select,
-// gather, scatter_add, one_hot. The floating ones are differentiable; index tensors are i64 (or i32).
+// gather, scatter_add, index_put, one_hot. The floating ones are differentiable; index tensors are i64 (or i32).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +25,12 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 // dim); repeated indices add. index and src have one shape, no larger than x outside dim; x and src share
 // a dtype (under autocast both go to the wider one). Sums in fp32 for 16-bit and rounds once.
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// x with rows of dim 0 set (kReplace) or added to (kAccumulate) at `index`: out[index[i]] = values[i],
+// PyTorch's x.index_put_((index,), values) for one integer index tensor (ops/index_put.cc). values
+// broadcasts to index.shape + x.shape[1:] and shares x's dtype (under autocast both go to the wider one).
+// With repeated indices kReplace keeps the last write and kAccumulate adds them all.
+enum class IndexPutMode { kReplace, kAccumulate };
+Tensor index_put(const Tensor& x, const Tensor& index, const Tensor& values, IndexPutMode mode = IndexPutMode::kReplace);
 // i64 [..., num_classes] with a 1 at each index; num_classes -1 means max(indices) + 1.
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 

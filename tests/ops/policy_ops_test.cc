@@ -98,6 +98,11 @@ std::vector<Case> cases() {
       {"scatter_add_repeated_index",
        [](const In& x) { return scatter_add(x[0], 1, i64({0, 2, 0, 1, 1, 1}, {2, 3}), x[1]); },
        {rnd({2, 4}, 46), rnd({2, 3}, 47)}},
+      {"index_put_replace", [](const In& x) { return index_put(x[0], i64({3, 0}, {2}), x[1]); },
+       {rnd({4, 3}, 48), rnd({2, 3}, 49)}},
+      {"index_put_accumulate_broadcast",
+       [](const In& x) { return index_put(x[0], i64({1, 1, 2}, {3}), x[1], IndexPutMode::kAccumulate); },
+       {rnd({4, 3}, 50), rnd({3}, 51)}},
   };
 }
 
@@ -221,6 +226,15 @@ TEST(PolicyOps, ScatterAddValues) {
   EXPECT_EQ(vals(out), (std::vector<double>{3, 0, 0, 0, 4, 3}));
   EXPECT_THROW(scatter_add(zeros({2, 3}, {.dtype = DType::kF64}), 1, i64({3}, {1, 1}), f64({1}, {1, 1})), Error);
   EXPECT_THROW(scatter_add(zeros({2, 3}), 1, i64({0}, {1, 1}), f64({1}, {1, 1})), Error);  // f32 vs f64
+}
+
+TEST(PolicyOps, IndexPutValues) {
+  const Tensor x = f64({1, 2, 3, 4, 5, 6}, {3, 2});
+  EXPECT_EQ(vals(index_put(x, i64({2, 0}, {2}), f64({9, 8}))), (std::vector<double>{9, 8, 3, 4, 9, 8}));
+  EXPECT_EQ(vals(index_put(x, i64({1, 1}, {2}), f64({10, 20, 30, 40}, {2, 2}), IndexPutMode::kAccumulate)),
+            (std::vector<double>{1, 2, 43, 64, 5, 6}));
+  EXPECT_THROW(index_put(x, i64({3}, {1}), f64({1, 1})), Error);           // index out of range
+  EXPECT_THROW(index_put(x, i64({0}, {1}), f64({1, 1, 1})), Error);        // values do not broadcast
 }
 
 }  // namespace
