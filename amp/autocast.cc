@@ -41,6 +41,7 @@ struct CacheEntry {
   Tensor cast;
 };
 thread_local std::unordered_map<const TensorImpl*, CacheEntry> t_cache;
+thread_local uint64_t t_weight_casts = 0;
 
 bool eligible(const Tensor& t, DeviceType device) {
   return t.defined() && t.device().type == device && is_floating(t.dtype()) && t.dtype() != DType::kF64;
@@ -59,6 +60,7 @@ Tensor cast_to(const Tensor& t, DType target) {
   // that a later grad-enabled forward would then use.
   EnableGradGuard grad_on;
   Tensor cast = t.to(target);
+  ++t_weight_casts;
   t_cache[t.impl()] = CacheEntry{t.impl_ptr(), cast};
   return cast;
 }
@@ -76,15 +78,15 @@ AutocastGuard::AutocastGuard(AutocastOptions options) : device_(options.device) 
   tls.enabled[d] = options.state == AutocastState::kEnabled;
   tls.dtype[d] = options.dtype;
   tls.cache_enabled = options.cache == CacheMode::kEnabled;
-  if (tls.enabled[d]) ++tls.enabling_depth;
+  counted_ = tls.enabled[d];
+  if (counted_) ++tls.enabling_depth;
 }
 
 AutocastGuard::~AutocastGuard() {
   AutocastTls& tls = autocast_tls();
   const int d = static_cast<int>(device_);
-  if (tls.enabled[d]) {
-    if (--tls.enabling_depth == 0) t_cache.clear();
-  }
+  // The region ends when the last enabling guard goes: its casts (and the graphs they hold) are freed.
+  if (counted_ && --tls.enabling_depth == 0) t_cache.clear();
   tls.enabled[d] = prev_enabled_;
   tls.dtype[d] = prev_dtype_;
   tls.cache_enabled = prev_cache_ == CacheMode::kEnabled;
@@ -164,5 +166,6 @@ std::vector<Tensor> cast_inputs(std::string_view op, std::vector<Tensor> inputs)
 Tensor cast_input(std::string_view op, const Tensor& input) { return cast_inputs(op, {input})[0]; }
 
 size_t cache_size() { return t_cache.size(); }
+uint64_t weight_cast_count() { return t_weight_casts; }
 
 }  // namespace mantissa::amp

@@ -1,5 +1,5 @@
 // Autocast: inside an AutocastGuard, each op's public function casts its floating inputs by the op's
-// category in one policy table (amp/autocast_policy.cc), PyTorch's CUDA policy being the reference:
+// category in one policy table (amp/autocast.cc), PyTorch's CUDA policy being the reference:
 //   kLowerPrecision: to the guard's dtype (f16/bf16)   - matmul, linear, conv2d, ...
 //   kFp32:           to f32                             - softmax, log, losses, norms, ...
 //   kPromote:        to the widest floating input dtype - cat, stack, ...
@@ -10,6 +10,7 @@
 // per forward) and the cache is cleared when the outermost guard exits. State is per thread.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,7 @@ class AutocastGuard {
 
  private:
   DeviceType device_;
+  bool counted_;  // this guard enabled autocast and so counts toward the cache's region
   bool prev_enabled_;
   DType prev_dtype_;
   CacheMode prev_cache_;
@@ -66,5 +68,8 @@ Tensor cast_input(std::string_view op, const Tensor& input);
 
 // Number of cached weight casts on this thread (for tests).
 size_t cache_size();
+// Casts of cacheable tensors (fp32 leaves that require grad) this thread has actually performed, i.e.
+// cache misses, since it started: a weight cast once per region adds exactly 1 per region.
+uint64_t weight_cast_count();
 
 }  // namespace mantissa::amp
