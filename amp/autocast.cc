@@ -34,13 +34,24 @@ const std::vector<PolicyEntry> kTable = {
     {"binary_cross_entropy", CastPolicy::kRefused},
 };
 
-// Cached casts of fp32 leaves that require grad, keyed by the source tensor. The weak reference detects
-// a source that died and whose address was reused.
+// Cached casts of fp32 leaves that require grad, keyed by the source tensor and the target dtype (nested
+// f16 and bf16 guards each keep their copy). A cast's graph references its source, so the source lives
+// as long as its entry; the weak reference is a second guard against a reused address.
+struct CacheKey {
+  const TensorImpl* source;
+  DType dtype;
+  bool operator==(const CacheKey&) const = default;
+};
+struct CacheKeyHash {
+  size_t operator()(const CacheKey& k) const {
+    return std::hash<const TensorImpl*>()(k.source) ^ static_cast<size_t>(k.dtype);
+  }
+};
 struct CacheEntry {
   std::weak_ptr<TensorImpl> source;
   Tensor cast;
 };
-thread_local std::unordered_map<const TensorImpl*, CacheEntry> t_cache;
+thread_local std::unordered_map<CacheKey, CacheEntry, CacheKeyHash> t_cache;
 thread_local uint64_t t_weight_casts = 0;
 
 bool eligible(const Tensor& t, DeviceType device) {
@@ -52,16 +63,15 @@ Tensor cast_to(const Tensor& t, DType target) {
   const bool cacheable = autocast_tls().cache_enabled && t.is_leaf() && t.requires_grad() &&
                          t.dtype() == DType::kF32 && is_low_precision(target);
   if (!cacheable) return t.to(target);
-  auto it = t_cache.find(t.impl());
-  if (it != t_cache.end() && !it->second.source.expired() && it->second.cast.dtype() == target) {
-    return it->second.cast;
-  }
+  const CacheKey key{t.impl(), target};
+  auto it = t_cache.find(key);
+  if (it != t_cache.end() && !it->second.source.expired()) return it->second.cast;
   // Record the cast with grad on, so a no-grad forward cannot leave a history-less copy in the cache
   // that a later grad-enabled forward would then use.
   EnableGradGuard grad_on;
   Tensor cast = t.to(target);
   ++t_weight_casts;
-  t_cache[t.impl()] = CacheEntry{t.impl_ptr(), cast};
+  t_cache[key] = CacheEntry{t.impl_ptr(), cast};
   return cast;
 }
 

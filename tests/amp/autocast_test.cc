@@ -305,6 +305,19 @@ TEST(AutocastCache, ClearedWhenTheOutermostGuardExits) {
   EXPECT_EQ(amp::cache_size(), 0u);
 }
 
+TEST(AutocastCache, NestedF16AndBf16GuardsKeepOneCopyEach) {
+  const Tensor w = leaf({4, 3}, 16), x = rnd({2, 3}, 17);
+  const uint64_t before = amp::weight_cast_count();
+  AutocastGuard outer({.dtype = DType::kBF16});
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(linear(x, w).dtype(), DType::kBF16);
+    AutocastGuard inner({.dtype = DType::kF16});
+    EXPECT_EQ(linear(x, w).dtype(), DType::kF16);
+  }
+  EXPECT_EQ(amp::weight_cast_count() - before, 2u);
+  EXPECT_EQ(amp::cache_size(), 2u);
+}
+
 TEST(AutocastCache, OnlyFp32LeavesThatRequireGradAreCached) {
   AutocastGuard g({.dtype = DType::kF16});
   const Tensor plain = rnd({4, 3}, 13), x = rnd({2, 3}, 14), w = leaf({4, 3}, 15);
