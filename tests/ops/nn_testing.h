@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/gradcheck.h"
 #include "framework/autograd.h"
 #include "framework/generator.h"
 #include "ops/elementwise.h"
@@ -64,41 +65,8 @@ inline ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& 
                                        << " (rtol " << rtol << ", atol " << atol << ")";
 }
 
-// Central-difference gradcheck in f64: for L = sum(f(inputs) * w) with fixed random weights w, compares
-// the autograd gradient of every input with (L(x + eps) - L(x - eps)) / (2 eps) element by element.
-// `inputs` are made f64 leaves that require grad; f may make them non-contiguous before the op.
+// Gradchecks use the project's one harness, testing::gradcheck (tests/support/gradcheck.h).
 using TensorFn = std::function<Tensor(const std::vector<Tensor>&)>;
-inline ::testing::AssertionResult gradcheck(const TensorFn& f, std::vector<Tensor> inputs, double eps = 1e-6,
-                                            double atol = 1e-7, double rtol = 1e-6) {
-  for (Tensor& t : inputs) t = t.to(DType::kF64).contiguous().clone().detach().set_requires_grad(true);
-  const Tensor out = f(inputs);
-  const Tensor w = random_tensor(out.shape(), 977, DType::kF64, -1.0, 1.0);
-  sum(mul(out, w)).backward();
-  auto loss = [&]() {
-    NoGradGuard no_grad;
-    return sum(mul(f(inputs), w)).item();
-  };
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    double* x = inputs[k].data<double>();
-    const std::vector<double> analytic =
-        inputs[k].grad().defined() ? values(inputs[k].grad()) : std::vector<double>(inputs[k].numel(), 0.0);
-    for (int64_t i = 0; i < inputs[k].numel(); ++i) {
-      const double saved = x[i];
-      x[i] = saved + eps;
-      const double up = loss();
-      x[i] = saved - eps;
-      const double down = loss();
-      x[i] = saved;
-      const double numeric = (up - down) / (2 * eps);
-      const double a = analytic[static_cast<size_t>(i)];
-      if (!(std::abs(a - numeric) <= atol + rtol * std::abs(numeric))) {
-        return ::testing::AssertionFailure() << "input " << k << " " << shape_str(inputs[k].shape())
-                                             << " element " << i << ": analytic " << a << " vs numeric " << numeric;
-      }
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
 
 // Runs `op` on a golden group's inputs (converted to `dtype`), backpropagates its grad_output and
 // checks the output and every input gradient against PyTorch's f64 values. `n_inputs` differentiable

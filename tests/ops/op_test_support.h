@@ -10,6 +10,7 @@
 #include <functional>
 #include <vector>
 
+#include "tests/support/gradcheck.h"
 #include "framework/autograd.h"
 #include "framework/generator.h"
 #include "ops/elementwise.h"
@@ -42,38 +43,12 @@ inline double rel_error(const std::vector<double>& a, const std::vector<double>&
   return err / scale;
 }
 
-// Checks the autograd gradient of every leaf in `leaves` (f64, contiguous, requires_grad) against
-// central differences of loss = sum(f(leaves) * probe), probe a fixed random tensor.
+// The project's one gradcheck harness (tests/support/gradcheck.h) on contiguous f64 inputs, with the
+// tolerance these tests were written for: |analytic - numeric| <= tol * max(1, |numeric|).
 inline void expect_gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
                              const std::vector<Tensor>& leaves, double tol = 1e-7) {
-  Tensor probe;
-  auto loss_value = [&]() {
-    NoGradGuard no_grad;
-    return sum(mul(f(leaves), probe)).item();
-  };
-  {
-    NoGradGuard no_grad;
-    probe = random_tensor(f(leaves).shape(), 999);
-  }
-  sum(mul(f(leaves), probe)).backward();
-  const double h = 1e-6;  // central differences: truncation O(h^2), cancellation O(eps/h); ~1e-9 here
-  for (size_t li = 0; li < leaves.size(); ++li) {
-    const Tensor& leaf = leaves[li];
-    ASSERT_TRUE(leaf.grad().defined()) << "leaf " << li << " got no gradient";
-    const std::vector<double> analytic = values(leaf.grad());
-    double* p = leaf.data<double>();
-    for (int64_t i = 0; i < leaf.numel(); ++i) {
-      const double saved = p[i];
-      p[i] = saved + h;
-      const double up = loss_value();
-      p[i] = saved - h;
-      const double down = loss_value();
-      p[i] = saved;
-      const double numeric = (up - down) / (2 * h);
-      EXPECT_NEAR(analytic[i], numeric, tol * std::max(1.0, std::abs(numeric)))
-          << "leaf " << li << " element " << i;
-    }
-  }
+  EXPECT_TRUE(testing::gradcheck(f, leaves,
+                                 {.atol = tol, .rtol = tol, .layouts = {testing::InputLayout::kContiguous}}));
 }
 
 // Distance in units in the last place between two 16-bit values of one type (sign-magnitude order).
