@@ -68,7 +68,8 @@ Tensor index_put(const Tensor& x_in, const Tensor& index, const Tensor& values_i
     const int64_t* ip = idx.data<int64_t>();
     if (mode == IndexPutMode::kReplace) {
       Tensor o = x.detach().contiguous().clone();
-      for (int64_t i = 0; i < n; ++i) std::copy(v.data<T>() + i * inner, v.data<T>() + (i + 1) * inner, o.data<T>() + ip[i] * inner);
+      const T* src = v.data<T>();
+      for (int64_t i = 0; i < n; ++i) std::copy(src + i * inner, src + (i + 1) * inner, o.data<T>() + ip[i] * inner);
       return o;
     }
     using C = compute_t<T>;

@@ -66,14 +66,17 @@ void check_probabilities(const char* op, const Tensor& x) {
   }
 }
 
+// What the input holds: any value, or probabilities (checked to lie in [0, 1]).
+enum class InputDomain { kAny, kProbability };
+
 template <typename F, typename DX, typename DY>
 Tensor pointwise_loss(const char* op, const char* backward_name, const Tensor& input_in, const Tensor& target_in,
-                      Reduction reduction, F f, DX dx, DY dy) {
+                      Reduction reduction, InputDomain domain, F f, DX dx, DY dy) {
   const std::vector<Tensor> in = amp::cast_inputs(op, {input_in, target_in});
   const Tensor &input = in[0], &target = in[1];
   check_pair(op, input, target);
   const DType dtype = promote_types(input.dtype(), target.dtype());
-  if (std::string_view(op) == "binary_cross_entropy") check_probabilities(op, input);
+  if (domain == InputDomain::kProbability) check_probabilities(op, input);
   Tensor out;
   if (reduction == Reduction::kNone) {
     out = map_binary(input, target, op, f);
@@ -105,7 +108,8 @@ C sign(C v) {
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   return pointwise_loss(
-      "l1_loss", "L1LossBackward", input, target, reduction, [](auto x, auto y) { return std::abs(x - y); },
+      "l1_loss", "L1LossBackward", input, target, reduction, InputDomain::kAny,
+      [](auto x, auto y) { return std::abs(x - y); },
       [](auto g, auto x, auto y) { return g * sign(x - y); }, [](auto g, auto x, auto y) { return -g * sign(x - y); });
 }
 
@@ -118,7 +122,7 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, SmoothL1Options
     return std::abs(d) < C(beta) ? d / C(beta) : sign(d);
   };
   return pointwise_loss(
-      "smooth_l1_loss", "SmoothL1LossBackward", input, target, options.reduction,
+      "smooth_l1_loss", "SmoothL1LossBackward", input, target, options.reduction, InputDomain::kAny,
       [beta](auto x, auto y) {
         using C = decltype(x);
         const C d = std::abs(x - y);
@@ -130,7 +134,7 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, SmoothL1Options
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction) {
   return pointwise_loss(
-      "binary_cross_entropy", "BinaryCrossEntropyBackward", input, target, reduction,
+      "binary_cross_entropy", "BinaryCrossEntropyBackward", input, target, reduction, InputDomain::kProbability,
       [](auto x, auto y) {
         using C = decltype(x);
         const C log_x = std::max(std::log(x), C(-100)), log_1mx = std::max(std::log1p(-x), C(-100));
@@ -150,6 +154,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction) {
   return pointwise_loss(
       "binary_cross_entropy_with_logits", "BinaryCrossEntropyWithLogitsBackward", input, target, reduction,
+      InputDomain::kAny,
       [](auto x, auto y) {
         using C = decltype(x);
         return std::max(x, C(0)) - x * y + std::log1p(std::exp(-std::abs(x)));

@@ -30,16 +30,12 @@ struct AddcBackward final : Node {
       if (next_edges[1].valid()) g_t1 = sum_to(map_binary(g, t2.get(), name(), scaled), t1_shape).to(t1_dtype);
       if (next_edges[2].valid()) g_t2 = sum_to(map_binary(g, t1.get(), name(), scaled), t2_shape).to(t2_dtype);
     } else {
-      if (next_edges[1].valid()) {
-        g_t1 = sum_to(map_binary(g, t2.get(), name(), [v](auto gv, auto b) { return gv * static_cast<decltype(gv)>(v) / b; }),
-                      t1_shape)
-                   .to(t1_dtype);
-      }
+      // d/dt1 = v / t2, d/dt2 = -v t1 / t2^2.
+      auto d_t1 = [v](auto gv, auto b) { return gv * static_cast<decltype(gv)>(v) / b; };
+      auto d_t2 = [v](auto gv, auto a, auto b) { return -gv * static_cast<decltype(gv)>(v) * a / (b * b); };
+      if (next_edges[1].valid()) g_t1 = sum_to(map_binary(g, t2.get(), name(), d_t1), t1_shape).to(t1_dtype);
       if (next_edges[2].valid()) {
-        g_t2 = sum_to(map_ternary(g, t1.get(), t2.get(), name(),
-                                  [v](auto gv, auto a, auto b) { return -gv * static_cast<decltype(gv)>(v) * a / (b * b); }),
-                      t2_shape)
-                   .to(t2_dtype);
+        g_t2 = sum_to(map_ternary(g, t1.get(), t2.get(), name(), d_t2), t2_shape).to(t2_dtype);
       }
     }
     return {g_self, g_t1, g_t2};

@@ -30,7 +30,8 @@ struct Mlp {
 Mlp make_mlp(uint64_t seed) {
   Generator g(seed);
   Mlp m;
-  for (const Shape& s : std::vector<Shape>{{kHidden, kIn}, {kHidden}, {kHidden, kHidden}, {kHidden}, {kOut, kHidden}, {kOut}}) {
+  const std::vector<Shape> shapes = {{kHidden, kIn}, {kHidden}, {kHidden, kHidden}, {kHidden}, {kOut, kHidden}, {kOut}};
+  for (const Shape& s : shapes) {
     Tensor p = mul(randn(s, {}, &g), 0.03);
     p.set_requires_grad(true);
     m.params.push_back(p);

@@ -150,7 +150,8 @@ TEST(PolicyOps, LossErrors) {
     binary_cross_entropy(f64({0.5, 1.5}), f64({1.0, 0.0}));
     FAIL() << "expected an error for an input outside [0, 1]";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("binary_cross_entropy: input element 1 is 1.5"), std::string::npos) << e.what();
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("binary_cross_entropy: input element 1 is 1.5"), std::string::npos) << msg;
   }
   EXPECT_THROW(l1_loss(f64({1, 2}), f64({1, 2, 3})), Error);
   EXPECT_THROW(smooth_l1_loss(f64({1}), f64({1}), {.beta = -1.0}), Error);
