@@ -1,12 +1,16 @@
 // Optimizer and grad-scaling kernels over raw pointers. The float32 arithmetic follows PyTorch 1.13's
 // single-tensor CPU path op by op: where PyTorch computes `a + alpha * b` (add with alpha, addcmul) its
 // compiled kernels contract it into one fused multiply-add, so std::fma stands there; everything else
-// rounds after each op. The build uses -ffp-contract=off (ISO C++), so no other contraction sneaks in.
+// rounds after each op. This file is compiled with -ffp-contract=off (CMakeLists.txt), so no other
+// contraction sneaks in (GCC's default would fuse e.g. AdamW's p * decay into the final add), and with
+// -fno-math-errno so the loops with sqrt vectorize.
 #include "optim/cpu/optim_kernels.h"
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 #include <vector>
 
@@ -30,10 +34,51 @@ void with_flag(bool b, F&& f) {
 
 bool skipped(const ScalingPointers& s) { return s.found_inf != nullptr && *s.found_inf != 0.0f; }
 
+// Non-finite test on the bits (exponent all ones), an integer op the loops below vectorize.
+template <typename T>
+using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+template <typename T>
+constexpr Bits<T> kExponentMask = sizeof(T) == 4 ? Bits<T>(0x7f800000u) : Bits<T>(0x7ff0000000000000ull);
+
 // torch.maximum: nan wins.
 template <typename T>
 T maximum(T a, T b) {
-  return std::isnan(a) || std::isnan(b) ? a + b : std::max(a, b);
+  const T larger = a > b ? a : b;
+  return a != a || b != b ? a + b : larger;  // a + b: the nan (a select, so the loop still vectorizes)
+}
+
+// Adam's per-step constants in T (and the f64 ones rounded to T), as PyTorch passes them to its kernels.
+template <typename T>
+struct AdamConstants {
+  T inv, beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size, wd, decay;
+};
+
+// Elements [begin, end) of one Adam update; a plain function (no captures) so GCC vectorizes it.
+template <typename T, bool kScaled, bool kAmsgrad, bool kL2, bool kDecoupled>
+void adam_elements(const AdamPointers<T>& t, const AdamConstants<T>& c, int64_t begin, int64_t end) {
+  T* __restrict p = t.param;
+  const T* __restrict g = t.grad;
+  T* __restrict m = t.exp_avg;
+  T* __restrict v = t.exp_avg_sq;
+  T* __restrict vmax = t.max_exp_avg_sq;
+  for (int64_t i = begin; i < end; ++i) {
+    T gi = g[i];
+    if constexpr (kScaled) gi = gi * c.inv;
+    T pi = p[i];
+    if constexpr (kDecoupled) pi = pi * c.decay;    // param.mul_(1 - lr * weight_decay)
+    if constexpr (kL2) gi = std::fma(c.wd, pi, gi);  // grad.add(param, alpha=weight_decay)
+    const T mi = std::fma(c.one_minus_beta1, gi, m[i] * c.beta1);     // exp_avg.mul_(b1).add_(g, alpha=1-b1)
+    const T vi = std::fma(c.one_minus_beta2 * gi, gi, v[i] * c.beta2);  // exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2)
+    m[i] = mi;
+    v[i] = vi;
+    T second = vi;
+    if constexpr (kAmsgrad) {
+      second = maximum(vmax[i], vi);  // torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
+      vmax[i] = second;
+    }
+    const T denom = std::sqrt(second) / c.bc2_sqrt + c.eps;  // (v.sqrt() / bc2_sqrt).add_(eps)
+    p[i] = pi + (c.neg_step_size * mi) / denom;              // param.addcdiv_(exp_avg, denom, value=-step_size)
+  }
 }
 
 }  // namespace
@@ -77,41 +122,27 @@ void adam_step(const AdamPointers<T>& t, const AdamOptions& o, WeightDecay mode,
   const double bias_correction1 = 1.0 - std::pow(o.betas[0], static_cast<double>(step));
   const double bias_correction2 = 1.0 - std::pow(o.betas[1], static_cast<double>(step));
   const double step_size = o.lr / bias_correction1;
-  const T inv = s.inv_scale ? static_cast<T>(*s.inv_scale) : T(1);
-  const T beta1 = static_cast<T>(o.betas[0]), one_minus_beta1 = static_cast<T>(1.0 - o.betas[0]);
-  const T beta2 = static_cast<T>(o.betas[1]), one_minus_beta2 = static_cast<T>(1.0 - o.betas[1]);
-  const T bc2_sqrt = static_cast<T>(std::sqrt(bias_correction2)), eps = static_cast<T>(o.eps);
-  const T neg_step_size = static_cast<T>(-step_size), wd = static_cast<T>(o.weight_decay);
-  const T decay = static_cast<T>(1.0 - o.lr * o.weight_decay);
+  const AdamConstants<T> c{.inv = s.inv_scale ? static_cast<T>(*s.inv_scale) : T(1),
+                           .beta1 = static_cast<T>(o.betas[0]),
+                           .one_minus_beta1 = static_cast<T>(1.0 - o.betas[0]),
+                           .beta2 = static_cast<T>(o.betas[1]),
+                           .one_minus_beta2 = static_cast<T>(1.0 - o.betas[1]),
+                           .bc2_sqrt = static_cast<T>(std::sqrt(bias_correction2)),
+                           .eps = static_cast<T>(o.eps),
+                           .neg_step_size = static_cast<T>(-step_size),
+                           .wd = static_cast<T>(o.weight_decay),
+                           .decay = static_cast<T>(1.0 - o.lr * o.weight_decay)};
   // AdamW multiplies by (1 - lr * 0) = 1 when weight_decay is 0: skipping it gives the same values.
   const bool l2 = mode == WeightDecay::kL2 && o.weight_decay != 0.0;
   const bool decoupled = mode == WeightDecay::kDecoupled && o.weight_decay != 0.0;
   with_flag(s.inv_scale != nullptr, [&](auto scaled) {
     with_flag(o.amsgrad, [&](auto amsgrad) {
-      parallel_for(t.n, kGrain, [&](int64_t begin, int64_t end) {
-        T* __restrict p = t.param;
-        const T* __restrict g = t.grad;
-        T* __restrict m = t.exp_avg;
-        T* __restrict v = t.exp_avg_sq;
-        T* __restrict vmax = t.max_exp_avg_sq;
-        for (int64_t i = begin; i < end; ++i) {
-          T gi = g[i];
-          if constexpr (scaled) gi = gi * inv;
-          T pi = p[i];
-          if (decoupled) pi = pi * decay;           // param.mul_(1 - lr * weight_decay)
-          if (l2) gi = std::fma(wd, pi, gi);        // grad.add(param, alpha=weight_decay)
-          const T mi = std::fma(one_minus_beta1, gi, m[i] * beta1);     // exp_avg.mul_(b1).add_(g, alpha=1-b1)
-          const T vi = std::fma(one_minus_beta2 * gi, gi, v[i] * beta2);  // exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2)
-          m[i] = mi;
-          v[i] = vi;
-          T second = vi;
-          if constexpr (amsgrad) {
-            second = maximum(vmax[i], vi);  // torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
-            vmax[i] = second;
-          }
-          const T denom = std::sqrt(second) / bc2_sqrt + eps;  // (v.sqrt() / bc2_sqrt).add_(eps)
-          p[i] = pi + (neg_step_size * mi) / denom;            // param.addcdiv_(exp_avg, denom, value=-step_size)
-        }
+      with_flag(l2, [&](auto use_l2) {
+        with_flag(decoupled, [&](auto use_decoupled) {
+          parallel_for(t.n, kGrain, [&](int64_t begin, int64_t end) {
+            adam_elements<T, scaled(), amsgrad(), use_l2(), use_decoupled()>(t, c, begin, end);
+          });
+        });
       });
     });
   });
@@ -120,9 +151,10 @@ void adam_step(const AdamPointers<T>& t, const AdamOptions& o, WeightDecay mode,
 template <typename T>
 void check_finite(const T* g, int64_t n, float* found_inf) {
   parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
-    bool bad = false;
-    for (int64_t i = begin; i < end; ++i) bad |= !std::isfinite(g[i]);
-    if (bad) std::atomic_ref<float>(*found_inf).store(1.0f, std::memory_order_relaxed);
+    const T* __restrict x = g;
+    Bits<T> exponent = 0;  // the largest exponent field seen: all ones iff an inf or nan was seen
+    for (int64_t i = begin; i < end; ++i) exponent = std::max(exponent, std::bit_cast<Bits<T>>(x[i]) & kExponentMask<T>);
+    if (exponent == kExponentMask<T>) std::atomic_ref<float>(*found_inf).store(1.0f, std::memory_order_relaxed);
   });
 }
 
@@ -130,12 +162,13 @@ template <typename T>
 void unscale_and_check(T* g, int64_t n, const float* inv_scale, float* found_inf) {
   const T inv = static_cast<T>(*inv_scale);
   parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
-    bool bad = false;
+    T* __restrict x = g;
+    Bits<T> exponent = 0;
     for (int64_t i = begin; i < end; ++i) {
-      bad |= !std::isfinite(g[i]);
-      g[i] = g[i] * inv;
+      exponent = std::max(exponent, std::bit_cast<Bits<T>>(x[i]) & kExponentMask<T>);
+      x[i] = x[i] * inv;
     }
-    if (bad) std::atomic_ref<float>(*found_inf).store(1.0f, std::memory_order_relaxed);
+    if (exponent == kExponentMask<T>) std::atomic_ref<float>(*found_inf).store(1.0f, std::memory_order_relaxed);
   });
 }
 
