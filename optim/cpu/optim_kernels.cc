@@ -47,6 +47,32 @@ T maximum(T a, T b) {
   return a != a || b != b ? a + b : larger;  // a + b: the nan (a select, so the loop still vectorizes)
 }
 
+template <typename T>
+struct SgdConstants {
+  T inv, wd, momentum, one_minus_dampening, neg_lr;
+};
+
+// Elements [begin, end) of one SGD update. kUseBuffer: momentum and not the first step (the first
+// step sets buf = d, PyTorch's clone).
+template <typename T, bool kScaled, bool kDecay, bool kMomentum, bool kUseBuffer, bool kNesterov>
+void sgd_elements(const SgdPointers<T>& t, const SgdConstants<T>& c, int64_t begin, int64_t end) {
+  T* __restrict p = t.param;
+  const T* __restrict g = t.grad;
+  T* __restrict buf = t.momentum_buffer;
+  for (int64_t i = begin; i < end; ++i) {
+    T d = g[i];
+    if constexpr (kScaled) d = d * c.inv;               // what unscale_ writes into the grad
+    if constexpr (kDecay) d = std::fma(c.wd, p[i], d);  // d_p.add(param, alpha=weight_decay)
+    if constexpr (kMomentum) {
+      // buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
+      const T b = kUseBuffer ? std::fma(c.one_minus_dampening, d, buf[i] * c.momentum) : d;
+      buf[i] = b;
+      d = kNesterov ? std::fma(c.momentum, b, d) : b;  // d_p.add(buf, alpha=momentum) or buf
+    }
+    p[i] = std::fma(c.neg_lr, d, p[i]);  // param.add_(d_p, alpha=-lr)
+  }
+}
+
 // Adam's per-step constants in T (and the f64 ones rounded to T), as PyTorch passes them to its kernels.
 template <typename T>
 struct AdamConstants {
@@ -88,27 +114,24 @@ void sgd_step(const SgdPointers<T>& t, const SGDOptions& o, ScalingPointers s) {
   if (skipped(s)) return;
   const bool first = *t.step == 0;
   *t.step += 1;
-  const T inv = s.inv_scale ? static_cast<T>(*s.inv_scale) : T(1);
-  const T wd = static_cast<T>(o.weight_decay), m = static_cast<T>(o.momentum);
-  const T one_minus_damp = static_cast<T>(1.0 - o.dampening), neg_lr = static_cast<T>(-o.lr);
-  const bool decay = o.weight_decay != 0.0, momentum = o.momentum != 0.0, nesterov = o.nesterov;
+  const SgdConstants<T> c{.inv = s.inv_scale ? static_cast<T>(*s.inv_scale) : T(1),
+                          .wd = static_cast<T>(o.weight_decay),
+                          .momentum = static_cast<T>(o.momentum),
+                          .one_minus_dampening = static_cast<T>(1.0 - o.dampening),
+                          .neg_lr = static_cast<T>(-o.lr)};
+  const bool momentum = o.momentum != 0.0;
   with_flag(s.inv_scale != nullptr, [&](auto scaled) {
-    with_flag(momentum, [&](auto use_momentum) {
-      parallel_for(t.n, kGrain, [&](int64_t begin, int64_t end) {
-        T* __restrict p = t.param;
-        const T* __restrict g = t.grad;
-        T* __restrict buf = t.momentum_buffer;
-        for (int64_t i = begin; i < end; ++i) {
-          T d = g[i];
-          if constexpr (scaled) d = d * inv;  // what unscale_ writes into the grad
-          if (decay) d = std::fma(wd, p[i], d);  // d_p.add(param, alpha=wd)
-          if constexpr (use_momentum) {
-            // buf.mul_(momentum).add_(d_p, alpha=1 - dampening); the first step clones d_p instead.
-            buf[i] = first ? d : std::fma(one_minus_damp, d, buf[i] * m);
-            d = nesterov ? std::fma(m, buf[i], d) : buf[i];
-          }
-          p[i] = std::fma(neg_lr, d, p[i]);  // param.add_(d_p, alpha=-lr)
-        }
+    with_flag(o.weight_decay != 0.0, [&](auto decay) {
+      with_flag(momentum && !first, [&](auto use_buffer) {
+        with_flag(momentum && o.nesterov, [&](auto nesterov) {
+          parallel_for(t.n, kGrain, [&](int64_t begin, int64_t end) {
+            if (momentum) {
+              sgd_elements<T, scaled(), decay(), true, use_buffer(), nesterov()>(t, c, begin, end);
+            } else {
+              sgd_elements<T, scaled(), decay(), false, false, false>(t, c, begin, end);
+            }
+          });
+        });
       });
     });
   });
