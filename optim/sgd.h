@@ -1,47 +1,35 @@
 // SGD with momentum, dampening, Nesterov and weight decay, numerically PyTorch's torch.optim.SGD
 // (the single-tensor path) on fp32 (or f64) master parameters. Momentum buffers are keyed by name.
-// Minimal on purpose: the optimizers issue generalises it (param groups, schedules, state in checkpoints).
 #pragma once
 
-#include <map>
 #include <string>
 #include <vector>
 
-#include "framework/module.h"
+#include "optim/optimizer.h"
+#include "optim/options.h"
 
 namespace mantissa {
 
-struct SGDOptions {
-  double lr = 1e-3;
-  double momentum = 0.0;
-  double dampening = 0.0;
-  double weight_decay = 0.0;
-  bool nesterov = false;  // needs momentum > 0 and dampening == 0, as in PyTorch
-};
-
-class SGD {
+class SGD : public OptimizerWithOptions<SGDOptions> {
  public:
-  // params: usually model.named_parameters(). Names must be unique; tensors leaves that require grad.
+  // params: usually model.named_parameters(). Names must be unique; tensors fp32/f64 leaves that require
+  // grad. More groups with their own options: add_param_group.
   SGD(std::vector<NamedTensor> params, SGDOptions options);
 
-  // One update of every parameter that has a grad (a parameter whose grad is undefined is skipped):
+  // Per parameter (under each group's options):
   //   d = g + weight_decay * p
   //   buf = d on the first step, else momentum * buf + (1 - dampening) * d
   //   d = nesterov ? d + momentum * buf : buf        (when momentum != 0)
   //   p = p - lr * d
-  void step();
-  // Sets every parameter's grad to undefined (set_to_none).
-  void zero_grad();
+  // State: "step", and "momentum_buffer" when momentum != 0.
+  const char* type_name() const override { return "SGD"; }
 
-  const SGDOptions& options() const { return options_; }
-  const std::vector<NamedTensor>& params() const { return params_; }
   // The momentum buffer of parameter `name`; undefined before its first step or without momentum.
   Tensor momentum_buffer(const std::string& name) const;
 
- private:
-  std::vector<NamedTensor> params_;
-  SGDOptions options_;
-  std::map<std::string, Tensor> momentum_buffers_;
+ protected:
+  void step_group(size_t group, const GradScaling* scaling) override;
+  std::vector<std::string> state_buffers(const std::map<std::string, double>& h) const override;
 };
 
 }  // namespace mantissa

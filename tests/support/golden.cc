@@ -121,6 +121,10 @@ std::vector<int64_t> GoldenFile::attr_i64_vector(const std::string& o, const std
   return read_attr<int64_t>(file_, name_, o, n, H5T_NATIVE_INT64);
 }
 
+std::vector<double> GoldenFile::attr_f64_vector(const std::string& o, const std::string& n) const {
+  return read_attr<double>(file_, name_, o, n, H5T_NATIVE_DOUBLE);
+}
+
 std::string GoldenFile::attr_str(const std::string& object, const std::string& name) const {
   Handle a{H5Aopen_by_name(file_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
   if (a.id < 0) fail(name_, object, "no attribute '" + name + "'");

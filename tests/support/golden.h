@@ -36,6 +36,7 @@ class GoldenFile {
   std::string attr_str(const std::string& object, const std::string& name) const;
   bool has_attr(const std::string& object, const std::string& name) const;
   std::vector<int64_t> attr_i64_vector(const std::string& object, const std::string& name) const;
+  std::vector<double> attr_f64_vector(const std::string& object, const std::string& name) const;
 
  private:
   std::string name_;

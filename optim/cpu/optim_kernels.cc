@@ -1,0 +1,257 @@
+// Optimizer and grad-scaling kernels over raw pointers. The float32 arithmetic follows PyTorch 1.13's
+// single-tensor CPU path op by op: where PyTorch computes `a + alpha * b` (add with alpha, addcmul) its
+// compiled kernels contract it into one fused multiply-add, so std::fma stands there; everything else
+// rounds after each op. This file is compiled with -ffp-contract=off (CMakeLists.txt), so no other
+// contraction sneaks in (GCC's default would fuse e.g. AdamW's p * decay into the final add), and with
+// -fno-math-errno so the loops with sqrt vectorize.
+#include "optim/cpu/optim_kernels.h"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "framework/parallel.h"
+
+namespace mantissa::cpu {
+namespace {
+
+constexpr int64_t kGrain = int64_t{1} << 15;  // elements per thread worth a fork for a streaming update
+constexpr int64_t kBlock = int64_t{1} << 14;  // fixed reduction block: sums independent of thread count
+
+// Calls f(std::bool_constant<b>{}) so the loop below is compiled once per case with no branch inside.
+template <typename F>
+void with_flag(bool b, F&& f) {
+  if (b) {
+    f(std::true_type{});
+  } else {
+    f(std::false_type{});
+  }
+}
+
+bool skipped(const ScalingPointers& s) { return s.found_inf != nullptr && *s.found_inf != 0.0f; }
+
+// Non-finite test on the bits (exponent all ones), an integer op the loops below vectorize.
+template <typename T>
+using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+template <typename T>
+constexpr Bits<T> kExponentMask = sizeof(T) == 4 ? Bits<T>(0x7f800000u) : Bits<T>(0x7ff0000000000000ull);
+
+// torch.maximum: nan wins.
+template <typename T>
+T maximum(T a, T b) {
+  const T larger = a > b ? a : b;
+  return a != a || b != b ? a + b : larger;  // a + b: the nan (a select, so the loop still vectorizes)
+}
+
+template <typename T>
+struct SgdConstants {
+  T inv, wd, momentum, one_minus_dampening, neg_lr;
+};
+
+// Elements [begin, end) of one SGD update. kUseBuffer: momentum and not the first step (the first
+// step sets buf = d, PyTorch's clone).
+template <typename T, bool kScaled, bool kDecay, bool kMomentum, bool kUseBuffer, bool kNesterov>
+void sgd_elements(const SgdPointers<T>& t, const SgdConstants<T>& c, int64_t begin, int64_t end) {
+  T* __restrict p = t.param;
+  const T* __restrict g = t.grad;
+  T* __restrict buf = t.momentum_buffer;
+  for (int64_t i = begin; i < end; ++i) {
+    T d = g[i];
+    if constexpr (kScaled) d = d * c.inv;               // what unscale_ writes into the grad
+    if constexpr (kDecay) d = std::fma(c.wd, p[i], d);  // d_p.add(param, alpha=weight_decay)
+    if constexpr (kMomentum) {
+      // buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
+      const T b = kUseBuffer ? std::fma(c.one_minus_dampening, d, buf[i] * c.momentum) : d;
+      buf[i] = b;
+      d = kNesterov ? std::fma(c.momentum, b, d) : b;  // d_p.add(buf, alpha=momentum) or buf
+    }
+    p[i] = std::fma(c.neg_lr, d, p[i]);  // param.add_(d_p, alpha=-lr)
+  }
+}
+
+// Adam's per-step constants in T (and the f64 ones rounded to T), as PyTorch passes them to its kernels.
+template <typename T>
+struct AdamConstants {
+  T inv, beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size, wd, decay;
+};
+
+// Elements [begin, end) of one Adam update; a plain function (no captures) so GCC vectorizes it.
+template <typename T, bool kScaled, bool kAmsgrad, bool kL2, bool kDecoupled>
+void adam_elements(const AdamPointers<T>& t, const AdamConstants<T>& c, int64_t begin, int64_t end) {
+  T* __restrict p = t.param;
+  const T* __restrict g = t.grad;
+  T* __restrict m = t.exp_avg;
+  T* __restrict v = t.exp_avg_sq;
+  T* __restrict vmax = t.max_exp_avg_sq;
+  for (int64_t i = begin; i < end; ++i) {
+    T gi = g[i];
+    if constexpr (kScaled) gi = gi * c.inv;
+    T pi = p[i];
+    if constexpr (kDecoupled) pi = pi * c.decay;    // param.mul_(1 - lr * weight_decay)
+    if constexpr (kL2) gi = std::fma(c.wd, pi, gi);  // grad.add(param, alpha=weight_decay)
+    const T mi = std::fma(c.one_minus_beta1, gi, m[i] * c.beta1);     // exp_avg.mul_(b1).add_(g, alpha=1-b1)
+    const T vi = std::fma(c.one_minus_beta2 * gi, gi, v[i] * c.beta2);  // exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2)
+    m[i] = mi;
+    v[i] = vi;
+    T second = vi;
+    if constexpr (kAmsgrad) {
+      second = maximum(vmax[i], vi);  // torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
+      vmax[i] = second;
+    }
+    const T denom = std::sqrt(second) / c.bc2_sqrt + c.eps;  // (v.sqrt() / bc2_sqrt).add_(eps)
+    p[i] = pi + (c.neg_step_size * mi) / denom;              // param.addcdiv_(exp_avg, denom, value=-step_size)
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void sgd_step(const SgdPointers<T>& t, const SGDOptions& o, ScalingPointers s) {
+  if (skipped(s)) return;
+  const bool first = *t.step == 0;
+  *t.step += 1;
+  const SgdConstants<T> c{.inv = s.inv_scale ? static_cast<T>(*s.inv_scale) : T(1),
+                          .wd = static_cast<T>(o.weight_decay),
+                          .momentum = static_cast<T>(o.momentum),
+                          .one_minus_dampening = static_cast<T>(1.0 - o.dampening),
+                          .neg_lr = static_cast<T>(-o.lr)};
+  const bool momentum = o.momentum != 0.0;
+  with_flag(s.inv_scale != nullptr, [&](auto scaled) {
+    with_flag(o.weight_decay != 0.0, [&](auto decay) {
+      with_flag(momentum && !first, [&](auto use_buffer) {
+        with_flag(momentum && o.nesterov, [&](auto nesterov) {
+          parallel_for(t.n, kGrain, [&](int64_t begin, int64_t end) {
+            if (momentum) {
+              sgd_elements<T, scaled(), decay(), true, use_buffer(), nesterov()>(t, c, begin, end);
+            } else {
+              sgd_elements<T, scaled(), decay(), false, false, false>(t, c, begin, end);
+            }
+          });
+        });
+      });
+    });
+  });
+}
+
+template <typename T>
+void adam_step(const AdamPointers<T>& t, const AdamOptions& o, WeightDecay mode, ScalingPointers s) {
+  if (skipped(s)) return;
+  const int64_t step = (*t.step += 1);
+  // Python floats in PyTorch: bias corrections, step size and sqrt(bias_correction2) in double.
+  const double bias_correction1 = 1.0 - std::pow(o.betas[0], static_cast<double>(step));
+  const double bias_correction2 = 1.0 - std::pow(o.betas[1], static_cast<double>(step));
+  const double step_size = o.lr / bias_correction1;
+  const AdamConstants<T> c{.inv = s.inv_scale ? static_cast<T>(*s.inv_scale) : T(1),
+                           .beta1 = static_cast<T>(o.betas[0]),
+                           .one_minus_beta1 = static_cast<T>(1.0 - o.betas[0]),
+                           .beta2 = static_cast<T>(o.betas[1]),
+                           .one_minus_beta2 = static_cast<T>(1.0 - o.betas[1]),
+                           .bc2_sqrt = static_cast<T>(std::sqrt(bias_correction2)),
+                           .eps = static_cast<T>(o.eps),
+                           .neg_step_size = static_cast<T>(-step_size),
+                           .wd = static_cast<T>(o.weight_decay),
+                           .decay = static_cast<T>(1.0 - o.lr * o.weight_decay)};
+  // AdamW multiplies by (1 - lr * 0) = 1 when weight_decay is 0: skipping it gives the same values.
+  const bool l2 = mode == WeightDecay::kL2 && o.weight_decay != 0.0;
+  const bool decoupled = mode == WeightDecay::kDecoupled && o.weight_decay != 0.0;
+  with_flag(s.inv_scale != nullptr, [&](auto scaled) {
+    with_flag(o.amsgrad, [&](auto amsgrad) {
+      with_flag(l2, [&](auto use_l2) {
+        with_flag(decoupled, [&](auto use_decoupled) {
+          parallel_for(t.n, kGrain, [&](int64_t begin, int64_t end) {
+            adam_elements<T, scaled(), amsgrad(), use_l2(), use_decoupled()>(t, c, begin, end);
+          });
+        });
+      });
+    });
+  });
+}
+
+template <typename T>
+void check_finite(const T* g, int64_t n, float* found_inf) {
+  parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
+    const T* __restrict x = g;
+    Bits<T> exponent = 0;  // the largest exponent field seen: all ones iff an inf or nan was seen
+    for (int64_t i = begin; i < end; ++i) exponent = std::max(exponent, std::bit_cast<Bits<T>>(x[i]) & kExponentMask<T>);
+    if (exponent == kExponentMask<T>) std::atomic_ref<float>(*found_inf).store(1.0f, std::memory_order_relaxed);
+  });
+}
+
+template <typename T>
+void unscale_and_check(T* g, int64_t n, const float* inv_scale, float* found_inf) {
+  const T inv = static_cast<T>(*inv_scale);
+  parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
+    T* __restrict x = g;
+    Bits<T> exponent = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      exponent = std::max(exponent, std::bit_cast<Bits<T>>(x[i]) & kExponentMask<T>);
+      x[i] = x[i] * inv;
+    }
+    if (exponent == kExponentMask<T>) std::atomic_ref<float>(*found_inf).store(1.0f, std::memory_order_relaxed);
+  });
+}
+
+template <typename T>
+void norm_parts(const T* g, int64_t n, double* sum_squares, double* max_abs) {
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> sums(blocks), maxes(blocks);
+  parallel_for(blocks, 8, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t begin = b * kBlock, end = std::min(n, begin + kBlock);
+      double acc[8] = {}, mx = 0.0;
+      bool nan = false;
+      int64_t i = begin;
+      for (; i + 8 <= end; i += 8)  // eight running sums in a fixed order: vectorizes, stays deterministic
+        for (int j = 0; j < 8; ++j) acc[j] += double(g[i + j]) * double(g[i + j]);
+      for (; i < end; ++i) acc[0] += double(g[i]) * double(g[i]);
+      for (i = begin; i < end; ++i) {
+        const double a = std::abs(double(g[i]));
+        nan |= std::isnan(a);
+        mx = std::max(mx, a);
+      }
+      sums[b] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+      maxes[b] = nan ? NAN : mx;
+    }
+  });
+  double total = 0.0, mx = 0.0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    total += sums[b];
+    mx = std::isnan(maxes[b]) || std::isnan(mx) ? NAN : std::max(mx, maxes[b]);
+  }
+  *sum_squares = total;
+  *max_abs = mx;
+}
+
+template <typename T>
+void scale(T* g, int64_t n, double coef) {
+  const T c = static_cast<T>(coef);
+  parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) g[i] = g[i] * c;
+  });
+}
+
+template <typename T>
+void clamp_abs(T* g, int64_t n, double limit) {
+  const T hi = static_cast<T>(limit), lo = -hi;
+  parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) g[i] = std::isnan(g[i]) ? g[i] : std::min(std::max(g[i], lo), hi);
+  });
+}
+
+#define MT_OPTIM_KERNELS(T)                                                                      \
+  template void sgd_step<T>(const SgdPointers<T>&, const SGDOptions&, ScalingPointers);          \
+  template void adam_step<T>(const AdamPointers<T>&, const AdamOptions&, WeightDecay, ScalingPointers); \
+  template void check_finite<T>(const T*, int64_t, float*);                                      \
+  template void unscale_and_check<T>(T*, int64_t, const float*, float*);                         \
+  template void norm_parts<T>(const T*, int64_t, double*, double*);                              \
+  template void scale<T>(T*, int64_t, double);                                                   \
+  template void clamp_abs<T>(T*, int64_t, double);
+MT_OPTIM_KERNELS(float)
+MT_OPTIM_KERNELS(double)
+#undef MT_OPTIM_KERNELS
+
+}  // namespace mantissa::cpu

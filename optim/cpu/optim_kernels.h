@@ -1,0 +1,68 @@
+// CPU kernels of the optimizer updates and the grad-scaling passes: plain functions over raw pointers,
+// the shape a CUDA kernel has. The step count, inv_scale and found_inf are read through pointers inside the
+// kernel (never by the caller), so a kernel can skip a step the scaler rejected without a host sync.
+#pragma once
+
+#include <cstdint>
+
+#include "optim/options.h"
+
+namespace mantissa::cpu {
+
+// The GradScaler's values for a fused step; both null for a plain step. When found_inf is non-zero the
+// kernel returns before touching anything; otherwise each grad is read as grad * inv_scale (rounded in T).
+struct ScalingPointers {
+  const float* inv_scale = nullptr;
+  const float* found_inf = nullptr;
+};
+
+// One parameter of n elements. momentum_buffer is null when momentum == 0. *step counts this parameter's
+// steps; 0 means the buffer has never been written (the first step sets buf = d, as PyTorch does).
+template <typename T>
+struct SgdPointers {
+  T* param;
+  const T* grad;
+  T* momentum_buffer;
+  int64_t* step;
+  int64_t n;
+};
+template <typename T>
+void sgd_step(const SgdPointers<T>& t, const SGDOptions& o, ScalingPointers s);
+
+// Adam's L2 penalty (added to the grad) or AdamW's decoupled decay (p *= 1 - lr * weight_decay).
+enum class WeightDecay { kL2, kDecoupled };
+
+// max_exp_avg_sq is null unless amsgrad.
+template <typename T>
+struct AdamPointers {
+  T* param;
+  const T* grad;
+  T* exp_avg;
+  T* exp_avg_sq;
+  T* max_exp_avg_sq;
+  int64_t* step;
+  int64_t n;
+};
+template <typename T>
+void adam_step(const AdamPointers<T>& t, const AdamOptions& o, WeightDecay mode, ScalingPointers s);
+
+// PyTorch's _amp_foreach_non_finite_check_and_unscale_ on one tensor: *found_inf = 1 if any g is inf or
+// nan (checked before scaling, as PyTorch does), and g *= inv_scale in place.
+template <typename T>
+void unscale_and_check(T* g, int64_t n, const float* inv_scale, float* found_inf);
+// The check alone, reading g only: what a fused step needs before it runs.
+template <typename T>
+void check_finite(const T* g, int64_t n, float* found_inf);
+
+// Sum of squares (in double) and max |g| of n values, over fixed blocks so the result does not depend
+// on the thread count. max_abs is nan when any value is nan.
+template <typename T>
+void norm_parts(const T* g, int64_t n, double* sum_squares, double* max_abs);
+// g *= coef in T.
+template <typename T>
+void scale(T* g, int64_t n, double coef);
+// g = clamp(g, -limit, limit); nan stays nan.
+template <typename T>
+void clamp_abs(T* g, int64_t n, double limit);
+
+}  // namespace mantissa::cpu

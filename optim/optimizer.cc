@@ -1,0 +1,186 @@
+// Optimizer base: groups, name-keyed state, zero_grad, and state_dict / load_state_dict with errors that
+// name the entry at fault.
+#include "optim/optimizer.h"
+
+#include <algorithm>
+#include <set>
+
+#include "framework/autograd.h"
+#include "framework/error.h"
+
+namespace mantissa {
+namespace {
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out = "[";
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  return out + "]";
+}
+
+std::vector<std::string> names_of(const std::vector<NamedTensor>& params) {
+  std::vector<std::string> names;
+  for (const auto& p : params) names.push_back(p.name);
+  return names;
+}
+
+}  // namespace
+
+void check_hyperparameter_names(const char* optimizer, const std::map<std::string, double>& h,
+                                const std::vector<std::string>& names) {
+  for (const auto& name : names)
+    MT_CHECK(h.count(name), optimizer, ".load_state_dict: hyperparameter '", name, "' is missing");
+  const std::set<std::string> known(names.begin(), names.end());
+  for (const auto& [name, value] : h)
+    MT_CHECK(known.count(name), optimizer, ".load_state_dict: unexpected hyperparameter '", name, "' = ", value,
+             "; ", optimizer, " has ", join(names), ". HINT: was this state saved by another optimizer?");
+}
+
+size_t Optimizer::add_group_params(std::vector<NamedTensor> params) {
+  const char* type = type_name();
+  MT_CHECK(!params.empty(), type, ": a param group needs at least one parameter");
+  std::set<std::string> seen;
+  for (const auto& group : groups_)
+    for (const auto& p : group) seen.insert(p.name);
+  for (const auto& [name, t] : params) {
+    MT_CHECK(!name.empty() && name.find('/') == std::string::npos, type, ": parameter name '", name,
+             "' must be non-empty and contain no '/' (state is saved as '<name>/<state>')");
+    MT_CHECK(seen.insert(name).second, type, ": parameter '", name,
+             "' is given twice (a parameter belongs to one group only)");
+    MT_CHECK(t.defined() && t.is_leaf() && t.requires_grad(), type, ": parameter '", name,
+             "' must be a leaf tensor that requires grad. HINT: pass model.named_parameters()");
+    MT_CHECK(t.dtype() == DType::kF32 || t.dtype() == DType::kF64, type, ": parameter '", name, "' is ",
+             dtype_name(t.dtype()), " ", shape_str(t.shape()), "; optimizers update fp32 (or f64) master weights "
+             "only. HINT: keep the masters in fp32 and let autocast make the 16-bit working copies");
+    MT_CHECK(t.is_contiguous(), type, ": parameter '", name, "' ", shape_str(t.shape()), " is not contiguous. ",
+             "HINT: register a contiguous tensor (x.contiguous()) as the parameter");
+  }
+  groups_.push_back(std::move(params));
+  return groups_.size() - 1;
+}
+
+const std::vector<NamedTensor>& Optimizer::group_params(size_t group) const {
+  MT_CHECK(group < groups_.size(), type_name(), ": no param group ", group, " (there are ", groups_.size(), ")");
+  return groups_[group];
+}
+
+ParamState& Optimizer::state_or_init(const NamedTensor& param, const std::vector<std::string>& buffers) {
+  ParamState& s = state_[param.name];
+  if (s.empty()) {
+    s["step"] = zeros({}, {.dtype = DType::kI64, .device = param.tensor.device()});
+    for (const auto& b : buffers) s[b] = zeros(param.tensor.shape(), {.dtype = param.tensor.dtype(),
+                                                                       .device = param.tensor.device()});
+  }
+  return s;
+}
+
+std::vector<Optimizer::ParamWithGrad> Optimizer::params_with_grad(size_t group) const {
+  std::vector<ParamWithGrad> out;
+  for (const auto& p : groups_.at(group)) {
+    const Tensor& g = p.tensor.grad();
+    if (!g.defined()) continue;
+    MT_CHECK(g.shape() == p.tensor.shape() && g.dtype() == p.tensor.dtype(), type_name(), ".step: the grad of '",
+             p.name, "' is ", dtype_name(g.dtype()), " ", shape_str(g.shape()), " but the parameter is ",
+             dtype_name(p.tensor.dtype()), " ", shape_str(p.tensor.shape()));
+    out.push_back({p, g.contiguous()});  // a grad may be an expanded or strided view
+  }
+  return out;
+}
+
+cpu::ScalingPointers Optimizer::scaling_pointers(const GradScaling* scaling) {
+  if (scaling == nullptr) return {};
+  return {.inv_scale = scaling->inv_scale.data<float>(), .found_inf = scaling->found_inf.data<float>()};
+}
+
+void Optimizer::step() {
+  NoGradGuard no_grad;
+  for (size_t g = 0; g < groups_.size(); ++g) step_group(g, nullptr);
+}
+
+void Optimizer::step(const GradScaling& scaling) {
+  for (const auto* t : {&scaling.inv_scale, &scaling.found_inf}) {
+    const char* which = t == &scaling.inv_scale ? "inv_scale" : "found_inf";
+    MT_CHECK(t->defined() && t->dtype() == DType::kF32 && t->numel() == 1, type_name(), ".step: ", which,
+             " must be an f32 scalar tensor, got ",
+             t->defined() ? std::string(dtype_name(t->dtype())) + " " + shape_str(t->shape()) : "undefined",
+             ". HINT: the GradScaler passes its own inv_scale and found_inf");
+  }
+  NoGradGuard no_grad;
+  for (size_t g = 0; g < groups_.size(); ++g) step_group(g, &scaling);
+}
+
+void Optimizer::zero_grad(ZeroGrad mode) {
+  for (auto& group : groups_)
+    for (auto& p : group) {
+      if (mode == ZeroGrad::kSetToNone) {
+        p.tensor.set_grad(Tensor());
+      } else if (p.tensor.grad().defined()) {
+        fill_(p.tensor.grad(), 0.0);
+      }
+    }
+}
+
+const ParamState* Optimizer::state(const std::string& name) const {
+  auto it = state_.find(name);
+  return it == state_.end() ? nullptr : &it->second;
+}
+
+OptimizerState Optimizer::state_dict() const {
+  OptimizerState out{.optimizer = type_name()};
+  for (size_t g = 0; g < groups_.size(); ++g)
+    out.groups.push_back({.params = names_of(groups_[g]), .hyperparameters = group_hyperparameters(g)});
+  for (const auto& [name, s] : state_) {
+    // A state whose step is 0 was created by a step the scaler skipped: it is the same as none.
+    if (s.at("step").item<int64_t>() == 0) continue;
+    for (const auto& [key, t] : s) out.tensors[name + "/" + key] = t.clone();
+  }
+  return out;
+}
+
+void Optimizer::load_state_dict(const OptimizerState& in) {
+  const char* type = type_name();
+  MT_CHECK(in.optimizer == type, type, ".load_state_dict: the state is from a '", in.optimizer,
+           "' optimizer. HINT: load it into the same kind of optimizer that saved it");
+  MT_CHECK(in.groups.size() == groups_.size(), type, ".load_state_dict: the state has ", in.groups.size(),
+           " param groups, this optimizer has ", groups_.size());
+  // Which parameter (and its group) each name is, and the state tensors it must have under the new options.
+  std::map<std::string, std::pair<const Tensor*, std::vector<std::string>>> expected;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const auto names = names_of(groups_[g]);
+    MT_CHECK(in.groups[g].params == names, type, ".load_state_dict: param group ", g, " has parameters ",
+             join(in.groups[g].params), " in the state but ", join(names), " here");
+    check_hyperparameters(in.groups[g].hyperparameters);
+    auto buffers = state_buffers(in.groups[g].hyperparameters);
+    buffers.push_back("step");
+    for (const auto& p : groups_[g]) expected[p.name] = {&p.tensor, buffers};
+  }
+  std::map<std::string, ParamState> loaded;
+  for (const auto& [key, t] : in.tensors) {
+    const size_t slash = key.rfind('/');
+    MT_CHECK(slash != std::string::npos, type, ".load_state_dict: unexpected entry '", key,
+             "' (entries are '<param name>/<state name>')");
+    const std::string name = key.substr(0, slash), what = key.substr(slash + 1);
+    auto it = expected.find(name);
+    MT_CHECK(it != expected.end(), type, ".load_state_dict: unexpected entry '", key, "': no parameter '", name,
+             "' in this optimizer");
+    const auto& [param, buffers] = it->second;
+    MT_CHECK(std::find(buffers.begin(), buffers.end(), what) != buffers.end(), type,
+             ".load_state_dict: unexpected entry '", key, "'; with these options a parameter has ", join(buffers));
+    MT_CHECK(t.defined(), type, ".load_state_dict: entry '", key, "' is an undefined tensor");
+    const Shape want_shape = what == "step" ? Shape{} : param->shape();
+    const DType want_dtype = what == "step" ? DType::kI64 : param->dtype();
+    MT_CHECK(t.shape() == want_shape && t.dtype() == want_dtype, type, ".load_state_dict: entry '", key, "' is ",
+             dtype_name(t.dtype()), " ", shape_str(t.shape()), ", expected ", dtype_name(want_dtype), " ",
+             shape_str(want_shape));
+    Tensor copy = empty(want_shape, {.dtype = want_dtype, .device = param->device()});
+    copy_(copy, t);
+    loaded[name][what] = copy;
+  }
+  for (const auto& [name, s] : loaded)
+    for (const auto& what : expected.at(name).second)
+      MT_CHECK(s.count(what), type, ".load_state_dict: entry '", name, "/", what, "' is missing (the state has ",
+               "other entries for '", name, "')");
+  for (size_t g = 0; g < groups_.size(); ++g) set_group_hyperparameters(g, in.groups[g].hyperparameters);
+  state_ = std::move(loaded);
+}
+
+}  // namespace mantissa
