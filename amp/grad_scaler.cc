@@ -1,0 +1,218 @@
+// GradScaler over optim's grad-scaling passes (unscale_grads_, check_grads_finite_, the fused step).
+#include "amp/grad_scaler.h"
+
+#include <cmath>
+
+#include "framework/error.h"
+#include "ops/elementwise.h"
+#include "optim/grad_scaling.h"
+
+namespace mantissa::amp {
+namespace {
+
+const char* const kPyTorchKeys[] = {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"};
+const char* const kExtensionKeys[] = {"hysteresis", "min_scale", "max_scale", "_consecutive_overflows",
+                                      "_steps", "_skipped_steps", "_last_overflow_step"};
+
+// The grads the passes may touch: fp32/f64 (a 16-bit grad would lose what unscaling recovers) and
+// contiguous. A strided grad (a transposed or sliced view) is replaced by a contiguous copy first: the
+// passes work in place over flat memory, and the optimizer reads grads by value.
+void prepare_grads(const Optimizer& optimizer) {
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g)
+    for (const auto& p : optimizer.group_params(g)) {
+      const Tensor& grad = p.tensor.grad();
+      if (!grad.defined()) continue;
+      MT_CHECK(grad.dtype() == DType::kF32 || grad.dtype() == DType::kF64,
+               "GradScaler: attempting to unscale FP16 gradients: the grad of '", p.name, "' is ",
+               dtype_name(grad.dtype()), " ", shape_str(grad.shape()),
+               ". HINT: keep fp32 master weights; autocast makes the 16-bit copies and hands back fp32 grads");
+      if (!grad.is_contiguous()) p.tensor.set_grad(grad.contiguous());
+    }
+}
+
+}  // namespace
+
+GradScaler::GradScaler(GradScalerOptions options) : options_(options) {
+  const auto& o = options_;
+  MT_CHECK(o.init_scale > 0.0 && std::isfinite(o.init_scale), "GradScaler: init_scale must be positive and finite, got ",
+           o.init_scale);
+  MT_CHECK(o.growth_factor > 1.0, "GradScaler: growth_factor must be > 1, got ", o.growth_factor);
+  MT_CHECK(o.backoff_factor > 0.0 && o.backoff_factor < 1.0, "GradScaler: backoff_factor must be in (0, 1), got ",
+           o.backoff_factor);
+  MT_CHECK(o.growth_interval > 0, "GradScaler: growth_interval must be > 0, got ", o.growth_interval);
+  MT_CHECK(o.hysteresis > 0, "GradScaler: hysteresis must be >= 1 (1: back off at every overflow), got ",
+           o.hysteresis);
+  MT_CHECK(o.min_scale >= 0.0 && o.min_scale <= o.init_scale && o.init_scale <= o.max_scale,
+           "GradScaler: need 0 <= min_scale <= init_scale <= max_scale, got min_scale ", o.min_scale,
+           ", init_scale ", o.init_scale, ", max_scale ", o.max_scale);
+  scale_ = scalar_tensor(o.init_scale, {.dtype = DType::kF32});
+  stats_.history.push_back({0, get_scale()});
+}
+
+double GradScaler::get_scale() const { return is_enabled() ? scale_.item() : 1.0; }
+
+void GradScaler::set_scale(double scale) {
+  fill_(scale_, scale);
+  const double now = scale_.item();  // as stored (f32)
+  if (stats_.history.empty() || stats_.history.back().scale != now) {
+    if (stats_.history.size() >= options_.history_capacity && !stats_.history.empty())
+      stats_.history.erase(stats_.history.begin());
+    if (options_.history_capacity > 0) stats_.history.push_back({stats_.steps, now});
+  }
+}
+
+Tensor GradScaler::inv_scale_tensor() const {
+  // PyTorch: self._scale.double().reciprocal().float()
+  return scalar_tensor(static_cast<float>(1.0 / scale_.item()), {.dtype = DType::kF32});
+}
+
+Tensor GradScaler::scale(const Tensor& loss) const {
+  MT_CHECK(loss.defined(), "GradScaler.scale: the loss is undefined");
+  if (!is_enabled()) return loss;
+  return mul(loss, scale_);
+}
+
+void GradScaler::unscale_(Optimizer& optimizer) {
+  if (!is_enabled()) return;
+  PerOptimizer& s = per_optimizer_[&optimizer];
+  MT_CHECK(s.stage != Stage::kUnscaled, "GradScaler.unscale_: unscale_() has already been called on this ",
+           optimizer.type_name(), " optimizer since the last update(). HINT: call it once per iteration, ",
+           "between backward and step");
+  MT_CHECK(s.stage != Stage::kStepped, "GradScaler.unscale_: unscale_() is being called after step() on this ",
+           optimizer.type_name(), " optimizer. HINT: unscale_ (and clip) before step(), then update()");
+  prepare_grads(optimizer);
+  s.found_inf = zeros({}, {.dtype = DType::kF32});
+  unscale_grads_(optimizer, inv_scale_tensor(), s.found_inf);
+  s.stage = Stage::kUnscaled;
+}
+
+bool GradScaler::step(Optimizer& optimizer) {
+  if (!is_enabled()) {
+    optimizer.step();
+    return true;
+  }
+  PerOptimizer& s = per_optimizer_[&optimizer];
+  MT_CHECK(s.stage != Stage::kStepped, "GradScaler.step: step() has already been called on this ",
+           optimizer.type_name(), " optimizer since the last update(). HINT: call update() once per iteration");
+  bool applied;
+  if (s.stage == Stage::kUnscaled) {
+    applied = s.found_inf.item() == 0.0;
+    if (applied) optimizer.step();
+  } else {
+    // The fused path: check, then one kernel pass that unscales and updates unless found_inf is set.
+    prepare_grads(optimizer);
+    s.found_inf = zeros({}, {.dtype = DType::kF32});
+    check_grads_finite_(optimizer, s.found_inf);
+    optimizer.step({.inv_scale = inv_scale_tensor(), .found_inf = s.found_inf});
+    applied = s.found_inf.item() == 0.0;
+  }
+  s.stage = Stage::kStepped;
+  return applied;
+}
+
+void GradScaler::update() {
+  if (!is_enabled()) return;
+  bool found_inf = false, any = false;
+  for (const auto& [opt, s] : per_optimizer_) {
+    if (!s.found_inf.defined()) continue;
+    any = true;
+    found_inf = found_inf || s.found_inf.item() != 0.0;
+  }
+  MT_CHECK(any, "GradScaler.update: no inf checks were recorded prior to update(). HINT: call step(optimizer) ",
+           "(or unscale_) before update(), or update(new_scale) to set the scale directly");
+  per_optimizer_.clear();
+
+  const double scale = scale_.item();
+  if (found_inf) {
+    growth_tracker_ = 0;
+    ++consecutive_overflows_;
+    stats_.skipped_steps += 1;
+    stats_.consecutive_skips += 1;
+    stats_.last_overflow_step = stats_.steps;
+    if (consecutive_overflows_ >= options_.hysteresis) {
+      MT_CHECK(!(options_.on_min_scale == OnMinScale::kThrow && scale <= options_.min_scale),
+               "GradScaler.update: an overflow at step ", stats_.steps, " with the scale already at min_scale ",
+               options_.min_scale, " (", stats_.consecutive_skips, " skipped steps in a row): the gradients ",
+               "are inf/nan whatever the scale, so training is diverging. HINT: lower the learning rate, ",
+               "check the data for inf/nan, or train in bf16");
+      // PyTorch: float scale times double factor, stored as float.
+      set_scale(std::max(scale * options_.backoff_factor, options_.min_scale));
+    }
+  } else {
+    consecutive_overflows_ = 0;
+    stats_.consecutive_skips = 0;
+    if (++growth_tracker_ == options_.growth_interval) {
+      const float grown = static_cast<float>(std::min(scale * options_.growth_factor, options_.max_scale));
+      if (std::isfinite(grown)) set_scale(grown);  // never grows to inf (PyTorch's rule)
+      growth_tracker_ = 0;
+    }
+  }
+  stats_.steps += 1;
+}
+
+void GradScaler::update(double new_scale) {
+  if (!is_enabled()) return;
+  MT_CHECK(new_scale > 0.0 && std::isfinite(new_scale), "GradScaler.update: new_scale must be positive and ",
+           "finite, got ", new_scale);
+  per_optimizer_.clear();
+  set_scale(new_scale);
+}
+
+GradScalerStats GradScaler::stats() const {
+  GradScalerStats out = stats_;
+  out.scale = get_scale();
+  return out;
+}
+
+GradScalerState GradScaler::state_dict() const {
+  if (!is_enabled()) return {};
+  return {{"scale", scale_.item()},
+          {"growth_factor", options_.growth_factor},
+          {"backoff_factor", options_.backoff_factor},
+          {"growth_interval", double(options_.growth_interval)},
+          {"_growth_tracker", double(growth_tracker_)},
+          {"hysteresis", double(options_.hysteresis)},
+          {"min_scale", options_.min_scale},
+          {"max_scale", options_.max_scale},
+          {"_consecutive_overflows", double(consecutive_overflows_)},
+          {"_steps", double(stats_.steps)},
+          {"_skipped_steps", double(stats_.skipped_steps)},
+          {"_last_overflow_step", double(stats_.last_overflow_step)}};
+}
+
+void GradScaler::load_state_dict(const GradScalerState& state) {
+  if (!is_enabled()) return;
+  MT_CHECK(!state.empty(), "GradScaler.load_state_dict: the state is empty, possibly because it was saved ",
+           "from a disabled GradScaler");
+  for (const char* key : kPyTorchKeys)
+    MT_CHECK(state.count(key), "GradScaler.load_state_dict: entry '", key, "' is missing");
+  for (const auto& [key, value] : state) {
+    bool known = false;
+    for (const char* k : kPyTorchKeys) known = known || key == k;
+    for (const char* k : kExtensionKeys) known = known || key == k;
+    MT_CHECK(known, "GradScaler.load_state_dict: unexpected entry '", key, "' = ", value);
+  }
+  // Validate through the constructor's checks before changing anything.
+  GradScalerOptions o = options_;
+  o.init_scale = state.at("scale");
+  o.growth_factor = state.at("growth_factor");
+  o.backoff_factor = state.at("backoff_factor");
+  o.growth_interval = static_cast<int64_t>(state.at("growth_interval"));
+  auto get = [&](const char* key, double fallback) { return state.count(key) ? state.at(key) : fallback; };
+  o.hysteresis = static_cast<int64_t>(get("hysteresis", double(o.hysteresis)));
+  o.min_scale = get("min_scale", 0.0);
+  o.max_scale = get("max_scale", std::numeric_limits<double>::infinity());
+  GradScaler checked(o);
+  options_ = o;
+  fill_(scale_, o.init_scale);
+  growth_tracker_ = static_cast<int64_t>(state.at("_growth_tracker"));
+  consecutive_overflows_ = static_cast<int64_t>(get("_consecutive_overflows", 0));
+  stats_.steps = static_cast<int64_t>(get("_steps", 0));
+  stats_.skipped_steps = static_cast<int64_t>(get("_skipped_steps", 0));
+  stats_.last_overflow_step = static_cast<int64_t>(get("_last_overflow_step", -1));
+  stats_.consecutive_skips = consecutive_overflows_;
+  stats_.history = {{stats_.steps, scale_.item()}};
+  per_optimizer_.clear();
+}
+
+}  // namespace mantissa::amp

@@ -1,0 +1,117 @@
+// GradScaler: dynamic loss scaling for f16 training, with torch.amp.GradScaler's contract (scale, unscale_,
+// step, update, state_dict, the same misuse errors), and beyond it: hysteresis, min/max scale, a loud
+// failure when the scale is stuck at its floor, and statistics with a compact scale history.
+//
+//   amp::GradScaler scaler;                         // init_scale 2^16, growth 2, backoff 0.5, interval 2000
+//   scaler.scale(loss).backward();
+//   scaler.unscale_(opt);                           // optional: only to clip or inspect unscaled grads
+//   clip_grad_norm_(params, 1.0);
+//   bool applied = scaler.step(opt);                // false: an inf/nan grad, nothing changed
+//   scaler.update();
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "framework/tensor.h"
+#include "optim/optimizer.h"
+
+namespace mantissa::amp {
+
+enum class ScalerState { kEnabled, kDisabled };
+// What update() does when an overflow asks for a backoff but the scale already sits at min_scale.
+enum class OnMinScale { kContinue, kThrow };
+
+struct GradScalerOptions {
+  double init_scale = 65536.0;  // 2^16
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;  // clean steps in a row before the scale grows
+  // kDisabled: scale() returns the loss, step() is a plain step, update() does nothing (PyTorch's enabled=False).
+  ScalerState state = ScalerState::kEnabled;
+  // Beyond PyTorch. hysteresis: overflowing steps in a row before a backoff (1 = PyTorch; DeepSpeed and
+  // Megatron use 2); every overflow still skips its step and resets the growth tracker.
+  int64_t hysteresis = 1;
+  double min_scale = 0.0;  // backoff never goes below (0: no floor)
+  double max_scale = std::numeric_limits<double>::infinity();  // growth never goes above
+  OnMinScale on_min_scale = OnMinScale::kContinue;
+  size_t history_capacity = 256;  // scale changes kept by stats().history (the oldest dropped first)
+};
+
+// One entry of the scale history: the scale in effect from update number `step` on (compact: only changes).
+struct ScaleChange {
+  int64_t step;
+  double scale;
+};
+
+struct GradScalerStats {
+  int64_t steps = 0;               // update() calls that combined inf checks (training iterations)
+  int64_t skipped_steps = 0;       // of those, iterations whose step was skipped (an inf or nan grad)
+  int64_t consecutive_skips = 0;   // skipped iterations since the last clean one
+  int64_t last_overflow_step = -1; // index (0-based, counting update() calls) of the last skip; -1: none
+  double scale = 1.0;              // the current scale
+  std::vector<ScaleChange> history;  // starts with {0, init_scale}
+};
+
+// A scaler's state as named numbers, PyTorch's keys first: "scale", "growth_factor", "backoff_factor",
+// "growth_interval", "_growth_tracker"; then the extensions "hysteresis", "min_scale", "max_scale",
+// "_consecutive_overflows", "_steps", "_skipped_steps", "_last_overflow_step". A disabled scaler's
+// state is empty (as PyTorch's).
+using GradScalerState = std::map<std::string, double>;
+
+class GradScaler {
+ public:
+  explicit GradScaler(GradScalerOptions options = {});
+
+  bool is_enabled() const { return options_.state == ScalerState::kEnabled; }
+  // loss * scale (the scale as an f32 tensor, so the product follows type promotion); the loss itself when
+  // disabled.
+  Tensor scale(const Tensor& loss) const;
+  // Divides the optimizer's grads by the scale in one pass that also records whether any is inf or nan
+  // (inv_scale = float(1 / double(scale))). At most once per optimizer between update()s, before step().
+  void unscale_(Optimizer& optimizer);
+  // The optimizer's update unless an inf/nan grad was found; returns whether it was applied. Without an
+  // earlier unscale_ it runs the fused Optimizer::step(GradScaling) (the kernel unscales and skips).
+  bool step(Optimizer& optimizer);
+  // Backs off on an overflow (after `hysteresis` in a row), else grows after growth_interval clean steps;
+  // combines every optimizer's inf check since the last update and readies them for the next iteration.
+  void update();
+  // Sets the scale (tracker and counters left alone) and readies the optimizers; no inf check needed.
+  void update(double new_scale);
+
+  // 1.0 when disabled.
+  double get_scale() const;
+  int64_t growth_tracker() const { return growth_tracker_; }
+  double growth_factor() const { return options_.growth_factor; }
+  double backoff_factor() const { return options_.backoff_factor; }
+  int64_t growth_interval() const { return options_.growth_interval; }
+  const GradScalerOptions& options() const { return options_; }
+  GradScalerStats stats() const;
+
+  GradScalerState state_dict() const;
+  // Throws on an empty state (saved by a disabled scaler) or a missing/unknown key; does nothing when
+  // this scaler is disabled.
+  void load_state_dict(const GradScalerState& state);
+
+ private:
+  enum class Stage { kReady, kUnscaled, kStepped };
+  struct PerOptimizer {
+    Stage stage = Stage::kReady;
+    Tensor found_inf;  // f32 scalar; undefined until an inf check ran this iteration
+  };
+  Tensor inv_scale_tensor() const;
+  void set_scale(double scale);
+
+  GradScalerOptions options_;
+  Tensor scale_;  // f32 scalar
+  int64_t growth_tracker_ = 0;
+  int64_t consecutive_overflows_ = 0;
+  // Keyed by address: this is per-iteration bookkeeping, reset by update(), never saved.
+  std::map<const Optimizer*, PerOptimizer> per_optimizer_;
+  GradScalerStats stats_;
+};
+
+}  // namespace mantissa::amp
