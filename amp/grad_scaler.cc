@@ -122,16 +122,17 @@ void GradScaler::update() {
            "(or unscale_) before update(), or update(new_scale) to set the scale directly");
   per_optimizer_.clear();
 
+  const int64_t iteration = stats_.steps++;  // set_scale records the scale from the next iteration on
   const double scale = scale_.item();
   if (found_inf) {
     growth_tracker_ = 0;
     ++consecutive_overflows_;
     stats_.skipped_steps += 1;
     stats_.consecutive_skips += 1;
-    stats_.last_overflow_step = stats_.steps;
+    stats_.last_overflow_step = iteration;
     if (consecutive_overflows_ >= options_.hysteresis) {
       MT_CHECK(!(options_.on_min_scale == OnMinScale::kThrow && scale <= options_.min_scale),
-               "GradScaler.update: an overflow at step ", stats_.steps, " with the scale already at min_scale ",
+               "GradScaler.update: an overflow at step ", iteration, " with the scale already at min_scale ",
                options_.min_scale, " (", stats_.consecutive_skips, " skipped steps in a row): the gradients ",
                "are inf/nan whatever the scale, so training is diverging. HINT: lower the learning rate, ",
                "check the data for inf/nan, or train in bf16");
@@ -147,7 +148,6 @@ void GradScaler::update() {
       growth_tracker_ = 0;
     }
   }
-  stats_.steps += 1;
 }
 
 void GradScaler::update(double new_scale) {

@@ -41,7 +41,8 @@ struct GradScalerOptions {
   size_t history_capacity = 256;  // scale changes kept by stats().history (the oldest dropped first)
 };
 
-// One entry of the scale history: the scale in effect from update number `step` on (compact: only changes).
+// One entry of the scale history: the scale used from iteration `step` (0-based, counting update() calls)
+// on. Compact: only changes are recorded.
 struct ScaleChange {
   int64_t step;
   double scale;

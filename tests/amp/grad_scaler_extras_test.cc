@@ -1,0 +1,177 @@
+// GradScaler beyond PyTorch's tests: a skipped step leaves Adam's params, moments and step counts
+// untouched; how LR schedules see skipped steps; hysteresis, min/max scale, the loud failure at min_scale,
+// statistics and the scale history; bf16 with the scaler on.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+
+#include "amp/grad_scaler.h"
+#include "framework/random.h"
+#include "ops/elementwise.h"
+#include "optim/adam.h"
+#include "optim/lr_schedule.h"
+#include "optim/sgd.h"
+
+namespace mantissa::amp {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
+}
+
+// One iteration on a single parameter: grads `value` (already "scaled"), step, update; returns applied.
+bool iterate(GradScaler& scaler, Optimizer& opt, const Tensor& w, float value) {
+  w.set_grad(full(w.shape(), value));
+  const bool applied = scaler.step(opt);
+  scaler.update();
+  return applied;
+}
+
+TEST(GradScalerExtras, SkippedStepLeavesParamsMomentsAndStepCount) {
+  for (bool explicit_unscale : {false, true}) {
+    Generator gen(5);
+    Tensor w = randn({4, 3}, {}, &gen).set_requires_grad(true);
+    Adam opt({{"w", w}}, {.lr = 0.01});
+    GradScaler scaler({.init_scale = 1024.0});
+    w.set_grad(randn({4, 3}, {}, &gen));
+    ASSERT_TRUE(scaler.step(opt));
+    scaler.update();
+    const Tensor w_before = w.clone();
+    const OptimizerState s_before = opt.state_dict();
+    Tensor g = randn({4, 3}, {}, &gen);
+    g.data<float>()[7] = kInf;
+    w.set_grad(g);
+    if (explicit_unscale) scaler.unscale_(opt);
+    EXPECT_FALSE(scaler.step(opt));
+    scaler.update();
+    EXPECT_TRUE(same_bits(w, w_before));
+    const OptimizerState s_after = opt.state_dict();
+    ASSERT_EQ(s_after.tensors.size(), s_before.tensors.size());
+    for (const auto& [key, t] : s_before.tensors) EXPECT_TRUE(same_bits(s_after.tensors.at(key), t)) << key;
+    EXPECT_EQ(s_after.tensors.at("w/step").item(), 1.0);
+  }
+}
+
+// LR schedules count LRScheduler::step() calls, not optimizer updates. Calling it only when
+// scaler.step() returns true makes the schedule follow applied updates (a warmup is not shortened by
+// skipped steps); calling it every iteration (PyTorch's usual loop) makes it follow iterations.
+TEST(GradScalerExtras, LrScheduleAndSkippedSteps) {
+  const float grads[] = {1, kInf, 1, kInf, kInf, 1};  // 3 applied of 6
+  for (bool count_applied_only : {true, false}) {
+    Tensor w = zeros({1}, {.requires_grad = true});
+    SGD opt({{"w", w}}, {.lr = 1.0});
+    LRScheduler sched(opt, linear({.start_factor = 0.0, .end_factor = 1.0, .total_steps = 10}));
+    GradScaler scaler({.init_scale = 1.0, .growth_interval = 1000});
+    int applied = 0;
+    for (float g : grads) {
+      const bool ok = iterate(scaler, opt, w, g);
+      applied += ok;
+      if (ok || !count_applied_only) sched.step();
+    }
+    EXPECT_EQ(applied, 3);
+    EXPECT_EQ(sched.last_step(), count_applied_only ? 3 : 6);
+    EXPECT_DOUBLE_EQ(opt.lr(0), count_applied_only ? 0.3 : 0.6);
+  }
+}
+
+TEST(GradScalerExtras, HysteresisBacksOffAfterNOverflowsInARow) {
+  Tensor w = zeros({1}, {.requires_grad = true});
+  SGD opt({{"w", w}}, {.lr = 1.0});
+  GradScaler scaler({.init_scale = 64.0, .growth_interval = 1000, .hysteresis = 3});
+  EXPECT_FALSE(iterate(scaler, opt, w, kInf));
+  EXPECT_FALSE(iterate(scaler, opt, w, kInf));
+  EXPECT_EQ(scaler.get_scale(), 64.0);  // two in a row: skipped, no backoff yet
+  EXPECT_TRUE(iterate(scaler, opt, w, 1));  // a clean step resets the count
+  EXPECT_FALSE(iterate(scaler, opt, w, kInf));
+  EXPECT_FALSE(iterate(scaler, opt, w, kInf));
+  EXPECT_EQ(scaler.get_scale(), 64.0);
+  EXPECT_FALSE(iterate(scaler, opt, w, kInf));
+  EXPECT_EQ(scaler.get_scale(), 32.0);  // the third in a row backs off
+  EXPECT_FALSE(iterate(scaler, opt, w, kInf));
+  EXPECT_EQ(scaler.get_scale(), 16.0);  // and each further one in the same run
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+}
+
+TEST(GradScalerExtras, MinAndMaxScale) {
+  Tensor w = zeros({1}, {.requires_grad = true});
+  SGD opt({{"w", w}}, {.lr = 1.0});
+  GradScaler scaler({.init_scale = 8.0, .growth_factor = 4.0, .growth_interval = 1, .min_scale = 2.0,
+                     .max_scale = 64.0});
+  for (int i = 0; i < 5; ++i) iterate(scaler, opt, w, kInf);
+  EXPECT_EQ(scaler.get_scale(), 2.0);  // 8 -> 4 -> 2, then held at the floor
+  for (int i = 0; i < 5; ++i) iterate(scaler, opt, w, 1);
+  EXPECT_EQ(scaler.get_scale(), 64.0);  // 2 -> 8 -> 32 -> 64 (capped), held
+}
+
+TEST(GradScalerExtras, ThrowsWhenStuckAtMinScale) {
+  Tensor w = zeros({1}, {.requires_grad = true});
+  SGD opt({{"w", w}}, {.lr = 1.0});
+  GradScaler scaler({.init_scale = 4.0, .min_scale = 1.0, .on_min_scale = OnMinScale::kThrow});
+  iterate(scaler, opt, w, kInf);
+  iterate(scaler, opt, w, kInf);
+  EXPECT_EQ(scaler.get_scale(), 1.0);
+  try {
+    iterate(scaler, opt, w, kInf);
+    ADD_FAILURE() << "expected an error at min_scale";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("min_scale"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("diverging"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GradScalerExtras, StatisticsAndHistory) {
+  Tensor w = zeros({1}, {.requires_grad = true});
+  SGD opt({{"w", w}}, {.lr = 1.0});
+  GradScaler scaler({.init_scale = 16.0, .growth_interval = 2});
+  const float grads[] = {1, 1, kInf, 1, kInf, kInf, 1};
+  for (float g : grads) iterate(scaler, opt, w, g);
+  const GradScalerStats s = scaler.stats();
+  EXPECT_EQ(s.steps, 7);
+  EXPECT_EQ(s.skipped_steps, 3);
+  EXPECT_EQ(s.consecutive_skips, 0);
+  EXPECT_EQ(s.last_overflow_step, 5);
+  // Growth after iterations 0 and 1, backoffs at 2, 4 and 5: 16 -> 32 -> 16 -> 8 -> 4.
+  EXPECT_EQ(s.scale, 4.0);
+  // Only changes are recorded: {first iteration that uses the scale, scale}.
+  const std::vector<std::pair<int64_t, double>> expected = {{0, 16}, {2, 32}, {3, 16}, {5, 8}, {6, 4}};
+  ASSERT_EQ(s.history.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(s.history[i].step, expected[i].first) << i;
+    EXPECT_EQ(s.history[i].scale, expected[i].second) << i;
+  }
+}
+
+TEST(GradScalerExtras, ExtensionsSurviveStateRoundTrip) {
+  Tensor w = zeros({1}, {.requires_grad = true});
+  SGD opt({{"w", w}}, {.lr = 1.0});
+  GradScaler a({.init_scale = 32.0, .hysteresis = 2, .min_scale = 1.0, .max_scale = 1024.0});
+  iterate(a, opt, w, kInf);
+  GradScaler b;
+  b.load_state_dict(a.state_dict());
+  EXPECT_EQ(b.options().hysteresis, 2);
+  EXPECT_EQ(b.options().min_scale, 1.0);
+  EXPECT_EQ(b.options().max_scale, 1024.0);
+  EXPECT_EQ(b.stats().skipped_steps, 1);
+  iterate(b, opt, w, kInf);  // the second overflow in a row, counted across the save
+  EXPECT_EQ(b.get_scale(), 16.0);
+}
+
+// bf16 has fp32's exponent range, so scaling is usually unneeded there; with the scaler on, a bf16
+// product's grads are scaled and unscaled like f16's.
+TEST(GradScalerExtras, Bf16WithScalerEnabled) {
+  Tensor w = ones({8}, {.requires_grad = true});
+  SGD opt({{"w", w}}, {.lr = 0.5});
+  GradScaler scaler({.init_scale = 1024.0});
+  Tensor x = full({8}, 3.0, {.dtype = DType::kBF16});
+  scaler.scale(sum(mul(w.to(DType::kBF16), x))).backward();
+  EXPECT_EQ(w.grad().data<float>()[0], 3072.0f);
+  EXPECT_TRUE(scaler.step(opt));
+  scaler.update();
+  EXPECT_EQ(w.data<float>()[0], 1.0f - 0.5f * 3.0f);  // unscaled exactly (power-of-two scale)
+}
+
+}  // namespace
+}  // namespace mantissa::amp
