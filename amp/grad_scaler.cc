@@ -26,7 +26,10 @@ void prepare_grads(const Optimizer& optimizer) {
                "GradScaler: attempting to unscale FP16 gradients: the grad of '", p.name, "' is ",
                dtype_name(grad.dtype()), " ", shape_str(grad.shape()),
                ". HINT: keep fp32 master weights; autocast makes the 16-bit copies and hands back fp32 grads");
-      if (!grad.is_contiguous()) p.tensor.set_grad(grad.contiguous());
+      if (!grad.is_contiguous()) {
+        Tensor param = p.tensor;  // a handle to the same parameter
+        param.set_grad(grad.contiguous());
+      }
     }
 }
 

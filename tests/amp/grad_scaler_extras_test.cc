@@ -9,6 +9,7 @@
 #include "amp/grad_scaler.h"
 #include "framework/random.h"
 #include "ops/elementwise.h"
+#include "ops/reduce.h"
 #include "optim/adam.h"
 #include "optim/lr_schedule.h"
 #include "optim/sgd.h"
@@ -23,7 +24,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 }
 
 // One iteration on a single parameter: grads `value` (already "scaled"), step, update; returns applied.
-bool iterate(GradScaler& scaler, Optimizer& opt, const Tensor& w, float value) {
+bool iterate(GradScaler& scaler, Optimizer& opt, Tensor w, float value) {
   w.set_grad(full(w.shape(), value));
   const bool applied = scaler.step(opt);
   scaler.update();
