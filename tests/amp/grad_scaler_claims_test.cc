@@ -113,8 +113,8 @@ TEST(GradScalerClaims, HugeInitScaleSkipsThePredictedStepsThenConverges) {
   EXPECT_LT(loss_of().item(), 1e-4 * first_loss);
 }
 
-// (c) A two-layer MLP classifier on a noisy synthetic task; the final training loss, evaluated in fp32
-// for every run, is compared.
+// (c) A two-layer MLP classifier on a noisy synthetic task, Adam, 150 full-batch steps; the final
+// training loss, evaluated in fp32 for every run, is compared.
 std::shared_ptr<Sequential> make_mlp() {
   Generator gen(8);
   return std::make_shared<Sequential>(std::make_shared<Linear>(20, 64, LinearOptions{.generator = &gen}),
@@ -125,7 +125,8 @@ std::shared_ptr<Sequential> make_mlp() {
 double train_mlp(Precision precision) {
   Generator gen(99);
   const Tensor x = randn({256, 20}, {}, &gen);
-  // Labels from a random linear teacher plus noise, so the achievable loss has a floor well above 0.
+  // Labels from a random linear teacher plus noise (the MLP, 256 samples, still fits them: measured final
+  // losses fp32 0.00267, f16 + scaler 0.00267, bf16 0.00270).
   const Tensor teacher = randn({4, 20}, {}, &gen);
   const Tensor labels = argmax(add(matmul(x, teacher.t()), mul(randn({256, 4}, {}, &gen), 2.0)), 1);
   auto mlp = make_mlp();
@@ -151,7 +152,7 @@ TEST(GradScalerClaims, MlpInF16AndBf16ReachesTheFp32Loss) {
   const double f32 = train_mlp(Precision::kF32);
   const double f16 = train_mlp(Precision::kF16);
   const double bf16 = train_mlp(Precision::kBF16);
-  EXPECT_LT(f32, 1.0);  // it learned something (chance level is log 4 = 1.39)
+  EXPECT_LT(f32, 0.05);  // it fits the training set (chance level is log 4 = 1.39)
   EXPECT_NEAR(f16, f32, 0.02 * f32) << "f16 + scaler";
   EXPECT_NEAR(bf16, f32, 0.02 * f32) << "bf16";
 }
