@@ -1,0 +1,156 @@
+// OverflowLocator: pre-hooks on every node of a graph; the first non-finite incoming gradient is blamed on
+// the nodes that delivered it (the node's consumers in the forward).
+#include "amp/overflow_locator.h"
+
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <set>
+#include <vector>
+
+#include "framework/error.h"
+
+namespace mantissa::amp {
+
+struct OverflowLocator::Shared {
+  std::map<const Node*, std::vector<const Node*>> consumers;  // who sends gradients to a node
+  std::map<const Node*, std::string> module_of;
+  std::map<const Node*, double> max_in;  // largest finite |grad| seen entering a node
+  std::optional<OverflowFinding> finding;
+  int64_t step = 0;
+};
+
+namespace {
+
+std::string op_name(const Node* n) {
+  std::string s(n->name());
+  const std::string suffix = "Backward";
+  if (s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0)
+    s.resize(s.size() - suffix.size());
+  return s;
+}
+
+// "blocks.3.attn.qkv.weight" -> "blocks.3.attn.qkv"; "weight" -> "".
+std::string module_path(const std::string& param) {
+  const size_t dot = param.rfind('.');
+  return dot == std::string::npos ? "" : param.substr(0, dot);
+}
+
+std::string common_prefix(const std::string& a, const std::string& b) {
+  size_t i = 0, last_dot_end = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) {
+    if (a[i] == '.') last_dot_end = i;
+    ++i;
+  }
+  const bool whole = (i == a.size() || a[i] == '.') && (i == b.size() || b[i] == '.');
+  return whole ? a.substr(0, i) : a.substr(0, last_dot_end);
+}
+
+// The largest finite |x| and whether x holds an inf ("inf") or a nan ("nan", which wins).
+struct Scan {
+  double max_abs = 0.0;
+  std::string bad;
+};
+Scan scan(const Tensor& g) {
+  Scan s;
+  const Tensor d = g.to(DType::kF64).contiguous();
+  const double* p = d.data<double>();
+  for (int64_t i = 0; i < d.numel(); ++i) {
+    if (std::isnan(p[i])) {
+      s.bad = "nan";
+    } else if (std::isinf(p[i])) {
+      if (s.bad.empty()) s.bad = "inf";
+    } else {
+      s.max_abs = std::max(s.max_abs, std::abs(p[i]));
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+OverflowLocator::OverflowLocator(const Module& model) : shared_(std::make_shared<Shared>()) {
+  for (const auto& [name, t] : model.named_parameters()) param_names_[t.impl()] = name;
+}
+
+const std::optional<OverflowFinding>& OverflowLocator::finding() const { return shared_->finding; }
+
+void OverflowLocator::watch(const Tensor& root, int64_t step) {
+  MT_CHECK(root.defined() && root.grad_fn() != nullptr, "OverflowLocator.watch: the root has no graph. HINT: ",
+           "watch the (scaled) loss after the forward, before backward");
+  Shared& s = *shared_;
+  s = Shared{};
+  s.step = step;
+  // The nodes, parents first (explicit stack), and who sends gradients to whom.
+  std::vector<Node*> nodes;
+  std::set<const Node*> seen{root.grad_fn().get()};
+  std::vector<Node*> stack{root.grad_fn().get()};
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    nodes.push_back(n);
+    for (const Edge& e : n->next_edges) {
+      if (!e.valid()) continue;
+      s.consumers[e.fn.get()].push_back(n);
+      if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+    }
+  }
+  // Each node's module: the common prefix of the modules of the nearest parameters below it (breadth
+  // first, bounded so a huge graph stays affordable in debug mode).
+  for (Node* n : nodes) {
+    std::deque<std::pair<const Node*, int>> queue{{n, 0}};
+    std::set<const Node*> visited{n};
+    int found_depth = -1, budget = 256;
+    std::optional<std::string> module;
+    while (!queue.empty() && budget-- > 0) {
+      auto [m, depth] = queue.front();
+      queue.pop_front();
+      if (found_depth >= 0 && depth > found_depth) break;
+      if (const auto* acc = dynamic_cast<const AccumulateGrad*>(m)) {
+        auto it = param_names_.find(acc->leaf().get());
+        if (it != param_names_.end()) {
+          const std::string path = module_path(it->second);
+          module = module ? common_prefix(*module, path) : path;
+          found_depth = depth;
+        }
+      }
+      for (const Edge& e : m->next_edges)
+        if (e.valid() && visited.insert(e.fn.get()).second) queue.push_back({e.fn.get(), depth + 1});
+    }
+    s.module_of[n] = module.value_or("");
+  }
+  // The check on each gradient entering each node.
+  for (Node* n : nodes) {
+    for (uint32_t k = 0; k < n->outputs.size(); ++k) {
+      n->pre_hooks.push_back({k, [weak = std::weak_ptr<Shared>(shared_), n](const Tensor& g) -> Tensor {
+        auto locked = weak.lock();
+        if (!locked || !g.defined()) return Tensor();
+        Shared& sh = *locked;
+        const Scan sc = scan(g);
+        sh.max_in[n] = std::max(sh.max_in[n], sc.max_abs);
+        if (sc.bad.empty() || sh.finding) return Tensor();
+        OverflowFinding f{.step = sh.step, .value = sc.bad, .dtype = g.dtype()};
+        const auto& from = sh.consumers[n];
+        if (from.empty()) {  // the gradient handed to backward itself
+          f.op = "the gradient given to backward";
+          f.module = sh.module_of[n];
+        } else {
+          for (const Node* c : from) {
+            f.op += (f.op.empty() ? "" : " or ") + op_name(c);
+            f.max_abs_before = std::max(f.max_abs_before, sh.max_in[c]);
+          }
+          f.module = sh.module_of[from.front()];
+        }
+        char before[32];
+        std::snprintf(before, sizeof(before), "%.1e", f.max_abs_before);
+        f.message = detail::cat("step ", f.step, ": backward of ", f.op, " in ",
+                                f.module.empty() ? "the root module" : f.module, " produced ", f.value, " (",
+                                dtype_name(f.dtype), "; max |x| before: ", before, ")");
+        sh.finding = f;
+        return Tensor();
+      }});
+    }
+  }
+}
+
+}  // namespace mantissa::amp
