@@ -37,15 +37,18 @@ void prepare_grads(const Optimizer& optimizer) {
 
 GradScaler::GradScaler(GradScalerOptions options) : options_(options) {
   const auto& o = options_;
-  MT_CHECK(o.init_scale > 0.0 && std::isfinite(o.init_scale), "GradScaler: init_scale must be positive and finite, got ",
-           o.init_scale);
+  // The scale lives in f32 (as PyTorch's), so it must be finite there.
+  MT_CHECK(o.init_scale > 0.0 && std::isfinite(static_cast<float>(o.init_scale)),
+           "GradScaler: init_scale must be positive and finite in f32, got ", o.init_scale);
   MT_CHECK(o.growth_factor > 1.0, "GradScaler: growth_factor must be > 1, got ", o.growth_factor);
   MT_CHECK(o.backoff_factor > 0.0 && o.backoff_factor < 1.0, "GradScaler: backoff_factor must be in (0, 1), got ",
            o.backoff_factor);
   MT_CHECK(o.growth_interval > 0, "GradScaler: growth_interval must be > 0, got ", o.growth_interval);
   MT_CHECK(o.hysteresis > 0, "GradScaler: hysteresis must be >= 1 (1: back off at every overflow), got ",
            o.hysteresis);
-  MT_CHECK(o.min_scale >= 0.0 && o.min_scale <= o.init_scale && o.init_scale <= o.max_scale,
+  // Compared as stored (f32), so a saved scale sitting at min_scale loads back.
+  const float init = static_cast<float>(o.init_scale);
+  MT_CHECK(o.min_scale >= 0.0 && static_cast<float>(o.min_scale) <= init && init <= static_cast<float>(o.max_scale),
            "GradScaler: need 0 <= min_scale <= init_scale <= max_scale, got min_scale ", o.min_scale,
            ", init_scale ", o.init_scale, ", max_scale ", o.max_scale);
   scale_ = scalar_tensor(o.init_scale, {.dtype = DType::kF32});
@@ -155,8 +158,8 @@ void GradScaler::update() {
 
 void GradScaler::update(double new_scale) {
   if (!is_enabled()) return;
-  MT_CHECK(new_scale > 0.0 && std::isfinite(new_scale), "GradScaler.update: new_scale must be positive and ",
-           "finite, got ", new_scale);
+  MT_CHECK(new_scale > 0.0 && std::isfinite(static_cast<float>(new_scale)), "GradScaler.update: new_scale must ",
+           "be positive and finite in f32, got ", new_scale);
   per_optimizer_.clear();
   set_scale(new_scale);
 }
