@@ -56,6 +56,49 @@ TEST(GradScalerExtras, SkippedStepLeavesParamsMomentsAndStepCount) {
   }
 }
 
+// step() without unscale_ runs the fused Optimizer::step(GradScaling); with it, unscale_grads_ then the
+// plain step. Both must give the same bits (scale 3000 is not a power of two, so unscaling rounds).
+TEST(GradScalerExtras, FusedAndExplicitUnscalePathsAgreeBitwise) {
+  Generator gen(17);
+  const Tensor init = randn({5, 7}, {}, &gen);
+  Tensor wa = init.clone().set_requires_grad(true), wb = init.clone().set_requires_grad(true);
+  Adam a({{"w", wa}}, {.lr = 0.01}), b({{"w", wb}}, {.lr = 0.01});
+  GradScaler sa({.init_scale = 3000.0}), sb({.init_scale = 3000.0});
+  for (int t = 0; t < 3; ++t) {
+    const Tensor g = mul(randn({5, 7}, {}, &gen), 3000.0);
+    wa.set_grad(g.clone());
+    wb.set_grad(g.clone());
+    EXPECT_TRUE(sa.step(a));
+    sb.unscale_(b);
+    EXPECT_TRUE(sb.step(b));
+    sa.update();
+    sb.update();
+    EXPECT_TRUE(same_bits(wa, wb)) << t;
+  }
+}
+
+TEST(GradScalerExtras, UpdateWithNewScaleLeavesTheTracker) {
+  Tensor w = zeros({1}, {.requires_grad = true});
+  SGD opt({{"w", w}}, {.lr = 1.0});
+  GradScaler scaler({.init_scale = 8.0, .growth_interval = 3});
+  iterate(scaler, opt, w, 1);
+  iterate(scaler, opt, w, 1);
+  EXPECT_EQ(scaler.growth_tracker(), 2);
+  scaler.update(100.0);
+  EXPECT_EQ(scaler.get_scale(), 100.0);
+  EXPECT_EQ(scaler.growth_tracker(), 2);
+  iterate(scaler, opt, w, 1);  // the third clean step in a row grows the new scale
+  EXPECT_EQ(scaler.get_scale(), 200.0);
+}
+
+TEST(GradScalerExtras, DisabledScalerPassesTheLossThrough) {
+  GradScaler scaler({.state = ScalerState::kDisabled});
+  const Tensor loss = scalar_tensor(2.5);
+  EXPECT_TRUE(scaler.scale(loss).is_same(loss));
+  EXPECT_EQ(scaler.get_scale(), 1.0);
+  scaler.update();  // no inf check needed when disabled
+}
+
 // LR schedules count LRScheduler::step() calls, not optimizer updates. Calling it only when
 // scaler.step() returns true makes the schedule follow applied updates (a warmup is not shortened by
 // skipped steps); calling it every iteration (PyTorch's usual loop) makes it follow iterations.
