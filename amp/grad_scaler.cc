@@ -137,7 +137,9 @@ void GradScaler::update() {
     stats_.consecutive_skips += 1;
     stats_.last_overflow_step = iteration;
     if (consecutive_overflows_ >= options_.hysteresis) {
-      MT_CHECK(!(options_.on_min_scale == OnMinScale::kThrow && scale <= options_.min_scale),
+      // Compared as stored (f32): f32(0.1) is above 0.1.
+      const bool at_floor = static_cast<float>(scale) <= static_cast<float>(options_.min_scale);
+      MT_CHECK(!(options_.on_min_scale == OnMinScale::kThrow && at_floor),
                "GradScaler.update: an overflow at step ", iteration, " with the scale already at min_scale ",
                options_.min_scale, " (", stats_.consecutive_skips, " skipped steps in a row): the gradients ",
                "are inf/nan whatever the scale, so training is diverging. HINT: lower the learning rate, ",
