@@ -91,6 +91,23 @@ TEST(GradScalerExtras, UpdateWithNewScaleLeavesTheTracker) {
   EXPECT_EQ(scaler.get_scale(), 200.0);
 }
 
+// A parameter without a grad (unused this iteration) is skipped by the check and by the update, on both
+// paths; the others step.
+TEST(GradScalerExtras, ParametersWithoutGradsAreSkipped) {
+  for (bool explicit_unscale : {false, true}) {
+    Tensor a = ones({3}, {.requires_grad = true}), b = ones({2}, {.requires_grad = true});
+    SGD opt({{"a", a}, {"b", b}}, {.lr = 1.0});
+    GradScaler scaler({.init_scale = 4.0});
+    a.set_grad(full({3}, 4.0));
+    if (explicit_unscale) scaler.unscale_(opt);
+    EXPECT_TRUE(scaler.step(opt));
+    scaler.update();
+    EXPECT_EQ(a.data<float>()[0], 0.0f);  // 1 - 1.0 * (4 / 4)
+    EXPECT_EQ(b.data<float>()[0], 1.0f);
+    EXPECT_FALSE(b.grad().defined());
+  }
+}
+
 TEST(GradScalerExtras, DisabledScalerPassesTheLossThrough) {
   GradScaler scaler({.state = ScalerState::kDisabled});
   const Tensor loss = scalar_tensor(2.5);
