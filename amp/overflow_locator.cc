@@ -1,5 +1,5 @@
-// OverflowLocator: pre-hooks on every node of a graph; the first non-finite incoming gradient is blamed on
-// the nodes that delivered it (the node's consumers in the forward).
+// OverflowLocator: optionally a forward observer that checks every op output, then pre-hooks on every node
+// of the graph; the first non-finite incoming gradient is blamed on the nodes that delivered it.
 #include "amp/overflow_locator.h"
 
 #include <cmath>
@@ -13,6 +13,8 @@
 namespace mantissa::amp {
 
 struct OverflowLocator::Shared {
+  std::map<const TensorImpl*, std::string> param_names;  // the model's parameters, by tensor
+  bool forward_watching = false;
   std::map<const Node*, std::vector<const Node*>> consumers;  // who sends gradients to a node
   std::map<const Node*, std::string> module_of;
   std::map<const Node*, double> max_in;  // largest finite |grad| seen entering a node
@@ -67,10 +69,63 @@ Scan scan(const Tensor& g) {
   return s;
 }
 
+// The module of node n: the common prefix of the modules of the nearest parameters below it (breadth
+// first, bounded so that a huge graph stays affordable in debug mode).
+std::string module_for(const Node* n, const std::map<const TensorImpl*, std::string>& param_names) {
+  std::deque<std::pair<const Node*, int>> queue{{n, 0}};
+  std::set<const Node*> visited{n};
+  int found_depth = -1, budget = 256;
+  std::optional<std::string> module;
+  while (!queue.empty() && budget-- > 0) {
+    auto [m, depth] = queue.front();
+    queue.pop_front();
+    if (found_depth >= 0 && depth > found_depth) break;
+    if (const auto* acc = dynamic_cast<const AccumulateGrad*>(m)) {
+      auto it = param_names.find(acc->leaf().get());
+      if (it != param_names.end()) {
+        const std::string path = module_path(it->second);
+        module = module ? common_prefix(*module, path) : path;
+        found_depth = depth;
+      }
+    }
+    for (const Edge& e : m->next_edges)
+      if (e.valid() && visited.insert(e.fn.get()).second) queue.push_back({e.fn.get(), depth + 1});
+  }
+  return module.value_or("");
+}
+
+std::string format_message(const OverflowFinding& f, const char* pass, const char* before_label) {
+  char before[32];
+  std::snprintf(before, sizeof(before), "%.1e", f.max_abs_before);
+  return detail::cat("step ", f.step, ": ", pass, " of ", f.op, " in ", f.module.empty() ? "the root module" : f.module,
+                     " produced ", f.value, " (", dtype_name(f.dtype), "; ", before_label, ": ", before, ")");
+}
+
 }  // namespace
 
 OverflowLocator::OverflowLocator(const Module& model) : shared_(std::make_shared<Shared>()) {
-  for (const auto& [name, t] : model.named_parameters()) param_names_[t.impl()] = name;
+  for (const auto& [name, t] : model.named_parameters()) shared_->param_names[t.impl()] = name;
+}
+
+OverflowLocator::~OverflowLocator() {
+  if (shared_->forward_watching) set_forward_observer(nullptr);
+}
+
+void OverflowLocator::begin_forward(int64_t step) {
+  Shared& s = *shared_;
+  s.finding.reset();
+  s.step = step;
+  s.forward_watching = true;
+  set_forward_observer([weak = std::weak_ptr<Shared>(shared_)](const Tensor& out, const Node& node) {
+    auto locked = weak.lock();
+    if (!locked || locked->finding || !is_floating(out.dtype())) return;
+    const Scan sc = scan(out);
+    if (sc.bad.empty()) return;
+    OverflowFinding f{.step = locked->step, .op = op_name(&node), .module = module_for(&node, locked->param_names),
+                      .value = sc.bad, .dtype = out.dtype(), .max_abs_before = sc.max_abs};
+    f.message = format_message(f, "forward", "max finite |x| there");
+    locked->finding = f;
+  });
 }
 
 const std::optional<OverflowFinding>& OverflowLocator::finding() const { return shared_->finding; }
@@ -79,7 +134,14 @@ void OverflowLocator::watch(const Tensor& root, int64_t step) {
   MT_CHECK(root.defined() && root.grad_fn() != nullptr, "OverflowLocator.watch: the root has no graph. HINT: ",
            "watch the (scaled) loss after the forward, before backward");
   Shared& s = *shared_;
+  if (s.forward_watching) set_forward_observer(nullptr);
+  // A finding of this step's forward comes first; otherwise start clean.
+  std::optional<OverflowFinding> forward_finding =
+      s.forward_watching && s.finding && s.finding->step == step ? s.finding : std::nullopt;
+  std::map<const TensorImpl*, std::string> param_names = std::move(s.param_names);
   s = Shared{};
+  s.param_names = std::move(param_names);
+  s.finding = std::move(forward_finding);
   s.step = step;
   // The nodes, parents first (explicit stack), and who sends gradients to whom.
   std::vector<Node*> nodes;
@@ -95,30 +157,7 @@ void OverflowLocator::watch(const Tensor& root, int64_t step) {
       if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
     }
   }
-  // Each node's module: the common prefix of the modules of the nearest parameters below it (breadth
-  // first, bounded so a huge graph stays affordable in debug mode).
-  for (Node* n : nodes) {
-    std::deque<std::pair<const Node*, int>> queue{{n, 0}};
-    std::set<const Node*> visited{n};
-    int found_depth = -1, budget = 256;
-    std::optional<std::string> module;
-    while (!queue.empty() && budget-- > 0) {
-      auto [m, depth] = queue.front();
-      queue.pop_front();
-      if (found_depth >= 0 && depth > found_depth) break;
-      if (const auto* acc = dynamic_cast<const AccumulateGrad*>(m)) {
-        auto it = param_names_.find(acc->leaf().get());
-        if (it != param_names_.end()) {
-          const std::string path = module_path(it->second);
-          module = module ? common_prefix(*module, path) : path;
-          found_depth = depth;
-        }
-      }
-      for (const Edge& e : m->next_edges)
-        if (e.valid() && visited.insert(e.fn.get()).second) queue.push_back({e.fn.get(), depth + 1});
-    }
-    s.module_of[n] = module.value_or("");
-  }
+  for (Node* n : nodes) s.module_of[n] = module_for(n, s.param_names);
   // The check on each gradient entering each node.
   for (Node* n : nodes) {
     for (uint32_t k = 0; k < n->outputs.size(); ++k) {
@@ -141,11 +180,7 @@ void OverflowLocator::watch(const Tensor& root, int64_t step) {
           }
           f.module = sh.module_of[from.front()];
         }
-        char before[32];
-        std::snprintf(before, sizeof(before), "%.1e", f.max_abs_before);
-        f.message = detail::cat("step ", f.step, ": backward of ", f.op, " in ",
-                                f.module.empty() ? "the root module" : f.module, " produced ", f.value, " (",
-                                dtype_name(f.dtype), "; max |x| before: ", before, ")");
+        f.message = format_message(f, "backward", "max |x| before");
         sh.finding = f;
         return Tensor();
       }});

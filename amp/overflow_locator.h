@@ -8,7 +8,9 @@
 //   scaled.backward();
 //   if (locator.finding()) std::cerr << locator.finding()->message << "\n";
 //
-// Backward only: a forward activation that overflows shows up as the backward of the op after it.
+// The forward can be watched too: call begin_forward(step) before the forward; an op whose output turns
+// non-finite is then named as "forward of <op>" (the largest finite |x| in that output is reported).
+// Without begin_forward, a forward activation that overflows shows up as the backward of the op after it.
 // Module attribution: an op belongs to the module of the nearest parameters below it in the graph (their
 // common dotted prefix), so a parameter-free op (softmax) is named after the layer that feeds it.
 #pragma once
@@ -38,8 +40,14 @@ struct OverflowFinding {
 class OverflowLocator {
  public:
   explicit OverflowLocator(const Module& model);
-  // Adds a check on the gradient entering every node of root's graph and clears the last finding. Call
-  // after the forward and before backward, once per graph.
+  ~OverflowLocator();
+  OverflowLocator(const OverflowLocator&) = delete;
+  OverflowLocator& operator=(const OverflowLocator&) = delete;
+  // Checks the output of every differentiable op of the forward that follows, on this thread, until
+  // watch() (or the locator's destruction) ends it. Clears the last finding.
+  void begin_forward(int64_t step);
+  // Adds a check on the gradient entering every node of root's graph and clears the last finding (except
+  // one the forward of the same step found). Call after the forward and before backward, once per graph.
   void watch(const Tensor& root, int64_t step);
   // The first non-finite gradient of the watched backward, or nullopt when all were finite.
   const std::optional<OverflowFinding>& finding() const;
@@ -47,7 +55,6 @@ class OverflowLocator {
   struct Shared;  // state the hooks share (public for the .cc's helpers)
 
  private:
-  std::map<const TensorImpl*, std::string> param_names_;
   std::shared_ptr<Shared> shared_;
 };
 

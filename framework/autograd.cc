@@ -17,6 +17,7 @@ namespace {
 std::atomic<uint64_t> g_next_sequence_nr{0};
 thread_local bool t_grad_enabled = true;
 thread_local AutocastTls t_autocast;
+thread_local ForwardObserver t_forward_observer;
 
 // True when `t` is the only handle to its data, so the engine may reuse it in place.
 bool exclusively_owned(const Tensor& t) {
@@ -161,7 +162,11 @@ void set_history(Tensor& output, const std::shared_ptr<Node>& node) {
   m.output_nr = static_cast<uint32_t>(node->outputs.size());
   m.requires_grad = true;
   node->outputs.push_back({output.shape(), output.dtype(), output.device()});
+  if (t_forward_observer) t_forward_observer(output, *node);
 }
+
+void set_forward_observer(ForwardObserver observer) { t_forward_observer = std::move(observer); }
+bool has_forward_observer() { return static_cast<bool>(t_forward_observer); }
 
 // ---- the engine ----
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -145,6 +146,12 @@ std::shared_ptr<N> make_node_from(const std::vector<Tensor>& inputs, Args&&... a
 
 // Makes `output` the next output of `node`: sets grad_fn, output_nr and requires_grad.
 void set_history(Tensor& output, const std::shared_ptr<Node>& node);
+
+// Debug hook (amp::OverflowLocator): when set on this thread, called with every op output that records
+// history, i.e. every differentiable op of a training forward, right after set_history. Empty removes it.
+using ForwardObserver = std::function<void(const Tensor& output, const Node& node)>;
+void set_forward_observer(ForwardObserver observer);
+bool has_forward_observer();
 
 // Runs backward from `roots` with `grads` (undefined entries allowed only for one-element roots).
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,

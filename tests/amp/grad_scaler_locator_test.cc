@@ -68,5 +68,46 @@ TEST(GradScalerLocator, CleanBackwardReportsNothing) {
   EXPECT_TRUE(applied);
 }
 
+// The forward watched: layer 0 with weights 10000 makes h = 4e4 per element (finite in f16), and layer 2
+// with weights 10 sums 8 of them times 10: 3.2e6 > 65504, so layer 2's f16 output is inf in the forward.
+TEST(GradScalerLocator, NamesTheForwardOpThatOverflowed) {
+  auto model = make_model(10.0);
+  fill_(model->at<Linear>(0)->weight, 10000.0);
+  OverflowLocator locator(*model);
+  Tensor loss;
+  locator.begin_forward(7);
+  {
+    AutocastGuard guard({.dtype = DType::kF16});
+    loss = sum(model->forward(ones({2, 4})));
+  }
+  ASSERT_TRUE(locator.finding().has_value());
+  const OverflowFinding f = *locator.finding();
+  EXPECT_EQ(f.step, 7);
+  EXPECT_EQ(f.op, "Gemm");
+  EXPECT_EQ(f.module, "2");
+  EXPECT_EQ(f.value, "inf");
+  EXPECT_EQ(f.dtype, DType::kF16);
+  EXPECT_NE(f.message.find("step 7: forward of Gemm in 2 produced inf (f16"), std::string::npos) << f.message;
+  // watch() ends the forward check and keeps this step's forward finding ahead of the backward's.
+  locator.watch(loss, 7);
+  EXPECT_FALSE(has_forward_observer());
+  loss.backward();
+  EXPECT_NE(locator.finding()->message.find("forward of Gemm"), std::string::npos);
+}
+
+TEST(GradScalerLocator, CleanForwardAndBackwardReportNothing) {
+  auto model = make_model(0.5);
+  {
+    OverflowLocator locator(*model);
+    locator.begin_forward(1);
+    Tensor loss = sum(model->forward(ones({2, 4})));
+    locator.watch(loss, 1);
+    loss.backward();
+    EXPECT_FALSE(locator.finding().has_value());
+    locator.begin_forward(2);
+  }
+  EXPECT_FALSE(has_forward_observer()) << "the locator's destructor removes its forward check";
+}
+
 }  // namespace
 }  // namespace mantissa::amp
