@@ -35,6 +35,14 @@ void prepare_grads(const Optimizer& optimizer) {
 
 }  // namespace
 
+GradScalerOptions scaler_defaults_for(DType precision) {
+  MT_CHECK(is_floating(precision) && precision != DType::kF64, "scaler_defaults_for: expected f16, bf16 or f32, got ",
+           dtype_name(precision));
+  GradScalerOptions o;
+  o.state = precision == DType::kF16 ? ScalerState::kEnabled : ScalerState::kDisabled;
+  return o;
+}
+
 GradScaler::GradScaler(GradScalerOptions options) : options_(options) {
   const auto& o = options_;
   // The scale lives in f32 (as PyTorch's), so it must be finite there.

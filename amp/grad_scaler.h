@@ -41,6 +41,11 @@ struct GradScalerOptions {
   size_t history_capacity = 256;  // scale changes kept by stats().history (the oldest dropped first)
 };
 
+// The defaults for a run whose lower precision is `precision`: enabled for f16 (its 5-bit exponent
+// underflows small gradients), disabled for bf16 and f32 (fp32's exponent range: nothing to rescue).
+// Any field can still be overridden, and an enabled scaler works with bf16 too.
+GradScalerOptions scaler_defaults_for(DType precision);
+
 // One entry of the scale history: the scale used from iteration `step` (0-based, counting update() calls)
 // on. Compact: only changes are recorded.
 struct ScaleChange {

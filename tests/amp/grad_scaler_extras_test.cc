@@ -235,5 +235,14 @@ TEST(GradScalerExtras, Bf16WithScalerEnabled) {
   EXPECT_EQ(w.data<float>()[0], 1.0f - 0.5f * 3.0f);  // unscaled exactly (power-of-two scale)
 }
 
+TEST(GradScalerExtras, OffByDefaultForBf16OnForF16) {
+  EXPECT_EQ(scaler_defaults_for(DType::kF16).state, ScalerState::kEnabled);
+  EXPECT_EQ(scaler_defaults_for(DType::kBF16).state, ScalerState::kDisabled);
+  EXPECT_EQ(scaler_defaults_for(DType::kF32).state, ScalerState::kDisabled);
+  GradScaler bf16(scaler_defaults_for(DType::kBF16));
+  EXPECT_EQ(bf16.scale(full({}, 3.0)).item(), 3.0) << "a disabled scaler returns the loss unscaled";
+  EXPECT_THROW(scaler_defaults_for(DType::kI64), Error);
+}
+
 }  // namespace
 }  // namespace mantissa::amp
