@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "tests/support/doc_example.h"
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "framework/random.h"
@@ -44,32 +45,11 @@ TEST(GradScalerReadme, ExampleRuns) {
   EXPECT_EQ(scaler.stats().steps, 3);
 }
 
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << "cannot read " << path;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// The lines between the markers, with the test's two-space indent removed.
-std::string example_from_this_file() {
-  std::istringstream in(read(std::string(MANTISSA_GOLDEN_DIR) + "/../amp/grad_scaler_readme_test.cc"));
-  std::string line, out;
-  bool inside = false;
-  while (std::getline(in, line)) {
-    if (line.find("GRAD-SCALER-EXAMPLE-END") != std::string::npos) break;
-    if (inside) out += (line.rfind("  ", 0) == 0 ? line.substr(2) : line) + "\n";
-    if (line.find("GRAD-SCALER-EXAMPLE-BEGIN") != std::string::npos) inside = true;
-  }
-  return out;
-}
-
 TEST(GradScalerReadme, ReadmeShowsTheExampleVerbatim) {
-  const std::string example = example_from_this_file();
+  const std::string example =
+      testing::example_between(testing::source_path("tests/amp/grad_scaler_readme_test.cc"), "GRAD-SCALER-EXAMPLE-BEGIN", "GRAD-SCALER-EXAMPLE-END");
   ASSERT_FALSE(example.empty());
-  const std::string readme = read(std::string(MANTISSA_GOLDEN_DIR) + "/../../amp/README.md");
-  EXPECT_NE(readme.find("```cpp\n" + example + "```"), std::string::npos)
+  EXPECT_TRUE(testing::shows_verbatim(testing::read_text_file(testing::source_path("amp/README.md")), example))
       << "amp/README.md must show this example verbatim:\n" << example;
 }
 
