@@ -1,6 +1,7 @@
 // AutocastGuard, the cast policy table and the per-thread weight-cast cache.
 #include "amp/autocast.h"
 
+#include <mutex>
 #include <unordered_map>
 
 #include "framework/autocast_state.h"
@@ -58,6 +59,36 @@ bool eligible(const Tensor& t, DeviceType device) {
   return t.defined() && t.device().type == device && is_floating(t.dtype()) && t.dtype() != DType::kF64;
 }
 
+// Registered working copies, by master and dtype. Shared by all threads (the optimizer may run on
+// another thread than the forward); the weak reference drops an entry whose master died.
+struct WorkingCopy {
+  std::weak_ptr<TensorImpl> master;
+  Tensor copy;
+};
+std::mutex g_copies_mu;
+std::unordered_map<CacheKey, WorkingCopy, CacheKeyHash> g_copies;
+
+// The gradient of a working copy goes to its master in fp32, as a cast's would.
+struct WorkingCopyBackward final : Node {
+  std::string_view name() const override { return "WorkingCopyBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override { return {g[0].to(DType::kF32)}; }
+};
+
+// A handle on the registered copy of `t` with history to `t`, or undefined when there is none.
+Tensor working_copy_for(const Tensor& t, DType target) {
+  Tensor copy;
+  {
+    std::lock_guard<std::mutex> lock(g_copies_mu);
+    auto it = g_copies.find(CacheKey{t.impl(), target});
+    if (it == g_copies.end() || it->second.master.expired()) return Tensor();
+    copy = it->second.copy;
+  }
+  Tensor alias = make_view(copy, copy.shape(), copy.strides(), copy.offset());
+  EnableGradGuard grad_on;
+  set_history(alias, make_node<WorkingCopyBackward>({&t}));
+  return alias;
+}
+
 Tensor cast_to(const Tensor& t, DType target) {
   if (t.dtype() == target) return t;
   const bool cacheable = autocast_tls().cache_enabled && t.is_leaf() && t.requires_grad() &&
@@ -66,11 +97,15 @@ Tensor cast_to(const Tensor& t, DType target) {
   const CacheKey key{t.impl(), target};
   auto it = t_cache.find(key);
   if (it != t_cache.end() && !it->second.source.expired()) return it->second.cast;
-  // Record the cast with grad on, so a no-grad forward cannot leave a history-less copy in the cache
-  // that a later grad-enabled forward would then use.
-  EnableGradGuard grad_on;
-  Tensor cast = t.to(target);
-  ++t_weight_casts;
+  // A registered working copy replaces the cast (no conversion, no new memory).
+  Tensor cast = working_copy_for(t, target);
+  if (!cast.defined()) {
+    // Record the cast with grad on, so a no-grad forward cannot leave a history-less copy in the cache
+    // that a later grad-enabled forward would then use.
+    EnableGradGuard grad_on;
+    cast = t.to(target);
+    ++t_weight_casts;
+  }
   t_cache[key] = CacheEntry{t.impl_ptr(), cast};
   return cast;
 }
@@ -174,6 +209,27 @@ std::vector<Tensor> cast_inputs(std::string_view op, std::vector<Tensor> inputs)
 }
 
 Tensor cast_input(std::string_view op, const Tensor& input) { return cast_inputs(op, {input})[0]; }
+
+void set_working_copy(const Tensor& master, const Tensor& copy) {
+  MT_CHECK(master.defined() && master.is_leaf() && master.requires_grad() && master.dtype() == DType::kF32,
+           "set_working_copy: the master must be an fp32 leaf that requires grad");
+  MT_CHECK(copy.defined() && is_low_precision(copy.dtype()) && copy.shape() == master.shape() &&
+               copy.device() == master.device() && !copy.requires_grad(),
+           "set_working_copy: the copy must be an f16/bf16 tensor of the master's shape ", shape_str(master.shape()),
+           " on its device, without grad; got ", copy.defined() ? shape_str(copy.shape()) : "undefined");
+  std::lock_guard<std::mutex> lock(g_copies_mu);
+  g_copies[CacheKey{master.impl(), copy.dtype()}] = WorkingCopy{master.impl_ptr(), copy};
+}
+
+void clear_working_copy(const Tensor& master) {
+  std::lock_guard<std::mutex> lock(g_copies_mu);
+  for (DType d : {DType::kF16, DType::kBF16}) g_copies.erase(CacheKey{master.impl(), d});
+}
+
+size_t working_copy_count() {
+  std::lock_guard<std::mutex> lock(g_copies_mu);
+  return g_copies.size();
+}
 
 size_t cache_size() { return t_cache.size(); }
 uint64_t weight_cast_count() { return t_weight_casts; }

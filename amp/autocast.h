@@ -66,6 +66,14 @@ std::vector<Tensor> cast_inputs(std::string_view op, std::vector<Tensor> inputs)
 // One-input form.
 Tensor cast_input(std::string_view op, const Tensor& input);
 
+// Persistent working copies (beyond PyTorch): `copy` (f16 or bf16, the master's shape) stands for
+// `master` (an fp32 leaf that requires grad) whenever autocast needs that cast with the weight-cast
+// cache on (the default), on every thread, until cleared: no cast is made, and the gradient still flows back to the master in fp32. The owner (an
+// optimizer with working copies enabled) keeps the copy equal to the rounded master after each update.
+void set_working_copy(const Tensor& master, const Tensor& copy);
+void clear_working_copy(const Tensor& master);
+size_t working_copy_count();
+
 // Number of cached weight casts on this thread (for tests).
 size_t cache_size();
 // Casts of cacheable tensors (fp32 leaves that require grad) this thread has actually performed, i.e.

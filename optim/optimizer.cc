@@ -1,5 +1,6 @@
 // Optimizer base: groups, name-keyed state, zero_grad, and state_dict / load_state_dict with errors that
 // name the entry at fault.
+#include "amp/autocast.h"
 #include "optim/optimizer.h"
 
 #include <algorithm>
@@ -91,9 +92,51 @@ cpu::ScalingPointers Optimizer::scaling_pointers(const GradScaling* scaling) {
   return {.inv_scale = scaling->inv_scale.data<float>(), .found_inf = scaling->found_inf.data<float>()};
 }
 
+Optimizer::~Optimizer() { disable_working_copies(); }
+
 void Optimizer::step() {
   NoGradGuard no_grad;
   for (size_t g = 0; g < groups_.size(); ++g) step_group(g, nullptr);
+  refresh_working_copies();
+}
+
+void Optimizer::enable_working_copies(DType dtype) {
+  MT_CHECK(is_low_precision(dtype), type_name(), ".enable_working_copies: dtype must be f16 or bf16, got ",
+           dtype_name(dtype));
+  disable_working_copies();
+  for (const auto& group : groups_) {
+    for (const NamedTensor& p : group) {
+      if (p.tensor.dtype() != DType::kF32) continue;  // f64 masters are never autocast
+      Tensor copy = empty(p.tensor.shape(), {.dtype = dtype, .device = p.tensor.device()});
+      copy_(copy, p.tensor);
+      amp::set_working_copy(p.tensor, copy);
+      working_copies_[p.name] = copy;
+    }
+  }
+}
+
+void Optimizer::disable_working_copies() {
+  for (const auto& group : groups_) {
+    for (const NamedTensor& p : group) {
+      if (working_copies_.count(p.name)) amp::clear_working_copy(p.tensor);
+    }
+  }
+  working_copies_.clear();
+}
+
+void Optimizer::refresh_working_copies() {
+  if (working_copies_.empty()) return;
+  for (const auto& group : groups_) {
+    for (const NamedTensor& p : group) {
+      auto it = working_copies_.find(p.name);
+      if (it != working_copies_.end()) copy_(it->second, p.tensor);  // one vectorized f32 -> 16-bit pass
+    }
+  }
+}
+
+Tensor Optimizer::working_copy(const std::string& name) const {
+  auto it = working_copies_.find(name);
+  return it == working_copies_.end() ? Tensor() : it->second;
 }
 
 void Optimizer::step(const GradScaling& scaling) {
@@ -106,6 +149,9 @@ void Optimizer::step(const GradScaling& scaling) {
   }
   NoGradGuard no_grad;
   for (size_t g = 0; g < groups_.size(); ++g) step_group(g, &scaling);
+  // A skipped step changed no master, so the copies stay; this host read happens only with working
+  // copies on (a CUDA refresh kernel would read found_inf on the device instead).
+  if (!working_copies_.empty() && scaling.found_inf.item() == 0.0) refresh_working_copies();
 }
 
 void Optimizer::zero_grad(ZeroGrad mode) {

@@ -44,7 +44,7 @@ struct OptimizerState {
 
 class Optimizer {
  public:
-  virtual ~Optimizer() = default;
+  virtual ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
@@ -57,6 +57,17 @@ class Optimizer {
   // found_inf is 1. Bit-identical to unscaling the grads first and calling step().
   void step(const GradScaling& scaling);
   void zero_grad(ZeroGrad mode = ZeroGrad::kSetToNone);
+
+  // Persistent working copies (beyond PyTorch): every fp32 parameter gets an f16 or bf16 copy that autocast
+  // uses instead of casting the master again in every forward (amp::set_working_copy); each applied step
+  // refreshes the copies right after the update (a skipped step leaves them, like the masters, untouched).
+  // Results are bit-identical to re-casting. Call refresh_working_copies() after changing parameters outside
+  // step() (e.g. loading weights).
+  void enable_working_copies(DType dtype);
+  void disable_working_copies();
+  void refresh_working_copies();
+  // The working copy of parameter `name`; undefined when working copies are off.
+  Tensor working_copy(const std::string& name) const;
 
   size_t num_param_groups() const { return groups_.size(); }
   const std::vector<NamedTensor>& group_params(size_t group) const;
@@ -104,6 +115,7 @@ class Optimizer {
  private:
   std::vector<std::vector<NamedTensor>> groups_;
   std::map<std::string, ParamState> state_;
+  std::map<std::string, Tensor> working_copies_;  // by parameter name
 };
 
 // Checks that a hyperparameter map has exactly `names`; the error names `optimizer` and the entry.
