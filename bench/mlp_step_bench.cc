@@ -17,13 +17,15 @@
 namespace mantissa {
 namespace {
 
-enum class Precision { kF32, kBF16Autocast };
+enum class Precision { kF32, kBF16Autocast, kBF16WorkingCopies };
 
 void BM_MlpStep(benchmark::State& state, Precision precision) {
   manual_seed(0);
   Sequential model(std::make_shared<Linear>(784, 1024), std::make_shared<ReLU>(), std::make_shared<Linear>(1024, 1024),
                    std::make_shared<ReLU>(), std::make_shared<Linear>(1024, 10));
   SGD opt(model.named_parameters(), {.lr = 0.01, .momentum = 0.9});
+  // Working copies: the step refreshes bf16 copies of the weights; the forward then casts nothing.
+  if (precision == Precision::kBF16WorkingCopies) opt.enable_working_copies(DType::kBF16);
   Generator gen(1);
   const Tensor x = randn({256, 784}, {}, &gen);
   std::vector<int64_t> labels(256);
@@ -55,6 +57,9 @@ void BM_MlpStep(benchmark::State& state, Precision precision) {
 
 BENCHMARK_CAPTURE(BM_MlpStep, f32, Precision::kF32)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MlpStep, bf16_autocast, Precision::kBF16Autocast)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MlpStep, bf16_autocast_working_copies, Precision::kBF16WorkingCopies)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace mantissa
