@@ -25,7 +25,9 @@ namespace {
 
 constexpr int64_t kParams = 10'000'000;
 
-enum class Variant { kPlain, kUnfusedScaler, kFusedScaler };
+// kWorkingCopy: a plain step that also writes a bf16 working copy in the same pass (+2 B/param), against
+// kSeparateCopy: a plain step followed by a separate pass rounding the master into the copy (+6 B/param).
+enum class Variant { kPlain, kUnfusedScaler, kFusedScaler, kWorkingCopy, kSeparateCopy };
 
 // One parameter of kParams elements with a grad, and an optimizer over it whose state exists already.
 template <typename Opt, typename Options>
@@ -35,6 +37,8 @@ void run(benchmark::State& state, Options options, Variant variant, int64_t step
   Tensor g = randn({kParams}, {}, &gen);
   w.set_grad(g);
   Opt opt({{"w", w}}, options);
+  if (variant == Variant::kWorkingCopy) opt.enable_working_copies(DType::kBF16);
+  const Tensor separate_copy = empty({kParams}, {.dtype = DType::kBF16});
   opt.step();  // allocates the state
   const Tensor inv_scale = scalar_tensor(1.0);  // 1: the grads and weights stay in range over many steps
   const Tensor found_inf = scalar_tensor(0.0);
@@ -51,10 +55,21 @@ void run(benchmark::State& state, Options options, Variant variant, int64_t step
         check_grads_finite_(opt, found_inf);
         opt.step({.inv_scale = inv_scale, .found_inf = found_inf});
         break;
+      case Variant::kWorkingCopy:
+        opt.step();
+        break;
+      case Variant::kSeparateCopy:
+        opt.step();
+        copy_(separate_copy, w.detach());
+        break;
     }
     benchmark::ClobberMemory();
   }
-  const int64_t extra = variant == Variant::kUnfusedScaler ? 8 : variant == Variant::kFusedScaler ? 4 : 0;
+  const int64_t extra = variant == Variant::kUnfusedScaler  ? 8
+                        : variant == Variant::kFusedScaler  ? 4
+                        : variant == Variant::kWorkingCopy  ? 2
+                        : variant == Variant::kSeparateCopy ? 6
+                                                            : 0;
   state.SetBytesProcessed(state.iterations() * kParams * (step_bytes + extra));
   state.counters["params_per_s"] = benchmark::Counter(double(kParams), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["threads"] = num_threads();
@@ -67,6 +82,8 @@ void BM_SgdMomentum(benchmark::State& s) { run<SGD>(s, kSgd, Variant::kPlain, 20
 void BM_SgdMomentum_UnscaleThenStep(benchmark::State& s) { run<SGD>(s, kSgd, Variant::kUnfusedScaler, 20); }
 void BM_SgdMomentum_Fused(benchmark::State& s) { run<SGD>(s, kSgd, Variant::kFusedScaler, 20); }
 void BM_AdamW(benchmark::State& s) { run<AdamW>(s, kAdamW, Variant::kPlain, 28); }
+void BM_AdamW_WorkingCopyFused(benchmark::State& s) { run<AdamW>(s, kAdamW, Variant::kWorkingCopy, 28); }
+void BM_AdamW_WorkingCopySeparatePass(benchmark::State& s) { run<AdamW>(s, kAdamW, Variant::kSeparateCopy, 28); }
 void BM_AdamW_UnscaleThenStep(benchmark::State& s) { run<AdamW>(s, kAdamW, Variant::kUnfusedScaler, 28); }
 void BM_AdamW_Fused(benchmark::State& s) { run<AdamW>(s, kAdamW, Variant::kFusedScaler, 28); }
 
@@ -76,6 +93,8 @@ BENCHMARK(BM_SgdMomentum_Fused)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AdamW)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AdamW_UnscaleThenStep)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AdamW_Fused)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AdamW_WorkingCopyFused)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AdamW_WorkingCopySeparatePass)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // A STREAM-like triad (a = b + s c, 12 B/element) over the same length: what memory delivers here.
 void BM_TriadReference(benchmark::State& state) {

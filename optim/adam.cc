@@ -14,7 +14,7 @@ std::vector<std::string> adam_buffers(bool amsgrad) {
 // One parameter. A group that switched amsgrad on after some steps starts its maximum from zeros, as
 // PyTorch does when the state lacks it; switched off, the maximum is dropped.
 void adam_update(ParamState& s, const Tensor& p, const Tensor& grad, const AdamOptions& o, cpu::WeightDecay mode,
-                 cpu::ScalingPointers scaling) {
+                 cpu::ScalingPointers scaling, cpu::WorkingCopyOut copy) {
   if (o.amsgrad && !s.count("max_exp_avg_sq")) s["max_exp_avg_sq"] = zeros_like(p);
   if (!o.amsgrad) s.erase("max_exp_avg_sq");
   dispatch_floating(p.dtype(), "Adam.step", [&]<typename T>() {
@@ -25,7 +25,8 @@ void adam_update(ParamState& s, const Tensor& p, const Tensor& grad, const AdamO
                          .exp_avg_sq = s.at("exp_avg_sq").data<T>(),
                          .max_exp_avg_sq = o.amsgrad ? s.at("max_exp_avg_sq").data<T>() : nullptr,
                          .step = s.at("step").data<int64_t>(),
-                         .n = p.numel()},
+                         .n = p.numel(),
+                         .copy = copy},
                         o, mode, scaling);
     }
   });
@@ -39,7 +40,7 @@ void Adam::step_group(size_t group, const GradScaling* scaling) {
   const AdamOptions& o = options(group);
   for (const auto& [param, grad] : params_with_grad(group))
     adam_update(state_or_init(param, adam_buffers(o.amsgrad)), param.tensor, grad, o, cpu::WeightDecay::kL2,
-                scaling_pointers(scaling));
+                scaling_pointers(scaling), working_copy_out(param.name));
 }
 
 std::vector<std::string> Adam::state_buffers(const std::map<std::string, double>& h) const {
@@ -52,7 +53,7 @@ void AdamW::step_group(size_t group, const GradScaling* scaling) {
   const AdamOptions o = options(group).as_adam();
   for (const auto& [param, grad] : params_with_grad(group))
     adam_update(state_or_init(param, adam_buffers(o.amsgrad)), param.tensor, grad, o, cpu::WeightDecay::kDecoupled,
-                scaling_pointers(scaling));
+                scaling_pointers(scaling), working_copy_out(param.name));
 }
 
 std::vector<std::string> AdamW::state_buffers(const std::map<std::string, double>& h) const {

@@ -96,8 +96,7 @@ Optimizer::~Optimizer() { disable_working_copies(); }
 
 void Optimizer::step() {
   NoGradGuard no_grad;
-  for (size_t g = 0; g < groups_.size(); ++g) step_group(g, nullptr);
-  refresh_working_copies();
+  for (size_t g = 0; g < groups_.size(); ++g) step_group(g, nullptr);  // the kernels also write working copies
 }
 
 void Optimizer::enable_working_copies(DType dtype) {
@@ -134,6 +133,13 @@ void Optimizer::refresh_working_copies() {
   }
 }
 
+cpu::WorkingCopyOut Optimizer::working_copy_out(const std::string& name) const {
+  auto it = working_copies_.find(name);
+  if (it == working_copies_.end()) return {};
+  return {.data = it->second.data_ptr(),
+          .dtype = it->second.dtype() == DType::kF16 ? cpu::CopyDType::kF16 : cpu::CopyDType::kBF16};
+}
+
 Tensor Optimizer::working_copy(const std::string& name) const {
   auto it = working_copies_.find(name);
   return it == working_copies_.end() ? Tensor() : it->second;
@@ -148,10 +154,7 @@ void Optimizer::step(const GradScaling& scaling) {
              ". HINT: the GradScaler passes its own inv_scale and found_inf");
   }
   NoGradGuard no_grad;
-  for (size_t g = 0; g < groups_.size(); ++g) step_group(g, &scaling);
-  // A skipped step changed no master, so the copies stay; this host read happens only with working
-  // copies on (a CUDA refresh kernel would read found_inf on the device instead).
-  if (!working_copies_.empty() && scaling.found_inf.item() == 0.0) refresh_working_copies();
+  for (size_t g = 0; g < groups_.size(); ++g) step_group(g, &scaling);  // a skipped step writes no copy either
 }
 
 void Optimizer::zero_grad(ZeroGrad mode) {

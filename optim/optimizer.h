@@ -60,7 +60,8 @@ class Optimizer {
 
   // Persistent working copies (beyond PyTorch): every fp32 parameter gets an f16 or bf16 copy that autocast
   // uses instead of casting the master again in every forward (amp::set_working_copy); each applied step
-  // refreshes the copies right after the update (a skipped step leaves them, like the masters, untouched).
+  // refreshes the copies in the update kernel's own pass (a skipped step leaves them, like the masters,
+  // untouched).
   // Results are bit-identical to re-casting. Call refresh_working_copies() after changing parameters outside
   // step() (e.g. loading weights).
   void enable_working_copies(DType dtype);
@@ -99,6 +100,8 @@ class Optimizer {
     Tensor grad;
   };
   std::vector<ParamWithGrad> params_with_grad(size_t group) const;
+  // The kernel's view of parameter `name`'s working copy (null when working copies are off).
+  cpu::WorkingCopyOut working_copy_out(const std::string& name) const;
   // The kernel's view of `scaling` (null pointers for a plain step).
   static cpu::ScalingPointers scaling_pointers(const GradScaling* scaling);
 

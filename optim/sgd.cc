@@ -30,7 +30,8 @@ void SGD::step_group(size_t group, const GradScaling* scaling) {
                           .grad = grad.data<T>(),
                           .momentum_buffer = buf.defined() ? buf.data<T>() : nullptr,
                           .step = step,
-                          .n = p.numel()},
+                          .n = p.numel(),
+                          .copy = working_copy_out(param.name)},
                          o, scaling_pointers(scaling));
       }
     });

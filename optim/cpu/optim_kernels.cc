@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "framework/convert.h"
 #include "framework/parallel.h"
 
 namespace mantissa::cpu {
@@ -21,6 +22,29 @@ namespace {
 
 constexpr int64_t kGrain = int64_t{1} << 15;  // elements per thread worth a fork for a streaming update
 constexpr int64_t kBlock = int64_t{1} << 14;  // fixed reduction block: sums independent of thread count
+
+constexpr int64_t kCopyBlock = int64_t{1} << 13;  // 32 KiB of f32: updated values are still in L1/L2
+
+// Runs update(b, e) over [begin, end); with a working copy, in blocks each followed by its rounding into
+// the copy, so the copy costs a 16-bit write and no second read of the master from memory.
+template <typename T, typename F>
+void update_range(const T* param, WorkingCopyOut copy, int64_t begin, int64_t end, F&& update) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (copy.data != nullptr) {
+      for (int64_t b = begin; b < end; b += kCopyBlock) {
+        const int64_t e = std::min(end, b + kCopyBlock);
+        update(b, e);
+        if (copy.dtype == CopyDType::kF16) {
+          convert(param + b, static_cast<Half*>(copy.data) + b, e - b);
+        } else {
+          convert(param + b, static_cast<BFloat16*>(copy.data) + b, e - b);
+        }
+      }
+      return;
+    }
+  }
+  update(begin, end);
+}
 
 // Calls f(std::bool_constant<b>{}) so the loop below is compiled once per case with no branch inside.
 template <typename F>
@@ -125,11 +149,13 @@ void sgd_step(const SgdPointers<T>& t, const SGDOptions& o, ScalingPointers s) {
       with_flag(momentum && !first, [&](auto use_buffer) {
         with_flag(momentum && o.nesterov, [&](auto nesterov) {
           parallel_for(t.n, kGrain, [&](int64_t begin, int64_t end) {
-            if (momentum) {
-              sgd_elements<T, scaled(), decay(), true, use_buffer(), nesterov()>(t, c, begin, end);
-            } else {
-              sgd_elements<T, scaled(), decay(), false, false, false>(t, c, begin, end);
-            }
+            update_range(t.param, t.copy, begin, end, [&](int64_t b, int64_t e) {
+              if (momentum) {
+                sgd_elements<T, scaled(), decay(), true, use_buffer(), nesterov()>(t, c, b, e);
+              } else {
+                sgd_elements<T, scaled(), decay(), false, false, false>(t, c, b, e);
+              }
+            });
           });
         });
       });
@@ -163,7 +189,9 @@ void adam_step(const AdamPointers<T>& t, const AdamOptions& o, WeightDecay mode,
       with_flag(l2, [&](auto use_l2) {
         with_flag(decoupled, [&](auto use_decoupled) {
           parallel_for(t.n, kGrain, [&](int64_t begin, int64_t end) {
-            adam_elements<T, scaled(), amsgrad(), use_l2(), use_decoupled()>(t, c, begin, end);
+            update_range(t.param, t.copy, begin, end, [&](int64_t b, int64_t e) {
+              adam_elements<T, scaled(), amsgrad(), use_l2(), use_decoupled()>(t, c, b, e);
+            });
           });
         });
       });

@@ -16,6 +16,14 @@ struct ScalingPointers {
   const float* found_inf = nullptr;
 };
 
+// A parameter's persistent 16-bit working copy (Optimizer::enable_working_copies), written by the update
+// kernel in the same pass: each block of updated values is rounded into the copy while still in cache.
+enum class CopyDType { kNone, kF16, kBF16 };
+struct WorkingCopyOut {
+  void* data = nullptr;  // n elements of `dtype`; null: no copy
+  CopyDType dtype = CopyDType::kNone;
+};
+
 // One parameter of n elements. momentum_buffer is null when momentum == 0. *step counts this parameter's
 // steps; 0 means the buffer has never been written (the first step sets buf = d, as PyTorch does).
 template <typename T>
@@ -25,6 +33,7 @@ struct SgdPointers {
   T* momentum_buffer;
   int64_t* step;
   int64_t n;
+  WorkingCopyOut copy = {};
 };
 template <typename T>
 void sgd_step(const SgdPointers<T>& t, const SGDOptions& o, ScalingPointers s);
@@ -42,6 +51,7 @@ struct AdamPointers {
   T* max_exp_avg_sq;
   int64_t* step;
   int64_t n;
+  WorkingCopyOut copy = {};
 };
 template <typename T>
 void adam_step(const AdamPointers<T>& t, const AdamOptions& o, WeightDecay mode, ScalingPointers s);
