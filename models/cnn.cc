@@ -1,0 +1,34 @@
+// CNN: conv-bn-relu-pool twice, then two Linear layers (shapes in cnn.h).
+#include "models/cnn.h"
+
+#include "framework/error.h"
+#include "ops/elementwise.h"
+#include "ops/pool.h"
+
+namespace mantissa {
+
+CNN::CNN(CNNOptions options) {
+  MT_CHECK(options.num_classes > 0, "CNN: num_classes must be positive, got ", options.num_classes);
+  const Conv2dLayerOptions conv{.dtype = options.dtype, .generator = options.generator};
+  const LinearOptions lin{.dtype = options.dtype, .generator = options.generator};
+  const BatchNormOptions bn{.dtype = options.dtype};
+  conv1 = register_module("conv1", std::make_shared<Conv2d>(1, 32, std::array<int64_t, 2>{3, 3}, conv));
+  bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(32, bn));
+  conv2 = register_module("conv2", std::make_shared<Conv2d>(32, 64, std::array<int64_t, 2>{3, 3}, conv));
+  bn2 = register_module("bn2", std::make_shared<BatchNorm2d>(64, bn));
+  fc1 = register_module("fc1", std::make_shared<Linear>(kFlatFeatures, 128, lin));
+  fc2 = register_module("fc2", std::make_shared<Linear>(128, options.num_classes, lin));
+}
+
+Tensor CNN::forward(const Tensor& x) {
+  MT_CHECK(x.dim() == 4 && x.size(1) == 1 && x.size(2) == kImageSize && x.size(3) == kImageSize,
+           "CNN: expected images [N, 1, 28, 28], got ", shape_str(x.shape()),
+           ". HINT: reshape flat 784-pixel rows with x.reshape({N, 1, 28, 28})");
+  const Pool2dOptions pool{.kernel_size = {2, 2}};
+  Tensor h = max_pool2d(relu(bn1->forward(conv1->forward(x))), pool);   // [N, 32, 13, 13]
+  h = max_pool2d(relu(bn2->forward(conv2->forward(h))), pool);          // [N, 64, 5, 5]
+  h = h.reshape({h.size(0), kFlatFeatures});                             // [N, 1600]
+  return fc2->forward(relu(fc1->forward(h)));
+}
+
+}  // namespace mantissa
