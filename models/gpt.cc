@@ -14,6 +14,7 @@
 #include "ops/loss.h"
 #include "ops/matmul.h"
 #include "ops/shape.h"
+#include "ops/softmax.h"
 
 namespace mantissa {
 namespace {
@@ -30,9 +31,11 @@ void init_linear(Linear& l, double stddev, Generator* g) {
 
 }  // namespace
 
-CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, const GPTOptions& o) : n_head(c.n_head) {
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, const GPTOptions& o)
+    : n_head(c.n_head), dropout_p(c.dropout) {
   c_attn = register_module("c_attn", std::make_shared<Linear>(c.n_embd, 3 * c.n_embd, linear_options(o)));
   c_proj = register_module("c_proj", std::make_shared<Linear>(c.n_embd, c.n_embd, linear_options(o)));
+  attn_dropout = register_module("attn_dropout", std::make_shared<Dropout>(DropoutOptions{c.dropout, o.generator}));
   resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(DropoutOptions{c.dropout, o.generator}));
 }
 
@@ -40,8 +43,18 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), D = C / n_head;
   const std::vector<Tensor> qkv = split(c_attn->forward(x), C, 2);  // 3 x [B, T, C]
   auto heads = [&](const Tensor& t) { return t.reshape({B, T, n_head, D}).transpose(1, 2); };  // [B, H, T, D]
-  Tensor y = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
-                                          {.mask = AttentionMask::kCausal});
+  const Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+  Tensor y;
+  if (is_training() && dropout_p > 0.0) {
+    // Dropout on the attention weights needs them spelled out: softmax(q k^T / sqrt(D), causal) v.
+    Tensor scores = mul(matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(static_cast<double>(D)));  // [B, H, T, T]
+    const Tensor rows = arange(static_cast<double>(T)).reshape({T, 1});
+    const Tensor cols = arange(static_cast<double>(T)).reshape({1, T});
+    scores = masked_fill(scores, gt(cols, rows), -INFINITY);  // key j > query i is the future
+    y = matmul(attn_dropout->forward(softmax(scores, -1)), v);
+  } else {
+    y = scaled_dot_product_attention(q, k, v, {.mask = AttentionMask::kCausal});
+  }
   y = y.transpose(1, 2).reshape({B, T, C});  // heads side by side again
   return resid_dropout->forward(c_proj->forward(y));
 }

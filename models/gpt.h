@@ -25,7 +25,8 @@ struct GPTConfig {
   int64_t n_head = 4;
   int64_t n_embd = 128;
   int64_t block_size = 128;  // the longest context
-  double dropout = 0.0;      // after the embeddings, the attention projection and the MLP (training only)
+  double dropout = 0.0;      // on the embeddings, attention weights, attention output and MLP output
+                             // (training only), as nanoGPT
 };
 
 struct GPTOptions {
@@ -34,6 +35,8 @@ struct GPTOptions {
 };
 
 // Causal self-attention: one Linear c_attn makes q, k, v [B, n_head, T, C / n_head]; c_proj mixes heads.
+// Uses scaled_dot_product_attention, except in training with dropout > 0, where the attention weights
+// are formed explicitly so that dropout can act on them.
 class CausalSelfAttention : public Module {
  public:
   CausalSelfAttention(const GPTConfig& config, const GPTOptions& options);
@@ -41,8 +44,9 @@ class CausalSelfAttention : public Module {
   Tensor forward(const Tensor& x);  // [B, T, C] -> [B, T, C]
 
   int64_t n_head;
+  double dropout_p;
   std::shared_ptr<Linear> c_attn, c_proj;
-  std::shared_ptr<Dropout> resid_dropout;
+  std::shared_ptr<Dropout> attn_dropout, resid_dropout;  // on the attention weights, after c_proj
 };
 
 class GPTMLP : public Module {

@@ -131,6 +131,44 @@ TEST(GptModel, OverfitsARepeatedSequence) {
   for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(out.data<int64_t>()[i], i) << i;
 }
 
+TEST(GptModel, DropoutActsInTrainingOnly) {
+  GPTConfig with_dropout = tiny();
+  with_dropout.dropout = 0.2;
+  Generator g1(8), g2(8);
+  GPT m(with_dropout, {.generator = &g1});
+  GPT plain(tiny(), {.generator = &g2});  // the same initial values: init draws do not depend on dropout
+  const Tensor idx = ids({1, 2, 3, 4, 5, 6}, 2, 3), tgt = ids({2, 3, 4, 5, 6, 7}, 2, 3);
+  auto max_diff = [](const Tensor& a, const Tensor& b) {
+    const Tensor x = a.contiguous(), y = b.contiguous();
+    double d = 0.0;
+    for (int64_t i = 0; i < x.numel(); ++i) d = std::max(d, double{std::abs(x.data<float>()[i] - y.data<float>()[i])});
+    return d;
+  };
+  m.eval();
+  plain.eval();
+  EXPECT_EQ(max_diff(m.forward(idx).logits, plain.forward(idx).logits), 0.0);  // eval: dropout is the identity
+  m.train();
+  const Tensor t1 = m.forward(idx).logits, t2 = m.forward(idx).logits;
+  EXPECT_GT(max_diff(t1, t2), 1e-4);  // fresh masks each call
+  // Training with dropout (the explicit attention path) still reaches every parameter.
+  m.forward(idx, tgt).loss.backward();
+  for (const auto& [name, p] : m.named_parameters()) EXPECT_TRUE(p.grad().defined()) << name;
+}
+
+TEST(GptModel, StateDictHasBothTiedNamesAndLoadsBack) {
+  Generator g1(9), g2(10);
+  GPT a(tiny(), {.generator = &g1}), b(tiny(), {.generator = &g2});
+  std::set<std::string> names;
+  for (const auto& t : a.state_dict()) names.insert(t.name);
+  EXPECT_TRUE(names.count("lm_head.weight"));  // as in PyTorch's state_dict of a tied nanoGPT
+  EXPECT_TRUE(names.count("transformer.wte.weight"));
+  b.load_state_dict(a.state_dict());
+  EXPECT_TRUE(b.lm_head_weight.is_same(b.wte->weight));  // loading copies in place: still tied
+  const Tensor idx = ids({1, 2, 3}, 1, 3);
+  const Tensor la = a.forward(idx).logits.contiguous(), lb = b.forward(idx).logits.contiguous();
+  for (int64_t i = 0; i < la.numel(); ++i) EXPECT_EQ(la.data<float>()[i], lb.data<float>()[i]) << i;
+}
+
 TEST(GptModel, Bf16AutocastForwardAndBackward) {
   Generator g(5);
   GPT m(tiny(), {.generator = &g});
