@@ -61,12 +61,12 @@ std::optional<Example> DataLoader::next() {
   } else {
     std::unique_lock lock(mutex_);
     cv_.wait(lock, [&] { return !queue_.empty(); });
-    Item item = std::move(queue_.front());
+    MT_ASSERT(queue_.front().position == position_, "DataLoader: worker produced a batch out of order");
+    // An error stays at the front: every next() rethrows it until set_position() moves past it.
+    if (queue_.front().error) std::rethrow_exception(queue_.front().error);
+    batch = std::move(queue_.front().batch);
     queue_.pop_front();
     cv_.notify_all();  // room for the worker
-    MT_ASSERT(item.position == position_, "DataLoader: worker produced a batch out of order");
-    if (item.error) std::rethrow_exception(item.error);
-    batch = std::move(item.batch);
   }
   ++position_.batch;
   return batch;
