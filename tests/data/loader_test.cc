@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <set>
 #include <stdexcept>
 
@@ -156,6 +159,32 @@ TEST(DataLoader, DestructorStopsAWorkerWithAFullQueue) {
     DataLoader loader(numbered(1000), {.batch_size = 10, .prefetch = 4});
     loader.next();
   }  // joins cleanly each time (a hang or crash would fail the test)
+}
+
+// Counts get_batch calls, to see the worker fill its bounded queue ahead of the consumer.
+class Counting final : public Dataset {
+ public:
+  int64_t size() const override { return 100; }
+  Example get(int64_t index) const override { return {full({1}, static_cast<double>(index))}; }
+  Example get_batch(std::span<const int64_t> indices) const override {
+    ++calls;
+    return Dataset::get_batch(indices);
+  }
+  mutable std::atomic<int> calls{0};
+};
+
+TEST(DataLoader, WorkerFillsTheBoundedQueueAhead) {
+  auto ds = std::make_shared<Counting>();
+  DataLoader loader(ds, {.batch_size = 10, .prefetch = 3});
+  ASSERT_TRUE(loader.next().has_value());
+  // Without the consumer asking, the worker prepares exactly `prefetch` more batches, then blocks.
+  for (int i = 0; i < 500 && ds->calls < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a worker that ignored the bound would run on
+  EXPECT_EQ(ds->calls, 4);
+  // Those batches are the right ones, served from the queue.
+  auto b = loader.next();
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ((*b)[0].data<float>()[0], 10.0f);
 }
 
 TEST(ShardOrder, PadsLikeDistributedSampler) {
