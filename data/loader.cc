@@ -107,7 +107,8 @@ void DataLoader::worker_loop() {
       return stop_ || (!failed_ && static_cast<int64_t>(queue_.size()) < options_.prefetch);
     });
     if (stop_) return;
-    if (produce_.batch >= per_epoch) produce_ = {.epoch = produce_.epoch + 1, .batch = 0};  // runs on into the next epoch
+    // The worker runs on into the next epoch, so the first batches of an epoch are ready when it starts.
+    if (produce_.batch >= per_epoch) produce_ = {.epoch = produce_.epoch + 1, .batch = 0};
     if (per_epoch == 0) {  // nothing to produce: wait for stop
       cv_.wait(lock, [&] { return stop_; });
       return;

@@ -196,7 +196,8 @@ absl::StatusOr<TextData> load_text(const TextOptions& options) {
   TextData data{.vocab = Vocabulary::from_text(*text)};
   auto ids = data.vocab.encode(*text);
   if (!ids.ok()) return ids.status();
-  data.train = std::make_shared<CharDataset>(std::vector<int64_t>(ids->begin(), ids->end() - n_val), options.block_size);
+  data.train =
+      std::make_shared<CharDataset>(std::vector<int64_t>(ids->begin(), ids->end() - n_val), options.block_size);
   data.val = std::make_shared<CharDataset>(std::vector<int64_t>(ids->end() - n_val, ids->end()), options.block_size);
   return data;
 }

@@ -99,7 +99,7 @@ TEST(DataLoader, ShuffledOrderDeterministicAcrossLoadersAndPrefetch) {
     for (const auto& batch : ea) seen.insert(batch.begin(), batch.end());
     EXPECT_EQ(seen.size(), 50u);  // every sample exactly once
     // The batches match the order the loader reports.
-    for (int64_t i = 0; i < static_cast<int64_t>(ea.size()); ++i) EXPECT_EQ(ea[static_cast<size_t>(i)], a.batch_indices(epoch, i));
+    for (size_t i = 0; i < ea.size(); ++i) EXPECT_EQ(ea[i], a.batch_indices(epoch, static_cast<int64_t>(i)));
   }
   DataLoader c(numbered(50), opts);
   auto e0 = run_epoch(c);
