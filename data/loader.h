@@ -1,0 +1,92 @@
+// DataLoader: batches of a Dataset in a deterministic order given (seed, epoch), optionally sharded across ranks,
+// with a resumable position and a worker thread that prepares the next batches while the caller's step runs.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace mantissa {
+
+enum class DropLast { kNo, kYes };
+
+struct DataLoaderOptions {
+  int64_t batch_size = 1;
+  Shuffle shuffle = Shuffle::kNone;
+  uint64_t seed = 0;
+  DropLast drop_last = DropLast::kNo;
+  ShardOptions shard = {};  // rank / world_size: PyTorch's DistributedSampler sharding
+  int64_t prefetch = 2;     // batches prepared ahead by the worker thread; 0: no thread, batches built in next()
+};
+
+// Where the loader stands: the next batch next() returns is batch `batch` of epoch `epoch`.
+struct LoaderPosition {
+  int64_t epoch = 0;
+  int64_t batch = 0;
+  friend bool operator==(const LoaderPosition&, const LoaderPosition&) = default;
+};
+
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options);
+  ~DataLoader();  // stops and joins the worker
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  // Samples this rank sees per epoch, and the batches they make.
+  int64_t samples_per_epoch() const { return samples_; }
+  int64_t batches_per_epoch() const;
+
+  // The next batch of the current epoch, or nullopt when the epoch is done (the position then moves to
+  // {epoch + 1, 0}, so `while (auto b = loader.next())` runs one epoch). Rethrows an error from the worker.
+  std::optional<Example> next();
+
+  LoaderPosition position() const { return position_; }
+  // Resume: the following next() calls yield exactly the batches from `position` on.
+  void set_position(LoaderPosition position);
+  void set_epoch(int64_t epoch) { set_position({.epoch = epoch, .batch = 0}); }
+
+  // The indices of batch `batch` in epoch `epoch` for this rank (what next() would gather).
+  std::vector<int64_t> batch_indices(int64_t epoch, int64_t batch) const;
+
+ private:
+  struct Item {
+    LoaderPosition position;
+    Example batch;
+    std::exception_ptr error;
+  };
+  Example make_batch(int64_t epoch, int64_t batch) const;
+  std::shared_ptr<const std::vector<int64_t>> rank_order(int64_t epoch) const;
+  void worker_loop();
+  void stop_worker();
+  void start_worker();
+
+  std::shared_ptr<const Dataset> dataset_;
+  DataLoaderOptions options_;
+  int64_t samples_ = 0;
+  LoaderPosition position_;
+
+  // This rank's order of the last epoch asked for (the worker and next() share it).
+  mutable std::mutex order_mutex_;
+  mutable int64_t order_epoch_ = -1;
+  mutable std::shared_ptr<const std::vector<int64_t>> order_;
+
+  // Worker state, guarded by mutex_.
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;
+  LoaderPosition produce_;  // next batch the worker prepares
+  bool stop_ = false;
+  bool failed_ = false;     // the worker hit an error and waits for a new position
+  std::thread worker_;
+};
+
+}  // namespace mantissa
