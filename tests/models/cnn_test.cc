@@ -1,4 +1,5 @@
 // CNN model: the 1600-feature flatten, parameter names, train/eval batch norm, training a tiny batch.
+#include "tests/models/fit_support.h"
 #include "models/cnn.h"
 
 #include <gtest/gtest.h>
@@ -56,19 +57,7 @@ TEST(CnnModel, GradientsReachEveryParameterAndTrainingReducesLoss) {
   CNN m({.generator = &g});
   const Tensor x = randn({8, 1, 28, 28}, {}, &g);
   const Tensor y = from_vector<int64_t>({0, 1, 2, 3, 4, 5, 6, 7}, {8});
-  Adam opt(m.named_parameters(), {.lr = 1e-3});
-  double first = 0.0, last = 0.0;
-  for (int step = 0; step < 15; ++step) {
-    opt.zero_grad();
-    Tensor loss = cross_entropy(m.forward(x), y);
-    loss.backward();
-    if (step == 0) {
-      first = loss.item();
-      for (const auto& [name, p] : m.named_parameters()) EXPECT_TRUE(p.grad().defined()) << name;
-    }
-    last = loss.item();
-    opt.step();
-  }
+  const auto [first, last] = testing::fit_fixed_batch(m, [&](const Tensor& in) { return m.forward(in); }, x, y, 1e-3, 15);
   // Eight images with eight labels are memorised quickly; ln(10) = 2.3 at the start.
   EXPECT_LT(last, 0.5 * first);
 }

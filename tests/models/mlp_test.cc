@@ -1,4 +1,5 @@
 // MLP model: shapes, PyTorch-style parameter names, gradients, overfitting a tiny batch, bf16 autocast.
+#include "tests/models/fit_support.h"
 #include "models/mlp.h"
 
 #include <gtest/gtest.h>
@@ -40,19 +41,7 @@ TEST(MlpModel, GradientsReachEveryParameterAndTrainingReducesLoss) {
   MLP m(16, {32, 32}, 4, {.generator = &g});
   const Tensor x = randn({8, 16}, {}, &g);
   const Tensor y = from_vector<int64_t>({0, 1, 2, 3, 0, 1, 2, 3}, {8});
-  Adam opt(m.named_parameters(), {.lr = 1e-2});
-  double first = 0.0, last = 0.0;
-  for (int step = 0; step < 50; ++step) {
-    opt.zero_grad();
-    Tensor loss = cross_entropy(m.forward(x), y);
-    loss.backward();
-    if (step == 0) {
-      first = loss.item();
-      for (const auto& [name, p] : m.named_parameters()) EXPECT_TRUE(p.grad().defined()) << name;
-    }
-    last = loss.item();
-    opt.step();
-  }
+  const auto [first, last] = testing::fit_fixed_batch(m, [&](const Tensor& in) { return m.forward(in); }, x, y, 1e-2, 50);
   // 8 points, 1900 parameters: Adam memorises them; ln(4) = 1.39 at the start.
   EXPECT_LT(last, 0.1 * first);
 }
