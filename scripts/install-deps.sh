@@ -9,6 +9,7 @@ packages=(
   libopenblas-dev libdnnl-dev libhdf5-dev hdf5-tools zlib1g-dev
   libopenmpi-dev openmpi-bin
   dataset-fashion-mnist fortunes  # data: Fashion-MNIST IDX files, plain-text fortunes for the char GPT
+  gnuplot-nox python3-h5py        # train: metrics chart to PNG; checkpoint interop test (h5py reads our files)
 )
 bench_packages=(python3-torch)
 

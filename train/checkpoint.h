@@ -1,0 +1,97 @@
+// A training checkpoint as plain data, and its HDF5 file: written atomically (temporary file, fsync,
+// rename, fsync of the folder), read back with every structural check done before anything is returned.
+// The Trainer turns itself into a Checkpoint and back (train/trainer.h); this file knows nothing of it.
+//
+// File layout (h5dump -H shows it; names are PyTorch's state_dict names):
+//   /model/<dotted name>        fp32 master parameters
+//   /buffers/<dotted name>      batch-norm running statistics, num_batches_tracked (any dtype)
+//   /optimizer                  type, param groups (names, hyperparameters), per-parameter state tensors
+//   /schedule                   step and base lrs (absent without a schedule)
+//   /scaler                     the GradScalerState numbers (empty group when the scaler is disabled)
+//   /trainer                    global step, epoch, batch within the epoch, RNG states
+//   /data/<name>                text blobs, e.g. the vocabulary of a text model
+//   /meta                       format version, library version, precision, config JSON, creation time
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "amp/grad_scaler.h"
+#include "framework/generator.h"
+#include "framework/module.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+
+namespace mantissa {
+
+inline constexpr int64_t kCheckpointFormatVersion = 1;
+
+struct CheckpointMeta {
+  int64_t format_version = kCheckpointFormatVersion;
+  std::string library_version;  // filled in by save_checkpoint when empty
+  std::string precision;        // "fp32", "fp16" or "bf16"
+  std::string config_json;      // the run's whole configuration
+  std::string created;          // ISO 8601 UTC; filled in by save_checkpoint when empty
+};
+
+// Where the run stands: written only at a step boundary.
+struct TrainerProgress {
+  int64_t step = 0;   // optimizer steps taken since the start of the run (skipped ones included)
+  int64_t epoch = 0;  // the loader position: the next batch is `batch` of `epoch`
+  int64_t batch = 0;
+  std::map<std::string, GeneratorState> generators;  // every RNG the run draws from, e.g. "default"
+};
+
+struct Checkpoint {
+  std::vector<NamedTensor> model;    // parameters, fp32, in named_parameters() order
+  std::vector<NamedTensor> buffers;  // in named_buffers() order
+  OptimizerState optimizer;
+  std::optional<LRSchedulerState> schedule;
+  amp::GradScalerState scaler;       // empty when the run has no (enabled) scaler
+  TrainerProgress trainer;
+  std::map<std::string, std::string> data;  // named text blobs
+  CheckpointMeta meta;
+};
+
+// Writes `checkpoint` to `path` atomically: a crash at any moment leaves either the old file or the new
+// complete one, never a partial file under `path`.
+absl::Status save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
+
+// Reads and checks a whole file (structure, dtypes, shapes consistent within the file, format version not
+// newer than this library's). Errors name the file and the object, e.g. "runs/a/step_400.h5: /optimizer
+// has no group 'groups'".
+absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path);
+
+// Checks, changing nothing, that `checkpoint` fits `model` and `optimizer`: the same parameter and buffer
+// names with the same shapes and dtypes, an optimizer of the same type over the same parameters. The error
+// names `path` and the first mismatch: "runs/a/step_400.h5: /model/layers.0.weight has shape [256, 784],
+// the model expects [512, 784]".
+absl::Status check_compatible(const std::string& path, const Checkpoint& checkpoint, const Module& model,
+                              const Optimizer& optimizer);
+
+// A folder of checkpoints <dir>/step_<step>.h5, keeping the newest `keep`, with a `latest` file naming the
+// newest complete one (replaced atomically, after the checkpoint's rename).
+class CheckpointDir {
+ public:
+  explicit CheckpointDir(std::string dir, int64_t keep = 3);
+  // Creates the folder if needed, writes step_<checkpoint.trainer.step>.h5, updates `latest`, then removes
+  // the oldest beyond `keep`. Returns the path written.
+  absl::StatusOr<std::string> write(const Checkpoint& checkpoint);
+  // The path `latest` names (error when there is none or it names a missing file).
+  absl::StatusOr<std::string> latest() const;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  int64_t keep_;
+};
+
+// --resume's argument: "latest" means CheckpointDir(dir).latest(); anything else is a file path.
+absl::StatusOr<std::string> resolve_resume(const std::string& resume, const std::string& checkpoint_dir);
+
+}  // namespace mantissa

@@ -1,0 +1,79 @@
+// What a training run reports: one record per optimizer step, per evaluation and at the end, and the
+// writers that turn them into JSON lines (--metrics), a progress bar or plain lines on the terminal.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace mantissa {
+
+// After each optimizer step (step counts from 1; epoch from 0).
+struct StepMetrics {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  double loss = 0.0;           // the step's loss (mean over its micro-batches), unscaled
+  double lr = 0.0;             // the lr the step used (group 0)
+  double scale = 1.0;          // the loss scale the step used (1 without a scaler)
+  bool skipped = false;        // the scaler found an inf/nan grad and the update was not applied
+  double grad_norm = 0.0;      // total L2 norm of the unscaled grads (nan/inf on a skipped step)
+  double samples_per_s = 0.0;  // examples of this step / its wall time
+};
+
+// After each evaluation. accuracy: classifiers only.
+struct EvalMetrics {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  double loss = 0.0;
+  std::optional<double> accuracy;
+};
+
+// At the end of a run.
+struct RunSummary {
+  int64_t steps = 0;
+  int64_t skipped_steps = 0;
+  double final_scale = 1.0;
+  std::optional<double> test_accuracy;  // classifiers
+  std::optional<double> val_loss;       // language models
+  double samples_per_s = 0.0;           // median over the steps after warm-up
+  double wall_s = 0.0;
+};
+
+// JSON lines, one object per record, numbers with 9 significant digits (float32 round-trips exactly):
+//   {"step": 1, "epoch": 0, "loss": 2.30258512, "lr": 0.001, "scale": 65536, "skipped": false, ...}
+//   {"event": "eval", "step": 469, "epoch": 0, "loss": 0.45, "accuracy": 0.8412}
+//   {"event": "summary", "steps": 2345, "skipped_steps": 3, "final_scale": 32768, "test_accuracy": ..., ...}
+// Non-finite numbers are written as null (JSON has no inf/nan). Each line is flushed when written.
+class MetricsWriter {
+ public:
+  // Creates (truncates) `path`; an error names the file and the reason.
+  static absl::StatusOr<std::unique_ptr<MetricsWriter>> open(const std::string& path);
+  ~MetricsWriter();
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+
+  void write(const StepMetrics& m);
+  void write(const EvalMetrics& m);
+  void write(const RunSummary& m);
+  // An error from an earlier write (disk full ...), naming the file; ok while all went well.
+  absl::Status status() const;
+
+ private:
+  MetricsWriter(std::string path, std::FILE* file) : path_(std::move(path)), file_(file) {}
+  void put_line(const std::string& line);
+  std::string path_;
+  std::FILE* file_;
+  absl::Status status_;
+};
+
+// The JSON line of one record (no newline), as MetricsWriter writes it.
+std::string to_json(const StepMetrics& m);
+std::string to_json(const EvalMetrics& m);
+std::string to_json(const RunSummary& m);
+
+}  // namespace mantissa

@@ -1,0 +1,148 @@
+// Trainer: the training loop a user embeds. It runs the optimizer steps of a model over a DataLoader in
+// fp32, fp16 (autocast + GradScaler) or bf16 (autocast), with gradient accumulation, clipping, an lr
+// schedule, periodic evaluation, metrics (JSON lines), callbacks and HDF5 checkpoints that resume exactly.
+//
+//   MLP model(784, {256, 256}, 10);
+//   Adam adam(model.named_parameters(), {.lr = 1e-3});
+//   DataLoader train(train_set, {.batch_size = 128, .shuffle = Shuffle::kRandom, .seed = 1});
+//   DataLoader test(test_set, {.batch_size = 1000});
+//   Trainer trainer({.precision = Precision::kF16, .epochs = 5}, model,
+//                   classification_task([&](const Tensor& x) { return model.forward(x.flatten(1)); }),
+//                   adam, train, &test);
+//   absl::StatusOr<RunSummary> summary = trainer.fit();
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "amp/grad_scaler.h"
+#include "data/loader.h"
+#include "framework/module.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+#include "train/checkpoint.h"
+#include "train/metrics.h"
+
+namespace mantissa {
+
+class GPT;
+
+// fp16: autocast to f16 plus a GradScaler; bf16: autocast to bf16 (no scaler unless one is configured).
+enum class Precision { kF32, kF16, kBF16 };
+const char* precision_name(Precision precision);  // "fp32", "fp16", "bf16"
+absl::StatusOr<Precision> parse_precision(std::string_view name);
+
+// The sums of one evaluation batch: loss summed over `count` items, and for classifiers how many of
+// them were predicted right.
+struct EvalSums {
+  double loss_sum = 0.0;
+  int64_t correct = 0;
+  int64_t count = 0;
+};
+
+// How a model meets its batches.
+struct Task {
+  // The mean loss of one training batch (called with the model in training mode, under autocast).
+  std::function<Tensor(const Example& batch)> loss;
+  // The sums of one evaluation batch (called without grad, in eval mode, under autocast).
+  std::function<EvalSums(const Example& batch)> evaluate;
+  bool classifier = false;  // evaluate() counts correct predictions: report accuracy
+};
+
+// Batches {x, y} with y i64 class indices: cross entropy of forward(x); accuracy by argmax.
+Task classification_task(std::function<Tensor(const Tensor& x)> forward);
+// Batches {x, y} of token ids [B, T]: the model's mean next-token cross entropy.
+Task language_model_task(GPT& model);
+
+struct TrainerConfig {
+  Precision precision = Precision::kF16;
+  int64_t epochs = 1;            // passes over the training data, counted from the start of the run
+  int64_t max_steps = 0;         // optimizer steps from the start of the run; 0: no limit
+  int64_t grad_accum = 1;        // micro-batches per optimizer step (the loss is averaged over them)
+  double clip_grad_norm = 0.0;   // max total L2 norm of the unscaled grads; 0: no clipping
+  std::optional<Schedule> schedule;  // lr multiplier by step; none: constant lr
+  // The loss scaler; none: amp::scaler_defaults_for(the precision's dtype) (enabled for fp16 only).
+  std::optional<amp::GradScalerOptions> scaler;
+  int64_t eval_every = 0;        // steps between evaluations; 0: at the end of each epoch
+  int64_t eval_batches = 0;      // batches of the eval loader per evaluation; 0: all of them
+  std::string checkpoint_dir;    // empty: no checkpoints
+  int64_t checkpoint_every = 0;  // steps between checkpoints (one is always written at the end); 0: end only
+  int64_t keep_checkpoints = 3;
+  uint64_t seed = 0;             // seeds default_generator() (dropout) when fit() starts a fresh run
+  std::string metrics_path;      // empty: no metrics file
+  int64_t warmup_steps = 10;     // steps left out of the summary's median samples/s
+  std::string config_json;       // stored in checkpoints (/meta); the program puts its flags here
+};
+
+class Trainer {
+ public:
+  // The model, task, optimizer and loaders are the caller's and must outlive the Trainer. `eval` may be
+  // null (then there is no evaluation).
+  Trainer(TrainerConfig config, Module& model, Task task, Optimizer& optimizer, DataLoader& train,
+          DataLoader* eval = nullptr);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Trains until `epochs` or `max_steps` (counted from the start of the run, so a resumed run stops where
+  // an unbroken one would), evaluating and checkpointing as configured; evaluates once more at the end
+  // unless the last step just did, writes the final checkpoint and the summary. Errors: files (metrics,
+  // checkpoints). A failing op throws mantissa::Error as everywhere.
+  absl::StatusOr<RunSummary> fit();
+
+  // One evaluation over the eval loader (from its first batch) at the current weights.
+  EvalMetrics evaluate();
+
+  // Called after every optimizer step / evaluation, in registration order.
+  void on_step_end(std::function<void(const StepMetrics&)> callback);
+  void on_eval_end(std::function<void(const EvalMetrics&)> callback);
+
+  // A text blob stored under /data/<name> in checkpoints (e.g. "vocabulary").
+  void set_data(const std::string& name, std::string blob);
+  const std::map<std::string, std::string>& data() const { return data_; }
+
+  // The run's state as a checkpoint, and back. restore() validates everything (check_compatible) before
+  // it changes anything; `path` only names the source in errors.
+  Checkpoint checkpoint() const;
+  absl::Status restore(const Checkpoint& checkpoint, const std::string& path = "checkpoint");
+  absl::Status save_checkpoint(const std::string& path) const;
+  // Loads `path` ("latest" resolves in config.checkpoint_dir) and restores it.
+  absl::Status resume(const std::string& path);
+
+  int64_t step() const { return step_; }
+  const TrainerConfig& config() const { return config_; }
+  amp::GradScaler& scaler() { return scaler_; }
+  // Steps per epoch: ceil(batches per epoch / grad_accum).
+  int64_t steps_per_epoch() const;
+
+ private:
+  StepMetrics train_step();
+  void emit(const StepMetrics& m);
+  void emit(const EvalMetrics& m);
+
+  TrainerConfig config_;
+  Module& model_;
+  Task task_;
+  Optimizer& optimizer_;
+  DataLoader& train_;
+  DataLoader* eval_;
+  amp::GradScaler scaler_;
+  std::optional<LRScheduler> scheduler_;
+  std::unique_ptr<MetricsWriter> metrics_;
+  std::vector<std::function<void(const StepMetrics&)>> step_callbacks_;
+  std::vector<std::function<void(const EvalMetrics&)>> eval_callbacks_;
+  std::map<std::string, std::string> data_;
+  int64_t step_ = 0;
+  bool resumed_ = false;
+  int64_t last_eval_step_ = -1;
+  std::vector<double> samples_per_s_;  // per step of this process, for the summary's median
+};
+
+}  // namespace mantissa
