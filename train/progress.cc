@@ -2,6 +2,7 @@
 // and epoch end), the evaluation lines and the summary block.
 #include "train/progress.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,6 +62,12 @@ ProgressReporter::ProgressReporter(std::FILE* out, ProgressOptions options)
     const int fd = out_ == nullptr ? -1 : fileno(out_);
     style_ = fd >= 0 && isatty(fd) ? ProgressStyle::kBar : ProgressStyle::kLines;
   }
+  columns_ = options_.columns;
+  if (columns_ <= 0) {
+    winsize size{};
+    const int fd = out_ == nullptr ? -1 : fileno(out_);
+    columns_ = fd >= 0 && ioctl(fd, TIOCGWINSZ, &size) == 0 && size.ws_col > 0 ? size.ws_col : 80;
+  }
 }
 
 double ProgressReporter::now() const {
@@ -92,17 +99,26 @@ std::string ProgressReporter::status_text(const StepMetrics& m) const {
   return text;
 }
 
-// "[#########...........] 45% " + status_text, or the status alone when the total is unknown.
+// "[#########...........] 45% " + status_text, or the status alone when the total is unknown. On a narrow
+// terminal the bar shrinks, then goes; the status is cut at the right edge as a last resort.
 std::string ProgressReporter::bar_text(const StepMetrics& m) const {
+  const auto room = static_cast<size_t>(std::max(columns_ - 1, 1));
+  std::string text = status_text(m);
   const int64_t total = options_.total_steps;
-  if (total <= 0) return status_text(m);
-  // Integer arithmetic: 29 / 100 * 100 in doubles is 28.999...
-  const int64_t done = std::clamp<int64_t>(m.step, 0, total);
-  const int64_t width = std::max(options_.bar_width, 0);
-  const int64_t filled = done * width / total;
-  return absl::StrCat("[", std::string(static_cast<size_t>(filled), '#'),
-                      std::string(static_cast<size_t>(width - filled), '.'), "] ", done * 100 / total, "% ",
-                      status_text(m));
+  if (total > 0) {
+    // Integer arithmetic: 29 / 100 * 100 in doubles is 28.999...
+    const int64_t done = std::clamp<int64_t>(m.step, 0, total);
+    text = absl::StrCat(done * 100 / total, "% ", text);
+    const int64_t spare = static_cast<int64_t>(room) - static_cast<int64_t>(text.size()) - 3;  // "[" "] "
+    const int64_t width = std::min<int64_t>(std::max(options_.bar_width, 0), spare);
+    if (width >= 5) {
+      const int64_t filled = done * width / total;
+      text = absl::StrCat("[", std::string(static_cast<size_t>(filled), '#'),
+                          std::string(static_cast<size_t>(width - filled), '.'), "] ", text);
+    }
+  }
+  if (text.size() > room) text.resize(room);
+  return text;
 }
 
 void ProgressReporter::draw_bar() {

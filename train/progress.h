@@ -23,7 +23,8 @@ struct ProgressOptions {
   int64_t line_every_steps = 0;    // kLines: also a line every N steps; 0: by time only
   double redraw_interval_s = 0.1;  // kBar: at most one redraw per this many seconds
   int64_t window = 20;             // steps in the smoothed loss and samples/s
-  int bar_width = 20;              // characters between the brackets
+  int bar_width = 20;              // characters between the brackets (fewer when the terminal is narrow)
+  int columns = 0;                 // kBar: terminal width; 0: asked from the terminal (80 when it cannot tell)
   std::function<double()> now;     // seconds on a monotonic clock; empty: std::chrono::steady_clock
 };
 
@@ -51,6 +52,7 @@ class ProgressReporter {
   std::FILE* out_;
   ProgressOptions options_;
   ProgressStyle style_;
+  int columns_ = 80;  // kBar: a drawn line stays shorter than this, or the terminal wraps it and '\r' breaks
 
   StepMetrics last_;          // the latest step
   bool have_step_ = false;

@@ -155,7 +155,7 @@ TEST(Progress, SmoothedLossOverTheWindowAndSkippedStepsCounted) {
 TEST(Progress, BarRedrawsInPlaceAtMostTenTimesASecond) {
   Capture out;
   double t = 0;
-  ProgressReporter progress(out.file(), {.style = ProgressStyle::kBar, .total_steps = 20,
+  ProgressReporter progress(out.file(), {.style = ProgressStyle::kBar, .total_steps = 20, .columns = 200,
                                          .now = [&] { return t; }});
   for (int64_t s = 1; s <= 20; ++s) {
     t = static_cast<double>(s) / 32;
@@ -174,11 +174,36 @@ TEST(Progress, BarRedrawsInPlaceAtMostTenTimesASecond) {
       << text;
 }
 
+// A line longer than the terminal wraps, and '\r' then redraws only its last row: the bar shrinks to fit.
+TEST(Progress, BarFitsANarrowTerminal) {
+  const StepMetrics m{.step = 1056, .epoch = 2, .loss = 0.4123, .scale = 32768, .samples_per_s = 4512};
+  const std::string status = "45% step 1056/2345 epoch 2 loss 0.4123 scale 32768 4,512 samples/s ETA ?";
+  auto drawn = [&](int columns) {
+    Capture out;
+    ProgressReporter progress(out.file(), {.style = ProgressStyle::kBar, .total_steps = 2345, .columns = columns,
+                                           .now = [] { return 0.0; }});
+    progress.on_step(m);
+    return out.text().substr(1);  // after the '\r'
+  };
+  EXPECT_EQ(drawn(200), "[#########...........] " + status);
+  ASSERT_EQ(status.size(), 72u);
+  // 90 columns: 89 characters at most, the bar takes what the status leaves (14; 6 of them done).
+  EXPECT_EQ(drawn(90), "[######........] " + status);
+  EXPECT_EQ(drawn(80), status);  // room for a bar of 4: less than 5 is no bar
+  EXPECT_EQ(drawn(40), status.substr(0, 39));  // cut at the edge
+  // Not a terminal and no width given: 80.
+  Capture out;
+  ProgressReporter progress(out.file(), {.style = ProgressStyle::kBar, .total_steps = 2345,
+                                         .now = [] { return 0.0; }});
+  progress.on_step(m);
+  EXPECT_EQ(out.text().substr(1), status);
+}
+
 TEST(Progress, BarOverwritesALongerBarWithSpaces) {
   Capture out;
   double t = 0;
   ProgressReporter progress(out.file(), {.style = ProgressStyle::kBar, .total_steps = 100,
-                                         .redraw_interval_s = 0, .now = [&] { return t; }});
+                                         .redraw_interval_s = 0, .columns = 200, .now = [&] { return t; }});
   StepMetrics m = step_at(1);
   m.samples_per_s = 1234567;
   progress.on_step(m);
@@ -194,7 +219,7 @@ TEST(Progress, BarOverwritesALongerBarWithSpaces) {
 TEST(Progress, EvalPrintsOnItsOwnLineAndTheBarComesBack) {
   Capture out;
   double t = 0;
-  ProgressReporter progress(out.file(), {.style = ProgressStyle::kBar, .total_steps = 10,
+  ProgressReporter progress(out.file(), {.style = ProgressStyle::kBar, .total_steps = 10, .columns = 200,
                                          .now = [&] { return t; }});
   progress.on_step(step_at(1));
   progress.on_eval({.step = 1, .epoch = 0, .loss = 0.45, .accuracy = 0.8412});
@@ -218,7 +243,7 @@ TEST(Progress, EvalInLinesModeWithoutAccuracy) {
 TEST(Progress, SummaryBlockEndsTheBarLine) {
   Capture out;
   double t = 0;
-  ProgressReporter progress(out.file(), {.style = ProgressStyle::kBar, .total_steps = 2345,
+  ProgressReporter progress(out.file(), {.style = ProgressStyle::kBar, .total_steps = 2345, .columns = 200,
                                          .now = [&] { return t; }});
   progress.on_step(step_at(1));
   t = 0.01;
