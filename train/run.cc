@@ -21,6 +21,7 @@
 #include "models/mlp.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
+#include "train/progress.h"
 
 namespace mantissa {
 namespace {
@@ -316,31 +317,27 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
                  return n;
                }()));
   const int64_t total = o.max_steps > 0 ? o.max_steps : o.epochs * trainer.steps_per_epoch();
-  const int64_t every = std::max<int64_t>(1, total / 20);
-  trainer.on_step_end([&](const StepMetrics& m) {
-    if (m.step % every == 0) {
-      std::fprintf(out, "step %lld/%lld epoch %lld loss %.4f scale %g %.0f samples/s\n",
-                   static_cast<long long>(m.step), static_cast<long long>(total), static_cast<long long>(m.epoch),
-                   m.loss, m.scale, m.samples_per_s);
-      std::fflush(out);
-    }
-  });
-  trainer.on_eval_end([&](const EvalMetrics& m) {
-    if (m.accuracy) {
-      std::fprintf(out, "eval step %lld: loss %.4f accuracy %.2f%%\n", static_cast<long long>(m.step), m.loss,
-                   100.0 * *m.accuracy);
-    } else {
-      std::fprintf(out, "eval step %lld: loss %.4f\n", static_cast<long long>(m.step), m.loss);
-    }
-    std::fflush(out);
-  });
+  std::optional<ProgressReporter> progress;
+  if (o.progress != ProgressMode::kNone) {
+    progress.emplace(out, ProgressOptions{.style = o.progress == ProgressMode::kBar     ? ProgressStyle::kBar
+                                                   : o.progress == ProgressMode::kLines ? ProgressStyle::kLines
+                                                                                        : ProgressStyle::kAuto,
+                                          .total_steps = total,
+                                          .steps_per_epoch = trainer.steps_per_epoch()});
+    trainer.on_step_end([&](const StepMetrics& m) { progress->on_step(m); });
+    trainer.on_eval_end([&](const EvalMetrics& m) { progress->on_eval(m); });
+  }
   absl::StatusOr<RunSummary> summary = trainer.fit();
   if (!summary.ok()) return summary.status();
-  std::fprintf(out, "done: %lld steps (%lld skipped), final scale %g, %.0f samples/s, %.1f s\n",
-               static_cast<long long>(summary->steps), static_cast<long long>(summary->skipped_steps),
-               summary->final_scale, summary->samples_per_s, summary->wall_s);
-  if (summary->test_accuracy) std::fprintf(out, "test accuracy: %.2f%%\n", 100.0 * *summary->test_accuracy);
-  if (summary->val_loss) std::fprintf(out, "validation loss: %.4f\n", *summary->val_loss);
+  if (progress) {
+    progress->on_summary(*summary);
+  } else {
+    std::fprintf(out, "done: %lld steps (%lld skipped), final scale %g, %.0f samples/s, %.1f s\n",
+                 static_cast<long long>(summary->steps), static_cast<long long>(summary->skipped_steps),
+                 summary->final_scale, summary->samples_per_s, summary->wall_s);
+    if (summary->test_accuracy) std::fprintf(out, "test accuracy: %.2f%%\n", 100.0 * *summary->test_accuracy);
+    if (summary->val_loss) std::fprintf(out, "validation loss: %.4f\n", *summary->val_loss);
+  }
   if (model.gpt && data->vocab && o.sample_chars > 0) {
     Generator sample_gen(o.seed + 7);
     absl::StatusOr<std::vector<int64_t>> prompt = data->vocab->encode(U"\n");
