@@ -136,7 +136,7 @@ absl::StatusOr<Vocabulary> Vocabulary::parse(std::string_view text, const std::s
   std::vector<absl::string_view> lines = absl::StrSplit(absl::string_view(text.data(), text.size()), '\n');
   if (!lines.empty() && lines.back().empty()) lines.pop_back();
   if (lines.empty() || lines[0] != kVocabHeader) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": not a vocabulary (first line must be \"",
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not a vocabulary file (first line must be \"",
                                                    kVocabHeader, "\")"));
   }
   std::u32string chars;

@@ -295,6 +295,7 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
                        .clip_grad_norm = o.clip_grad_norm,
                        .eval_every = o.eval_every,
                        .eval_batches = o.eval_batches,
+                       .eval_at_start = gpt ? EvalAtStart::kYes : EvalAtStart::kNo,
                        .checkpoint_dir = o.checkpoint_dir,
                        .checkpoint_every = o.checkpoint_every,
                        .keep_checkpoints = o.keep_checkpoints,

@@ -282,6 +282,7 @@ absl::StatusOr<RunSummary> Trainer::fit() {
   };
   std::optional<EvalMetrics> last_eval;
   samples_per_s_.clear();
+  if (eval_ != nullptr && config_.eval_at_start == EvalAtStart::kYes && step_ == 0) last_eval = evaluate();
   while (!finished()) {
     const int64_t epoch = train_.position().epoch;
     const StepMetrics m = train_step();
