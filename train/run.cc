@@ -307,6 +307,12 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
   if (data->vocab) trainer.set_data("vocabulary", data->vocab->serialize());
   if (!o.resume.empty()) {
     if (absl::Status s = trainer.resume(o.resume); !s.ok()) return s;
+    // The model's token ids mean the characters of the vocabulary it was trained with.
+    if (data->vocab && trainer.data().at("vocabulary") != data->vocab->serialize()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--resume=", o.resume, ": the checkpoint's vocabulary differs from the one of ",
+          o.data_path.empty() ? std::string(kFortunesDir) : o.data_path, " (resume with the text it was trained on)"));
+    }
     std::fprintf(out, "resumed at step %lld\n", static_cast<long long>(trainer.step()));
   }
 
