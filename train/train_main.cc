@@ -1,7 +1,10 @@
 // mantissa-train: trains the MLP, CNN or GPT examples from the command line. Flags become RunOptions
 // (train/run.h); a bad flag or value exits with status 2 and a one-line reason, a failing run (missing data,
 // bad checkpoint) with status 1 and its message. With no flags: the MLP on Fashion-MNIST in fp16.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -193,6 +196,14 @@ RunOptions options_from_flags() {
 
 int main(int argc, char** argv) {
   using namespace mantissa;
+  // OpenMP threads that spin between parallel regions starve the loader's worker thread and everything
+  // else on a busy machine (MLP f32 steps ran 7x slower under a load of 5 on 2 cores, bench/RESULTS.md);
+  // sleeping waiters cost little. libgomp reads OMP_WAIT_POLICY once, when it is loaded, so the program
+  // sets it and runs itself again; an explicit OMP_WAIT_POLICY is left as it is.
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: then go on with the default policy
+  }
   parse_flags(argc, argv);
   const RunOptions options = options_from_flags();
   if (absl::Status s = validate(options); !s.ok()) usage_error(std::string(s.message()));
