@@ -3,6 +3,7 @@
 // bad checkpoint) with status 1 and its message. With no flags: the MLP on Fashion-MNIST in fp16.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,7 +35,7 @@ ABSL_FLAG(std::string, optimizer, "adam", "sgd | adam | adamw");
 ABSL_FLAG(double, lr, 1e-3, "learning rate");
 ABSL_FLAG(double, momentum, 0.9, "SGD momentum");
 ABSL_FLAG(std::string, weight_decay, "", "weight decay (default: 0; 0.01 for adamw)");
-ABSL_FLAG(int64_t, batch_size, 128, "examples per micro-batch");
+ABSL_FLAG(int64_t, batch_size, 128, "examples per micro-batch (gpt: 32 unless given)");
 ABSL_FLAG(int64_t, epochs, 5, "passes over the training data (gpt: the run ends at --max_steps)");
 ABSL_FLAG(int64_t, max_steps, 0, "optimizer steps from the start of the run, 0: no limit (gpt: 2000)");
 ABSL_FLAG(int64_t, grad_accum, 1, "micro-batches per optimizer step");
@@ -84,6 +85,10 @@ void print_help() {
   }
 }
 
+std::vector<std::string> given;  // the flags on the command line
+
+bool is_given(std::string_view name) { return std::find(given.begin(), given.end(), name) != given.end(); }
+
 bool is_ours(std::string_view name) {
   for (const char* f : kFlags) {
     if (name == f) return true;
@@ -112,6 +117,7 @@ void parse_flags(int argc, char** argv) {
       usage_error("--" + name + " needs a value");
     }
     if (!is_ours(name)) usage_error("unknown flag --" + name);
+    given.push_back(name);
     std::string error;
     if (!absl::FindCommandLineFlag(name)->ParseFrom(value, &error)) {
       usage_error("--" + name + "=" + value + ": " + error);
@@ -165,6 +171,7 @@ RunOptions options_from_flags() {
     o.weight_decay = v;
   }
   o.batch_size = absl::GetFlag(FLAGS_batch_size);
+  if (o.model == ModelKind::kGPT && !is_given("batch_size")) o.batch_size = 32;  // 4,096 tokens per step
   o.epochs = absl::GetFlag(FLAGS_epochs);
   o.max_steps = absl::GetFlag(FLAGS_max_steps);
   o.grad_accum = absl::GetFlag(FLAGS_grad_accum);
