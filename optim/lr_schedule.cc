@@ -23,7 +23,7 @@ Schedule step_decay(StepDecayOptions o) {
   return Schedule([o](int64_t step) { return std::pow(o.gamma, static_cast<double>(step / o.step_size)); });
 }
 
-Schedule linear(LinearOptions o) {
+Schedule linear(LinearScheduleOptions o) {
   MT_CHECK(o.total_steps > 0, "linear: total_steps must be positive, got ", o.total_steps);
   return Schedule([o](int64_t step) {
     // LinearLR's closed form, in its order of operations.

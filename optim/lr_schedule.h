@@ -39,12 +39,12 @@ Schedule step_decay(StepDecayOptions options);
 // From start_factor at step 0 to end_factor at total_steps, linearly, then end_factor (LinearLR's closed
 // form; start_factor 0 is allowed). Warmup: {.start_factor = 0, .end_factor = 1, .total_steps = n};
 // linear decay: {.start_factor = 1, .end_factor = 0, .total_steps = n}.
-struct LinearOptions {
+struct LinearScheduleOptions {
   double start_factor = 1.0 / 3.0;
   double end_factor = 1.0;
   int64_t total_steps = 5;
 };
-Schedule linear(LinearOptions options);
+Schedule linear(LinearScheduleOptions options);
 
 // min_factor + (1 - min_factor) * (1 + cos(pi * step / total_steps)) / 2 up to total_steps, then min_factor
 // (CosineAnnealingLR's closed form with eta_min = min_factor * base lr; PyTorch's keeps oscillating past
