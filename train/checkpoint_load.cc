@@ -225,13 +225,23 @@ absl::Status check_compatible(const std::string& path, const Checkpoint& checkpo
     return absl::FailedPreconditionError(absl::StrCat(path, ": /optimizer has ", o.groups.size(),
                                                       " param groups, the run's optimizer has ",
                                                       optimizer.num_param_groups()));
+  // The run's hyperparameter names (state_dict copies the state too: this runs once, at resume).
+  const OptimizerState current = optimizer.state_dict();
   for (size_t g = 0; g < o.groups.size(); ++g) {
+    const std::string group = absl::StrCat(path, ": /optimizer/groups/", g);
     std::vector<std::string> names;
     for (const NamedTensor& p : optimizer.group_params(g)) names.push_back(p.name);
     if (names != o.groups[g].params)
       return absl::FailedPreconditionError(absl::StrCat(
-          path, ": /optimizer/groups/", g, " has parameters [", absl::StrJoin(o.groups[g].params, ", "),
+          group, " has parameters [", absl::StrJoin(o.groups[g].params, ", "),
           "], the run's optimizer has [", absl::StrJoin(names, ", "), "]"));
+    for (const auto& [name, value] : current.groups[g].hyperparameters)
+      if (!o.groups[g].hyperparameters.count(name))
+        return absl::FailedPreconditionError(absl::StrCat(group, " has no attribute '", name, "'"));
+    for (const auto& [name, value] : o.groups[g].hyperparameters)
+      if (!current.groups[g].hyperparameters.count(name))
+        return absl::FailedPreconditionError(absl::StrCat(group, " has attribute '", name, "', which ",
+                                                          optimizer.type_name(), " does not know"));
   }
   return absl::OkStatus();
 }
