@@ -2,6 +2,7 @@
 // from the file is bounded by the file's size before anything is allocated.
 #include "train/checkpoint_h5.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -36,12 +37,6 @@ Id fixed_string_type(size_t size) {
   if (!t.valid() || H5Tset_size(t.get(), size) < 0 || H5Tset_strpad(t.get(), H5T_STR_NULLPAD) < 0 ||
       H5Tset_cset(t.get(), H5T_CSET_UTF8) < 0)
     return Id();
-  return t;
-}
-
-Id variable_string_type() {
-  Id t = type_id(H5Tcopy(H5T_C_S1));
-  if (!t.valid() || H5Tset_size(t.get(), H5T_VARIABLE) < 0 || H5Tset_cset(t.get(), H5T_CSET_UTF8) < 0) return Id();
   return t;
 }
 
@@ -149,14 +144,16 @@ absl::Status Writer::text(const Obj& o, const std::string& name, const std::stri
 }
 
 absl::Status Writer::strings(const Obj& o, const std::string& name, const std::vector<std::string>& v) const {
-  Id t = variable_string_type();
+  size_t width = 1;
+  for (const std::string& x : v) width = std::max(width, x.size());
+  std::string packed(v.size() * width, '\0');
+  for (size_t i = 0; i < v.size(); ++i) packed.replace(i * width, v[i].size(), v[i]);
+  Id t = fixed_string_type(width);
   const hsize_t n = v.size();
   Id space = space_id(H5Screate_simple(1, &n, nullptr));
   Id ds = dataset_id(H5Dcreate2(o.id.get(), name.c_str(), t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT,
                                 H5P_DEFAULT));
-  std::vector<const char*> ptrs;
-  for (const std::string& s : v) ptrs.push_back(s.c_str());
-  if (!ds.valid() || (n > 0 && H5Dwrite(ds.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()) < 0))
+  if (!ds.valid() || (n > 0 && H5Dwrite(ds.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, packed.data()) < 0))
     return fail(o, name, "cannot write the strings");
   return absl::OkStatus();
 }
@@ -388,27 +385,22 @@ absl::StatusOr<std::vector<std::string>> Reader::strings(const Obj& o, const std
   absl::StatusOr<Opened> d = open_dataset(o, name);
   if (!d.ok()) return d.status();
   const std::string path = o.child(name);
-  if (H5Tget_class(d->type.get()) != H5T_STRING || H5Tis_variable_str(d->type.get()) <= 0 || d->shape.size() != 1)
-    return error(path, "is not a list of variable-length strings");
-  // Each string takes at least a few bytes of the file's heap.
-  if (static_cast<uint64_t>(d->numel) * sizeof(char*) > file_size_) return error(path, "is larger than the file");
-  Id mem = variable_string_type();
-  std::vector<char*> ptrs(static_cast<size_t>(d->numel), nullptr);
-  if (d->numel == 0) return std::vector<std::string>{};
-  if (!mem.valid() || H5Dread(d->dataset.get(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()) < 0)
+  if (H5Tget_class(d->type.get()) != H5T_STRING || H5Tis_variable_str(d->type.get()) != 0 || d->shape.size() != 1)
+    return error(path, "is not a list of fixed-length strings");
+  const size_t width = H5Tget_size(d->type.get());
+  if (width == 0 || width > file_size_ || static_cast<uint64_t>(d->numel) > file_size_ / width)
+    return error(path, "is larger than the file");
+  std::string packed(static_cast<size_t>(d->numel) * width, '\0');
+  Id mem = fixed_string_type(width);
+  if (d->numel > 0 &&
+      (!mem.valid() || H5Dread(d->dataset.get(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, packed.data()) < 0))
     return error(path, with_detail("cannot be read"));
   std::vector<std::string> out;
-  bool null = false;
-  for (char* p : ptrs) {
-    null |= p == nullptr;
-    out.emplace_back(p == nullptr ? "" : p);
+  for (int64_t i = 0; i < d->numel; ++i) {
+    std::string s = packed.substr(static_cast<size_t>(i) * width, width);
+    s.resize(std::strlen(s.c_str()));  // NUL padding
+    out.push_back(std::move(s));
   }
-#if H5_VERSION_GE(1, 12, 0)
-  H5Treclaim(mem.get(), d->space.get(), H5P_DEFAULT, ptrs.data());
-#else
-  H5Dvlen_reclaim(mem.get(), d->space.get(), H5P_DEFAULT, ptrs.data());
-#endif
-  if (null) return error(path, "holds a null string");
   return out;
 }
 

@@ -86,7 +86,8 @@ class Writer {
   absl::Status tensor(const Obj& o, const std::string& name, const Tensor& t) const;
   // A scalar fixed-length string holding `v`'s bytes, with attribute "bytes" (its exact length).
   absl::Status text(const Obj& o, const std::string& name, const std::string& v) const;
-  // A 1-D dataset of variable-length UTF-8 strings.
+  // A 1-D dataset of fixed-length (the longest), NUL-padded UTF-8 strings. Not variable-length ones: their
+  // global heap is where HDF5 1.10 crashes on damaged files instead of reporting an error.
   absl::Status strings(const Obj& o, const std::string& name, const std::vector<std::string>& v) const;
   absl::Status f64s(const Obj& o, const std::string& name, const std::vector<double>& v) const;
 

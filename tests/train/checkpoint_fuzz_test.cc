@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <random>
 
 #include "tests/train/checkpoint_support.h"
@@ -72,8 +73,12 @@ TEST(CheckpointFuzzCorpus, MutatedFilesNeverCrashTheLoader) {
   const Checkpoint saved = run.checkpoint();
   ASSERT_TRUE(save_checkpoint(path, saved).ok());
   const std::string valid = testing::read_bytes(path);
-  std::mt19937_64 rng(20261122);
+  // A fixed seed in CI; MANTISSA_FUZZ_SEED=<n> explores other corpora.
+  const char* seed_env = std::getenv("MANTISSA_FUZZ_SEED");
+  std::mt19937_64 rng(seed_env ? std::strtoull(seed_env, nullptr, 10) : 20261122);
   const auto start = std::chrono::steady_clock::now();
+  const auto open_fds = [] { return std::distance(std::filesystem::directory_iterator("/proc/self/fd"), {}); };
+  const auto fds_before = open_fds();
   int sealed_errors = 0, sealed_unchanged = 0, resealed_errors = 0, resealed_loaded = 0;
 
   // Part one: the seal as written; up to three edits per mutant, anywhere (the header too).
@@ -113,6 +118,7 @@ TEST(CheckpointFuzzCorpus, MutatedFilesNeverCrashTheLoader) {
   RecordProperty("resealed_loaded", resealed_loaded);
   std::printf("fuzz corpus: %d sealed mutants refused, %d unchanged; resealed: %d refused, %d loaded; %.1f s\n",
               sealed_errors, sealed_unchanged, resealed_errors, resealed_loaded, seconds);
+  EXPECT_EQ(open_fds(), fds_before) << "a refused file left a file descriptor open";
   EXPECT_GT(sealed_errors, 1400);  // nearly every mutant differs from the file, and the seal catches it
   EXPECT_GT(resealed_errors, 0);    // HDF5 or the structural checks catch metadata damage
 }

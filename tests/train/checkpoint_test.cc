@@ -49,8 +49,9 @@ TEST(Checkpoint, RoundTripOfATrainedCnnWithAdamIsBitExact) {
   Generator other(99);
   CNN fresh({.generator = &other});
   Adam fresh_opt(fresh.named_parameters(), {.lr = 1e-3, .amsgrad = true});
-  fresh.load_state_dict(loaded->model);
-  fresh.load_state_dict(loaded->buffers);
+  std::vector<NamedTensor> state = loaded->model;
+  state.insert(state.end(), loaded->buffers.begin(), loaded->buffers.end());
+  fresh.load_state_dict(state);
   fresh_opt.load_state_dict(loaded->optimizer);
   EXPECT_TRUE(testing::same_bytes(fresh.fc2->weight, model.fc2->weight));
 }
@@ -272,10 +273,14 @@ TEST_F(CheckpointStructure, UnsupportedTensorType) {
 }
 TEST_F(CheckpointStructure, BadGeneratorState) {
   EXPECT_EQ(after([](hid_t f) {
-              const hid_t a = H5Aopen_by_name(f, "/trainer/generators/data", "index", H5P_DEFAULT, H5P_DEFAULT);
+              H5Adelete_by_name(f, "/trainer/generators/data", "index", H5P_DEFAULT);
+              const hid_t space = H5Screate(H5S_SCALAR);
+              const hid_t a = H5Acreate_by_name(f, "/trainer/generators/data", "index", H5T_STD_U32LE, space,
+                                                H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
               const uint32_t v = 9;
               H5Awrite(a, H5T_NATIVE_UINT32, &v);
               H5Aclose(a);
+              H5Sclose(space);
             }),
             path + ": /trainer/generators/data has index 9 with counter 1; expected index 4, or 0..3 with counter >= 1");
 }
@@ -321,8 +326,9 @@ TEST(CheckpointCompatible, ShapeNamesDtypeOptimizerKindAndGroups) {
   EXPECT_EQ(kind.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(kind.message(), "runs/a/step_400.h5: /optimizer holds the state of a 'Adam' optimizer, the run uses 'SGD'");
 
-  Adam split(std::vector<NamedTensor>(run.model.named_parameters().begin(), run.model.named_parameters().begin() + 2));
-  split.add_param_group({run.model.named_parameters()[2], run.model.named_parameters()[3]}, {});
+  const std::vector<NamedTensor> params = run.model.named_parameters();
+  Adam split({params[0], params[1]});
+  split.add_param_group({params[2], params[3]}, {});
   EXPECT_EQ(check_compatible(path, c, run.model, split).message(),
             "runs/a/step_400.h5: /optimizer has 1 param groups, the run's optimizer has 2");
   Checkpoint no_lr = c;
