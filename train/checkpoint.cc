@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <ctime>
@@ -262,6 +263,7 @@ absl::StatusOr<std::string> CheckpointDir::latest() const {
   if (!in) return absl::NotFoundError(absl::StrCat(latest, ": no such file (no checkpoint written in ", dir_, " yet)"));
   std::string name;
   std::getline(in, name, '\n');
+  while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();  // "\r"
   if (name.empty() || name.size() > 4096 || name.find('/') != std::string::npos || name == "." || name == "..")
     return absl::DataLossError(absl::StrCat(latest, ": does not name a checkpoint file: '", name.substr(0, 80), "'"));
   const std::string path = (fs::path(dir_) / name).string();

@@ -175,7 +175,10 @@ absl::Status Reader::error(const std::string& object, const std::string& what) c
 }
 
 bool Reader::has(const Obj& parent, const std::string& name) const {
-  return H5Lexists(parent.id.get(), name.c_str(), H5P_DEFAULT) > 0;
+  // A hard link only: HDF5 would follow a soft link anywhere and an external one into another file.
+  H5L_info_t link;
+  return H5Lexists(parent.id.get(), name.c_str(), H5P_DEFAULT) > 0 &&
+         H5Lget_info(parent.id.get(), name.c_str(), &link, H5P_DEFAULT) >= 0 && link.type == H5L_TYPE_HARD;
 }
 
 bool Reader::has_attr(const Obj& o, const std::string& name) const {
@@ -195,9 +198,10 @@ absl::StatusOr<std::vector<std::string>> Reader::members(const Obj& o) const {
   if (info.nlinks > kMaxMembers || info.nlinks > file_size_) return error(o.path, "has too many members");
   // Creation order when the group tracks it (every group this library writes with an order does).
   std::vector<std::string> out;
+  bool ok = false;
   for (H5_index_t idx : {H5_INDEX_CRT_ORDER, H5_INDEX_NAME}) {
     out.clear();
-    bool ok = true;
+    ok = true;
     for (hsize_t i = 0; i < info.nlinks && ok; ++i) {
       const ssize_t len = H5Lget_name_by_idx(o.id.get(), ".", idx, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
       if (len <= 0 || static_cast<size_t>(len) > kMaxNameBytes) { ok = false; break; }
@@ -206,9 +210,16 @@ absl::StatusOr<std::vector<std::string>> Reader::members(const Obj& o) const {
       s.resize(static_cast<size_t>(len));
       out.push_back(std::move(s));
     }
-    if (ok) return out;
+    if (ok) break;
   }
-  return error(o.path, with_detail("has a member whose name cannot be read"));
+  if (!ok) return error(o.path, with_detail("has a member whose name cannot be read"));
+  // Only hard links: a soft link could point anywhere in the file, an external one into another file.
+  for (const std::string& name : out) {
+    H5L_info_t link;
+    if (H5Lget_info(o.id.get(), name.c_str(), &link, H5P_DEFAULT) < 0 || link.type != H5L_TYPE_HARD)
+      return error(o.child(name), "is a soft or external link, not an object of the checkpoint");
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<std::string>> Reader::attr_names(const Obj& o) const {

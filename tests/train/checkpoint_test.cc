@@ -284,6 +284,17 @@ TEST_F(CheckpointStructure, BadGeneratorState) {
             }),
             path + ": /trainer/generators/data has index 9 with counter 1; expected index 4, or 0..3 with counter >= 1");
 }
+TEST_F(CheckpointStructure, SoftAndExternalLinksAreRefused) {
+  EXPECT_EQ(after([](hid_t f) { H5Lcreate_soft("/model/layers.0.bias", f, "/model/alias", H5P_DEFAULT, H5P_DEFAULT); }),
+            path + ": /model/alias is a soft or external link, not an object of the checkpoint");
+}
+TEST_F(CheckpointStructure, ExternalLinkInPlaceOfAGroup) {
+  EXPECT_EQ(after([](hid_t f) {
+              H5Ldelete(f, "/data", H5P_DEFAULT);
+              H5Lcreate_external("/etc/other.h5", "/data", f, "/data", H5P_DEFAULT, H5P_DEFAULT);
+            }),
+            path + ": / has no group 'data'");
+}
 TEST_F(CheckpointStructure, AnEditWithoutResealIsCorruption) {
   testing::edit_with_hdf5(path, [](hid_t f) { H5Adelete_by_name(f, "/trainer", "epoch", H5P_DEFAULT); },
                           Reseal::kNo);
