@@ -12,8 +12,6 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <set>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -23,19 +21,6 @@
 #ifndef MANTISSA_VERSION
 #define MANTISSA_VERSION "0.1.0"  // CMake passes the project version; this is the fallback
 #endif
-
-#define CK_RETURN_IF_ERROR(expr)      \
-  do {                                \
-    absl::Status ck_status_ = (expr); \
-    if (!ck_status_.ok()) return ck_status_; \
-  } while (0)
-#define CK_CONCAT_INNER(a, b) a##b
-#define CK_CONCAT(a, b) CK_CONCAT_INNER(a, b)
-#define CK_ASSIGN_OR_RETURN(lhs, expr) CK_ASSIGN_OR_RETURN_IMPL(CK_CONCAT(ck_or_, __LINE__), lhs, expr)
-#define CK_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                             \
-  if (!tmp.ok()) return tmp.status();            \
-  lhs = std::move(*tmp)
 
 namespace mantissa {
 namespace {

@@ -14,6 +14,21 @@
 #include "absl/status/statusor.h"
 #include "framework/tensor.h"
 
+// Status plumbing for the checkpoint code: return the error of `expr`, or assign its value to `lhs`.
+// CK_ASSIGN_OR_RETURN declares `lhs` in the caller's scope, so it cannot be wrapped in do/while.
+#define CK_RETURN_IF_ERROR(expr)      \
+  do {                                \
+    absl::Status ck_status_ = (expr); \
+    if (!ck_status_.ok()) return ck_status_; \
+  } while (0)
+#define CK_CONCAT_INNER(a, b) a##b
+#define CK_CONCAT(a, b) CK_CONCAT_INNER(a, b)
+#define CK_ASSIGN_OR_RETURN(lhs, expr) CK_ASSIGN_OR_RETURN_IMPL(CK_CONCAT(ck_or_, __LINE__), lhs, expr)
+#define CK_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
+  auto tmp = (expr);                             \
+  if (!tmp.ok()) return tmp.status();            \
+  lhs = std::move(*tmp)
+
 namespace mantissa::h5 {
 
 // An HDF5 id closed by its close function when it goes out of scope.

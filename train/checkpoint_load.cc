@@ -12,14 +12,6 @@
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_h5.h"
 
-#define CK_CONCAT_INNER(a, b) a##b
-#define CK_CONCAT(a, b) CK_CONCAT_INNER(a, b)
-#define CK_ASSIGN_OR_RETURN(lhs, expr) CK_ASSIGN_OR_RETURN_IMPL(CK_CONCAT(ck_or_, __LINE__), lhs, expr)
-#define CK_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                             \
-  if (!tmp.ok()) return tmp.status();            \
-  lhs = std::move(*tmp)
-
 namespace mantissa {
 namespace {
 
@@ -201,7 +193,8 @@ absl::Status compare_tensors(const std::string& path, const char* group, const c
                                                         ", the model expects ", shape_str(e.tensor.shape())));
     if (t.dtype() != e.tensor.dtype())
       return absl::FailedPreconditionError(absl::StrCat(path, ": ", obj, " is ", std::string(dtype_name(t.dtype())),
-                                                        ", the model expects ", std::string(dtype_name(e.tensor.dtype()))));
+                                                        ", the model expects ",
+                                                        std::string(dtype_name(e.tensor.dtype()))));
   }
   for (const NamedTensor& t : saved)
     if (!names.count(t.name))

@@ -282,7 +282,8 @@ TEST_F(CheckpointStructure, BadGeneratorState) {
               H5Aclose(a);
               H5Sclose(space);
             }),
-            path + ": /trainer/generators/data has index 9 with counter 1; expected index 4, or 0..3 with counter >= 1");
+            path + ": /trainer/generators/data has index 9 with counter 1; expected index 4, or 0..3 with "
+                   "counter >= 1");
 }
 TEST_F(CheckpointStructure, SoftAndExternalLinksAreRefused) {
   EXPECT_EQ(after([](hid_t f) { H5Lcreate_soft("/model/layers.0.bias", f, "/model/alias", H5P_DEFAULT, H5P_DEFAULT); }),
