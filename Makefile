@@ -2,7 +2,7 @@
 # configures CMake (Ninja, Release with assertions on) into $(BUILD) and builds with $(JOBS) cores.
 #   make build   configure and build everything (library, tests, programs, benchmarks)
 #   make test    build, then run the whole suite through ctest
-#   make demo    build and run mantissa-demo (a short training)
+#   make demo    build and run mantissa-train with its defaults (MLP, Fashion-MNIST, fp16), printing test accuracy
 #   make bench   build the benchmark programs (and install python3-torch for the PyTorch comparison)
 #   make clean   remove $(BUILD)
 # Environment: MANTISSA_WERROR=ON makes warnings errors (CI); MANTISSA_CUDA / MANTISSA_MPI = ON|OFF
@@ -40,8 +40,8 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 demo: configure
-	cmake --build $(BUILD) -j $(JOBS) --target mantissa-demo
-	$(BUILD)/mantissa-demo
+	cmake --build $(BUILD) -j $(JOBS) --target mantissa-train
+	$(BUILD)/train/mantissa-train
 
 # Each bench/*_bench.cc is its own program, named after the file.
 BENCH_PROGRAMS := $(patsubst bench/%.cc,%,$(wildcard bench/*_bench.cc))

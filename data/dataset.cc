@@ -98,16 +98,22 @@ std::vector<int64_t> epoch_order(int64_t n, Shuffle shuffle, uint64_t seed, int6
   return order;
 }
 
-std::vector<int64_t> shard_order(const std::vector<int64_t>& order, ShardOptions shard) {
+int64_t shard_size(int64_t n, ShardOptions shard) {
   MT_CHECK(shard.world_size >= 1 && shard.rank >= 0 && shard.rank < shard.world_size, "shard_order: rank ",
            shard.rank, " must be in [0, world_size ", shard.world_size, ")");
-  if (shard.world_size == 1) return order;
+  MT_CHECK(n >= 0, "shard_order: n ", n, " must be >= 0");
+  return shard.drop_last == DropLast::kYes ? n / shard.world_size : (n + shard.world_size - 1) / shard.world_size;
+}
+
+std::vector<int64_t> shard_order(const std::vector<int64_t>& order, ShardOptions shard) {
   const auto n = static_cast<int64_t>(order.size());
-  const int64_t per_rank = (n + shard.world_size - 1) / shard.world_size;
+  const int64_t per_rank = shard_size(n, shard);
+  if (shard.world_size == 1) return order;
   std::vector<int64_t> out;
   out.reserve(static_cast<size_t>(per_rank));
-  for (int64_t k = 0; k < per_rank && n > 0; ++k) {
-    const int64_t pos = shard.rank + k * shard.world_size;  // in the padded order: pos >= n wraps to the start
+  for (int64_t k = 0; k < per_rank; ++k) {
+    // Padding (kNo): positions >= n wrap to the start. Truncation (kYes): per_rank * W <= n, no wrap.
+    const int64_t pos = shard.rank + k * shard.world_size;
     out.push_back(order[static_cast<size_t>(pos % n)]);
   }
   return out;

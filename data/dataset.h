@@ -48,12 +48,20 @@ enum class Shuffle { kNone, kRandom };
 // (Fisher-Yates driven by Generator(seed + epoch), as PyTorch's samplers seed with seed + epoch).
 std::vector<int64_t> epoch_order(int64_t n, Shuffle shuffle, uint64_t seed, int64_t epoch);
 
-// PyTorch's DistributedSampler (drop_last=False): the epoch order padded by repeating its start to a multiple
-// of world_size, then rank r keeps positions r, r + W, r + 2W, ... Every rank gets ceil(n / W) indices.
+// Whether the incomplete tail is dropped: the last partial batch (DataLoader), or the samples beyond a multiple
+// of world_size (sharding).
+enum class DropLast { kNo, kYes };
+
+// PyTorch's DistributedSampler. drop_last kNo: the epoch order padded by repeating its start to a multiple of
+// world_size, every rank gets ceil(n / W) indices. kYes: the order truncated to a multiple of world_size, every
+// rank gets floor(n / W). Then rank r keeps positions r, r + W, r + 2W, ...
 struct ShardOptions {
   int64_t rank = 0;
   int64_t world_size = 1;
+  DropLast drop_last = DropLast::kNo;
 };
 std::vector<int64_t> shard_order(const std::vector<int64_t>& order, ShardOptions shard);
+// Indices each rank gets per epoch from n samples: shard_order(...).size().
+int64_t shard_size(int64_t n, ShardOptions shard);
 
 }  // namespace mantissa

@@ -14,7 +14,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   const int64_t w = options_.shard.world_size;
   MT_CHECK(w >= 1 && options_.shard.rank >= 0 && options_.shard.rank < w, "DataLoader: rank ", options_.shard.rank,
            " must be in [0, world_size ", w, ")");
-  samples_ = (dataset_->size() + w - 1) / w;
+  samples_ = shard_size(dataset_->size(), options_.shard);
   start_worker();
 }
 

@@ -16,14 +16,12 @@
 
 namespace mantissa {
 
-enum class DropLast { kNo, kYes };
-
 struct DataLoaderOptions {
   int64_t batch_size = 1;
   Shuffle shuffle = Shuffle::kNone;
   uint64_t seed = 0;
-  DropLast drop_last = DropLast::kNo;
-  ShardOptions shard = {};  // rank / world_size: PyTorch's DistributedSampler sharding
+  DropLast drop_last = DropLast::kNo;  // the last partial batch of an epoch
+  ShardOptions shard = {};  // rank / world_size / drop_last: PyTorch's DistributedSampler sharding
   int64_t prefetch = 2;     // batches prepared ahead by the worker thread; 0: no thread, batches built in next()
 };
 

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "framework/error.h"
 
 namespace mantissa {
@@ -125,33 +126,45 @@ std::string Vocabulary::decode(const std::vector<int64_t>& ids) const {
   return utf8_encode(text);
 }
 
+std::string Vocabulary::serialize() const {
+  std::string out = absl::StrCat(kVocabHeader, "\n");
+  for (char32_t c : chars_) absl::StrAppend(&out, absl::Hex(c), "\n");
+  return out;
+}
+
+absl::StatusOr<Vocabulary> Vocabulary::parse(std::string_view text, const std::string& source) {
+  std::vector<absl::string_view> lines = absl::StrSplit(absl::string_view(text.data(), text.size()), '\n');
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();
+  if (lines.empty() || lines[0] != kVocabHeader) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not a vocabulary file (first line must be \"",
+                                                   kVocabHeader, "\")"));
+  }
+  std::u32string chars;
+  for (size_t n = 1; n < lines.size(); ++n) {
+    uint32_t cp = 0;
+    if (!absl::SimpleHexAtoi(lines[n], &cp) || cp > 0x10FFFF || (!chars.empty() && cp <= chars.back())) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": line ", n + 1, " \"", lines[n],
+                                                     "\" is not a hex code point above the previous one"));
+    }
+    chars.push_back(cp);
+  }
+  return from_text(chars);
+}
+
 absl::Status Vocabulary::save(const std::string& path) const {
   std::ofstream out(path, std::ios::trunc);
-  out << kVocabHeader << '\n';
-  for (char32_t c : chars_) out << absl::StrCat(absl::Hex(c)) << '\n';
+  out << serialize();
   out.close();
   if (!out) return absl::InternalError(absl::StrCat(path, ": cannot write the vocabulary"));
   return absl::OkStatus();
 }
 
 absl::StatusOr<Vocabulary> Vocabulary::load(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open (missing file or no permission)"));
-  std::string line;
-  if (!std::getline(in, line) || line != kVocabHeader) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a vocabulary file (first line must be \"",
-                                                   kVocabHeader, "\")"));
-  }
-  std::u32string chars;
-  for (int64_t n = 2; std::getline(in, line); ++n) {
-    uint32_t cp = 0;
-    if (!absl::SimpleHexAtoi(line, &cp) || cp > 0x10FFFF || (!chars.empty() && cp <= chars.back())) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": line ", n, " \"", line,
-                                                     "\" is not a hex code point above the previous one"));
-    }
-    chars.push_back(cp);
-  }
-  return from_text(chars);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse(text.str(), path);
 }
 
 CharDataset::CharDataset(std::vector<int64_t> ids, int64_t block_size) : ids_(std::move(ids)), block_size_(block_size) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -30,6 +31,9 @@ class Vocabulary {
   std::string decode(const std::vector<int64_t>& ids) const;  // UTF-8
   // One code point per line in hex after a header line; load checks the header and every line.
   absl::Status save(const std::string& path) const;
+  // The same text as a string (stored in checkpoints under /data/vocabulary); `source` names it in errors.
+  std::string serialize() const;
+  static absl::StatusOr<Vocabulary> parse(std::string_view text, const std::string& source);
   static absl::StatusOr<Vocabulary> load(const std::string& path);
 
  private:

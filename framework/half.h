@@ -5,6 +5,14 @@
 
 #include <bit>
 #include <cstdint>
+#include <type_traits>
+
+// With F16C (the x86-64-v3 baseline) a scalar conversion at run time is one instruction; it gives the
+// same bits as the portable code below (tests/framework/convert_test.cc checks every pattern).
+#if defined(__F16C__) && !defined(__CUDACC__)
+#include <immintrin.h>
+#define MANTISSA_SCALAR_F16C 1
+#endif
 
 namespace mantissa {
 
@@ -75,8 +83,19 @@ struct Half {
   uint16_t bits = 0;
   constexpr Half() = default;
   constexpr Half(uint16_t b, detail::FromBits) : bits(b) {}
-  constexpr Half(float f) : bits(detail::float_to_half_bits(f)) {}  // NOLINT: implicit like float
-  constexpr operator float() const { return detail::half_bits_to_float(bits); }
+  constexpr Half(float f) : bits(convert_from(f)) {}  // NOLINT: implicit like float
+  constexpr operator float() const {
+#ifdef MANTISSA_SCALAR_F16C
+    if (!std::is_constant_evaluated()) return _cvtsh_ss(bits);
+#endif
+    return detail::half_bits_to_float(bits);
+  }
+  static constexpr uint16_t convert_from(float f) {
+#ifdef MANTISSA_SCALAR_F16C
+    if (!std::is_constant_evaluated()) return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+#endif
+    return detail::float_to_half_bits(f);
+  }
   static constexpr Half from_bits(uint16_t b) { return Half(b, detail::FromBits{}); }
 };
 

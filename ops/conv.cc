@@ -1,5 +1,6 @@
 // conv2d forward and backward. f32 and bf16 go to oneDNN's convolution primitives (ops/cpu/conv_onednn);
-// f64 and f16 (which oneDNN 2.6 does not convolve on this CPU), and any case oneDNN declines, go to
+// f16 is widened to f32 exactly and rounded once (oneDNN 2.6 does not convolve f16 on this CPU); f64 and
+// any case oneDNN declines go to
 // im2col + GEMM (ops/cpu/gemm.h), per sample and per group, described next.
 // Letters: N batch, C input channels, O output channels, G groups, K = C/G*KH*KW (GEMM depth),
 // P = OH*OW (output pixels). Forward: y[n, o-group] = W_g [O/G, K] @ col_g [K, P], bias pre-filled
@@ -40,8 +41,25 @@ bool is_pointwise(const Conv2dGeometry& g) {
 template <typename T>
 constexpr bool kUseOneDnn = std::is_same_v<T, float> || std::is_same_v<T, BFloat16>;
 
+// f16 (which oneDNN 2.6 does not convolve here) runs as the f32 convolution of the exactly widened
+// operands, rounded once at the output: the 16-bit contract, at oneDNN's f32 speed instead of im2col's.
+template <typename T>
+std::vector<float> widened(const T* p, int64_t n) {
+  std::vector<float> out(p ? static_cast<size_t>(n) : 0);
+  if (p) cpu::to_compute(p, out.data(), n);
+  return out;
+}
+float* data_or_null(std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
+
 template <typename T>
 void conv_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* b, T* y) {
+  if constexpr (std::is_same_v<T, Half>) {
+    std::vector<float> x32 = widened(x, g.n * g.c * g.h * g.w), w32 = widened(w, g.o * g.col_rows()),
+                       b32 = widened(b, g.o), y32(static_cast<size_t>(g.n * g.o * g.out_plane()));
+    conv_forward<float>(g, x32.data(), w32.data(), data_or_null(b32), y32.data());
+    cpu::from_compute(y32.data(), y, static_cast<int64_t>(y32.size()));
+    return;
+  }
   if constexpr (kUseOneDnn<T>) {
     std::vector<float> bias32(b ? static_cast<size_t>(g.o) : 0);
     if (b) cpu::to_compute(b, bias32.data(), g.o);
@@ -130,6 +148,18 @@ void conv_backward_im2col(const Conv2dGeometry& g, const T* x, const T* w, const
 
 template <typename T>
 void conv_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db) {
+  if constexpr (std::is_same_v<T, Half>) {  // as the forward: f32 on widened operands, each grad rounded once
+    const int64_t nx = g.n * g.c * g.h * g.w, nw = g.o * g.col_rows();
+    std::vector<float> x32 = widened(x, nx), w32 = widened(w, nw), dy32 = widened(dy, g.n * g.o * g.out_plane());
+    std::vector<float> dx32(dx ? static_cast<size_t>(nx) : 0), dw32(dw ? static_cast<size_t>(nw) : 0),
+        db32(db ? static_cast<size_t>(g.o) : 0);
+    conv_backward<float>(g, data_or_null(x32), data_or_null(w32), dy32.data(), data_or_null(dx32),
+                         data_or_null(dw32), data_or_null(db32));
+    if (dx) cpu::from_compute(dx32.data(), dx, nx);
+    if (dw) cpu::from_compute(dw32.data(), dw, nw);
+    if (db) cpu::from_compute(db32.data(), db, g.o);
+    return;
+  }
   if constexpr (kUseOneDnn<T>) {
     if (g.n > 0 && dx && cpu::onednn_conv2d_backward_data(g, dy, w, dx)) dx = nullptr;
     if (g.n > 0 && dw) {

@@ -61,10 +61,13 @@ Task classification_task(std::function<Tensor(const Tensor& x)> forward);
 // Batches {x, y} of token ids [B, T]: the model's mean next-token cross entropy.
 Task language_model_task(GPT& model);
 
+// kYes: evaluate once before the first step of a fresh run (the baseline a language model's loss falls from).
+enum class EvalAtStart { kNo, kYes };
+
 struct TrainerConfig {
   Precision precision = Precision::kF16;
-  int64_t epochs = 1;            // passes over the training data, counted from the start of the run
-  int64_t max_steps = 0;         // optimizer steps from the start of the run; 0: no limit
+  int64_t epochs = 0;            // passes over the training data, counted from the start of the run; 0: no limit
+  int64_t max_steps = 0;         // optimizer steps from the start of the run; 0: no limit (one must be set)
   int64_t grad_accum = 1;        // micro-batches per optimizer step (the loss is averaged over them)
   double clip_grad_norm = 0.0;   // max total L2 norm of the unscaled grads; 0: no clipping
   std::optional<Schedule> schedule;  // lr multiplier by step; none: constant lr
@@ -72,6 +75,7 @@ struct TrainerConfig {
   std::optional<amp::GradScalerOptions> scaler;
   int64_t eval_every = 0;        // steps between evaluations; 0: at the end of each epoch
   int64_t eval_batches = 0;      // batches of the eval loader per evaluation; 0: all of them
+  EvalAtStart eval_at_start = EvalAtStart::kNo;
   std::string checkpoint_dir;    // empty: no checkpoints
   int64_t checkpoint_every = 0;  // steps between checkpoints (one is always written at the end); 0: end only
   int64_t keep_checkpoints = 3;

@@ -196,6 +196,114 @@ TEST(ShardOrder, PadsLikeDistributedSampler) {
   EXPECT_EQ(shard_order({4, 2}, {.rank = 4, .world_size = 5}), (std::vector<int64_t>{4}));
 }
 
+// PyTorch DistributedSampler(drop_last=True): indices[:total_size], total_size = floor(n / W) * W, then
+// indices[rank:total_size:W]. Hand-computed from that rule for order {5, 3, 8, 1, 0, 7, 2}.
+TEST(ShardOrder, DropLastTruncatesLikeDistributedSampler) {
+  const std::vector<int64_t> order{5, 3, 8, 1, 0, 7, 2};  // n = 7
+  const ShardOptions w3{.world_size = 3, .drop_last = DropLast::kYes};  // total_size 6: drops the 2
+  EXPECT_EQ(shard_order(order, {.rank = 0, .world_size = 3, .drop_last = DropLast::kYes}),
+            (std::vector<int64_t>{5, 1}));
+  EXPECT_EQ(shard_order(order, {.rank = 1, .world_size = 3, .drop_last = DropLast::kYes}),
+            (std::vector<int64_t>{3, 0}));
+  EXPECT_EQ(shard_order(order, {.rank = 2, .world_size = 3, .drop_last = DropLast::kYes}),
+            (std::vector<int64_t>{8, 7}));
+  EXPECT_EQ(shard_size(7, w3), 2);
+  // W = 2: total_size 6, rank 1 gets 3, 1, 7.
+  EXPECT_EQ(shard_order(order, {.rank = 1, .world_size = 2, .drop_last = DropLast::kYes}),
+            (std::vector<int64_t>{3, 1, 7}));
+  // n divisible by W: nothing dropped, the same as padding mode (which pads nothing).
+  const std::vector<int64_t> six{5, 3, 8, 1, 0, 7};
+  for (int64_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(shard_order(six, {.rank = r, .world_size = 3, .drop_last = DropLast::kYes}),
+              shard_order(six, {.rank = r, .world_size = 3}));
+  }
+  // n < W: PyTorch's num_samples is ceil((n - W) / W) = 0, so every rank gets nothing.
+  EXPECT_TRUE(shard_order({4, 2}, {.rank = 1, .world_size = 5, .drop_last = DropLast::kYes}).empty());
+  EXPECT_EQ(shard_size(2, {.world_size = 5, .drop_last = DropLast::kYes}), 0);
+  EXPECT_EQ(shard_size(2, {.world_size = 5}), 1);  // padding: ceil(2 / 5)
+  // world_size 1 never drops anything.
+  EXPECT_EQ(shard_order(order, {.drop_last = DropLast::kYes}), order);
+}
+
+TEST(ShardOrder, RanksTogetherCoverTheOrderOnce) {
+  const std::vector<int64_t> order = epoch_order(23, Shuffle::kRandom, 4, 1);
+  for (int64_t w : {2, 3, 4, 5}) {
+    std::multiset<int64_t> truncated, padded;
+    for (int64_t r = 0; r < w; ++r) {
+      for (int64_t i : shard_order(order, {.rank = r, .world_size = w, .drop_last = DropLast::kYes})) {
+        truncated.insert(i);
+      }
+      for (int64_t i : shard_order(order, {.rank = r, .world_size = w})) padded.insert(i);
+    }
+    const int64_t total = 23 / w * w;
+    // Truncation: exactly the first floor(n / W) * W samples of the order, each once.
+    EXPECT_EQ(truncated, std::multiset<int64_t>(order.begin(), order.begin() + total)) << "W " << w;
+    // Padding: every sample at least once, ceil(n / W) * W in all.
+    EXPECT_EQ(static_cast<int64_t>(padded.size()), (23 + w - 1) / w * w) << "W " << w;
+    for (int64_t i = 0; i < 23; ++i) EXPECT_GE(padded.count(i), 1u) << "W " << w << " sample " << i;
+  }
+}
+
+TEST(DistributedLoader, DropLastLoaderSizes) {
+  DataLoader r1(numbered(61), {.batch_size = 4, .shard = {.rank = 1, .world_size = 2, .drop_last = DropLast::kYes}});
+  EXPECT_EQ(r1.samples_per_epoch(), 30);
+  EXPECT_EQ(r1.batches_per_epoch(), 8);  // 7 of 4 and one of 2
+  const auto batches = run_epoch(r1);
+  ASSERT_EQ(batches.size(), 8u);
+  EXPECT_EQ(batches.back(), (std::vector<int64_t>{57, 59}));  // no shuffle: rank 1 holds the odd samples < 60
+}
+
+// Sampler truncation plus batch drop_last on every rank matches one rank with batch drop_last at every step,
+// whatever n: floor(floor(n / 2) / B) == floor(n / 2B).
+TEST(DistributedLoader, DropLastTwoRanksOfBMatchOneRankOf2BAtEveryStep) {
+  for (int64_t n : {64, 61, 63, 67}) {
+    const int64_t B = 4;
+    const ShardOptions rank0{.rank = 0, .world_size = 2, .drop_last = DropLast::kYes};
+    const ShardOptions rank1{.rank = 1, .world_size = 2, .drop_last = DropLast::kYes};
+    DataLoader one(numbered(n), {.batch_size = 2 * B, .shuffle = Shuffle::kRandom, .seed = 9,
+                                 .drop_last = DropLast::kYes});
+    DataLoader r0(numbered(n), {.batch_size = B, .shuffle = Shuffle::kRandom, .seed = 9,
+                                .drop_last = DropLast::kYes, .shard = rank0});
+    DataLoader r1(numbered(n), {.batch_size = B, .shuffle = Shuffle::kRandom, .seed = 9,
+                                .drop_last = DropLast::kYes, .shard = rank1});
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      auto single = run_epoch(one), a = run_epoch(r0), b = run_epoch(r1);
+      ASSERT_EQ(a.size(), single.size()) << "n " << n;
+      ASSERT_EQ(b.size(), single.size()) << "n " << n;
+      for (size_t s = 0; s < single.size(); ++s) {
+        std::multiset<int64_t> together(a[s].begin(), a[s].end());
+        together.insert(b[s].begin(), b[s].end());
+        EXPECT_EQ(together, std::multiset<int64_t>(single[s].begin(), single[s].end())) << "n " << n << " step " << s;
+      }
+    }
+  }
+}
+
+// Sampler truncation with partial last batches: the last step of the 2 ranks is the single rank's last batch
+// less the one sample truncation drops (n odd), never a repeated sample.
+TEST(DistributedLoader, DropLastShardNeverRepeatsASample) {
+  const int64_t n = 61, B = 4;
+  DataLoader one(numbered(n), {.batch_size = 2 * B, .shuffle = Shuffle::kRandom, .seed = 3});
+  DataLoader r0(numbered(n), {.batch_size = B, .shuffle = Shuffle::kRandom, .seed = 3,
+                              .shard = {.rank = 0, .world_size = 2, .drop_last = DropLast::kYes}});
+  DataLoader r1(numbered(n), {.batch_size = B, .shuffle = Shuffle::kRandom, .seed = 3,
+                              .shard = {.rank = 1, .world_size = 2, .drop_last = DropLast::kYes}});
+  auto single = run_epoch(one), a = run_epoch(r0), b = run_epoch(r1);
+  ASSERT_EQ(a.size(), single.size());
+  ASSERT_EQ(b.size(), single.size());
+  std::multiset<int64_t> seen;
+  for (size_t s = 0; s < single.size(); ++s) {
+    std::multiset<int64_t> together(a[s].begin(), a[s].end());
+    together.insert(b[s].begin(), b[s].end());
+    std::multiset<int64_t> expected(single[s].begin(), single[s].end());
+    if (s + 1 == single.size()) expected.erase(expected.find(single[s].back()));  // order[60], truncated
+    EXPECT_EQ(together, expected) << "step " << s;
+    seen.insert(together.begin(), together.end());
+  }
+  EXPECT_EQ(seen.size(), 60u);
+  EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), 60u);  // no sample twice
+}
+
 TEST(DistributedLoader, TwoRanksOfBMatchOneRankOf2B) {
   for (int64_t n : {64, 61}) {  // 61: odd, padded by one repeated sample
     const int64_t B = 4;

@@ -64,6 +64,12 @@ TEST_F(TextTest, VocabularyRoundTripsThroughAFile) {
   EXPECT_EQ(loaded->chars(), v.chars());
   EXPECT_EQ(*loaded->encode(text), *ids);
   EXPECT_FALSE(v.encode(U"z").ok());
+  auto parsed = Vocabulary::parse(v.serialize(), "checkpoint /data/vocabulary");  // as checkpoints store it
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->chars(), v.chars());
+  auto bad = Vocabulary::parse(v.serialize() + "zz\n", "ckpt.h5 /data/vocabulary");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("ckpt.h5 /data/vocabulary: line 9 \"zz\""), std::string::npos) << bad.status();
   auto junk = Vocabulary::load(write("junk", "hello\n"));
   ASSERT_FALSE(junk.ok());
   EXPECT_NE(junk.status().message().find("not a vocabulary file"), std::string::npos);

@@ -1,0 +1,328 @@
+// The Trainer: each precision trains, the loop's counting (epochs, max_steps, accumulation tails), the
+// scaler's skips, clipping, evaluation, metrics, and an in-memory checkpoint that continues bit for bit.
+#include "train/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "framework/autograd.h"
+#include "framework/generator.h"
+#include "framework/random.h"
+#include "models/mlp.h"
+#include "ops/elementwise.h"
+#include "ops/matmul.h"
+#include "ops/reduce.h"
+#include "optim/adam.h"
+#include "optim/sgd.h"
+
+namespace mantissa {
+namespace {
+
+constexpr int64_t kFeatures = 16, kClasses = 4;
+
+// n examples labelled by a fixed random two-layer "teacher": learnable but not linear.
+std::shared_ptr<TensorDataset> teacher_data(int64_t n, uint64_t seed) {
+  Generator gen(seed);
+  Generator teacher(99);
+  const Tensor w1 = randn({kFeatures, 32}, {}, &teacher), w2 = randn({32, kClasses}, {}, &teacher);
+  const Tensor x = randn({n, kFeatures}, {}, &gen);
+  const Tensor y = argmax(matmul(relu(matmul(x, w1)), w2), 1);
+  return std::make_shared<TensorDataset>(std::vector<Tensor>{x, y});
+}
+
+// A model, its optimizer and loaders, built the same way from the same seed every time.
+struct Rig {
+  explicit Rig(std::vector<int64_t> hidden = {32}, int64_t batch = 32, int64_t n = 512, uint64_t init_seed = 5)
+      : gen(init_seed),
+        model(kFeatures, std::move(hidden), kClasses, {.generator = &gen}),
+        adam(model.named_parameters(), {.lr = 1e-2}),
+        train(teacher_data(n, 1), {.batch_size = batch, .shuffle = Shuffle::kRandom, .seed = 3, .prefetch = 2}),
+        test(teacher_data(256, 2), {.batch_size = 100}) {}
+  Task task() { return classification_task([this](const Tensor& x) { return model.forward(x); }); }
+  Generator gen;
+  MLP model;
+  Adam adam;
+  DataLoader train, test;
+};
+
+std::vector<float> flat_weights(const Module& m) {
+  std::vector<float> out;
+  for (const NamedTensor& p : m.named_parameters()) {
+    const Tensor c = p.tensor.contiguous();
+    out.insert(out.end(), c.data<float>(), c.data<float>() + c.numel());
+  }
+  return out;
+}
+
+class TrainerPrecisionTest : public ::testing::TestWithParam<Precision> {};
+
+TEST_P(TrainerPrecisionTest, LearnsAndReportsEveryStep) {
+  Rig s;
+  Trainer trainer({.precision = GetParam(), .epochs = 8}, s.model, s.task(), s.adam, s.train, &s.test);
+  std::vector<StepMetrics> steps;
+  std::vector<EvalMetrics> evals;
+  trainer.on_step_end([&](const StepMetrics& m) { steps.push_back(m); });
+  trainer.on_eval_end([&](const EvalMetrics& m) { evals.push_back(m); });
+  const absl::StatusOr<RunSummary> summary = trainer.fit();
+  ASSERT_TRUE(summary.ok()) << summary.status();
+
+  ASSERT_EQ(steps.size(), 8u * 16u);  // 512 / 32 batches per epoch
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].step, static_cast<int64_t>(i) + 1);
+    EXPECT_EQ(steps[i].epoch, static_cast<int64_t>(i) / 16);
+    EXPECT_TRUE(std::isfinite(steps[i].loss));
+    EXPECT_DOUBLE_EQ(steps[i].lr, 1e-2);
+    EXPECT_GT(steps[i].samples_per_s, 0.0);
+  }
+  // fp16 scales the loss (2^16 by default), the others do not.
+  EXPECT_EQ(steps[0].scale, GetParam() == Precision::kF16 ? 65536.0 : 1.0);
+  ASSERT_EQ(evals.size(), 8u);  // one per epoch end; the last step's evaluation is not repeated
+  EXPECT_EQ(evals.back().step, 128);
+  ASSERT_TRUE(summary->test_accuracy.has_value());
+  EXPECT_EQ(*summary->test_accuracy, *evals.back().accuracy);
+  EXPECT_EQ(summary->steps, 128);
+  // The teacher's labels are learnable: chance is 25%.
+  EXPECT_GT(*summary->test_accuracy, 0.6);
+  EXPECT_LT(steps.back().loss, 0.5 * steps.front().loss);
+  EXPECT_FALSE(summary->val_loss.has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, TrainerPrecisionTest,
+                         ::testing::Values(Precision::kF32, Precision::kF16, Precision::kBF16),
+                         [](const auto& info) { return std::string(precision_name(info.param)); });
+
+TEST(TrainerTest, MaxStepsStopsInsideAnEpoch) {
+  Rig s;
+  Trainer trainer({.precision = Precision::kF32, .epochs = 3, .max_steps = 7}, s.model, s.task(), s.adam, s.train);
+  ASSERT_TRUE(trainer.fit().ok());
+  EXPECT_EQ(trainer.step(), 7);
+  EXPECT_EQ(s.train.position(), (LoaderPosition{.epoch = 0, .batch = 7}));
+}
+
+TEST(TrainerTest, AccumulationTakesTheEpochTailAsAShortStep) {
+  Rig s({32}, 32, 320);  // 10 batches per epoch, 3 per step: steps of 3, 3, 3 and 1
+  Trainer trainer({.precision = Precision::kF32, .epochs = 2, .grad_accum = 3}, s.model, s.task(), s.adam, s.train);
+  EXPECT_EQ(trainer.steps_per_epoch(), 4);
+  std::vector<StepMetrics> steps;
+  trainer.on_step_end([&](const StepMetrics& m) { steps.push_back(m); });
+  ASSERT_TRUE(trainer.fit().ok());
+  ASSERT_EQ(steps.size(), 8u);
+  EXPECT_EQ(steps[3].epoch, 0);
+  EXPECT_EQ(steps[4].epoch, 1);
+  EXPECT_EQ(s.train.position(), (LoaderPosition{.epoch = 2, .batch = 0}));
+}
+
+TEST(TrainerTest, AccumulatedMicroBatchesEqualOneBigBatch) {
+  // Two micro-batches of 16 average to the gradient of one batch of 32 (no shuffle: the same 32 examples).
+  auto run = [](int64_t batch, int64_t accum) {
+    Generator gen(7);
+    MLP model(kFeatures, {32}, kClasses, {.generator = &gen});
+    SGD sgd(model.named_parameters(), {.lr = 0.5});
+    DataLoader train(teacher_data(64, 1), {.batch_size = batch});
+    Trainer trainer({.precision = Precision::kF32, .max_steps = 1, .grad_accum = accum}, model,
+                    classification_task([&](const Tensor& x) { return model.forward(x); }), sgd, train);
+    EXPECT_TRUE(trainer.fit().ok());
+    return flat_weights(model);
+  };
+  const std::vector<float> big = run(32, 1), accumulated = run(16, 2);
+  ASSERT_EQ(big.size(), accumulated.size());
+  for (size_t i = 0; i < big.size(); ++i) {
+    // The same sums in a different order: a few f32 ulps of the update.
+    EXPECT_NEAR(big[i], accumulated[i], 1e-6) << "weight " << i;
+  }
+}
+
+TEST(TrainerTest, Fp16SkipsOverflowingStepsAndBacksOff) {
+  Rig s;
+  const std::vector<float> before = flat_weights(s.model);
+  // 2^40 times any loss of order 1 overflows f16's 65504 in the backward: the first steps are skipped.
+  Trainer trainer({.precision = Precision::kF16, .max_steps = 40,
+                   .scaler = amp::GradScalerOptions{.init_scale = std::ldexp(1.0, 40)}},
+                  s.model, s.task(), s.adam, s.train);
+  std::vector<StepMetrics> steps;
+  trainer.on_step_end([&](const StepMetrics& m) {
+    steps.push_back(m);
+    if (m.step == 1) EXPECT_EQ(flat_weights(s.model), before) << "a skipped step changed the weights";
+  });
+  const absl::StatusOr<RunSummary> summary = trainer.fit();
+  ASSERT_TRUE(summary.ok());
+  ASSERT_TRUE(steps[0].skipped);
+  EXPECT_FALSE(std::isfinite(steps[0].grad_norm));
+  EXPECT_EQ(steps[1].scale, steps[0].scale / 2);  // one backoff per skipped step
+  int64_t skipped = 0;
+  for (const StepMetrics& m : steps) skipped += m.skipped ? 1 : 0;
+  EXPECT_GT(skipped, 0);
+  EXPECT_LT(skipped, 40);
+  EXPECT_FALSE(steps.back().skipped);
+  EXPECT_EQ(summary->skipped_steps, skipped);
+  EXPECT_EQ(summary->final_scale, trainer.scaler().get_scale());
+  EXPECT_NE(flat_weights(s.model), before);
+}
+
+TEST(TrainerTest, ClippingBoundsTheUpdate) {
+  Generator gen(7);
+  MLP model(kFeatures, {32}, kClasses, {.generator = &gen});
+  SGD sgd(model.named_parameters(), {.lr = 1.0});
+  DataLoader train(teacher_data(64, 1), {.batch_size = 64});
+  const std::vector<float> before = flat_weights(model);
+  Trainer trainer({.precision = Precision::kF32, .max_steps = 1, .clip_grad_norm = 1e-3}, model,
+                  classification_task([&](const Tensor& x) { return model.forward(x); }), sgd, train);
+  double reported = 0.0;
+  trainer.on_step_end([&](const StepMetrics& m) { reported = m.grad_norm; });
+  ASSERT_TRUE(trainer.fit().ok());
+  EXPECT_GT(reported, 1e-3);  // the norm before clipping is reported
+  const std::vector<float> after = flat_weights(model);
+  double moved = 0.0;
+  for (size_t i = 0; i < before.size(); ++i) moved += (after[i] - before[i]) * double(after[i] - before[i]);
+  // SGD with lr 1 moves the weights by the clipped gradient: norm 1e-3 (f32 rounding aside).
+  EXPECT_NEAR(std::sqrt(moved), 1e-3, 1e-6);
+}
+
+TEST(TrainerTest, EvaluateCountsCorrectPredictions) {
+  // The "model" returns its input as logits: rows favour classes 0, 1, 2, 2 against labels 0, 1, 2, 3.
+  const Tensor logits = from_vector<float>({5, 0, 0, 0, 0, 5, 0, 0, 0, 0, 5, 0, 0, 0, 5, 0}, {4, 4});
+  const Tensor labels = from_vector<int64_t>({0, 1, 2, 3}, {4});
+  auto data = std::make_shared<TensorDataset>(std::vector<Tensor>{logits, labels});
+  Generator gen(1);
+  MLP unused(4, {}, 4, {.generator = &gen});
+  SGD sgd(unused.named_parameters(), {.lr = 0.1});
+  DataLoader train(data, {.batch_size = 4}), test(data, {.batch_size = 3});
+  Trainer trainer({.precision = Precision::kF32, .max_steps = 1}, unused,
+                  classification_task([](const Tensor& x) { return x * 1.0; }), sgd, train, &test);
+  const EvalMetrics m = trainer.evaluate();
+  ASSERT_TRUE(m.accuracy.has_value());
+  EXPECT_DOUBLE_EQ(*m.accuracy, 0.75);
+  // Three rows have p(label) = e^5 / (e^5 + 3); the last has p(label) = 1 / (e^5 + 3).
+  const double good = -std::log(std::exp(5.0) / (std::exp(5.0) + 3)), bad = -std::log(1 / (std::exp(5.0) + 3));
+  EXPECT_NEAR(m.loss, (3 * good + bad) / 4, 1e-6);
+}
+
+TEST(TrainerTest, MetricsFileHasOneLinePerStepEvaluationAndTheSummary) {
+  Rig s;
+  const std::string path = ::testing::TempDir() + "/trainer_metrics.jsonl";
+  Trainer trainer({.precision = Precision::kBF16, .max_steps = 20, .eval_every = 8, .metrics_path = path}, s.model,
+                  s.task(), s.adam, s.train, &s.test);
+  ASSERT_TRUE(trainer.fit().ok());
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 20u + 3u + 1u);  // evaluations at steps 8, 16 and 20 (the end)
+  EXPECT_EQ(lines[0].rfind("{\"step\": 1, \"epoch\": 0, \"loss\": ", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[8].rfind("{\"event\": \"eval\", \"step\": 8,", 0), 0u) << lines[8];
+  EXPECT_EQ(lines.back().rfind("{\"event\": \"summary\", \"steps\": 20, \"skipped_steps\": 0,", 0), 0u)
+      << lines.back();
+}
+
+TEST(TrainerTest, MetricsFileInAMissingFolderIsAnError) {
+  Rig s;
+  Trainer trainer({.precision = Precision::kF32, .max_steps = 1, .metrics_path = "/nonexistent-dir/m.jsonl"},
+                  s.model, s.task(), s.adam, s.train);
+  const absl::StatusOr<RunSummary> summary = trainer.fit();
+  ASSERT_FALSE(summary.ok());
+  EXPECT_NE(summary.status().message().find("/nonexistent-dir/m.jsonl"), std::string::npos)
+      << summary.status();
+  EXPECT_EQ(trainer.step(), 0);
+}
+
+TEST(TrainerTest, BadConfigurationIsRefusedWithTheReason) {
+  Rig s;
+  auto message = [&](TrainerConfig c) {
+    try {
+      Trainer t(c, s.model, s.task(), s.adam, s.train);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({.epochs = 0, .max_steps = 0}).find("neither epochs nor max_steps"), std::string::npos);
+  EXPECT_NE(message({.max_steps = 1, .grad_accum = 0}).find("grad_accum must be >= 1, got 0"), std::string::npos);
+  EXPECT_NE(message({.max_steps = 1, .clip_grad_norm = -1}).find("clip_grad_norm"), std::string::npos);
+  EXPECT_NE(message({.max_steps = 1, .keep_checkpoints = 0}).find("keep_checkpoints"), std::string::npos);
+}
+
+// An uninterrupted run against one stopped at step `stop` (inside an epoch) and continued by a new
+// Trainer (new model, optimizer and loader, initialised differently) from the checkpoint: every later loss
+// and the final weights are the same bits.
+class TrainerResumeTest : public ::testing::TestWithParam<Precision> {};
+
+TEST_P(TrainerResumeTest, ContinuesBitForBitFromAnInMemoryCheckpoint) {
+  constexpr int64_t kSteps = 30, kStop = 13;  // 16 batches per epoch: the stop is inside epoch 0
+  auto config = [](int64_t max_steps) {
+    return TrainerConfig{.precision = GetParam(), .max_steps = max_steps, .schedule = cosine({.total_steps = kSteps}),
+                         // a scale that overflows at first: the resumed run must carry the scaler's state
+                         .scaler = GetParam() == Precision::kF16
+                                       ? std::optional(amp::GradScalerOptions{.init_scale = std::ldexp(1.0, 24),
+                                                                              .growth_interval = 4})
+                                       : std::nullopt};
+  };
+  std::vector<double> full_losses;
+  std::vector<float> full_weights;
+  {
+    Rig s;
+    Trainer trainer(config(kSteps), s.model, s.task(), s.adam, s.train);
+    trainer.on_step_end([&](const StepMetrics& m) { full_losses.push_back(m.loss); });
+    ASSERT_TRUE(trainer.fit().ok());
+    full_weights = flat_weights(s.model);
+  }
+  Checkpoint saved;
+  {
+    Rig s;
+    Trainer trainer(config(kStop), s.model, s.task(), s.adam, s.train);
+    ASSERT_TRUE(trainer.fit().ok());
+    saved = trainer.checkpoint();
+    EXPECT_EQ(saved.trainer.step, kStop);
+    EXPECT_EQ(saved.trainer.batch, kStop);
+  }
+  Rig s({32}, 32, 512, /*init_seed=*/1234);
+  Trainer trainer(config(kSteps), s.model, s.task(), s.adam, s.train);
+  ASSERT_TRUE(trainer.restore(saved).ok());
+  std::vector<double> resumed_losses;
+  trainer.on_step_end([&](const StepMetrics& m) { resumed_losses.push_back(m.loss); });
+  ASSERT_TRUE(trainer.fit().ok());
+  ASSERT_EQ(resumed_losses.size(), static_cast<size_t>(kSteps - kStop));
+  for (int64_t i = 0; i < kSteps - kStop; ++i) {
+    EXPECT_EQ(resumed_losses[i], full_losses[kStop + i]) << "step " << kStop + i + 1;
+  }
+  EXPECT_EQ(flat_weights(s.model), full_weights);
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, TrainerResumeTest,
+                         ::testing::Values(Precision::kF32, Precision::kF16, Precision::kBF16),
+                         [](const auto& info) { return std::string(precision_name(info.param)); });
+
+TEST(TrainerTest, RestoreRefusesAnotherModelAndChangesNothing) {
+  Rig a({32});
+  Trainer ta({.precision = Precision::kF32, .max_steps = 2}, a.model, a.task(), a.adam, a.train);
+  ASSERT_TRUE(ta.fit().ok());
+  const Checkpoint c = ta.checkpoint();
+
+  Rig b({48});
+  Trainer tb({.precision = Precision::kF32, .max_steps = 2}, b.model, b.task(), b.adam, b.train);
+  const std::vector<float> before = flat_weights(b.model);
+  const absl::Status status = tb.restore(c, "run/step_2.h5");
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("run/step_2.h5"), std::string::npos) << status;
+  EXPECT_EQ(flat_weights(b.model), before);
+  EXPECT_EQ(tb.step(), 0);
+}
+
+TEST(TrainerTest, RestoreRefusesAnotherPrecision) {
+  Rig a;
+  Trainer ta({.precision = Precision::kF16, .max_steps = 1}, a.model, a.task(), a.adam, a.train);
+  ASSERT_TRUE(ta.fit().ok());
+  Rig b;
+  Trainer tb({.precision = Precision::kBF16, .max_steps = 1}, b.model, b.task(), b.adam, b.train);
+  const absl::Status status = tb.restore(ta.checkpoint(), "x.h5");
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("written by a fp16 run; this run is bf16"), std::string::npos) << status;
+}
+
+}  // namespace
+}  // namespace mantissa

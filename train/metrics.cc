@@ -1,0 +1,117 @@
+// The JSON lines of the metrics file: records to text (9 significant digits, null for non-finite numbers)
+// and a writer that flushes each line and keeps the first write error.
+#include "train/metrics.h"
+
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstring>
+#include <string_view>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace mantissa {
+namespace {
+
+// Builds one JSON object field by field, keys in the order they are added.
+class JsonLine {
+ public:
+  JsonLine& integer(std::string_view key, int64_t value) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%" PRId64, value);
+    return raw(key, buf);
+  }
+  // %.9g: 9 significant digits are enough for any float32 to parse back to the same float.
+  JsonLine& number(std::string_view key, double value) {
+    if (!std::isfinite(value)) return raw(key, "null");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", value);
+    return raw(key, buf);
+  }
+  JsonLine& flag(std::string_view key, bool value) { return raw(key, value ? "true" : "false"); }
+  // `value` is one of our own fixed words: nothing in it needs escaping.
+  JsonLine& text(std::string_view key, std::string_view value) {
+    std::string quoted = "\"";
+    quoted.append(value).append("\"");
+    return raw(key, quoted);
+  }
+
+  std::string str() const { return "{" + body_ + "}"; }
+
+ private:
+  JsonLine& raw(std::string_view key, std::string_view value) {
+    if (!body_.empty()) body_ += ", ";
+    body_.append("\"").append(key).append("\": ").append(value);
+    return *this;
+  }
+  std::string body_;
+};
+
+}  // namespace
+
+std::string to_json(const StepMetrics& m) {
+  return JsonLine()
+      .integer("step", m.step)
+      .integer("epoch", m.epoch)
+      .number("loss", m.loss)
+      .number("lr", m.lr)
+      .number("scale", m.scale)
+      .flag("skipped", m.skipped)
+      .number("grad_norm", m.grad_norm)
+      .number("samples_per_s", m.samples_per_s)
+      .str();
+}
+
+std::string to_json(const EvalMetrics& m) {
+  JsonLine line;
+  line.text("event", "eval").integer("step", m.step).integer("epoch", m.epoch).number("loss", m.loss);
+  if (m.accuracy.has_value()) line.number("accuracy", *m.accuracy);
+  return line.str();
+}
+
+std::string to_json(const RunSummary& m) {
+  JsonLine line;
+  line.text("event", "summary")
+      .integer("steps", m.steps)
+      .integer("skipped_steps", m.skipped_steps)
+      .number("final_scale", m.final_scale);
+  if (m.test_accuracy.has_value()) line.number("test_accuracy", *m.test_accuracy);
+  if (m.val_loss.has_value()) line.number("val_loss", *m.val_loss);
+  line.number("samples_per_s", m.samples_per_s).number("wall_s", m.wall_s);
+  return line.str();
+}
+
+absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::open(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "w");
+  if (file == nullptr) {
+    const int err = errno;
+    return absl::Status(absl::ErrnoToStatusCode(err),
+                        absl::StrCat("metrics: cannot create ", path, ": ", std::strerror(err),
+                                     ". HINT: check that its folder exists and is writable"));
+  }
+  return std::unique_ptr<MetricsWriter>(new MetricsWriter(path, file));
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void MetricsWriter::write(const StepMetrics& m) { put_line(to_json(m)); }
+void MetricsWriter::write(const EvalMetrics& m) { put_line(to_json(m)); }
+void MetricsWriter::write(const RunSummary& m) { put_line(to_json(m)); }
+
+absl::Status MetricsWriter::status() const { return status_; }
+
+// Flushed per line so that a crash or a reader tailing the file sees whole records. Only the first error
+// is kept: it is the one that explains the rest.
+void MetricsWriter::put_line(const std::string& line) {
+  errno = 0;
+  const bool ok = std::fputs(line.c_str(), file_) >= 0 && std::fputc('\n', file_) != EOF && std::fflush(file_) == 0;
+  if (!ok && status_.ok()) {
+    const int err = errno != 0 ? errno : EIO;
+    status_ = absl::ErrnoToStatus(err, absl::StrCat("metrics: cannot write ", path_));
+  }
+}
+
+}  // namespace mantissa

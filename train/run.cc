@@ -1,0 +1,362 @@
+// mantissa-train's run: data, model, optimizer, loaders and Trainer from RunOptions; progress and summary.
+#include "train/run.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "data/dataset.h"
+#include "data/idx.h"
+#include "data/loader.h"
+#include "data/text.h"
+#include "framework/autograd.h"
+#include "framework/generator.h"
+#include "framework/random.h"
+#include "models/cnn.h"
+#include "models/gpt.h"
+#include "models/mlp.h"
+#include "optim/adam.h"
+#include "optim/sgd.h"
+#include "train/progress.h"
+
+namespace mantissa {
+namespace {
+
+const char* model_name(ModelKind m) {
+  switch (m) {
+    case ModelKind::kMLP: return "mlp";
+    case ModelKind::kCNN: return "cnn";
+    case ModelKind::kGPT: return "gpt";
+  }
+  return "?";
+}
+
+DataKind effective_data(const RunOptions& o) {
+  if (o.data != DataKind::kDefault) return o.data;
+  return o.model == ModelKind::kGPT ? DataKind::kText : DataKind::kFashionMnist;
+}
+
+const char* data_name(DataKind d) {
+  switch (d) {
+    case DataKind::kDefault: return "default";
+    case DataKind::kFashionMnist: return "fashion-mnist";
+    case DataKind::kText: return "text";
+    case DataKind::kSynthetic: return "synthetic";
+  }
+  return "?";
+}
+
+const char* optimizer_name(OptimizerKind o) {
+  switch (o) {
+    case OptimizerKind::kSGD: return "sgd";
+    case OptimizerKind::kAdam: return "adam";
+    case OptimizerKind::kAdamW: return "adamw";
+  }
+  return "?";
+}
+
+// Sizes of the synthetic sets: as large as the real ones, so an epoch is comparable, but made in memory.
+constexpr int64_t kSyntheticTrain = 60000, kSyntheticTest = 10000, kSyntheticTextChars = 1 << 20;
+
+struct Data {
+  std::shared_ptr<const Dataset> train, eval;
+  std::optional<Vocabulary> vocab;  // text
+  int64_t vocab_size = 0;
+};
+
+absl::StatusOr<Data> load_data(const RunOptions& o) {
+  Data d;
+  const DataKind kind = effective_data(o);
+  if (kind == DataKind::kFashionMnist) {
+    MnistOptions mnist{.scaling = PixelScaling::kNormalized};
+    if (!o.data_path.empty()) mnist.dir = o.data_path;
+    absl::StatusOr<MnistData> train = read_mnist(MnistSplit::kTrain, mnist);
+    if (!train.ok()) return train.status();
+    absl::StatusOr<MnistData> test = read_mnist(MnistSplit::kTest, mnist);
+    if (!test.ok()) return test.status();
+    d.train = std::make_shared<TensorDataset>(std::vector<Tensor>{train->images, train->labels});
+    d.eval = std::make_shared<TensorDataset>(std::vector<Tensor>{test->images, test->labels});
+  } else if (kind == DataKind::kText) {
+    TextOptions text{.block_size = o.block_size};
+    if (!o.data_path.empty()) text.path = o.data_path;
+    absl::StatusOr<TextData> t = load_text(text);
+    if (!t.ok()) return t.status();
+    d.train = t->train;
+    d.eval = t->val;
+    d.vocab_size = t->vocab.size();
+    d.vocab = std::move(t->vocab);
+  } else if (o.model == ModelKind::kGPT) {  // synthetic tokens: uniform over a 65-character vocabulary
+    Generator gen(o.seed + 1000);
+    d.vocab_size = 65;
+    auto tokens = [&](int64_t n) {
+      std::vector<int64_t> ids(static_cast<size_t>(n));
+      for (int64_t& id : ids) id = static_cast<int64_t>(gen.next_u32() % 65);
+      return std::make_shared<CharDataset>(std::move(ids), o.block_size);
+    };
+    d.train = tokens(kSyntheticTextChars);
+    d.eval = tokens(kSyntheticTextChars / 10);
+  } else {  // synthetic images: N(0, 1) pixels and uniform labels
+    Generator gen(o.seed + 1000);
+    auto images = [&](int64_t n) {
+      Tensor x = randn({n, 1, CNN::kImageSize, CNN::kImageSize}, {}, &gen);
+      std::vector<int64_t> labels(static_cast<size_t>(n));
+      for (int64_t& y : labels) y = static_cast<int64_t>(gen.next_u32() % 10);
+      return std::make_shared<TensorDataset>(std::vector<Tensor>{x, from_vector(labels, {n})});
+    };
+    d.train = images(kSyntheticTrain);
+    d.eval = images(kSyntheticTest);
+  }
+  return d;
+}
+
+struct Model {
+  std::shared_ptr<Module> module;
+  Task task;
+  std::shared_ptr<GPT> gpt;  // set for --model=gpt
+};
+
+Model build_model(const RunOptions& o, const Data& data) {
+  // Initial values come from the default generator seeded with --seed; the Trainer re-seeds it (with
+  // --seed + 1) when training starts, for dropout, and saves its state in checkpoints.
+  manual_seed(o.seed);
+  Model m;
+  if (o.model == ModelKind::kMLP) {
+    auto mlp = std::make_shared<MLP>(CNN::kImageSize * CNN::kImageSize, o.mlp_hidden, 10,
+                                     MLPOptions{});
+    m.task = classification_task([mlp](const Tensor& x) { return mlp->forward(x.flatten(1)); });
+    m.module = mlp;
+  } else if (o.model == ModelKind::kCNN) {
+    auto cnn = std::make_shared<CNN>(CNNOptions{});
+    m.task = classification_task([cnn](const Tensor& x) { return cnn->forward(x); });
+    m.module = cnn;
+  } else {
+    GPTConfig config{.vocab_size = data.vocab_size, .n_layer = o.n_layer, .n_head = o.n_head,
+                     .n_embd = o.n_embd, .block_size = o.block_size, .dropout = o.dropout};
+    m.gpt = std::make_shared<GPT>(config, GPTOptions{});
+    m.task = language_model_task(*m.gpt);
+    m.module = m.gpt;
+  }
+  return m;
+}
+
+std::unique_ptr<Optimizer> build_optimizer(const RunOptions& o, Module& model) {
+  switch (o.optimizer) {
+    case OptimizerKind::kSGD:
+      return std::make_unique<SGD>(model.named_parameters(),
+                                   SGDOptions{.lr = o.lr, .momentum = o.momentum,
+                                              .weight_decay = o.weight_decay.value_or(0.0)});
+    case OptimizerKind::kAdam:
+      return std::make_unique<Adam>(model.named_parameters(),
+                                    AdamOptions{.lr = o.lr, .weight_decay = o.weight_decay.value_or(0.0)});
+    case OptimizerKind::kAdamW:
+      return std::make_unique<AdamW>(model.named_parameters(),
+                                     AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay.value_or(1e-2)});
+  }
+  return nullptr;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += absl::StrFormat("\\u%04x", static_cast<int>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+absl::Status validate(const RunOptions& o) {
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  const DataKind data = effective_data(o);
+  if (o.model == ModelKind::kGPT && data == DataKind::kFashionMnist) {
+    return bad("--data=fashion-mnist does not fit --model=gpt (use --data=text or --data=synthetic)");
+  }
+  if (o.model != ModelKind::kGPT && data == DataKind::kText) {
+    return bad("--data=text needs --model=gpt (mlp and cnn classify images)");
+  }
+  for (int64_t h : o.mlp_hidden) {
+    if (h <= 0) return bad("--mlp_hidden: every size must be > 0, got ", absl::StrJoin(o.mlp_hidden, ","));
+  }
+  if (o.n_layer <= 0 || o.n_head <= 0 || o.n_embd <= 0 || o.block_size <= 0) {
+    return bad("--n_layer, --n_head, --n_embd and --block_size must be > 0");
+  }
+  if (o.n_embd % o.n_head != 0) {
+    return bad("--n_embd (", o.n_embd, ") must be a multiple of --n_head (", o.n_head, ")");
+  }
+  if (!(o.dropout >= 0.0 && o.dropout < 1.0)) return bad("--dropout must be in [0, 1), got ", o.dropout);
+  if (!(o.lr > 0.0 && std::isfinite(o.lr))) return bad("--lr must be > 0, got ", o.lr);
+  if (!(o.momentum >= 0.0 && o.momentum < 1.0)) return bad("--momentum must be in [0, 1), got ", o.momentum);
+  if (o.weight_decay && !(*o.weight_decay >= 0.0 && std::isfinite(*o.weight_decay))) {
+    return bad("--weight_decay must be >= 0, got ", *o.weight_decay);
+  }
+  if (o.batch_size <= 0) return bad("--batch_size must be > 0, got ", o.batch_size);
+  if (o.epochs < 0) return bad("--epochs must be >= 0, got ", o.epochs);
+  if (o.max_steps < 0) return bad("--max_steps must be >= 0, got ", o.max_steps);
+  if (o.epochs == 0 && o.max_steps == 0 && o.model != ModelKind::kGPT) {
+    return bad("--epochs=0 and --max_steps=0: the run would never end");
+  }
+  if (o.grad_accum <= 0) return bad("--grad_accum must be > 0, got ", o.grad_accum);
+  if (!(o.clip_grad_norm >= 0.0 && std::isfinite(o.clip_grad_norm))) {
+    return bad("--clip_grad_norm must be >= 0 (0: off), got ", o.clip_grad_norm);
+  }
+  const amp::GradScalerOptions& s = o.scaler;
+  if (!(s.init_scale > 0.0 && std::isfinite(s.init_scale))) return bad("--init_scale must be > 0, got ", s.init_scale);
+  if (!(s.growth_factor > 1.0)) return bad("--growth_factor must be > 1, got ", s.growth_factor);
+  if (!(s.backoff_factor > 0.0 && s.backoff_factor < 1.0)) {
+    return bad("--backoff_factor must be in (0, 1), got ", s.backoff_factor);
+  }
+  if (s.growth_interval <= 0) return bad("--growth_interval must be > 0, got ", s.growth_interval);
+  if (s.hysteresis <= 0) return bad("--hysteresis must be > 0, got ", s.hysteresis);
+  if (!(s.min_scale >= 0.0) || s.min_scale > s.init_scale) {
+    return bad("--min_scale must be in [0, --init_scale], got ", s.min_scale);
+  }
+  if (o.threads < 0) return bad("--threads must be >= 0 (0: all cores), got ", o.threads);
+  if (o.eval_every < 0) return bad("--eval_every must be >= 0, got ", o.eval_every);
+  if (o.eval_batches < 0) return bad("--eval_batches must be >= 0, got ", o.eval_batches);
+  if (o.checkpoint_every < 0) return bad("--checkpoint_every must be >= 0, got ", o.checkpoint_every);
+  if (o.checkpoint_every > 0 && o.checkpoint_dir.empty()) return bad("--checkpoint_every needs --checkpoint_dir");
+  if (o.keep_checkpoints <= 0) return bad("--keep_checkpoints must be > 0, got ", o.keep_checkpoints);
+  if (o.resume == "latest" && o.checkpoint_dir.empty()) return bad("--resume=latest needs --checkpoint_dir");
+  if (o.sample_chars < 0) return bad("--sample_chars must be >= 0, got ", o.sample_chars);
+  return absl::OkStatus();
+}
+
+std::string to_json(const RunOptions& o) {
+  std::vector<std::string> f;
+  auto add = [&](const char* name, const std::string& value) { f.push_back(absl::StrCat("\"", name, "\": ", value)); };
+  auto num = [](double v) { return absl::StrFormat("%.17g", v); };
+  add("model", json_string(model_name(o.model)));
+  add("data", json_string(data_name(effective_data(o))));
+  add("data_path", json_string(o.data_path));
+  add("mlp_hidden", absl::StrCat("[", absl::StrJoin(o.mlp_hidden, ", "), "]"));
+  add("n_layer", absl::StrCat(o.n_layer));
+  add("n_head", absl::StrCat(o.n_head));
+  add("n_embd", absl::StrCat(o.n_embd));
+  add("block_size", absl::StrCat(o.block_size));
+  add("dropout", num(o.dropout));
+  add("precision", json_string(precision_name(o.precision)));
+  add("optimizer", json_string(optimizer_name(o.optimizer)));
+  add("lr", num(o.lr));
+  add("momentum", num(o.momentum));
+  add("weight_decay", o.weight_decay ? num(*o.weight_decay) : "null");
+  add("batch_size", absl::StrCat(o.batch_size));
+  add("epochs", absl::StrCat(o.epochs));
+  add("max_steps", absl::StrCat(o.max_steps));
+  add("grad_accum", absl::StrCat(o.grad_accum));
+  add("clip_grad_norm", num(o.clip_grad_norm));
+  add("init_scale", num(o.scaler.init_scale));
+  add("growth_factor", num(o.scaler.growth_factor));
+  add("backoff_factor", num(o.scaler.backoff_factor));
+  add("growth_interval", absl::StrCat(o.scaler.growth_interval));
+  add("hysteresis", absl::StrCat(o.scaler.hysteresis));
+  add("min_scale", num(o.scaler.min_scale));
+  add("seed", absl::StrCat(o.seed));
+  add("eval_every", absl::StrCat(o.eval_every));
+  add("eval_batches", absl::StrCat(o.eval_batches));
+  return absl::StrCat("{", absl::StrJoin(f, ", "), "}");
+}
+
+absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
+  if (absl::Status s = validate(options); !s.ok()) return s;
+  RunOptions o = options;
+  const bool gpt = o.model == ModelKind::kGPT;
+  if (gpt && o.max_steps == 0 && o.epochs == RunOptions{}.epochs) o.max_steps = 2000, o.epochs = 0;
+  if (gpt && o.eval_every == 0) o.eval_every = 200;
+  if (gpt && o.eval_batches == 0) o.eval_batches = 20;
+  if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
+
+  absl::StatusOr<Data> data = load_data(o);
+  if (!data.ok()) return data.status();
+  Model model = build_model(o, *data);
+  std::unique_ptr<Optimizer> optimizer = build_optimizer(o, *model.module);
+
+  DataLoader train(data->train, {.batch_size = o.batch_size, .shuffle = Shuffle::kRandom, .seed = o.seed});
+  // Classifiers evaluate on the whole test set in order; the language model on a fixed random sample of
+  // validation blocks (the same at every evaluation).
+  DataLoader eval(data->eval, gpt ? DataLoaderOptions{.batch_size = o.batch_size, .shuffle = Shuffle::kRandom,
+                                                       .seed = o.seed + 1}
+                                  : DataLoaderOptions{.batch_size = 1000});
+
+  TrainerConfig config{.precision = o.precision,
+                       .epochs = o.epochs,
+                       .max_steps = o.max_steps,
+                       .grad_accum = o.grad_accum,
+                       .clip_grad_norm = o.clip_grad_norm,
+                       .eval_every = o.eval_every,
+                       .eval_batches = o.eval_batches,
+                       .eval_at_start = gpt ? EvalAtStart::kYes : EvalAtStart::kNo,
+                       .checkpoint_dir = o.checkpoint_dir,
+                       .checkpoint_every = o.checkpoint_every,
+                       .keep_checkpoints = o.keep_checkpoints,
+                       .seed = o.seed + 1,
+                       .metrics_path = o.metrics,
+                       .config_json = o.config_json.empty() ? to_json(o) : o.config_json};
+  if (o.precision == Precision::kF16) config.scaler = o.scaler;
+  Trainer trainer(config, *model.module, model.task, *optimizer, train, &eval);
+  if (data->vocab) trainer.set_data("vocabulary", data->vocab->serialize());
+  if (!o.resume.empty()) {
+    if (absl::Status s = trainer.resume(o.resume); !s.ok()) return s;
+    // The model's token ids mean the characters of the vocabulary it was trained with.
+    if (data->vocab && trainer.data().at("vocabulary") != data->vocab->serialize()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--resume=", o.resume, ": the checkpoint's vocabulary differs from the one of ",
+          o.data_path.empty() ? std::string(kFortunesDir) : o.data_path, " (resume with the text it was trained on)"));
+    }
+    std::fprintf(out, "resumed at step %lld\n", static_cast<long long>(trainer.step()));
+  }
+
+  std::fprintf(out, "mantissa-train: %s on %s, %s, %s lr %g, batch %lld, %lld parameters\n", model_name(o.model),
+               data_name(effective_data(o)), precision_name(o.precision), optimizer_name(o.optimizer), o.lr,
+               static_cast<long long>(o.batch_size), static_cast<long long>([&] {
+                 int64_t n = 0;
+                 for (const NamedTensor& p : model.module->named_parameters()) n += p.tensor.numel();
+                 return n;
+               }()));
+  const int64_t total = o.max_steps > 0 ? o.max_steps : o.epochs * trainer.steps_per_epoch();
+  std::optional<ProgressReporter> progress;
+  if (o.progress != ProgressMode::kNone) {
+    progress.emplace(out, ProgressOptions{.style = o.progress == ProgressMode::kBar     ? ProgressStyle::kBar
+                                                   : o.progress == ProgressMode::kLines ? ProgressStyle::kLines
+                                                                                        : ProgressStyle::kAuto,
+                                          .total_steps = total,
+                                          .steps_per_epoch = trainer.steps_per_epoch()});
+    trainer.on_step_end([&](const StepMetrics& m) { progress->on_step(m); });
+    trainer.on_eval_end([&](const EvalMetrics& m) { progress->on_eval(m); });
+  }
+  absl::StatusOr<RunSummary> summary = trainer.fit();
+  if (!summary.ok()) return summary.status();
+  if (progress) {
+    progress->on_summary(*summary);
+  } else {
+    std::fprintf(out, "done: %lld steps (%lld skipped), final scale %g, %.0f samples/s, %.1f s\n",
+                 static_cast<long long>(summary->steps), static_cast<long long>(summary->skipped_steps),
+                 summary->final_scale, summary->samples_per_s, summary->wall_s);
+    if (summary->test_accuracy) std::fprintf(out, "test accuracy: %.2f%%\n", 100.0 * *summary->test_accuracy);
+    if (summary->val_loss) std::fprintf(out, "validation loss: %.4f\n", *summary->val_loss);
+  }
+  if (model.gpt && data->vocab && o.sample_chars > 0) {
+    Generator sample_gen(o.seed + 7);
+    absl::StatusOr<std::vector<int64_t>> prompt = data->vocab->encode(U"\n");
+    const Tensor start = prompt.ok() ? from_vector(*prompt, {static_cast<int64_t>(prompt->size())})
+                                     : zeros({1}, {.dtype = DType::kI64});
+    const Tensor text = model.gpt->generate(start, o.sample_chars, {.temperature = 0.8, .generator = &sample_gen});
+    std::vector<int64_t> ids(static_cast<size_t>(text.numel()));
+    for (int64_t i = 0; i < text.numel(); ++i) ids[static_cast<size_t>(i)] = static_cast<int64_t>(text.select(0, i).item());
+    std::fprintf(out, "--- sample ---\n%s\n--- end of sample ---\n", data->vocab->decode(ids).c_str());
+  }
+  std::fflush(out);
+  return summary;
+}
+
+}  // namespace mantissa

@@ -1,0 +1,65 @@
+// What mantissa-train does, as a library call: the run's options (one field per flag), their validation,
+// and run(), which loads the data, builds the model, optimizer, loaders and Trainer, trains, and prints
+// the progress and the summary. train_main.cc only turns flags into RunOptions.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "train/metrics.h"
+#include "train/trainer.h"
+
+namespace mantissa {
+
+enum class ModelKind { kMLP, kCNN, kGPT };
+enum class DataKind { kDefault, kFashionMnist, kText, kSynthetic };  // kDefault: fashion-mnist, text for gpt
+enum class OptimizerKind { kSGD, kAdam, kAdamW };
+enum class ProgressMode { kAuto, kBar, kLines, kNone };
+
+struct RunOptions {
+  ModelKind model = ModelKind::kMLP;
+  DataKind data = DataKind::kDefault;
+  std::string data_path;  // empty: the dataset's default location
+  std::vector<int64_t> mlp_hidden = {1024, 1024};
+  int64_t n_layer = 4, n_head = 4, n_embd = 128, block_size = 128;
+  double dropout = 0.0;
+  Precision precision = Precision::kF16;
+  OptimizerKind optimizer = OptimizerKind::kAdam;
+  double lr = 1e-3;
+  double momentum = 0.9;                // SGD only
+  std::optional<double> weight_decay;   // none: the optimizer's default (0; AdamW 0.01)
+  int64_t batch_size = 128;
+  int64_t epochs = 5;
+  int64_t max_steps = 0;                // 0: no limit (gpt: 2000 when epochs are not what ends the run)
+  int64_t grad_accum = 1;
+  double clip_grad_norm = 0.0;
+  amp::GradScalerOptions scaler = amp::scaler_defaults_for(DType::kF16);  // used when precision is fp16
+  uint64_t seed = 1;
+  int64_t threads = 0;                  // 0: all cores
+  int64_t eval_every = 0;               // 0: each epoch end (gpt: every 200 steps)
+  int64_t eval_batches = 0;             // 0: the whole test set (gpt: 20 batches)
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int64_t keep_checkpoints = 3;
+  std::string resume;                   // a path or "latest"
+  std::string metrics;                  // JSON lines path
+  int64_t sample_chars = 400;           // gpt: characters generated at the end
+  ProgressMode progress = ProgressMode::kAuto;
+  std::string config_json;              // stored in checkpoints
+};
+
+// The first problem with `options` as a one-line message naming the flag, or ok.
+absl::Status validate(const RunOptions& options);
+
+// The options as a JSON object (stored in checkpoints' /meta/config_json).
+std::string to_json(const RunOptions& options);
+
+// Trains as the options say, printing to `out`. Errors: data files, checkpoints, metrics file.
+absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out);
+
+}  // namespace mantissa

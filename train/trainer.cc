@@ -1,0 +1,412 @@
+// The Trainer's loop: micro-batches under autocast, the scaled backward, unscale + grad norm (+ clip), the
+// scaler's step and update, the lr schedule, evaluation, metrics and checkpoints; and its checkpoint state.
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "amp/autocast.h"
+#include "framework/autograd.h"
+#include "framework/error.h"
+#include "framework/generator.h"
+#include "models/gpt.h"
+#include "ops/elementwise.h"
+#include "ops/loss.h"
+#include "ops/reduce.h"
+#include "optim/clip_grad.h"
+
+namespace mantissa {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+DType precision_dtype(Precision p) {
+  switch (p) {
+    case Precision::kF16: return DType::kF16;
+    case Precision::kBF16: return DType::kBF16;
+    case Precision::kF32: break;
+  }
+  return DType::kF32;
+}
+
+// Autocast for the run's precision (nothing for fp32).
+class PrecisionScope {
+ public:
+  explicit PrecisionScope(Precision p) {
+    if (p != Precision::kF32) guard_.emplace(amp::AutocastOptions{.dtype = precision_dtype(p)});
+  }
+
+ private:
+  std::optional<amp::AutocastGuard> guard_;
+};
+
+void check_config(const TrainerConfig& c) {
+  MT_CHECK(c.epochs >= 0 && c.max_steps >= 0, "Trainer: epochs (", c.epochs, ") and max_steps (", c.max_steps,
+           ") must be >= 0");
+  MT_CHECK(c.epochs > 0 || c.max_steps > 0,
+           "Trainer: neither epochs nor max_steps is set, the run would never end. HINT: set one of them");
+  MT_CHECK(c.grad_accum >= 1, "Trainer: grad_accum must be >= 1, got ", c.grad_accum);
+  MT_CHECK(c.clip_grad_norm >= 0 && std::isfinite(c.clip_grad_norm),
+           "Trainer: clip_grad_norm must be finite and >= 0 (0: no clipping), got ", c.clip_grad_norm);
+  MT_CHECK(c.eval_every >= 0 && c.eval_batches >= 0 && c.checkpoint_every >= 0 && c.warmup_steps >= 0,
+           "Trainer: eval_every, eval_batches, checkpoint_every and warmup_steps must be >= 0");
+  MT_CHECK(c.keep_checkpoints >= 1, "Trainer: keep_checkpoints must be >= 1, got ", c.keep_checkpoints);
+}
+
+Tensor scalar_loss(const Tensor& loss) {
+  MT_CHECK(loss.defined() && loss.numel() == 1, "Trainer: the task's loss must be a scalar tensor, got ",
+           loss.defined() ? shape_str(loss.shape()) : std::string("an undefined tensor"));
+  return loss;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + mid, v.end());
+  double m = v[mid];
+  if (v.size() % 2 == 0) m = (m + *std::max_element(v.begin(), v.begin() + mid)) / 2;
+  return m;
+}
+
+std::vector<NamedTensor> deep_copy(const std::vector<NamedTensor>& tensors) {
+  NoGradGuard no_grad;
+  std::vector<NamedTensor> out;
+  out.reserve(tensors.size());
+  for (const NamedTensor& t : tensors) out.push_back({t.name, t.tensor.detach().clone()});
+  return out;
+}
+
+}  // namespace
+
+const char* precision_name(Precision precision) {
+  switch (precision) {
+    case Precision::kF32: return "fp32";
+    case Precision::kF16: return "fp16";
+    case Precision::kBF16: return "bf16";
+  }
+  return "?";
+}
+
+absl::StatusOr<Precision> parse_precision(std::string_view name) {
+  if (name == "fp32") return Precision::kF32;
+  if (name == "fp16") return Precision::kF16;
+  if (name == "bf16") return Precision::kBF16;
+  return absl::InvalidArgumentError(absl::StrCat("unknown precision '", std::string(name), "' (expected fp32, fp16 or bf16)"));
+}
+
+Task classification_task(std::function<Tensor(const Tensor& x)> forward) {
+  Task task;
+  task.classifier = true;
+  task.loss = [forward](const Example& batch) {
+    MT_CHECK(batch.size() == 2, "classification_task: a batch must be {inputs, labels}, got ", batch.size(),
+             " tensors");
+    return cross_entropy(forward(batch[0]), batch[1]);
+  };
+  task.evaluate = [forward](const Example& batch) {
+    MT_CHECK(batch.size() == 2, "classification_task: a batch must be {inputs, labels}, got ", batch.size(),
+             " tensors");
+    const Tensor logits = forward(batch[0]);
+    EvalSums s;
+    s.loss_sum = cross_entropy(logits, batch[1], {.reduction = Reduction::kSum}).item();
+    s.correct = static_cast<int64_t>(sum(eq(argmax(logits, 1), batch[1]).to(DType::kF32)).item());
+    s.count = batch[1].size(0);
+    return s;
+  };
+  return task;
+}
+
+Task language_model_task(GPT& model) {
+  Task task;
+  task.loss = [&model](const Example& batch) {
+    MT_CHECK(batch.size() == 2, "language_model_task: a batch must be {tokens, next tokens}, got ",
+             batch.size(), " tensors");
+    return model.forward(batch[0], batch[1]).loss;
+  };
+  task.evaluate = [&model](const Example& batch) {
+    MT_CHECK(batch.size() == 2, "language_model_task: a batch must be {tokens, next tokens}, got ",
+             batch.size(), " tensors");
+    EvalSums s;
+    s.count = batch[1].numel();
+    s.loss_sum = model.forward(batch[0], batch[1]).loss.item() * static_cast<double>(s.count);
+    return s;
+  };
+  return task;
+}
+
+Trainer::Trainer(TrainerConfig config, Module& model, Task task, Optimizer& optimizer, DataLoader& train,
+                 DataLoader* eval)
+    : config_(std::move(config)),
+      model_(model),
+      task_(std::move(task)),
+      optimizer_(optimizer),
+      train_(train),
+      eval_(eval),
+      scaler_(config_.scaler ? *config_.scaler : amp::scaler_defaults_for(precision_dtype(config_.precision))) {
+  check_config(config_);
+  MT_CHECK(task_.loss != nullptr, "Trainer: the task has no loss function");
+  MT_CHECK(eval_ == nullptr || task_.evaluate != nullptr,
+           "Trainer: an eval loader was given but the task has no evaluate function");
+  MT_CHECK(train_.batches_per_epoch() > 0, "Trainer: the training loader yields no batch (",
+           train_.samples_per_epoch(), " samples per epoch)");
+  if (config_.schedule) scheduler_.emplace(optimizer_, *config_.schedule);
+  if (config_.precision != Precision::kF32) optimizer_.enable_working_copies(precision_dtype(config_.precision));
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::on_step_end(std::function<void(const StepMetrics&)> callback) {
+  step_callbacks_.push_back(std::move(callback));
+}
+void Trainer::on_eval_end(std::function<void(const EvalMetrics&)> callback) {
+  eval_callbacks_.push_back(std::move(callback));
+}
+void Trainer::set_data(const std::string& name, std::string blob) { data_[name] = std::move(blob); }
+
+int64_t Trainer::steps_per_epoch() const {
+  return (train_.batches_per_epoch() + config_.grad_accum - 1) / config_.grad_accum;
+}
+
+void Trainer::emit(const StepMetrics& m) {
+  if (metrics_) metrics_->write(m);
+  for (auto& callback : step_callbacks_) callback(m);
+}
+void Trainer::emit(const EvalMetrics& m) {
+  if (metrics_) metrics_->write(m);
+  for (auto& callback : eval_callbacks_) callback(m);
+}
+
+StepMetrics Trainer::train_step() {
+  const double start = now_s();
+  model_.train();
+  const LoaderPosition position = train_.position();
+  // The last step of an epoch takes the batches that are left; each micro-batch's loss is divided by the
+  // number of micro-batches of its step, so the grads are the mean over them.
+  const int64_t micro = std::min(config_.grad_accum, train_.batches_per_epoch() - position.batch);
+  optimizer_.zero_grad();
+  double loss_sum = 0.0;
+  int64_t samples = 0;
+  for (int64_t i = 0; i < micro; ++i) {
+    std::optional<Example> batch = train_.next();
+    MT_ASSERT(batch.has_value(), "Trainer: the loader ended an epoch early");
+    samples += batch->at(0).size(0);
+    Tensor loss;
+    {
+      PrecisionScope autocast(config_.precision);
+      loss = scalar_loss(task_.loss(*batch));
+    }
+    loss_sum += loss.item();
+    scaler_.scale(micro > 1 ? loss / static_cast<double>(micro) : loss).backward();
+  }
+  // The epoch's last batch was taken: move the loader on now, so that the position saved with a checkpoint
+  // reads {next epoch, 0}.
+  if (train_.position().batch == train_.batches_per_epoch()) train_.next();
+
+  StepMetrics m;
+  m.epoch = position.epoch;
+  m.loss = loss_sum / static_cast<double>(micro);
+  m.lr = optimizer_.lr(0);
+  m.scale = scaler_.get_scale();
+  if (scaler_.is_enabled()) scaler_.unscale_(optimizer_);
+  std::vector<NamedTensor> params;
+  for (size_t g = 0; g < optimizer_.num_param_groups(); ++g) {
+    const auto& group = optimizer_.group_params(g);
+    params.insert(params.end(), group.begin(), group.end());
+  }
+  // Without clipping the norm is still measured for the metrics (an infinite max_norm never scales).
+  m.grad_norm = clip_grad_norm_(params, config_.clip_grad_norm > 0 ? config_.clip_grad_norm
+                                                                  : std::numeric_limits<double>::infinity());
+  m.skipped = !scaler_.step(optimizer_);
+  scaler_.update();
+  if (scheduler_) scheduler_->step();
+  m.step = ++step_;
+  const double elapsed = now_s() - start;
+  m.samples_per_s = elapsed > 0 ? static_cast<double>(samples) / elapsed : 0.0;
+  return m;
+}
+
+EvalMetrics Trainer::evaluate() {
+  MT_CHECK(eval_ != nullptr, "Trainer::evaluate: no eval loader was given to the Trainer");
+  NoGradGuard no_grad;
+  model_.eval();
+  eval_->set_position({.epoch = 0, .batch = 0});
+  EvalSums total;
+  {
+    PrecisionScope autocast(config_.precision);
+    for (int64_t b = 0; config_.eval_batches == 0 || b < config_.eval_batches; ++b) {
+      std::optional<Example> batch = eval_->next();
+      if (!batch) break;
+      const EvalSums s = task_.evaluate(*batch);
+      total.loss_sum += s.loss_sum;
+      total.correct += s.correct;
+      total.count += s.count;
+    }
+  }
+  model_.train();
+  MT_CHECK(total.count > 0, "Trainer::evaluate: the eval loader yielded no example");
+  EvalMetrics m;
+  m.step = step_;
+  m.epoch = train_.position().epoch;
+  m.loss = total.loss_sum / static_cast<double>(total.count);
+  if (task_.classifier) m.accuracy = static_cast<double>(total.correct) / static_cast<double>(total.count);
+  last_eval_step_ = step_;
+  emit(m);
+  return m;
+}
+
+absl::StatusOr<RunSummary> Trainer::fit() {
+  const double start = now_s();
+  if (!resumed_ && step_ == 0) default_generator().manual_seed(config_.seed);
+  if (!config_.metrics_path.empty()) {
+    absl::StatusOr<std::unique_ptr<MetricsWriter>> writer = MetricsWriter::open(config_.metrics_path);
+    if (!writer.ok()) return writer.status();
+    metrics_ = *std::move(writer);
+  }
+  std::optional<CheckpointDir> checkpoints;
+  if (!config_.checkpoint_dir.empty()) checkpoints.emplace(config_.checkpoint_dir, config_.keep_checkpoints);
+  int64_t last_checkpoint_step = -1;
+  auto write_checkpoint = [&]() -> absl::Status {
+    absl::StatusOr<std::string> written = checkpoints->write(checkpoint());
+    if (!written.ok()) return written.status();
+    last_checkpoint_step = step_;
+    return absl::OkStatus();
+  };
+
+  auto finished = [&] {
+    return (config_.max_steps > 0 && step_ >= config_.max_steps) ||
+           (config_.epochs > 0 && train_.position().epoch >= config_.epochs);
+  };
+  std::optional<EvalMetrics> last_eval;
+  samples_per_s_.clear();
+  if (eval_ != nullptr && config_.eval_at_start == EvalAtStart::kYes && step_ == 0) last_eval = evaluate();
+  while (!finished()) {
+    const int64_t epoch = train_.position().epoch;
+    const StepMetrics m = train_step();
+    samples_per_s_.push_back(m.samples_per_s);
+    emit(m);
+    const bool epoch_done = train_.position().epoch != epoch;
+    if (eval_ != nullptr && (config_.eval_every > 0 ? step_ % config_.eval_every == 0 : epoch_done)) {
+      last_eval = evaluate();
+    }
+    if (checkpoints && config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0) {
+      if (absl::Status s = write_checkpoint(); !s.ok()) return s;
+    }
+    if (metrics_ && !metrics_->status().ok()) return metrics_->status();
+  }
+  if (eval_ != nullptr && last_eval_step_ != step_) last_eval = evaluate();
+  if (checkpoints && last_checkpoint_step != step_) {
+    if (absl::Status s = write_checkpoint(); !s.ok()) return s;
+  }
+
+  RunSummary summary;
+  summary.steps = step_;
+  summary.skipped_steps = scaler_.is_enabled() ? scaler_.stats().skipped_steps : 0;
+  summary.final_scale = scaler_.get_scale();
+  if (last_eval) {
+    if (task_.classifier) {
+      summary.test_accuracy = last_eval->accuracy;
+    } else {
+      summary.val_loss = last_eval->loss;
+    }
+  }
+  std::vector<double> rates = samples_per_s_;
+  const size_t warmup = static_cast<size_t>(config_.warmup_steps);
+  if (rates.size() > warmup) rates.erase(rates.begin(), rates.begin() + static_cast<std::ptrdiff_t>(warmup));
+  summary.samples_per_s = median(std::move(rates));
+  summary.wall_s = now_s() - start;
+  if (metrics_) {
+    metrics_->write(summary);
+    if (!metrics_->status().ok()) return metrics_->status();
+  }
+  return summary;
+}
+
+Checkpoint Trainer::checkpoint() const {
+  Checkpoint c;
+  c.model = deep_copy(model_.named_parameters());
+  c.buffers = deep_copy(model_.named_buffers());
+  c.optimizer = optimizer_.state_dict();
+  if (scheduler_) c.schedule = scheduler_->state_dict();
+  c.scaler = scaler_.state_dict();
+  const LoaderPosition position = train_.position();
+  c.trainer.step = step_;
+  c.trainer.epoch = position.epoch;
+  c.trainer.batch = position.batch;
+  c.trainer.generators["default"] = default_generator().state();
+  c.data = data_;
+  c.meta.precision = precision_name(config_.precision);
+  c.meta.config_json = config_.config_json;
+  return c;
+}
+
+absl::Status Trainer::restore(const Checkpoint& c, const std::string& path) {
+  // Everything is checked before anything changes.
+  if (absl::Status s = check_compatible(path, c, model_, optimizer_); !s.ok()) return s;
+  if (c.meta.precision != precision_name(config_.precision)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": written by a ", c.meta.precision, " run; this run is ",
+                                                      precision_name(config_.precision),
+                                                      " (resume with the precision the run started with)"));
+  }
+  if (c.schedule.has_value() != scheduler_.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(path, c.schedule ? ": has an lr schedule state but this run has no schedule"
+                                                                       : ": has no lr schedule state but this run has a schedule"));
+  }
+  if (c.schedule && c.schedule->base_lrs.size() != optimizer_.num_param_groups()) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": /schedule has ", c.schedule->base_lrs.size(),
+                                                      " base lrs, the optimizer has ",
+                                                      optimizer_.num_param_groups(), " param groups"));
+  }
+  if (c.trainer.step < 0 || c.trainer.epoch < 0 || c.trainer.batch < 0 ||
+      c.trainer.batch > train_.batches_per_epoch()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": /trainer position {epoch ", c.trainer.epoch, ", batch ", c.trainer.batch, "} does not fit a loader of ",
+        train_.batches_per_epoch(), " batches per epoch (was the batch size or the data changed?)"));
+  }
+  const auto generator = c.trainer.generators.find("default");
+  if (generator == c.trainer.generators.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": /trainer/generators has no 'default' generator"));
+  }
+  amp::GradScaler scaler(scaler_.options());
+  try {
+    if (scaler_.is_enabled() && c.scaler.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": /scaler is empty (a run without loss scaling) but this run scales the loss"));
+    }
+    scaler.load_state_dict(c.scaler);
+    optimizer_.load_state_dict(c.optimizer);  // validates everything before it changes anything
+  } catch (const Error& e) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": ", e.what()));
+  }
+  // From here nothing can fail.
+  std::vector<NamedTensor> state = c.model;
+  state.insert(state.end(), c.buffers.begin(), c.buffers.end());
+  model_.load_state_dict(state);
+  scaler_ = scaler;
+  if (scheduler_) scheduler_->load_state_dict(*c.schedule);
+  optimizer_.refresh_working_copies();
+  train_.set_position({.epoch = c.trainer.epoch, .batch = c.trainer.batch});
+  default_generator().set_state(generator->second);
+  for (const auto& [name, blob] : c.data) data_[name] = blob;
+  step_ = c.trainer.step;
+  resumed_ = true;
+  last_eval_step_ = -1;
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::save_checkpoint(const std::string& path) const {
+  return mantissa::save_checkpoint(path, checkpoint());
+}
+
+absl::Status Trainer::resume(const std::string& path) {
+  absl::StatusOr<std::string> resolved = resolve_resume(path, config_.checkpoint_dir);
+  if (!resolved.ok()) return resolved.status();
+  absl::StatusOr<Checkpoint> c = load_checkpoint(*resolved);
+  if (!c.ok()) return c.status();
+  return restore(*c, *resolved);
+}
+
+}  // namespace mantissa
