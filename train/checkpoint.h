@@ -67,6 +67,10 @@ absl::Status save_checkpoint(const std::string& path, const Checkpoint& checkpoi
 // has no group 'groups'".
 absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path);
 
+// Recomputes the seal (the size and CRC-32 in the file's first 512 bytes, checked by load_checkpoint) of a
+// checkpoint changed on purpose by another tool, e.g. h5py in "r+" mode. Any other change is corruption.
+absl::Status reseal_checkpoint(const std::string& path);
+
 // Checks, changing nothing, that `checkpoint` fits `model` and `optimizer`: the same parameter and buffer
 // names with the same shapes and dtypes, an optimizer of the same type over the same parameters. The error
 // names `path` and the first mismatch: "runs/a/step_400.h5: /model/layers.0.weight has shape [256, 784],

@@ -1,0 +1,242 @@
+// load_checkpoint (the seal, then every group, attribute, dtype and shape, then the file's own consistency)
+// and check_compatible (a loaded checkpoint against the run's model and optimizer).
+#include <hdf5.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "train/checkpoint.h"
+#include "train/checkpoint_file.h"
+#include "train/checkpoint_h5.h"
+
+namespace mantissa {
+namespace {
+
+using h5::Obj;
+using h5::Reader;
+
+absl::StatusOr<std::vector<NamedTensor>> read_tensors(const Reader& r, const Obj& root, const char* name) {
+  CK_ASSIGN_OR_RETURN(const Obj g, r.group(root, name));
+  CK_ASSIGN_OR_RETURN(const std::vector<std::string> names, r.members(g));
+  std::vector<NamedTensor> out;
+  for (const std::string& n : names) {
+    CK_ASSIGN_OR_RETURN(Tensor t, r.tensor(g, n));
+    out.push_back({n, std::move(t)});
+  }
+  return out;
+}
+
+absl::StatusOr<OptimizerState> read_optimizer(const Reader& r, const Obj& root) {
+  OptimizerState o;
+  CK_ASSIGN_OR_RETURN(const Obj opt, r.group(root, "optimizer"));
+  CK_ASSIGN_OR_RETURN(o.optimizer, r.attr_string(opt, "type"));
+  CK_ASSIGN_OR_RETURN(const Obj groups, r.group(opt, "groups"));
+  CK_ASSIGN_OR_RETURN(const std::vector<std::string> names, r.members(groups));
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string n = std::to_string(i);
+    if (std::find(names.begin(), names.end(), n) == names.end())
+      return r.error(groups.path, absl::StrCat("has ", names.size(), " members but no group '", n, "'"));
+    CK_ASSIGN_OR_RETURN(const Obj g, r.group(groups, n));
+    ParamGroupState group;
+    CK_ASSIGN_OR_RETURN(group.params, r.strings(g, "params"));
+    CK_ASSIGN_OR_RETURN(const std::vector<std::string> hyper, r.attr_names(g));
+    for (const std::string& h : hyper) {
+      CK_ASSIGN_OR_RETURN(group.hyperparameters[h], r.attr_f64(g, h));
+    }
+    o.groups.push_back(std::move(group));
+  }
+  CK_ASSIGN_OR_RETURN(const Obj state, r.group(opt, "state"));
+  CK_ASSIGN_OR_RETURN(const std::vector<std::string> params, r.members(state));
+  for (const std::string& p : params) {
+    CK_ASSIGN_OR_RETURN(const Obj g, r.group(state, p));
+    CK_ASSIGN_OR_RETURN(const std::vector<std::string> entries, r.members(g));
+    for (const std::string& e : entries) {
+      CK_ASSIGN_OR_RETURN(o.tensors[p + "/" + e], r.tensor(g, e));
+    }
+  }
+  return o;
+}
+
+absl::StatusOr<TrainerProgress> read_trainer(const Reader& r, const Obj& root) {
+  TrainerProgress t;
+  CK_ASSIGN_OR_RETURN(const Obj g, r.group(root, "trainer"));
+  const std::pair<const char*, int64_t*> fields[] = {{"step", &t.step}, {"epoch", &t.epoch}, {"batch", &t.batch}};
+  for (const auto& [name, field] : fields) {
+    CK_ASSIGN_OR_RETURN(*field, r.attr_i64(g, name));
+    if (*field < 0) return r.error(g.path, absl::StrCat("attribute '", name, "' is ", *field, ", expected >= 0"));
+  }
+  CK_ASSIGN_OR_RETURN(const Obj gens, r.group(g, "generators"));
+  CK_ASSIGN_OR_RETURN(const std::vector<std::string> names, r.members(gens));
+  for (const std::string& n : names) {
+    CK_ASSIGN_OR_RETURN(const Obj gen, r.group(gens, n));
+    GeneratorState s;
+    CK_ASSIGN_OR_RETURN(s.seed, r.attr_u64(gen, "seed"));
+    CK_ASSIGN_OR_RETURN(s.counter, r.attr_u64(gen, "counter"));
+    CK_ASSIGN_OR_RETURN(const uint64_t index, r.attr_u64(gen, "index"));
+    // index 4: the current block is used up; below 4 a block must have been drawn (counter >= 1).
+    if (index > 4 || (index < 4 && s.counter == 0))
+      return r.error(gen.path, absl::StrCat("has index ", index, " with counter ", s.counter,
+                                            "; expected index 4, or 0..3 with counter >= 1"));
+    s.index = static_cast<uint32_t>(index);
+    t.generators[n] = s;
+  }
+  return t;
+}
+
+absl::StatusOr<CheckpointMeta> read_meta(const Reader& r, const Obj& root) {
+  CheckpointMeta m;
+  CK_ASSIGN_OR_RETURN(const Obj g, r.group(root, "meta"));
+  CK_ASSIGN_OR_RETURN(m.format_version, r.attr_i64(g, "format_version"));
+  if (m.format_version > kCheckpointFormatVersion) {
+    const absl::StatusOr<std::string> by = r.attr_string(g, "library_version");
+    return absl::FailedPreconditionError(absl::StrCat(
+        r.file(), ": format version ",
+        m.format_version, " is newer than this library's ", kCheckpointFormatVersion,
+        by.ok() ? " (written by mantissa " + *by + ")" : "", ". HINT: read it with a newer mantissa"));
+  }
+  if (m.format_version < 1) return r.error(g.path, absl::StrCat("has format_version ", m.format_version));
+  CK_ASSIGN_OR_RETURN(m.library_version, r.attr_string(g, "library_version"));
+  CK_ASSIGN_OR_RETURN(m.precision, r.attr_string(g, "precision"));
+  CK_ASSIGN_OR_RETURN(m.config_json, r.attr_string(g, "config_json"));
+  CK_ASSIGN_OR_RETURN(m.created, r.attr_string(g, "created"));
+  return m;
+}
+
+// Shapes and names that must agree within one file.
+absl::Status check_consistent(const Reader& r, const Checkpoint& c) {
+  std::map<std::string, const Tensor*> model;
+  for (const NamedTensor& p : c.model) model[p.name] = &p.tensor;
+  std::set<std::string> optimized;
+  for (size_t g = 0; g < c.optimizer.groups.size(); ++g)
+    for (const std::string& p : c.optimizer.groups[g].params) {
+      const std::string where = absl::StrCat("/optimizer/groups/", g, "/params");
+      if (!model.count(p)) return r.error(where, "names '" + p + "', which is not in /model");
+      if (!optimized.insert(p).second) return r.error(where, "names '" + p + "' a second time");
+    }
+  for (const auto& [key, t] : c.optimizer.tensors) {
+    const size_t slash = key.find('/');
+    const std::string p = key.substr(0, slash), what = key.substr(slash + 1);
+    if (!optimized.count(p)) return r.error("/optimizer/state/" + p, "is not a parameter of any group");
+    const Tensor& param = *model.at(p);
+    if (what != "step" && t.shape() != param.shape())
+      return r.error("/optimizer/state/" + key, absl::StrCat("has shape ", shape_str(t.shape()), ", /model/", p,
+                                                             " has ", shape_str(param.shape())));
+  }
+  if (c.schedule && c.schedule->base_lrs.size() != c.optimizer.groups.size())
+    return r.error("/schedule/base_lrs", absl::StrCat("has ", c.schedule->base_lrs.size(), " values for ",
+                                                      c.optimizer.groups.size(), " param groups"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path) {
+  CK_ASSIGN_OR_RETURN(const uint64_t size, checkpoint_file::verify(path));
+  h5::QuietErrors quiet;
+  h5::Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file.valid()) return absl::DataLossError(absl::StrCat(path, ": HDF5 cannot open it: ", h5::last_error()));
+  const Reader r(path, size);
+  const Obj root{h5::Id(H5Gopen2(file.get(), "/", H5P_DEFAULT), H5Gclose), "/"};
+  if (!root.id.valid()) return r.error("/", "cannot be opened");
+  Checkpoint c;
+  CK_ASSIGN_OR_RETURN(c.meta, read_meta(r, root));  // first: a newer version is the error to report
+  CK_ASSIGN_OR_RETURN(c.model, read_tensors(r, root, "model"));
+  CK_ASSIGN_OR_RETURN(c.buffers, read_tensors(r, root, "buffers"));
+  CK_ASSIGN_OR_RETURN(c.optimizer, read_optimizer(r, root));
+  if (r.has(root, "schedule")) {
+    CK_ASSIGN_OR_RETURN(const Obj s, r.group(root, "schedule"));
+    LRSchedulerState state;
+    CK_ASSIGN_OR_RETURN(state.step, r.attr_i64(s, "step"));
+    CK_ASSIGN_OR_RETURN(state.base_lrs, r.f64s(s, "base_lrs"));
+    c.schedule = std::move(state);
+  }
+  {
+    CK_ASSIGN_OR_RETURN(const Obj s, r.group(root, "scaler"));
+    CK_ASSIGN_OR_RETURN(const std::vector<std::string> names, r.attr_names(s));
+    for (const std::string& n : names) {
+      CK_ASSIGN_OR_RETURN(c.scaler[n], r.attr_f64(s, n));
+    }
+  }
+  CK_ASSIGN_OR_RETURN(c.trainer, read_trainer(r, root));
+  {
+    CK_ASSIGN_OR_RETURN(const Obj d, r.group(root, "data"));
+    CK_ASSIGN_OR_RETURN(const std::vector<std::string> names, r.members(d));
+    for (const std::string& n : names) {
+      CK_ASSIGN_OR_RETURN(c.data[n], r.text(d, n));
+    }
+  }
+  const absl::Status consistent = check_consistent(r, c);
+  if (!consistent.ok()) return consistent;
+  return c;
+}
+
+namespace {
+
+absl::Status compare_tensors(const std::string& path, const char* group, const char* what,
+                             const std::vector<NamedTensor>& saved, const std::vector<NamedTensor>& expected) {
+  std::map<std::string, const Tensor*> in_file;
+  for (const NamedTensor& t : saved) in_file[t.name] = &t.tensor;
+  std::set<std::string> names;
+  for (const NamedTensor& e : expected) {
+    names.insert(e.name);
+    const std::string obj = absl::StrCat("/", group, "/", e.name);
+    auto it = in_file.find(e.name);
+    if (it == in_file.end())
+      return absl::FailedPreconditionError(absl::StrCat(path, ": ", "/", group, " has no '", e.name, "', a ", what,
+                                                        " of the model. HINT: is this a checkpoint of another model?"));
+    const Tensor& t = *it->second;
+    if (t.shape() != e.tensor.shape())
+      return absl::FailedPreconditionError(absl::StrCat(path, ": ", obj, " has shape ", shape_str(t.shape()),
+                                                        ", the model expects ", shape_str(e.tensor.shape())));
+    if (t.dtype() != e.tensor.dtype())
+      return absl::FailedPreconditionError(absl::StrCat(path, ": ", obj, " is ", std::string(dtype_name(t.dtype())),
+                                                        ", the model expects ",
+                                                        std::string(dtype_name(e.tensor.dtype()))));
+  }
+  for (const NamedTensor& t : saved)
+    if (!names.count(t.name))
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": /", group, "/", t.name, " is not a ", what, " of the model"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status check_compatible(const std::string& path, const Checkpoint& checkpoint, const Module& model,
+                              const Optimizer& optimizer) {
+  absl::Status s = compare_tensors(path, "model", "parameter", checkpoint.model, model.named_parameters());
+  if (s.ok()) s = compare_tensors(path, "buffers", "buffer", checkpoint.buffers, model.named_buffers());
+  if (!s.ok()) return s;
+  const OptimizerState& o = checkpoint.optimizer;
+  if (o.optimizer != optimizer.type_name())
+    return absl::FailedPreconditionError(absl::StrCat(path, ": /optimizer holds the state of a '", o.optimizer,
+                                                      "' optimizer, the run uses '", optimizer.type_name(), "'"));
+  if (o.groups.size() != optimizer.num_param_groups())
+    return absl::FailedPreconditionError(absl::StrCat(path, ": /optimizer has ", o.groups.size(),
+                                                      " param groups, the run's optimizer has ",
+                                                      optimizer.num_param_groups()));
+  // The run's hyperparameter names (state_dict copies the state too: this runs once, at resume).
+  const OptimizerState current = optimizer.state_dict();
+  for (size_t g = 0; g < o.groups.size(); ++g) {
+    const std::string group = absl::StrCat(path, ": /optimizer/groups/", g);
+    std::vector<std::string> names;
+    for (const NamedTensor& p : optimizer.group_params(g)) names.push_back(p.name);
+    if (names != o.groups[g].params)
+      return absl::FailedPreconditionError(absl::StrCat(
+          group, " has parameters [", absl::StrJoin(o.groups[g].params, ", "),
+          "], the run's optimizer has [", absl::StrJoin(names, ", "), "]"));
+    for (const auto& [name, value] : current.groups[g].hyperparameters)
+      if (!o.groups[g].hyperparameters.count(name))
+        return absl::FailedPreconditionError(absl::StrCat(group, " has no attribute '", name, "'"));
+    for (const auto& [name, value] : o.groups[g].hyperparameters)
+      if (!current.groups[g].hyperparameters.count(name))
+        return absl::FailedPreconditionError(absl::StrCat(group, " has attribute '", name, "', which ",
+                                                          optimizer.type_name(), " does not know"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mantissa
