@@ -15,13 +15,19 @@ RANDOM=7  # a fixed sequence of delays
 "$prog" "${common[@]}" --max_steps=1 >"$work/first.out" 2>&1 || { echo "FAILED: first run"; cat "$work/first.out"; exit 1; }
 killed_while_writing=0
 for trial in $(seq 1 "$trials"); do
+  before=$(cat "$work/ckpt/latest")
   "$prog" "${common[@]}" --resume=latest --max_steps=1000000 >"$work/run.out" 2>&1 &
   pid=$!
-  # 0.3 to 1.5 s: past start-up (the synthetic data takes a moment) into the write-every-step loop.
-  sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", 0.3 + 1.2 * r / 32767 }')"
+  # Past start-up (making the synthetic data takes a moment): wait for the child's first checkpoint, then
+  # kill it 0 to 0.3 s later, inside the write-every-step loop.
+  for _ in $(seq 1 600); do
+    [ "$(cat "$work/ckpt/latest" 2>/dev/null)" != "$before" ] && break
+    sleep 0.05
+  done
+  sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", 0.3 * r / 32767 }')"
   kill -9 "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
-  ls "$work/ckpt" | grep -q '\.tmp' && killed_while_writing=$((killed_while_writing + 1))
+  ls -A "$work/ckpt" | grep -q '\.tmp' && killed_while_writing=$((killed_while_writing + 1))
   latest=$(cat "$work/ckpt/latest" 2>/dev/null)
   step=$(echo "$latest" | sed -n 's/^step_\([0-9]*\)\.h5$/\1/p')
   if [ -z "$step" ]; then

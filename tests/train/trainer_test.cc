@@ -149,7 +149,9 @@ TEST(TrainerTest, Fp16SkipsOverflowingStepsAndBacksOff) {
   std::vector<StepMetrics> steps;
   trainer.on_step_end([&](const StepMetrics& m) {
     steps.push_back(m);
-    if (m.step == 1) EXPECT_EQ(flat_weights(s.model), before) << "a skipped step changed the weights";
+    if (m.step == 1) {
+      EXPECT_EQ(flat_weights(s.model), before) << "a skipped step changed the weights";
+    }
   });
   const absl::StatusOr<RunSummary> summary = trainer.fit();
   ASSERT_TRUE(summary.ok());
