@@ -347,7 +347,7 @@ absl::Status Trainer::restore(const Checkpoint& c, const std::string& path) {
   // Everything is checked before anything changes.
   if (absl::Status s = check_compatible(path, c, model_, optimizer_); !s.ok()) return s;
   if (c.meta.precision != precision_name(config_.precision)) {
-    return absl::FailedPreconditionError(absl::StrCat(path, ": written by a ", c.meta.precision, " run; this run is ",
+    return absl::FailedPreconditionError(absl::StrCat(path, ": written by a run in ", c.meta.precision, "; this run is in ",
                                                       precision_name(config_.precision),
                                                       " (resume with the precision the run started with)"));
   }

@@ -87,5 +87,25 @@ run_and_check text 4 --model=gpt --data=text --data_path="$work/text.txt" --n_la
   --block_size=16 --batch_size=4 --eval_every=2 --eval_batches=2 --precision=bf16 --sample_chars=40
 grep -q -- '--- sample ---' "$work/text.out" || fail "text: no generated sample printed"
 
+# Bad checkpoints: status 1 and a message naming the file and the problem; nothing trains.
+expect_run_error() {  # expect_run_error WORDS ARGS...
+  word=$1
+  shift
+  "$prog" --progress=none "$@" >"$work/out" 2>"$work/err"
+  status=$?
+  if [ "$status" -eq 1 ] && grep -q -- "$word" "$work/err"; then ok "$* -> exit 1: $(cat "$work/err")"
+  else fail "$* -> exit $status: $(cat "$work/err")"; fi
+}
+expect_run_error "$work/none.h5" --data=synthetic --mlp_hidden=16 --resume="$work/none.h5"
+"$prog" --progress=none --data=synthetic --mlp_hidden=16 --max_steps=2 --checkpoint_dir="$work/ck" >/dev/null 2>&1 ||
+  fail "writing a checkpoint"
+expect_run_error "step_2.h5: /model/layers.0.weight has shape \[16, 784\], the model expects \[32, 784\]" \
+  --data=synthetic --mlp_hidden=32 --checkpoint_dir="$work/ck" --resume=latest
+expect_run_error "written by a run in fp16; this run is in bf16" --data=synthetic --mlp_hidden=16 --precision=bf16 \
+  --checkpoint_dir="$work/ck" --resume=latest
+expect_run_error "SGD" --data=synthetic --mlp_hidden=16 --optimizer=sgd --checkpoint_dir="$work/ck" --resume=latest
+head -c 3000 "$work/ck/step_2.h5" >"$work/truncated.h5"
+expect_run_error "$work/truncated.h5" --data=synthetic --mlp_hidden=16 --resume="$work/truncated.h5"
+
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -323,7 +323,7 @@ TEST(TrainerTest, RestoreRefusesAnotherPrecision) {
   Trainer tb({.precision = Precision::kBF16, .max_steps = 1}, b.model, b.task(), b.adam, b.train);
   const absl::Status status = tb.restore(ta.checkpoint(), "x.h5");
   ASSERT_FALSE(status.ok());
-  EXPECT_NE(status.message().find("written by a fp16 run; this run is bf16"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("written by a run in fp16; this run is in bf16"), std::string::npos) << status;
 }
 
 }  // namespace
