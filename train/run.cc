@@ -28,9 +28,12 @@ namespace {
 
 const char* model_name(ModelKind m) {
   switch (m) {
-    case ModelKind::kMLP: return "mlp";
-    case ModelKind::kCNN: return "cnn";
-    case ModelKind::kGPT: return "gpt";
+    case ModelKind::kMLP:
+      return "mlp";
+    case ModelKind::kCNN:
+      return "cnn";
+    case ModelKind::kGPT:
+      return "gpt";
   }
   return "?";
 }
@@ -42,25 +45,32 @@ DataKind effective_data(const RunOptions& o) {
 
 const char* data_name(DataKind d) {
   switch (d) {
-    case DataKind::kDefault: return "default";
-    case DataKind::kFashionMnist: return "fashion-mnist";
-    case DataKind::kText: return "text";
-    case DataKind::kSynthetic: return "synthetic";
+    case DataKind::kDefault:
+      return "default";
+    case DataKind::kFashionMnist:
+      return "fashion-mnist";
+    case DataKind::kText:
+      return "text";
+    case DataKind::kSynthetic:
+      return "synthetic";
   }
   return "?";
 }
 
 const char* optimizer_name(OptimizerKind o) {
   switch (o) {
-    case OptimizerKind::kSGD: return "sgd";
-    case OptimizerKind::kAdam: return "adam";
-    case OptimizerKind::kAdamW: return "adamw";
+    case OptimizerKind::kSGD:
+      return "sgd";
+    case OptimizerKind::kAdam:
+      return "adam";
+    case OptimizerKind::kAdamW:
+      return "adamw";
   }
   return "?";
 }
 
-// Sizes of the synthetic sets: as large as the real ones, so an epoch is comparable, but made in memory.
-constexpr int64_t kSyntheticTrain = 60000, kSyntheticTest = 10000, kSyntheticTextChars = 1 << 20;
+// Sizes of the synthetic sets: small, so that start-up is quick (they are for timing steps, not learning).
+constexpr int64_t kSyntheticTrain = 8192, kSyntheticTest = 1024, kSyntheticTextChars = 1 << 20;
 
 struct Data {
   std::shared_ptr<const Dataset> train, eval;
@@ -125,8 +135,7 @@ Model build_model(const RunOptions& o, const Data& data) {
   manual_seed(o.seed);
   Model m;
   if (o.model == ModelKind::kMLP) {
-    auto mlp = std::make_shared<MLP>(CNN::kImageSize * CNN::kImageSize, o.mlp_hidden, 10,
-                                     MLPOptions{});
+    auto mlp = std::make_shared<MLP>(CNN::kImageSize * CNN::kImageSize, o.mlp_hidden, 10, MLPOptions{});
     m.task = classification_task([mlp](const Tensor& x) { return mlp->forward(x.flatten(1)); });
     m.module = mlp;
   } else if (o.model == ModelKind::kCNN) {
@@ -134,8 +143,12 @@ Model build_model(const RunOptions& o, const Data& data) {
     m.task = classification_task([cnn](const Tensor& x) { return cnn->forward(x); });
     m.module = cnn;
   } else {
-    GPTConfig config{.vocab_size = data.vocab_size, .n_layer = o.n_layer, .n_head = o.n_head,
-                     .n_embd = o.n_embd, .block_size = o.block_size, .dropout = o.dropout};
+    GPTConfig config{.vocab_size = data.vocab_size,
+                     .n_layer = o.n_layer,
+                     .n_head = o.n_head,
+                     .n_embd = o.n_embd,
+                     .block_size = o.block_size,
+                     .dropout = o.dropout};
     m.gpt = std::make_shared<GPT>(config, GPTOptions{});
     m.task = language_model_task(*m.gpt);
     m.module = m.gpt;
@@ -146,9 +159,9 @@ Model build_model(const RunOptions& o, const Data& data) {
 std::unique_ptr<Optimizer> build_optimizer(const RunOptions& o, Module& model) {
   switch (o.optimizer) {
     case OptimizerKind::kSGD:
-      return std::make_unique<SGD>(model.named_parameters(),
-                                   SGDOptions{.lr = o.lr, .momentum = o.momentum,
-                                              .weight_decay = o.weight_decay.value_or(0.0)});
+      return std::make_unique<SGD>(
+          model.named_parameters(),
+          SGDOptions{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay.value_or(0.0)});
     case OptimizerKind::kAdam:
       return std::make_unique<Adam>(model.named_parameters(),
                                     AdamOptions{.lr = o.lr, .weight_decay = o.weight_decay.value_or(0.0)});
@@ -284,9 +297,9 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
   DataLoader train(data->train, {.batch_size = o.batch_size, .shuffle = Shuffle::kRandom, .seed = o.seed});
   // Classifiers evaluate on the whole test set in order; the language model on a fixed random sample of
   // validation blocks (the same at every evaluation).
-  DataLoader eval(data->eval, gpt ? DataLoaderOptions{.batch_size = o.batch_size, .shuffle = Shuffle::kRandom,
-                                                       .seed = o.seed + 1}
-                                  : DataLoaderOptions{.batch_size = 1000});
+  DataLoader eval(data->eval,
+                  gpt ? DataLoaderOptions{.batch_size = o.batch_size, .shuffle = Shuffle::kRandom, .seed = o.seed + 1}
+                      : DataLoaderOptions{.batch_size = 1000});
 
   TrainerConfig config{.precision = o.precision,
                        .epochs = o.epochs,
@@ -348,11 +361,12 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
   if (model.gpt && data->vocab && o.sample_chars > 0) {
     Generator sample_gen(o.seed + 7);
     absl::StatusOr<std::vector<int64_t>> prompt = data->vocab->encode(U"\n");
-    const Tensor start = prompt.ok() ? from_vector(*prompt, {static_cast<int64_t>(prompt->size())})
-                                     : zeros({1}, {.dtype = DType::kI64});
+    const Tensor start =
+        prompt.ok() ? from_vector(*prompt, {static_cast<int64_t>(prompt->size())}) : zeros({1}, {.dtype = DType::kI64});
     const Tensor text = model.gpt->generate(start, o.sample_chars, {.temperature = 0.8, .generator = &sample_gen});
     std::vector<int64_t> ids(static_cast<size_t>(text.numel()));
-    for (int64_t i = 0; i < text.numel(); ++i) ids[static_cast<size_t>(i)] = static_cast<int64_t>(text.select(0, i).item());
+    for (int64_t i = 0; i < text.numel(); ++i)
+      ids[static_cast<size_t>(i)] = static_cast<int64_t>(text.select(0, i).item());
     std::fprintf(out, "--- sample ---\n%s\n--- end of sample ---\n", data->vocab->decode(ids).c_str());
   }
   std::fflush(out);

@@ -20,10 +20,12 @@
 #include "train/run.h"
 
 ABSL_FLAG(std::string, model, "mlp", "model: mlp | cnn | gpt");
-ABSL_FLAG(std::string, data, "", "data: fashion-mnist | text | synthetic (random inputs, no I/O) "
-                                 "(default: fashion-mnist; text for --model=gpt)");
-ABSL_FLAG(std::string, data_path, "", "folder of the IDX files, or text file/folder (default: Debian's "
-                                      "/usr/share/datasets/fashion-mnist or /usr/share/games/fortunes)");
+ABSL_FLAG(std::string, data, "",
+          "data: fashion-mnist | text | synthetic (random inputs, no I/O) "
+          "(default: fashion-mnist; text for --model=gpt)");
+ABSL_FLAG(std::string, data_path, "",
+          "folder of the IDX files, or text file/folder (default: Debian's "
+          "/usr/share/datasets/fashion-mnist or /usr/share/games/fortunes)");
 ABSL_FLAG(std::string, mlp_hidden, "1024,1024", "MLP hidden sizes, comma-separated");
 ABSL_FLAG(int64_t, n_layer, 4, "GPT: transformer blocks");
 ABSL_FLAG(int64_t, n_head, 4, "GPT: attention heads");
@@ -62,12 +64,15 @@ namespace mantissa {
 namespace {
 
 // Every flag, in the order --help lists them.
-constexpr const char* kFlags[] = {
-    "model", "data", "data_path", "mlp_hidden", "n_layer", "n_head", "n_embd", "block_size", "dropout",
-    "precision", "optimizer", "lr", "momentum", "weight_decay", "batch_size", "epochs", "max_steps",
-    "grad_accum", "clip_grad_norm", "init_scale", "growth_factor", "backoff_factor", "growth_interval",
-    "hysteresis", "min_scale", "seed", "threads", "eval_every", "eval_batches", "checkpoint_dir",
-    "checkpoint_every", "keep_checkpoints", "resume", "metrics", "sample_chars", "progress"};
+constexpr const char* kFlags[] = {"model",         "data",           "data_path",        "mlp_hidden",
+                                  "n_layer",       "n_head",         "n_embd",           "block_size",
+                                  "dropout",       "precision",      "optimizer",        "lr",
+                                  "momentum",      "weight_decay",   "batch_size",       "epochs",
+                                  "max_steps",     "grad_accum",     "clip_grad_norm",   "init_scale",
+                                  "growth_factor", "backoff_factor", "growth_interval",  "hysteresis",
+                                  "min_scale",     "seed",           "threads",          "eval_every",
+                                  "eval_batches",  "checkpoint_dir", "checkpoint_every", "keep_checkpoints",
+                                  "resume",        "metrics",        "sample_chars",     "progress"};
 
 [[noreturn]] void usage_error(const std::string& message) {
   std::fprintf(stderr, "mantissa-train: %s (see --help)\n", message.c_str());
@@ -75,8 +80,9 @@ constexpr const char* kFlags[] = {
 }
 
 void print_help() {
-  std::printf("usage: mantissa-train [--flag=value ...]\n"
-              "Trains an example model. With no flags: the MLP on Fashion-MNIST in fp16.\n\n");
+  std::printf(
+      "usage: mantissa-train [--flag=value ...]\n"
+      "Trains an example model. With no flags: the MLP on Fashion-MNIST in fp16.\n\n");
   for (const char* name : kFlags) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     std::string def = flag->DefaultValue();
@@ -104,7 +110,8 @@ void parse_flags(int argc, char** argv) {
       print_help();
       std::exit(0);
     }
-    if (arg.substr(0, 2) != "--") usage_error("unexpected argument '" + std::string(arg) + "' (flags are --name=value)");
+    if (arg.substr(0, 2) != "--")
+      usage_error("unexpected argument '" + std::string(arg) + "' (flags are --name=value)");
     arg.remove_prefix(2);
     const size_t eq = arg.find('=');
     const std::string name(arg.substr(0, eq));
@@ -150,7 +157,8 @@ RunOptions options_from_flags() {
   const std::string hidden = absl::GetFlag(FLAGS_mlp_hidden);
   for (absl::string_view part : absl::StrSplit(hidden, ',', absl::SkipEmpty())) {
     int64_t h = 0;
-    if (!absl::SimpleAtoi(part, &h)) usage_error("--mlp_hidden=" + hidden + ": '" + std::string(part) + "' is not an integer");
+    if (!absl::SimpleAtoi(part, &h))
+      usage_error("--mlp_hidden=" + hidden + ": '" + std::string(part) + "' is not an integer");
     o.mlp_hidden.push_back(h);
   }
   o.n_layer = absl::GetFlag(FLAGS_n_layer);
@@ -160,9 +168,9 @@ RunOptions options_from_flags() {
   o.dropout = absl::GetFlag(FLAGS_dropout);
   o.precision = pick<Precision>("precision", absl::GetFlag(FLAGS_precision),
                                 {{"fp32", Precision::kF32}, {"fp16", Precision::kF16}, {"bf16", Precision::kBF16}});
-  o.optimizer = pick<OptimizerKind>("optimizer", absl::GetFlag(FLAGS_optimizer),
-                                    {{"sgd", OptimizerKind::kSGD}, {"adam", OptimizerKind::kAdam},
-                                     {"adamw", OptimizerKind::kAdamW}});
+  o.optimizer = pick<OptimizerKind>(
+      "optimizer", absl::GetFlag(FLAGS_optimizer),
+      {{"sgd", OptimizerKind::kSGD}, {"adam", OptimizerKind::kAdam}, {"adamw", OptimizerKind::kAdamW}});
   o.lr = absl::GetFlag(FLAGS_lr);
   o.momentum = absl::GetFlag(FLAGS_momentum);
   if (const std::string wd = absl::GetFlag(FLAGS_weight_decay); !wd.empty()) {
@@ -193,8 +201,10 @@ RunOptions options_from_flags() {
   o.metrics = absl::GetFlag(FLAGS_metrics);
   o.sample_chars = absl::GetFlag(FLAGS_sample_chars);
   o.progress = pick<ProgressMode>("progress", absl::GetFlag(FLAGS_progress),
-                                  {{"auto", ProgressMode::kAuto}, {"bar", ProgressMode::kBar},
-                                   {"lines", ProgressMode::kLines}, {"none", ProgressMode::kNone}});
+                                  {{"auto", ProgressMode::kAuto},
+                                   {"bar", ProgressMode::kBar},
+                                   {"lines", ProgressMode::kLines},
+                                   {"none", ProgressMode::kNone}});
   return o;
 }
 

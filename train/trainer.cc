@@ -21,15 +21,16 @@
 namespace mantissa {
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 DType precision_dtype(Precision p) {
   switch (p) {
-    case Precision::kF16: return DType::kF16;
-    case Precision::kBF16: return DType::kBF16;
-    case Precision::kF32: break;
+    case Precision::kF16:
+      return DType::kF16;
+    case Precision::kBF16:
+      return DType::kBF16;
+    case Precision::kF32:
+      break;
   }
   return DType::kF32;
 }
@@ -85,9 +86,12 @@ std::vector<NamedTensor> deep_copy(const std::vector<NamedTensor>& tensors) {
 
 const char* precision_name(Precision precision) {
   switch (precision) {
-    case Precision::kF32: return "fp32";
-    case Precision::kF16: return "fp16";
-    case Precision::kBF16: return "bf16";
+    case Precision::kF32:
+      return "fp32";
+    case Precision::kF16:
+      return "fp16";
+    case Precision::kBF16:
+      return "bf16";
   }
   return "?";
 }
@@ -96,7 +100,8 @@ absl::StatusOr<Precision> parse_precision(std::string_view name) {
   if (name == "fp32") return Precision::kF32;
   if (name == "fp16") return Precision::kF16;
   if (name == "bf16") return Precision::kBF16;
-  return absl::InvalidArgumentError(absl::StrCat("unknown precision '", std::string(name), "' (expected fp32, fp16 or bf16)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown precision '", std::string(name), "' (expected fp32, fp16 or bf16)"));
 }
 
 Task classification_task(std::function<Tensor(const Tensor& x)> forward) {
@@ -123,13 +128,13 @@ Task classification_task(std::function<Tensor(const Tensor& x)> forward) {
 Task language_model_task(GPT& model) {
   Task task;
   task.loss = [&model](const Example& batch) {
-    MT_CHECK(batch.size() == 2, "language_model_task: a batch must be {tokens, next tokens}, got ",
-             batch.size(), " tensors");
+    MT_CHECK(batch.size() == 2, "language_model_task: a batch must be {tokens, next tokens}, got ", batch.size(),
+             " tensors");
     return model.forward(batch[0], batch[1]).loss;
   };
   task.evaluate = [&model](const Example& batch) {
-    MT_CHECK(batch.size() == 2, "language_model_task: a batch must be {tokens, next tokens}, got ",
-             batch.size(), " tensors");
+    MT_CHECK(batch.size() == 2, "language_model_task: a batch must be {tokens, next tokens}, got ", batch.size(),
+             " tensors");
     EvalSums s;
     s.count = batch[1].numel();
     s.loss_sum = model.forward(batch[0], batch[1]).loss.item() * static_cast<double>(s.count);
@@ -151,8 +156,8 @@ Trainer::Trainer(TrainerConfig config, Module& model, Task task, Optimizer& opti
   MT_CHECK(task_.loss != nullptr, "Trainer: the task has no loss function");
   MT_CHECK(eval_ == nullptr || task_.evaluate != nullptr,
            "Trainer: an eval loader was given but the task has no evaluate function");
-  MT_CHECK(train_.batches_per_epoch() > 0, "Trainer: the training loader yields no batch (",
-           train_.samples_per_epoch(), " samples per epoch)");
+  MT_CHECK(train_.batches_per_epoch() > 0, "Trainer: the training loader yields no batch (", train_.samples_per_epoch(),
+           " samples per epoch)");
   if (config_.schedule) scheduler_.emplace(optimizer_, *config_.schedule);
   if (config_.precision != Precision::kF32) optimizer_.enable_working_copies(precision_dtype(config_.precision));
 }
@@ -218,8 +223,8 @@ StepMetrics Trainer::train_step() {
     params.insert(params.end(), group.begin(), group.end());
   }
   // Without clipping the norm is still measured for the metrics (an infinite max_norm never scales).
-  m.grad_norm = clip_grad_norm_(params, config_.clip_grad_norm > 0 ? config_.clip_grad_norm
-                                                                  : std::numeric_limits<double>::infinity());
+  m.grad_norm = clip_grad_norm_(
+      params, config_.clip_grad_norm > 0 ? config_.clip_grad_norm : std::numeric_limits<double>::infinity());
   m.skipped = !scaler_.step(optimizer_);
   scaler_.update();
   if (scheduler_) scheduler_->step();
@@ -347,24 +352,26 @@ absl::Status Trainer::restore(const Checkpoint& c, const std::string& path) {
   // Everything is checked before anything changes.
   if (absl::Status s = check_compatible(path, c, model_, optimizer_); !s.ok()) return s;
   if (c.meta.precision != precision_name(config_.precision)) {
-    return absl::FailedPreconditionError(absl::StrCat(path, ": written by a run in ", c.meta.precision, "; this run is in ",
-                                                      precision_name(config_.precision),
+    return absl::FailedPreconditionError(absl::StrCat(path, ": written by a run in ", c.meta.precision,
+                                                      "; this run is in ", precision_name(config_.precision),
                                                       " (resume with the precision the run started with)"));
   }
   if (c.schedule.has_value() != scheduler_.has_value()) {
-    return absl::FailedPreconditionError(absl::StrCat(path, c.schedule ? ": has an lr schedule state but this run has no schedule"
-                                                                       : ": has no lr schedule state but this run has a schedule"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, c.schedule ? ": has an lr schedule state but this run has no schedule"
+                                      : ": has no lr schedule state but this run has a schedule"));
   }
   if (c.schedule && c.schedule->base_lrs.size() != optimizer_.num_param_groups()) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": /schedule has ", c.schedule->base_lrs.size(),
-                                                      " base lrs, the optimizer has ",
-                                                      optimizer_.num_param_groups(), " param groups"));
+                                                      " base lrs, the optimizer has ", optimizer_.num_param_groups(),
+                                                      " param groups"));
   }
   if (c.trainer.step < 0 || c.trainer.epoch < 0 || c.trainer.batch < 0 ||
       c.trainer.batch > train_.batches_per_epoch()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, ": /trainer position {epoch ", c.trainer.epoch, ", batch ", c.trainer.batch, "} does not fit a loader of ",
-        train_.batches_per_epoch(), " batches per epoch (was the batch size or the data changed?)"));
+    return absl::FailedPreconditionError(absl::StrCat(path, ": /trainer position {epoch ", c.trainer.epoch, ", batch ",
+                                                      c.trainer.batch, "} does not fit a loader of ",
+                                                      train_.batches_per_epoch(),
+                                                      " batches per epoch (was the batch size or the data changed?)"));
   }
   const auto generator = c.trainer.generators.find("default");
   if (generator == c.trainer.generators.end()) {
