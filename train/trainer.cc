@@ -229,6 +229,7 @@ StepMetrics Trainer::train_step() {
   scaler_.update();
   if (scheduler_) scheduler_->step();
   m.step = ++step_;
+  last_epoch_ = m.epoch;
   const double elapsed = now_s() - start;
   m.samples_per_s = elapsed > 0 ? static_cast<double>(samples) / elapsed : 0.0;
   return m;
@@ -255,7 +256,7 @@ EvalMetrics Trainer::evaluate() {
   MT_CHECK(total.count > 0, "Trainer::evaluate: the eval loader yielded no example");
   EvalMetrics m;
   m.step = step_;
-  m.epoch = train_.position().epoch;
+  m.epoch = last_epoch_;  // the epoch of the last step taken
   m.loss = total.loss_sum / static_cast<double>(total.count);
   if (task_.classifier) m.accuracy = static_cast<double>(total.correct) / static_cast<double>(total.count);
   last_eval_step_ = step_;
@@ -400,6 +401,7 @@ absl::Status Trainer::restore(const Checkpoint& c, const std::string& path) {
   for (const auto& [name, blob] : c.data) data_[name] = blob;
   step_ = c.trainer.step;
   resumed_ = true;
+  last_epoch_ = c.trainer.batch > 0 ? c.trainer.epoch : std::max<int64_t>(0, c.trainer.epoch - 1);
   last_eval_step_ = -1;
   return absl::OkStatus();
 }

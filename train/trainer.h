@@ -146,6 +146,7 @@ class Trainer {
   int64_t step_ = 0;
   bool resumed_ = false;
   int64_t last_eval_step_ = -1;
+  int64_t last_epoch_ = 0;  // of the latest step
   std::vector<double> samples_per_s_;  // per step of this process, for the summary's median
 };
 
