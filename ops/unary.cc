@@ -97,17 +97,18 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
           return g * (C(0.5) * (C(1) + t) + C(0.5) * v * (C(1) - t * t) * dinner);
         });
   }
-  // x * Phi(x), Phi the standard normal CDF.
+  // x * Phi(x), Phi the standard normal CDF; erf and exp are the vectorizable float ones for f32/f16/bf16
+  // (ops/cpu/vec_math.h, within 2 ulp of libm), libm's for f64.
   return unary(
       x, "gelu", "GeluBackward", Saves::kInput,
       [](auto v) {
         using C = decltype(v);
-        return v * C(0.5) * (C(1) + std::erf(v * C(std::numbers::sqrt2 / 2)));
+        return v * C(0.5) * (C(1) + cpu::erf_compute(v * C(std::numbers::sqrt2 / 2)));
       },
       [](auto g, auto v) {
         using C = decltype(g);
-        const C cdf = C(0.5) * (C(1) + std::erf(v * C(std::numbers::sqrt2 / 2)));
-        const C pdf = std::exp(C(-0.5) * v * v) * C(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+        const C cdf = C(0.5) * (C(1) + cpu::erf_compute(v * C(std::numbers::sqrt2 / 2)));
+        const C pdf = cpu::exp_compute(C(-0.5) * v * v) * C(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
         return g * (cdf + v * pdf);
       });
 }
