@@ -46,7 +46,10 @@ inline float fast_expf(float x) {
 // 2 ulp of std::erf (the max is measured over a dense sweep in tests/ops/vec_math_test.cc); odd, nan
 // for nan, +-1 for +-inf.
 inline float fast_erff(float x) {
-  const float t = std::min(std::fabs(x), 4.0f);  // a nan stays nan (std::min returns its first argument)
+  const float ax = std::fabs(x);
+  // t = min(|x|, 4) as an integer min on the bits (ordered like the values for x >= 0; a nan becomes 4):
+  // a float min here lets GCC thread branches through the function and the loop no longer vectorizes.
+  const float t = std::bit_cast<float>(std::min(std::bit_cast<int32_t>(ax), std::bit_cast<int32_t>(4.0f)));
   const float s = x * x;
   float p = -7.616689270288036e-06f;
   p = std::fma(p, s, 1.0418097659910886e-04f);
@@ -69,7 +72,11 @@ inline float fast_erff(float x) {
   q = std::fma(q, u, -3.3914673834546066e-01f);
   q = std::fma(q, u, -1.6000443978851158f);
   const float large = std::copysign(1.0f - fast_expf(std::fma(-t, t, q)), x);
-  return t < 1.25f ? small : large;
+  // A bit-mask select, not ?: : GCC (with trapping math) does not if-convert a float compare feeding ?:.
+  // A nan takes the polynomial branch (fmin turned its t into 4), which gives nan.
+  const int32_t use_small = -static_cast<int32_t>(!(ax >= 1.25f));
+  return std::bit_cast<float>((std::bit_cast<int32_t>(small) & use_small) |
+                              (std::bit_cast<int32_t>(large) & ~use_small));
 }
 
 // erf in a kernel's compute type: fast_erff for float (f32, f16, bf16), std::erf for double.
