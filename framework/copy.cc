@@ -1,5 +1,6 @@
 // fill_, copy_ (strided, converting dtypes) and accumulate_ (dst += src), the kernels the framework
 // layer itself needs: contiguous(), to(), factories and the autograd engine's gradient sums.
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -77,6 +78,12 @@ void copy_(const Tensor& dst, const Tensor& src) {
       strided_for_each<2>(dst.shape(), st, [&](int64_t len, auto off, auto str) {
         D* dp = d + off[0];
         const S* sp = s + off[1];
+        if constexpr (std::is_same_v<D, S>) {
+          if (str[0] == 1 && str[1] == 1) {  // contiguous rows of a strided view (e.g. a head split)
+            std::memcpy(dp, sp, static_cast<size_t>(len) * sizeof(D));
+            return;
+          }
+        }
         for (int64_t i = 0; i < len; ++i) dp[i * str[0]] = cast_value<D>(sp[i * str[1]]);
       });
     });
@@ -96,6 +103,21 @@ void accumulate_(const Tensor& dst, const Tensor& src) {
     strided_for_each<2>(dst.shape(), st, [&](int64_t len, auto off, auto str) {
       T* dp = d + off[0];
       const T* sp = s + off[1];
+      if constexpr (!std::is_same_v<T, compute_t<T>>) {
+        if (str[0] == 1 && str[1] == 1) {
+          // 16-bit: widen blocks with the bulk converters, add in f32, round once (the same bits).
+          constexpr int64_t kBlock = 256;
+          float a[kBlock], b[kBlock];
+          for (int64_t i = 0; i < len; i += kBlock) {
+            const int64_t m = std::min(kBlock, len - i);
+            convert(dp + i, a, m);
+            convert(sp + i, b, m);
+            for (int64_t j = 0; j < m; ++j) a[j] += b[j];
+            convert(a, dp + i, m);
+          }
+          return;
+        }
+      }
       if (str[0] == 1 && str[1] == 1) {
         for (int64_t i = 0; i < len; ++i) {
           dp[i] = static_cast<T>(static_cast<compute_t<T>>(dp[i]) + static_cast<compute_t<T>>(sp[i]));
