@@ -31,6 +31,21 @@ Tensor select_kernel(const Tensor& cond, const Tensor& x, const Tensor& y, std::
                 sb = cpu::broadcast_strides(y2, shape);
     std::array<const Shape*, 4> st{&out.strides(), &sc, &sa, &sb};
     strided_for_each<4>(shape, st, [&](int64_t n, const auto& off, const auto& s) {
+      if (s[0] == 1 && s[1] == 1 && (s[2] == 0 || s[2] == 1) && (s[3] == 0 || s[3] == 1)) {
+        // Contiguous out and cond, each value either contiguous or one broadcast scalar (masked_fill):
+        // compile-time strides so that the loop vectorizes.
+        auto run = [&]<int64_t SA, int64_t SB>() {
+          T* __restrict op = o + off[0];
+          const bool* __restrict cp = c + off[1];
+          const T* ap = a + off[2];
+          const T* bp = b + off[3];
+          for (int64_t i = 0; i < n; ++i) op[i] = cp[i] ? ap[i * SA] : bp[i * SB];
+        };
+        if (s[2] == 1 && s[3] == 1) return run.template operator()<1, 1>();
+        if (s[2] == 1) return run.template operator()<1, 0>();
+        if (s[3] == 1) return run.template operator()<0, 1>();
+        return run.template operator()<0, 0>();
+      }
       for (int64_t i = 0; i < n; ++i) {
         o[off[0] + i * s[0]] = c[off[1] + i * s[1]] ? a[off[2] + i * s[2]] : b[off[3] + i * s[3]];
       }
