@@ -26,6 +26,12 @@ inline To cast_value(From v) {
   }
 }
 
+// The dtype pairs convert() handles in bulk.
+template <typename D, typename S>
+inline constexpr bool kBulkConvertible =
+    (std::is_same_v<S, float> && (std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>)) ||
+    (std::is_same_v<D, float> && (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>));
+
 void check_cpu(const Tensor& t, std::string_view op) {
   MT_CHECK(t.device().is_cpu(), op, ": the CPU kernel got a tensor on ", t.device().str());
 }
@@ -40,6 +46,10 @@ void fill_(const Tensor& dst, double value) {
     std::array<const Shape*, 1> st{&dst.strides()};
     strided_for_each<1>(dst.shape(), st, [&](int64_t n, auto off, auto s) {
       T* p = base + off[0];
+      if (s[0] == 1) {
+        std::fill_n(p, n, v);  // unit stride: a loop the compiler vectorizes
+        return;
+      }
       for (int64_t i = 0; i < n; ++i) p[i * s[0]] = v;
     });
   });
@@ -81,6 +91,11 @@ void copy_(const Tensor& dst, const Tensor& src) {
         if constexpr (std::is_same_v<D, S>) {
           if (str[0] == 1 && str[1] == 1) {  // contiguous rows of a strided view (e.g. a head split)
             std::memcpy(dp, sp, static_cast<size_t>(len) * sizeof(D));
+            return;
+          }
+        } else if constexpr (kBulkConvertible<D, S>) {
+          if (str[0] == 1 && str[1] == 1) {  // f32 <-> f16/bf16 rows: the vectorized converters
+            convert(sp, dp, len);
             return;
           }
         }
