@@ -1,5 +1,6 @@
 // fill_, copy_ (strided, converting dtypes) and accumulate_ (dst += src), the kernels the framework
 // layer itself needs: contiguous(), to(), factories and the autograd engine's gradient sums.
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -25,6 +26,12 @@ inline To cast_value(From v) {
   }
 }
 
+// The dtype pairs convert() handles in bulk.
+template <typename D, typename S>
+inline constexpr bool kBulkConvertible =
+    (std::is_same_v<S, float> && (std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>)) ||
+    (std::is_same_v<D, float> && (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>));
+
 void check_cpu(const Tensor& t, std::string_view op) {
   MT_CHECK(t.device().is_cpu(), op, ": the CPU kernel got a tensor on ", t.device().str());
 }
@@ -39,6 +46,10 @@ void fill_(const Tensor& dst, double value) {
     std::array<const Shape*, 1> st{&dst.strides()};
     strided_for_each<1>(dst.shape(), st, [&](int64_t n, auto off, auto s) {
       T* p = base + off[0];
+      if (s[0] == 1) {
+        std::fill_n(p, n, v);  // unit stride: a loop the compiler vectorizes
+        return;
+      }
       for (int64_t i = 0; i < n; ++i) p[i * s[0]] = v;
     });
   });
@@ -77,6 +88,17 @@ void copy_(const Tensor& dst, const Tensor& src) {
       strided_for_each<2>(dst.shape(), st, [&](int64_t len, auto off, auto str) {
         D* dp = d + off[0];
         const S* sp = s + off[1];
+        if constexpr (std::is_same_v<D, S>) {
+          if (str[0] == 1 && str[1] == 1) {  // contiguous rows of a strided view (e.g. a head split)
+            std::memcpy(dp, sp, static_cast<size_t>(len) * sizeof(D));
+            return;
+          }
+        } else if constexpr (kBulkConvertible<D, S>) {
+          if (str[0] == 1 && str[1] == 1) {  // f32 <-> f16/bf16 rows: the vectorized converters
+            convert(sp, dp, len);
+            return;
+          }
+        }
         for (int64_t i = 0; i < len; ++i) dp[i * str[0]] = cast_value<D>(sp[i * str[1]]);
       });
     });
@@ -96,6 +118,21 @@ void accumulate_(const Tensor& dst, const Tensor& src) {
     strided_for_each<2>(dst.shape(), st, [&](int64_t len, auto off, auto str) {
       T* dp = d + off[0];
       const T* sp = s + off[1];
+      if constexpr (!std::is_same_v<T, compute_t<T>>) {
+        if (str[0] == 1 && str[1] == 1) {
+          // 16-bit: widen blocks with the bulk converters, add in f32, round once (the same bits).
+          constexpr int64_t kBlock = 256;
+          float a[kBlock], b[kBlock];
+          for (int64_t i = 0; i < len; i += kBlock) {
+            const int64_t m = std::min(kBlock, len - i);
+            convert(dp + i, a, m);
+            convert(sp + i, b, m);
+            for (int64_t j = 0; j < m; ++j) a[j] += b[j];
+            convert(a, dp + i, m);
+          }
+          return;
+        }
+      }
       if (str[0] == 1 && str[1] == 1) {
         for (int64_t i = 0; i < len; ++i) {
           dp[i] = static_cast<T>(static_cast<compute_t<T>>(dp[i]) + static_cast<compute_t<T>>(sp[i]));

@@ -10,6 +10,7 @@
 #include "framework/autograd.h"
 #include "framework/parallel.h"
 #include "framework/strided.h"
+#include "ops/cpu/column_sum.h"
 #include "ops/elementwise.h"
 #include "ops/map.h"
 
@@ -25,6 +26,7 @@ struct ReducePlan {
   Shape kept_shape, kept_strides;      // outer dims (input strides)
   Shape reduced_shape, reduced_strides;
   int64_t reduced_numel = 1;
+  bool leading_reduced = false;  // the reduced dims are exactly dims [0, k) for some k >= 1
 };
 
 ReducePlan make_plan(const Tensor& x, const Shape& dims_in, KeepDim keepdim, std::string_view op) {
@@ -39,6 +41,8 @@ ReducePlan make_plan(const Tensor& x, const Shape& dims_in, KeepDim keepdim, std
     reduce[w] = true;
   }
   ReducePlan p;
+  p.leading_reduced = nd >= 2 && reduce[0] && !reduce[nd - 1] &&
+                      std::is_partitioned(reduce.begin(), reduce.end(), [](bool r) { return r; });
   for (int64_t d = 0; d < nd; ++d) {
     const int64_t n = x.shape()[d], s = x.strides()[d];
     if (reduce[d]) {
@@ -97,6 +101,12 @@ Tensor sum_impl(const Tensor& x, const ReducePlan& p, double scale) {
     using A = acc_t<T>;
     const T* xp = x.data<T>();
     T* op = out.data<T>();
+    const int64_t cols = shape_numel(p.kept_shape);
+    if (p.leading_reduced && x.is_contiguous() && cols >= 16) {
+      // [rows, cols] summed over rows, e.g. a bias gradient: the vectorized column sum (same bits).
+      cpu::column_sum<T, A>(xp, p.reduced_numel, cols, static_cast<A>(scale), op);
+      return;
+    }
     for_each_output(p, reduce_grain(p), [&](int64_t o, int64_t base) {
       // Blocked (pairwise-ish) summation: partial sums of 8 lanes keep f32 error low and vectorize.
       A lanes[8] = {};

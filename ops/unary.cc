@@ -2,11 +2,13 @@
 // where `saved` is the input or the output, whichever the derivative is cheaper in.
 #include <cmath>
 #include <numbers>
+#include <type_traits>
 
 #include "amp/autocast.h"
 #include "framework/autograd.h"
 #include "ops/elementwise.h"
 #include "ops/map.h"
+#include "ops/cpu/gelu.h"
 #include "ops/cpu/vec_math.h"
 
 namespace mantissa {
@@ -79,6 +81,57 @@ Tensor relu(const Tensor& x) {
                [](auto g, auto r) { return r > decltype(g)(0) ? g : decltype(g)(0); });
 }
 
+namespace {
+
+// GELU, erf form: x * Phi(x), Phi the standard normal CDF. erf and exp are the vectorizable float ones
+// for f32/f16/bf16 (ops/cpu/vec_math.h, within 2 ulp of libm), libm's for f64. Contiguous CPU f32/f16/bf16
+// operands take the block kernels of ops/cpu/gelu.h; others (f64, strided) the elementwise maps, with
+// the same per-element formulas.
+bool gelu_kernel_applies(const Tensor& t) {
+  return t.device().is_cpu() && t.is_contiguous() && t.dtype() != DType::kF64;
+}
+
+struct GeluErfBackward final : Node {
+  SavedTensor self{this, "self"};
+  std::string_view name() const override { return "GeluBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
+    const Tensor& x = self.get();
+    if (gelu_kernel_applies(x) && gelu_kernel_applies(g[0]) && g[0].dtype() == x.dtype() &&
+        g[0].shape() == x.shape()) {
+      Tensor dx = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+      dispatch_floating(x.dtype(), "gelu_backward", [&]<typename T>() {
+        if constexpr (!std::is_same_v<T, double>) {
+          cpu::gelu_erf_backward<T>(g[0].data<T>(), x.data<T>(), dx.data<T>(), x.numel());
+        }
+      });
+      return {dx};
+    }
+    return {map_binary(g[0], x, "GeluBackward", [](auto gv, auto v) { return cpu::gelu_erf_grad(gv, v); })};
+  }
+};
+
+Tensor gelu_erf(const Tensor& x_in) {
+  const Tensor x = amp::cast_input("gelu", x_in);
+  MT_CHECK(is_floating(x.dtype()), "gelu: expected a floating tensor, got ", dtype_name(x.dtype()));
+  Tensor out;
+  if (gelu_kernel_applies(x)) {
+    out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+    dispatch_floating(x.dtype(), "gelu", [&]<typename T>() {
+      if constexpr (!std::is_same_v<T, double>) cpu::gelu_erf_forward<T>(x.data<T>(), out.data<T>(), x.numel());
+    });
+  } else {
+    out = map_unary(x, "gelu", [](auto v) { return cpu::gelu_erf_value(v); });
+  }
+  if (compute_requires_grad({&x})) {
+    auto node = make_node<GeluErfBackward>({&x});
+    node->self = x;
+    set_history(out, node);
+  }
+  return out;
+}
+
+}  // namespace
+
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   if (approximate == GeluApproximation::kTanh) {
     // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
@@ -97,19 +150,7 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
           return g * (C(0.5) * (C(1) + t) + C(0.5) * v * (C(1) - t * t) * dinner);
         });
   }
-  // x * Phi(x), Phi the standard normal CDF.
-  return unary(
-      x, "gelu", "GeluBackward", Saves::kInput,
-      [](auto v) {
-        using C = decltype(v);
-        return v * C(0.5) * (C(1) + std::erf(v * C(std::numbers::sqrt2 / 2)));
-      },
-      [](auto g, auto v) {
-        using C = decltype(g);
-        const C cdf = C(0.5) * (C(1) + std::erf(v * C(std::numbers::sqrt2 / 2)));
-        const C pdf = std::exp(C(-0.5) * v * v) * C(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
-        return g * (cdf + v * pdf);
-      });
+  return gelu_erf(x);
 }
 
 Tensor tanh(const Tensor& x) {

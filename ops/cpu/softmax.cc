@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "framework/convert.h"
 #include "framework/dtype.h"
 #include "framework/parallel.h"
 
@@ -76,25 +77,27 @@ compute_t<T> row_dot(const T* a, const T* b, int64_t n) {
 template <typename T>
 void forward_row(const T* x, T* y, int64_t n, SoftmaxKind kind, std::vector<compute_t<T>>& buf) {
   using C = compute_t<T>;
-  // An all -inf row gives nan (as PyTorch); so does a nan anywhere, through the sum.
-  const C m = row_max(x, n);
-  if (kind == SoftmaxKind::kLogSoftmax) {
-    // (x - m) - log(s), not x - (m + log(s)): the latter loses the low bits when |m| is large.
-    const C ls = std::log(row_sum_exp<T>(x, n, m, nullptr));
-    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>((static_cast<C>(x[i]) - m) - ls);
-    return;
-  }
-  // Softmax: the unnormalised exps go to y directly when T is the compute type, else to a float
-  // buffer, so that 16-bit outputs round once.
-  C* e = nullptr;
-  if constexpr (std::is_same_v<T, C>) {
-    e = y;
-  } else {
+  if constexpr (!std::is_same_v<T, C>) {
+    // 16-bit rows: widen the row once with the vectorized converter, run the float row in place in
+    // buf, narrow once (the same values as converting element by element, so the same bits).
     buf.resize(static_cast<size_t>(n));
-    e = buf.data();
+    convert(x, buf.data(), n);
+    forward_row<C>(buf.data(), buf.data(), n, kind, buf);
+    convert(buf.data(), y, n);
+    return;
+  } else {
+    // An all -inf row gives nan (as PyTorch); so does a nan anywhere, through the sum. x may alias y.
+    const C m = row_max(x, n);
+    if (kind == SoftmaxKind::kLogSoftmax) {
+      // (x - m) - log(s), not x - (m + log(s)): the latter loses the low bits when |m| is large.
+      const C ls = std::log(row_sum_exp<T>(x, n, m, nullptr));
+      for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) - ls;
+      return;
+    }
+    // The unnormalised exps go to y directly (row_sum_exp reads x[i] before it writes y[i]).
+    const C inv = C(1) / row_sum_exp<T>(x, n, m, y);
+    for (int64_t i = 0; i < n; ++i) y[i] *= inv;
   }
-  const C inv = C(1) / row_sum_exp<T>(x, n, m, e);
-  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(e[i] * inv);
 }
 
 // One outer slice [dim, inner] with inner > 1: reductions run over dim for all inner lanes at once.
@@ -132,15 +135,25 @@ void forward_slice(const T* x, T* y, int64_t dim, int64_t inner, SoftmaxKind kin
 }
 
 template <typename T>
-void backward_row(const T* dy, const T* y, T* dx, int64_t n, SoftmaxKind kind) {
+void backward_row(const T* dy, const T* y, T* dx, int64_t n, SoftmaxKind kind, std::vector<compute_t<T>>& buf) {
   using C = compute_t<T>;
-  if (kind == SoftmaxKind::kSoftmax) {
-    const C s = row_dot<T>(dy, y, n);
-    for (int64_t i = 0; i < n; ++i) dx[i] = static_cast<T>(static_cast<C>(y[i]) * (static_cast<C>(dy[i]) - s));
+  if constexpr (!std::is_same_v<T, C>) {
+    // 16-bit rows: widen dy and y into buf, compute dx over the float rows (into the dy half), narrow once.
+    buf.resize(static_cast<size_t>(2 * n));
+    C* dyf = buf.data();
+    C* yf = buf.data() + n;
+    convert(dy, dyf, n);
+    convert(y, yf, n);
+    backward_row<C>(dyf, yf, dyf, n, kind, buf);
+    convert(dyf, dx, n);
   } else {
-    const C s = row_dot<T>(dy, nullptr, n);
-    for (int64_t i = 0; i < n; ++i) {
-      dx[i] = static_cast<T>(static_cast<C>(dy[i]) - exp_compute<C>(static_cast<C>(y[i])) * s);
+    // dx may alias dy: each dx[i] is written after the row's sum and after its own dy[i] is read.
+    if (kind == SoftmaxKind::kSoftmax) {
+      const C s = row_dot<T>(dy, y, n);
+      for (int64_t i = 0; i < n; ++i) dx[i] = y[i] * (dy[i] - s);
+    } else {
+      const C s = row_dot<T>(dy, nullptr, n);
+      for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] - exp_compute<C>(y[i]) * s;
     }
   }
 }
@@ -195,7 +208,7 @@ void softmax_backward(const T* dy, const T* y, T* dx, SoftmaxGeometry g, Softmax
     for (int64_t o = begin; o < end; ++o) {
       const int64_t off = o * slice;
       if (g.inner == 1) {
-        backward_row<T>(dy + off, y + off, dx + off, g.dim, kind);
+        backward_row<T>(dy + off, y + off, dx + off, g.dim, kind, buf);
       } else {
         backward_slice<T>(dy + off, y + off, dx + off, g.dim, g.inner, kind, buf);
       }

@@ -197,6 +197,48 @@ TEST(Elementwise, WhereMaskedFillClamp) {
             static_cast<double>(static_cast<float>(Half(0.1f))));
 }
 
+TEST(Elementwise, WhereContiguousRowsMatchTheStridedWalkForEveryElementSize) {
+  // Contiguous out and cond with contiguous or scalar values take a bit-mask select; a transposed cond
+  // takes the generic strided loop. Both must pick the same elements for 1-, 2-, 4- and 8-byte types
+  // (bool, f16, bf16, f32, i64, f64), with nan and -inf values carried bit for bit.
+  Generator g(5);
+  std::vector<double> cv(7 * 45), av(7 * 45), bv(7 * 45);
+  for (size_t i = 0; i < cv.size(); ++i) {
+    cv[i] = g.uniform_double() - 0.5;
+    av[i] = i % 11 == 0 ? NAN : std::floor(g.uniform_double() * 200 - 100);
+    bv[i] = i % 13 == 0 ? -INFINITY : std::floor(g.uniform_double() * 200 - 100);
+  }
+  const Tensor cond = gt(from_vector<double>(cv, {7, 45}), 0.0);
+  const Tensor cond_t = cond.transpose(0, 1).contiguous().transpose(0, 1);  // same values, strided
+  ASSERT_FALSE(cond_t.is_contiguous());
+  auto same = [](const Tensor& x, const Tensor& y) {
+    const std::vector<double> a = vals(x), b = vals(y);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_TRUE(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))) << i << ": " << a[i] << " vs " << b[i];
+    }
+  };
+  const Tensor a64 = from_vector<double>(av, {7, 45}), b64 = from_vector<double>(bv, {7, 45});
+  for (DType dt : {DType::kBool, DType::kF16, DType::kBF16, DType::kF32, DType::kI64, DType::kF64}) {
+    Tensor x = a64.to(dt == DType::kBool || dt == DType::kI64 ? DType::kF64 : dt), y = b64;
+    if (dt == DType::kBool) {
+      x = gt(a64, 0.0);
+      y = lt(b64, 0.0);
+    } else if (dt == DType::kI64) {
+      x = where(ne(a64, a64), zeros({}, {.dtype = DType::kF64}), a64).to(DType::kI64);  // ints have no nan
+      y = where(eq(b64, -INFINITY), zeros({}, {.dtype = DType::kF64}), b64).to(DType::kI64);
+    } else {
+      y = b64.to(dt);
+    }
+    ASSERT_EQ(x.dtype(), dt);
+    const Tensor zero = zeros({}, {.dtype = dt});
+    same(where(cond, x, y), where(cond_t, x, y));
+    same(where(cond, x, zero), where(cond_t, x, zero));
+    same(where(cond, zero, y), where(cond_t, zero, y));
+    if (is_floating(dt)) same(masked_fill(x, cond, -7.0), masked_fill(x, cond_t, -7.0));
+  }
+}
+
 TEST(Elementwise, ClampAndWhereGradientsAtTheEdges) {
   Tensor x = from_vector<double>({-1, 0, 1, 2}).set_requires_grad(true);
   sum(clamp(x, 0.0, 1.0)).backward();

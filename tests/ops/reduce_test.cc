@@ -75,6 +75,35 @@ TEST(Reduce, LargeReductionsAgreeWithADoubleReference) {
   EXPECT_NEAR(c64[0], ref0, 1e-12);
 }
 
+TEST(Reduce, LeadingDimSumsMatchTheStridedWalkBitForBit) {
+  // A contiguous tensor summed over its leading dims takes the vectorized column sum; a transposed copy
+  // of the same values takes the per-output strided walk. Both add row r into lane r % 8 and combine the
+  // lanes in one fixed tree, so the results must be identical bits for every dtype, with odd sizes
+  // (a partial column block of 64, rows not a multiple of 8) and over 2 leading dims.
+  Generator g(11);
+  std::vector<double> v(37 * 5 * 131);
+  for (double& e : v) e = g.uniform_double() * 2 - 1;
+  for (DType dt : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16}) {
+    const Tensor x = from_vector<double>(v, {37, 5, 131}).to(dt);
+    const Tensor strided = x.reshape({185, 131}).transpose(0, 1).contiguous().transpose(0, 1);
+    ASSERT_FALSE(strided.is_contiguous());
+    const Tensor fast = sum(x, {0, 1});
+    EXPECT_EQ(fast.dtype(), dt);
+    EXPECT_EQ(vals(fast), vals(sum(strided, {0}))) << dtype_name(dt);
+    EXPECT_EQ(vals(mean(x, {0, 1})), vals(mean(strided, {0}))) << dtype_name(dt);
+    const Tensor permuted = x.permute({1, 0, 2}).contiguous().permute({1, 0, 2});  // x's values, strided
+    EXPECT_EQ(vals(sum(x, {0}, KeepDim::kYes)), vals(sum(permuted, {0}, KeepDim::kYes)));
+  }
+  // Accuracy against a double reference for the f32 column sums (185 terms of magnitude < 1).
+  const Tensor x32 = from_vector<double>(v, {185, 131}).to(DType::kF32);
+  const std::vector<double> s32 = vals(sum(x32, {0}));
+  for (int c = 0; c < 131; ++c) {
+    double ref = 0;
+    for (int r = 0; r < 185; ++r) ref += static_cast<double>(static_cast<float>(v[static_cast<size_t>(r * 131 + c)]));
+    ASSERT_NEAR(s32[c], ref, 1e-5) << c;  // a few f32 ulps of ~10
+  }
+}
+
 TEST(Reduce, EmptyTensors) {
   EXPECT_EQ(vals(sum(zeros({0, 3})))[0], 0.0);
   EXPECT_EQ(sum(zeros({0, 3}), {0}).shape(), (Shape{3}));

@@ -152,6 +152,9 @@ TEST(Softmax, FastExpfAgreesWithStdExp) {
   EXPECT_EQ(cpu::fast_expf(std::numeric_limits<float>::infinity()), std::numeric_limits<float>::infinity());
   EXPECT_EQ(cpu::fast_expf(-std::numeric_limits<float>::infinity()), 0.0f);
   EXPECT_EQ(cpu::fast_expf(-200.0f), 0.0f);
+  EXPECT_EQ(cpu::fast_expf(-104.5f), 0.0f);  // masked to 0 (no subnormal underflow on the way)
+  EXPECT_FALSE(std::signbit(cpu::fast_expf(-std::numeric_limits<float>::infinity())));
+  EXPECT_GT(cpu::fast_expf(-87.0f), 0.0f);
   EXPECT_EQ(cpu::fast_expf(0.0f), 1.0f);
   EXPECT_TRUE(std::isnan(cpu::fast_expf(std::numeric_limits<float>::quiet_NaN())));
 }
