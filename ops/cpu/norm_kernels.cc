@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "framework/parallel.h"
@@ -109,17 +110,19 @@ void batch_norm_stats(const BatchNormGeometry& g, const T* x, compute_t<T>* mean
   using C = compute_t<T>;
   const int64_t S = g.spatial, M = g.count();
   parallel_for(g.channels, 1, [&](int64_t begin, int64_t end) {
+    std::vector<C> row_store;
     for (int64_t c = begin; c < end; ++c) {
+      // Each [n, c] row of S values is summed in vector lanes; the rows' sums add up in order.
       C s = 0;
       for (int64_t i = 0; i < g.n; ++i) {
-        const T* p = x + (i * g.channels + c) * S;
-        for (int64_t k = 0; k < S; ++k) s += static_cast<C>(p[k]);
+        const C* p = compute_view(x + (i * g.channels + c) * S, S, row_store);
+        s += lane_sum<C>(S, [&](int64_t k) { return p[k]; });
       }
       const C mu = s / static_cast<C>(M);
       C ss = 0;
       for (int64_t i = 0; i < g.n; ++i) {
-        const T* p = x + (i * g.channels + c) * S;
-        for (int64_t k = 0; k < S; ++k) ss += (static_cast<C>(p[k]) - mu) * (static_cast<C>(p[k]) - mu);
+        const C* p = compute_view(x + (i * g.channels + c) * S, S, row_store);
+        ss += lane_sum<C>(S, [&](int64_t k) { return (p[k] - mu) * (p[k] - mu); });
       }
       mean[c] = mu;
       var[c] = ss / static_cast<C>(M);
@@ -151,16 +154,16 @@ void batch_norm_backward(const BatchNormGeometry& g, BatchStats stats, const T* 
   using C = compute_t<T>;
   const int64_t S = g.spatial, M = g.count();
   parallel_for(g.channels, 1, [&](int64_t begin, int64_t end) {
+    std::vector<C> dy_store, x_store, out_store;
     for (int64_t c = begin; c < end; ++c) {
       const C mu = mean[c], is = invstd[c], wc = w ? w[c] : C(1);
-      C sum_dy = 0, sum_dy_xhat = 0;
+      C sum_dy = 0, sum_dy_xhat = 0;  // row sums in vector lanes, added up in row order
       for (int64_t i = 0; i < g.n; ++i) {
         const int64_t off = (i * g.channels + c) * S;
-        for (int64_t k = 0; k < S; ++k) {
-          const C d = static_cast<C>(dy[off + k]);
-          sum_dy += d;
-          sum_dy_xhat += d * (static_cast<C>(x[off + k]) - mu) * is;
-        }
+        const C* d = compute_view(dy + off, S, dy_store);
+        const C* xr = compute_view(x + off, S, x_store);
+        sum_dy += lane_sum<C>(S, [&](int64_t k) { return d[k]; });
+        sum_dy_xhat += lane_sum<C>(S, [&](int64_t k) { return d[k] * (xr[k] - mu) * is; });
       }
       if (dw) dw[c] = sum_dy_xhat;
       if (db) db[c] = sum_dy;
@@ -170,10 +173,21 @@ void batch_norm_backward(const BatchNormGeometry& g, BatchStats stats, const T* 
       const C mean_dy_xhat = stats == BatchStats::kFromBatch ? sum_dy_xhat / static_cast<C>(M) : C(0);
       for (int64_t i = 0; i < g.n; ++i) {
         const int64_t off = (i * g.channels + c) * S;
-        for (int64_t k = 0; k < S; ++k) {
-          const C xhat = (static_cast<C>(x[off + k]) - mu) * is;
-          dx[off + k] = static_cast<T>(scale * (static_cast<C>(dy[off + k]) - mean_dy - xhat * mean_dy_xhat));
+        const C* d = compute_view(dy + off, S, dy_store);
+        const C* xr = compute_view(x + off, S, x_store);
+        // f32/f64 write dx directly; 16-bit rows are computed in fp32 and rounded once, in one block.
+        C* out;
+        if constexpr (std::is_same_v<T, C>) {
+          out = dx + off;
+        } else {
+          out_store.resize(static_cast<size_t>(S));
+          out = out_store.data();
         }
+        for (int64_t k = 0; k < S; ++k) {
+          const C xhat = (xr[k] - mu) * is;
+          out[k] = scale * (d[k] - mean_dy - xhat * mean_dy_xhat);
+        }
+        if constexpr (!std::is_same_v<T, C>) from_compute(out, dx + off, S);
       }
     }
   });

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "framework/parallel.h"
@@ -24,11 +25,70 @@ Window window(const Pool2dGeometry& g, int64_t oy, int64_t ox) {
 
 int64_t plane_grain(const Pool2dGeometry& g) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(g.h * g.w, 1)); }
 
+// One output row of the 2x2, stride 2, unpadded max pool from input rows r0 and r1 (compute type; the
+// input indices of their first elements are i0 and i1). The four values of a window are visited in the
+// generic loop's order (row by row); a value replaces the running maximum when greater or NaN (as
+// PyTorch). Written with selects and no short-circuit so that it vectorizes: maxima are data-dependent
+// coin flips for a branch predictor.
+template <typename C>
+void max_pool_row_2x2(const C* __restrict r0, const C* __restrict r1, int64_t ow, int64_t i0, int64_t i1,
+                      C* __restrict out, int64_t* __restrict idx) {
+  for (int64_t ox = 0; ox < ow; ++ox) {
+    C best = r0[2 * ox];  // the generic loop's first step, from -inf, gives the same value and index
+    int64_t bi = i0 + 2 * ox;
+    C v = r0[2 * ox + 1];
+    bool take = (v > best) | (v != v);
+    best = take ? v : best;
+    bi = take ? i0 + 2 * ox + 1 : bi;
+    v = r1[2 * ox];
+    take = (v > best) | (v != v);
+    best = take ? v : best;
+    bi = take ? i1 + 2 * ox : bi;
+    v = r1[2 * ox + 1];
+    take = (v > best) | (v != v);
+    best = take ? v : best;
+    bi = take ? i1 + 2 * ox + 1 : bi;
+    out[ox] = best;
+    idx[ox] = bi;
+  }
+}
+
+template <typename T>
+void max_pool2d_2x2(const Pool2dGeometry& g, const T* xp, T* yp, int64_t* ip, std::vector<compute_t<T>>& rows,
+                    std::vector<compute_t<T>>& out) {
+  using C = compute_t<T>;
+  if constexpr (!std::is_same_v<T, C>) out.resize(static_cast<size_t>(g.ow));
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    const int64_t i0 = 2 * oy * g.w;
+    const C* r0 = compute_view(xp + i0, 2 * g.w, rows);  // both input rows of the window
+    int64_t* idx = ip + oy * g.ow;
+    if constexpr (std::is_same_v<T, C>) {
+      max_pool_row_2x2<C>(r0, r0 + g.w, g.ow, i0, i0 + g.w, yp + oy * g.ow, idx);
+    } else {
+      max_pool_row_2x2<C>(r0, r0 + g.w, g.ow, i0, i0 + g.w, out.data(), idx);
+      for (int64_t ox = 0; ox < g.ow; ++ox) yp[oy * g.ow + ox] = xp[idx[ox]];  // the stored value itself
+    }
+  }
+}
+
+bool is_2x2_stride_2(const Pool2dGeometry& g) {
+  return g.kh == 2 && g.kw == 2 && g.stride_h == 2 && g.stride_w == 2 && g.pad_h == 0 && g.pad_w == 0;
+}
+
 }  // namespace
 
 template <typename T>
 void max_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y, int64_t* argmax) {
   using C = compute_t<T>;
+  if (is_2x2_stride_2(g)) {
+    parallel_for(g.planes, plane_grain(g), [&](int64_t begin, int64_t end) {
+      std::vector<C> rows, out;
+      for (int64_t pl = begin; pl < end; ++pl) {
+        max_pool2d_2x2<T>(g, x + pl * g.h * g.w, y + pl * g.oh * g.ow, argmax + pl * g.oh * g.ow, rows, out);
+      }
+    });
+    return;
+  }
   parallel_for(g.planes, plane_grain(g), [&](int64_t begin, int64_t end) {
     for (int64_t pl = begin; pl < end; ++pl) {
       const T* xp = x + pl * g.h * g.w;
@@ -60,13 +120,20 @@ template <typename T>
 void max_pool2d_backward(const Pool2dGeometry& g, const T* dy, const int64_t* argmax, T* dx) {
   using C = compute_t<T>;
   parallel_for(g.planes, plane_grain(g), [&](int64_t begin, int64_t end) {
-    std::vector<C> acc(static_cast<size_t>(g.h * g.w));
+    std::vector<C> store(std::is_same_v<T, C> ? 0 : static_cast<size_t>(g.h * g.w));
     for (int64_t pl = begin; pl < end; ++pl) {
-      std::fill(acc.begin(), acc.end(), C(0));
+      // f32/f64 accumulate in dx itself; 16-bit planes in fp32, rounded once.
+      C* acc;
+      if constexpr (std::is_same_v<T, C>) {
+        acc = dx + pl * g.h * g.w;
+      } else {
+        acc = store.data();
+      }
+      std::fill(acc, acc + g.h * g.w, C(0));
       const T* dyp = dy + pl * g.oh * g.ow;
       const int64_t* ip = argmax + pl * g.oh * g.ow;
       for (int64_t o = 0; o < g.oh * g.ow; ++o) acc[ip[o]] += static_cast<C>(dyp[o]);
-      from_compute(acc.data(), dx + pl * g.h * g.w, g.h * g.w);
+      if constexpr (!std::is_same_v<T, C>) from_compute(acc, dx + pl * g.h * g.w, g.h * g.w);
     }
   });
 }
