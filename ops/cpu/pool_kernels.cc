@@ -54,13 +54,14 @@ void max_pool_row_2x2(const C* __restrict r0, const C* __restrict r1, int64_t ow
 }
 
 template <typename T>
-void max_pool2d_2x2(const Pool2dGeometry& g, const T* xp, T* yp, int64_t* ip, std::vector<compute_t<T>>& rows,
+void max_pool2d_2x2(const Pool2dGeometry& g, const T* xp, T* yp, int64_t* ip, std::vector<compute_t<T>>& plane,
                     std::vector<compute_t<T>>& out) {
   using C = compute_t<T>;
   if constexpr (!std::is_same_v<T, C>) out.resize(static_cast<size_t>(g.ow));
+  const C* xc = compute_view(xp, g.h * g.w, plane);  // the whole plane at once: one conversion call
   for (int64_t oy = 0; oy < g.oh; ++oy) {
     const int64_t i0 = 2 * oy * g.w;
-    const C* r0 = compute_view(xp + i0, 2 * g.w, rows);  // both input rows of the window
+    const C* r0 = xc + i0;  // the window's two input rows
     int64_t* idx = ip + oy * g.ow;
     if constexpr (std::is_same_v<T, C>) {
       max_pool_row_2x2<C>(r0, r0 + g.w, g.ow, i0, i0 + g.w, yp + oy * g.ow, idx);
