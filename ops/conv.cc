@@ -20,6 +20,7 @@
 
 #include "framework/autograd.h"
 #include "ops/cpu/compute_buffer.h"
+#include "ops/cpu/conv_direct.h"
 #include "ops/cpu/conv_kernels.h"
 #include "ops/cpu/conv_onednn.h"
 #include "ops/cpu/gemm.h"
@@ -45,6 +46,10 @@ void conv_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* b, T
   if constexpr (kUseOneDnn<T>) {
     std::vector<float> bias32(b ? static_cast<size_t>(g.o) : 0);
     if (b) cpu::to_compute(b, bias32.data(), g.o);
+    if (cpu::conv2d_direct_supported(g)) {  // one input channel: no layout reorders
+      cpu::conv2d_direct_forward(g, x, w, b ? bias32.data() : nullptr, y);
+      return;
+    }
     if (g.n > 0 && cpu::onednn_conv2d_forward(g, x, w, b ? bias32.data() : nullptr, y)) return;
   }
   const int64_t K = g.col_rows(), P = g.out_plane(), cpg = g.c_per_group(), opg = g.o_per_group();
@@ -134,7 +139,13 @@ void conv_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy,
     if (g.n > 0 && dx && cpu::onednn_conv2d_backward_data(g, dy, w, dx)) dx = nullptr;
     if (g.n > 0 && dw) {
       std::vector<float> dw32(static_cast<size_t>(g.o * g.col_rows())), db32(db ? static_cast<size_t>(g.o) : 0);
-      if (cpu::onednn_conv2d_backward_weights(g, x, dy, dw32.data(), db ? db32.data() : nullptr)) {
+      bool done = true;
+      if (cpu::conv2d_direct_supported(g)) {  // one input channel: no layout reorders
+        cpu::conv2d_direct_backward_weights(g, x, dy, dw32.data(), db ? db32.data() : nullptr);
+      } else {
+        done = cpu::onednn_conv2d_backward_weights(g, x, dy, dw32.data(), db ? db32.data() : nullptr);
+      }
+      if (done) {
         cpu::from_compute(dw32.data(), dw, g.o * g.col_rows());
         if (db) cpu::from_compute(db32.data(), db, g.o);
         dw = db = nullptr;
