@@ -1,4 +1,5 @@
-// conv2d forward and backward. f32 and bf16 go to oneDNN's convolution primitives (ops/cpu/conv_onednn);
+// conv2d forward and backward. f32 and bf16 go to oneDNN's convolution primitives (ops/cpu/conv_onednn),
+// except one-input-channel unpadded stride-1 layers, which the direct kernels of ops/cpu/conv_direct do;
 // f64 and f16 (which oneDNN 2.6 does not convolve on this CPU), and any case oneDNN declines, go to
 // im2col + GEMM (ops/cpu/gemm.h), per sample and per group, described next.
 // Letters: N batch, C input channels, O output channels, G groups, K = C/G*KH*KW (GEMM depth),
