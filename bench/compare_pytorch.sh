@@ -1,20 +1,35 @@
 #!/usr/bin/env bash
-# Runs the MLP training step in mantissa and in PyTorch (Debian's python3-torch) on the same shapes,
-# batch, precision and thread count, one after the other in one run, and prints seconds per step and
-# the ratio (PyTorch time / mantissa time: above 1 means mantissa is faster).
+# Runs the MLP and the CNN training steps (forward, cross-entropy, backward, Adam) in mantissa and in
+# PyTorch (Debian's python3-torch) on the same shapes, batch, precision and thread count, one after the
+# other in one run, and prints ms per step, samples/s and the ratio (PyTorch time / mantissa time: above
+# 1 means mantissa is faster). bf16 is autocast over fp32 masters in both; mantissa's
+# bf16_autocast_working_copies keeps persistent bf16 weight copies (optimizer.enable_working_copies).
 #   bench/compare_pytorch.sh [build-dir]      (make bench builds the programs and installs torch)
+#   MODELS="mlp cnn" THREADS=2 REPS=5 STEPS=50 are the defaults.
 set -euo pipefail
 build=${1:-build}
 threads=${THREADS:-2}
+reps=${REPS:-5}
+steps=${STEPS:-50}
+models=${MODELS:-mlp cnn}
 here=$(cd "$(dirname "$0")" && pwd)
 export OMP_NUM_THREADS=$threads
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $threads threads; $(date -u +%F)"
-mt=$("$build/bench/mlp_step_bench" --benchmark_format=csv --benchmark_repetitions=5 \
-      --benchmark_report_aggregates_only=true 2>/dev/null | grep '_median' )
-pt=$(/usr/bin/python3 "$here/pytorch/mlp_step.py" --threads "$threads" --steps 50 --warmup 10)
-printf '%-16s %12s %12s %8s\n' precision mantissa_ms pytorch_ms ratio
-for prec in f32 bf16_autocast; do
-  m=$(echo "$mt" | grep "BM_MlpStep/$prec" | cut -d, -f3)   # real_time in ms
-  p=$(echo "$pt" | awk -v k="pytorch_mlp_step_$prec" '$1 == k { print $2 * 1000 }')
-  awk -v n="$prec" -v m="$m" -v p="$p" 'BEGIN { printf "%-16s %12.2f %12.2f %8.2f\n", n, m, p, p / m }'
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $threads threads; $(date -u '+%F %H:%M') UTC; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-5s %-30s %9s %9s %9s %9s %7s\n' model precision mt_ms pt_ms mt_smp/s pt_smp/s ratio
+for model in $models; do
+  case $model in
+    mlp) bench=mlp_step_bench; bm=BM_MlpStep; batch=256 ;;
+    cnn) bench=cnn_step_bench; bm=BM_CnnStep; batch=128 ;;
+    *) echo "unknown model $model" >&2; exit 2 ;;
+  esac
+  mt=$("$build/bench/$bench" --benchmark_format=csv --benchmark_repetitions="$reps" \
+        --benchmark_filter="^$bm/" --benchmark_report_aggregates_only=true 2>/dev/null | grep '_median')
+  pt=$(/usr/bin/python3 "$here/pytorch/${model}_step.py" --threads "$threads" --steps "$steps" --warmup 5 2>/dev/null)
+  for prec in f32 bf16_autocast bf16_autocast_working_copies; do
+    m=$(echo "$mt" | grep "\"$bm/$prec/" | cut -d, -f3)   # real_time in ms
+    pprec=$prec; [ "$prec" = bf16_autocast_working_copies ] && pprec=bf16_autocast
+    p=$(echo "$pt" | awk -v k="pytorch_${model}_step_$pprec" '$1 == k { print $2 * 1000 }')
+    awk -v mo="$model" -v n="$prec" -v m="$m" -v p="$p" -v b="$batch" 'BEGIN {
+      printf "%-5s %-30s %9.2f %9.2f %9.0f %9.0f %7.2f\n", mo, n, m, p, b * 1000 / m, b * 1000 / p, p / m }'
+  done
 done

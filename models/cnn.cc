@@ -1,4 +1,5 @@
-// CNN: conv-bn-relu-pool twice, then two Linear layers (shapes in cnn.h).
+// CNN: conv-bn-relu-pool twice (computed as conv-bn-pool-relu, the same function), then two Linear
+// layers (shapes in cnn.h).
 #include "models/cnn.h"
 
 #include "framework/error.h"
@@ -24,9 +25,13 @@ Tensor CNN::forward(const Tensor& x) {
   MT_CHECK(x.dim() == 4 && x.size(1) == 1 && x.size(2) == kImageSize && x.size(3) == kImageSize,
            "CNN: expected images [N, 1, 28, 28], got ", shape_str(x.shape()),
            ". HINT: reshape flat 784-pixel rows with x.reshape({N, 1, 28, 28})");
+  // ReLU after the max-pool: relu(max(a, b)) = max(relu(a), relu(b)) and the gradients agree (the pool's
+  // argmax is the same wherever the maximum is positive, and the gradient is zero elsewhere either way),
+  // but the ReLU then touches a quarter of the values. (A NaN in a window gives 0 here and the window's
+  // positive maximum in relu-then-pool, since relu maps NaN to 0.)
   const Pool2dOptions pool{.kernel_size = {2, 2}};
-  Tensor h = max_pool2d(relu(bn1->forward(conv1->forward(x))), pool);   // [N, 32, 13, 13]
-  h = max_pool2d(relu(bn2->forward(conv2->forward(h))), pool);          // [N, 64, 5, 5]
+  Tensor h = relu(max_pool2d(bn1->forward(conv1->forward(x)), pool));   // [N, 32, 13, 13]
+  h = relu(max_pool2d(bn2->forward(conv2->forward(h)), pool));          // [N, 64, 5, 5]
   h = h.reshape({h.size(0), kFlatFeatures});                             // [N, 1600]
   return fc2->forward(relu(fc1->forward(h)));
 }

@@ -1,4 +1,5 @@
-// conv2d forward and backward. f32 and bf16 go to oneDNN's convolution primitives (ops/cpu/conv_onednn);
+// conv2d forward and backward. f32 and bf16 go to oneDNN's convolution primitives (ops/cpu/conv_onednn),
+// except one-input-channel unpadded stride-1 layers, which the direct kernels of ops/cpu/conv_direct do;
 // f16 is widened to f32 exactly and rounded once (oneDNN 2.6 does not convolve f16 on this CPU); f64 and
 // any case oneDNN declines go to
 // im2col + GEMM (ops/cpu/gemm.h), per sample and per group, described next.
@@ -21,6 +22,7 @@
 
 #include "framework/autograd.h"
 #include "ops/cpu/compute_buffer.h"
+#include "ops/cpu/conv_direct.h"
 #include "ops/cpu/conv_kernels.h"
 #include "ops/cpu/conv_onednn.h"
 #include "ops/cpu/gemm.h"
@@ -63,6 +65,10 @@ void conv_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* b, T
   if constexpr (kUseOneDnn<T>) {
     std::vector<float> bias32(b ? static_cast<size_t>(g.o) : 0);
     if (b) cpu::to_compute(b, bias32.data(), g.o);
+    if (cpu::conv2d_direct_supported(g)) {  // one input channel: no layout reorders
+      cpu::conv2d_direct_forward(g, x, w, b ? bias32.data() : nullptr, y);
+      return;
+    }
     if (g.n > 0 && cpu::onednn_conv2d_forward(g, x, w, b ? bias32.data() : nullptr, y)) return;
   }
   const int64_t K = g.col_rows(), P = g.out_plane(), cpg = g.c_per_group(), opg = g.o_per_group();
@@ -164,7 +170,13 @@ void conv_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy,
     if (g.n > 0 && dx && cpu::onednn_conv2d_backward_data(g, dy, w, dx)) dx = nullptr;
     if (g.n > 0 && dw) {
       std::vector<float> dw32(static_cast<size_t>(g.o * g.col_rows())), db32(db ? static_cast<size_t>(g.o) : 0);
-      if (cpu::onednn_conv2d_backward_weights(g, x, dy, dw32.data(), db ? db32.data() : nullptr)) {
+      bool done = true;
+      if (cpu::conv2d_direct_supported(g)) {  // one input channel: no layout reorders
+        cpu::conv2d_direct_backward_weights(g, x, dy, dw32.data(), db ? db32.data() : nullptr);
+      } else {
+        done = cpu::onednn_conv2d_backward_weights(g, x, dy, dw32.data(), db ? db32.data() : nullptr);
+      }
+      if (done) {
         cpu::from_compute(dw32.data(), dw, g.o * g.col_rows());
         if (db) cpu::from_compute(db32.data(), db, g.o);
         dw = db = nullptr;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "framework/parallel.h"
@@ -26,6 +27,36 @@ C lane_sum(int64_t n, F&& f) {
   for (; j < n; ++j) lanes[j & 7] += f(j);
   return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 }
+
+// The n rows [i, c, :] of one batch-norm channel in the compute type: pointers into x for f32/f64; for
+// 16-bit inputs one widened copy of the whole channel (n * S values, L2-sized for the CNN's activations),
+// so that a second pass over the channel does not convert again.
+template <typename T>
+class ChannelRows {
+ public:
+  using C = compute_t<T>;
+  ChannelRows(const BatchNormGeometry& g, const T* x) : g_(g), x_(x) {}
+  void load(int64_t c) {
+    c_ = c;
+    if constexpr (!std::is_same_v<T, C>) {
+      store_.resize(static_cast<size_t>(g_.n * g_.spatial));
+      for (int64_t i = 0; i < g_.n; ++i) to_compute(x_ + (i * g_.channels + c) * g_.spatial, store_.data() + i * g_.spatial, g_.spatial);
+    }
+  }
+  const C* row(int64_t i) const {
+    if constexpr (std::is_same_v<T, C>) {
+      return x_ + (i * g_.channels + c_) * g_.spatial;
+    } else {
+      return store_.data() + i * g_.spatial;
+    }
+  }
+
+ private:
+  const BatchNormGeometry& g_;
+  const T* x_;
+  int64_t c_ = 0;
+  std::vector<C> store_;
+};
 
 }  // namespace
 
@@ -109,17 +140,20 @@ void batch_norm_stats(const BatchNormGeometry& g, const T* x, compute_t<T>* mean
   using C = compute_t<T>;
   const int64_t S = g.spatial, M = g.count();
   parallel_for(g.channels, 1, [&](int64_t begin, int64_t end) {
+    ChannelRows<T> rows(g, x);
     for (int64_t c = begin; c < end; ++c) {
+      rows.load(c);
+      // Each [n, c] row of S values is summed in vector lanes; the rows' sums add up in order.
       C s = 0;
       for (int64_t i = 0; i < g.n; ++i) {
-        const T* p = x + (i * g.channels + c) * S;
-        for (int64_t k = 0; k < S; ++k) s += static_cast<C>(p[k]);
+        const C* p = rows.row(i);
+        s += lane_sum<C>(S, [&](int64_t k) { return p[k]; });
       }
       const C mu = s / static_cast<C>(M);
       C ss = 0;
       for (int64_t i = 0; i < g.n; ++i) {
-        const T* p = x + (i * g.channels + c) * S;
-        for (int64_t k = 0; k < S; ++k) ss += (static_cast<C>(p[k]) - mu) * (static_cast<C>(p[k]) - mu);
+        const C* p = rows.row(i);
+        ss += lane_sum<C>(S, [&](int64_t k) { return (p[k] - mu) * (p[k] - mu); });
       }
       mean[c] = mu;
       var[c] = ss / static_cast<C>(M);
@@ -134,12 +168,31 @@ void batch_norm_apply(const BatchNormGeometry& g, const T* x, const compute_t<T>
   const int64_t S = g.spatial;
   // Parallel over (sample, channel) rows of S elements.
   parallel_for(g.n * g.channels, std::max<int64_t>(1, 16384 / std::max<int64_t>(S, 1)), [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t c = row % g.channels;
-      const C mu = mean[c], is = invstd[c], wc = w ? w[c] : C(1), bc = b ? b[c] : C(0);
-      const T* p = x + row * S;
-      T* q = y + row * S;
-      for (int64_t k = 0; k < S; ++k) q[k] = static_cast<T>((static_cast<C>(p[k]) - mu) * is * wc + bc);
+    if constexpr (std::is_same_v<T, C>) {
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t c = row % g.channels;
+        const C mu = mean[c], is = invstd[c], wc = w ? w[c] : C(1), bc = b ? b[c] : C(0);
+        const T* p = x + row * S;
+        T* q = y + row * S;
+        for (int64_t k = 0; k < S; ++k) q[k] = (p[k] - mu) * is * wc + bc;
+      }
+    } else {
+      // 16-bit: blocks of whole rows widened in one call, computed in fp32, rounded once in one call.
+      const int64_t rows_per_block = std::max<int64_t>(1, 4096 / std::max<int64_t>(S, 1));
+      std::vector<C> in, out;
+      for (int64_t r0 = begin; r0 < end; r0 += rows_per_block) {
+        const int64_t r1 = std::min(end, r0 + rows_per_block), count = (r1 - r0) * S;
+        const C* p = compute_view(x + r0 * S, count, in);
+        out.resize(static_cast<size_t>(count));
+        for (int64_t row = r0; row < r1; ++row) {
+          const int64_t c = row % g.channels;
+          const C mu = mean[c], is = invstd[c], wc = w ? w[c] : C(1), bc = b ? b[c] : C(0);
+          const C* pr = p + (row - r0) * S;
+          C* q = out.data() + (row - r0) * S;
+          for (int64_t k = 0; k < S; ++k) q[k] = (pr[k] - mu) * is * wc + bc;
+        }
+        from_compute(out.data(), y + r0 * S, count);
+      }
     }
   });
 }
@@ -151,16 +204,18 @@ void batch_norm_backward(const BatchNormGeometry& g, BatchStats stats, const T* 
   using C = compute_t<T>;
   const int64_t S = g.spatial, M = g.count();
   parallel_for(g.channels, 1, [&](int64_t begin, int64_t end) {
+    ChannelRows<T> xs(g, x), dys(g, dy);
+    std::vector<C> out_store;
     for (int64_t c = begin; c < end; ++c) {
       const C mu = mean[c], is = invstd[c], wc = w ? w[c] : C(1);
-      C sum_dy = 0, sum_dy_xhat = 0;
+      xs.load(c);
+      dys.load(c);
+      C sum_dy = 0, sum_dy_xhat = 0;  // row sums in vector lanes, added up in row order
       for (int64_t i = 0; i < g.n; ++i) {
-        const int64_t off = (i * g.channels + c) * S;
-        for (int64_t k = 0; k < S; ++k) {
-          const C d = static_cast<C>(dy[off + k]);
-          sum_dy += d;
-          sum_dy_xhat += d * (static_cast<C>(x[off + k]) - mu) * is;
-        }
+        const C* d = dys.row(i);
+        const C* xr = xs.row(i);
+        sum_dy += lane_sum<C>(S, [&](int64_t k) { return d[k]; });
+        sum_dy_xhat += lane_sum<C>(S, [&](int64_t k) { return d[k] * (xr[k] - mu) * is; });
       }
       if (dw) dw[c] = sum_dy_xhat;
       if (db) db[c] = sum_dy;
@@ -170,10 +225,21 @@ void batch_norm_backward(const BatchNormGeometry& g, BatchStats stats, const T* 
       const C mean_dy_xhat = stats == BatchStats::kFromBatch ? sum_dy_xhat / static_cast<C>(M) : C(0);
       for (int64_t i = 0; i < g.n; ++i) {
         const int64_t off = (i * g.channels + c) * S;
-        for (int64_t k = 0; k < S; ++k) {
-          const C xhat = (static_cast<C>(x[off + k]) - mu) * is;
-          dx[off + k] = static_cast<T>(scale * (static_cast<C>(dy[off + k]) - mean_dy - xhat * mean_dy_xhat));
+        const C* d = dys.row(i);
+        const C* xr = xs.row(i);
+        // f32/f64 write dx directly; 16-bit rows are computed in fp32 and rounded once, in one block.
+        C* out;
+        if constexpr (std::is_same_v<T, C>) {
+          out = dx + off;
+        } else {
+          out_store.resize(static_cast<size_t>(S));
+          out = out_store.data();
         }
+        for (int64_t k = 0; k < S; ++k) {
+          const C xhat = (xr[k] - mu) * is;
+          out[k] = scale * (d[k] - mean_dy - xhat * mean_dy_xhat);
+        }
+        if constexpr (!std::is_same_v<T, C>) from_compute(out, dx + off, S);
       }
     }
   });

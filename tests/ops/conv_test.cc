@@ -59,6 +59,10 @@ std::vector<Case> cases() {
       {"depthwise", {2, 4, 6, 6}, {4, 1, 3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .groups = 4}, false},
       {"pointwise", {2, 5, 4, 3}, {6, 5, 1, 1}, {}, true},
       {"pointwise_grouped", {2, 4, 3, 3}, {6, 2, 1, 1}, {.groups = 2}, true},
+      // One input channel, stride 1, no padding: f32/bf16 take the direct kernels (ops/cpu/conv_direct),
+      // over several 64-output blocks and the fused 3x3 weight-gradient pass, and a 2x3 kernel.
+      {"one_channel_3x3", {2, 1, 20, 19}, {4, 1, 3, 3}, {}, true},
+      {"one_channel_2x3_nobias", {3, 1, 7, 9}, {2, 1, 2, 3}, {}, false},
   };
 }
 
@@ -89,9 +93,10 @@ TEST(Conv2d, GradientsMatchFiniteDifferences) {
   }
 }
 
-// f32 takes oneDNN where it implements the case (im2col + GEMM where it does not); its gradients must
-// agree with the f64 ones (im2col, checked by finite differences above). f32 sums of at most
-// 2*6*6 = 72 (weight grads) products of O(1) values: 1e-5 of each tensor's scale.
+// f32 takes oneDNN where it implements the case (the direct kernels for one input channel, im2col + GEMM
+// where neither applies); its gradients must agree with the f64 ones (im2col, checked by finite
+// differences above). f32 sums of at most 2*18*17 = 612 (one_channel_3x3's weight grads) products of
+// O(1) values, error ~ sqrt(612) * 2^-24 ~ 1.5e-6: 1e-5 of each tensor's scale.
 TEST(Conv2d, F32GradientsMatchF64) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);

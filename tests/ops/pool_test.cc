@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 
 #include "tests/support/golden.h"
@@ -111,6 +112,52 @@ TEST(MaxPool2d, TiesRouteTheGradientToTheFirstMaximum) {
 TEST(MaxPool2d, NanIsTheMaximum) {
   const Tensor x = from_vector<float>({1, std::numeric_limits<float>::quiet_NaN(), 3, 2}, {1, 1, 2, 2});
   EXPECT_TRUE(std::isnan(max_pool2d(x, {}).item()));
+}
+
+// The 2x2 / stride 2 / unpadded max pool has its own kernels (vectorized, AVX-512 where available);
+// values and gradient routing must follow the generic rule exactly: windows scanned row by row, a value
+// taken when greater than the running maximum or NaN (so ties go to the first, NaNs to the last NaN).
+// Values on a coarse grid make ties common; odd sizes leave unread rows and columns; 18 outputs per row
+// cross the 16-lane step.
+TEST(MaxPool2d, TwoByTwoStrideTwoFollowsTheGenericRule) {
+  for (DType dt : {kFloat32, kFloat64, kBFloat16}) {
+    for (const Shape& shape : {Shape{2, 3, 11, 37}, Shape{1, 2, 26, 26}, Shape{1, 1, 2, 2}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(shape));
+      std::vector<double> xv = values(random_tensor(shape, 31));
+      for (size_t i = 0; i < xv.size(); ++i) {
+        xv[i] = std::round(xv[i] * 2);  // ties
+        if (i % 23 == 5) xv[i] = std::numeric_limits<double>::quiet_NaN();
+      }
+      Tensor x = from_vector<double>(xv, shape).to(dt).set_requires_grad(true);
+      const Tensor y = max_pool2d(x, {});
+      y.backward(ones(y.shape(), {.dtype = dt}));
+      const int64_t P = shape[0] * shape[1], H = shape[2], W = shape[3], OH = H / 2, OW = W / 2;
+      std::vector<double> want_y, want_g(xv.size(), 0.0);
+      for (int64_t p = 0; p < P; ++p)
+        for (int64_t oy = 0; oy < OH; ++oy)
+          for (int64_t ox = 0; ox < OW; ++ox) {
+            double best = -std::numeric_limits<double>::infinity();
+            int64_t at = (p * H + 2 * oy) * W + 2 * ox;
+            for (int64_t i = 0; i < 2; ++i)
+              for (int64_t j = 0; j < 2; ++j) {
+                const int64_t k = (p * H + 2 * oy + i) * W + 2 * ox + j;
+                if (xv[k] > best || std::isnan(xv[k])) best = xv[k], at = k;
+              }
+            want_y.push_back(best);
+            want_g[at] += 1;
+          }
+      const std::vector<double> got_y = values(y), got_g = values(x.grad());
+      ASSERT_EQ(got_y.size(), want_y.size());
+      for (size_t i = 0; i < want_y.size(); ++i) {
+        if (std::isnan(want_y[i])) {
+          EXPECT_TRUE(std::isnan(got_y[i])) << i;
+        } else {
+          EXPECT_EQ(got_y[i], want_y[i]) << i;  // values on a 0.5 grid: exact in every dtype here
+        }
+      }
+      EXPECT_EQ(got_g, want_g);
+    }
+  }
 }
 
 // Max selects an input value (exact in any dtype); avg computes the same fp32 sum and division in both
