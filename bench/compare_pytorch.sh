@@ -4,6 +4,9 @@
 # other in one run, and prints ms per step, samples/s and the ratio (PyTorch time / mantissa time: above
 # 1 means mantissa is faster). bf16 is autocast over fp32 masters in both; mantissa's
 # bf16_autocast_working_copies keeps persistent bf16 weight copies (optimizer.enable_working_copies).
+# Then the same steps through the mantissa-train program (--data=synthetic: random inputs of the model's
+# shape, no I/O; the Trainer's whole step including the loader, the grad norm and the metrics), whose
+# samples/s is the median over the steps after warm-up, against the same PyTorch figures.
 #   bench/compare_pytorch.sh [build-dir]      (make bench builds the programs and installs torch)
 #   MODELS="mlp cnn" THREADS=2 REPS=5 STEPS=50 are the defaults.
 set -euo pipefail
@@ -31,5 +34,18 @@ for model in $models; do
     p=$(echo "$pt" | awk -v k="pytorch_${model}_step_$pprec" '$1 == k { print $2 * 1000 }')
     awk -v mo="$model" -v n="$prec" -v m="$m" -v p="$p" -v b="$batch" 'BEGIN {
       printf "%-5s %-30s %9.2f %9.2f %9.0f %9.0f %7.2f\n", mo, n, m, p, b * 1000 / m, b * 1000 / p, p / m }'
+  done
+  for prec in f32 bf16; do
+    flag=$prec; [ "$prec" = f32 ] && flag=fp32
+    metrics=$(mktemp)
+    "$build/train/mantissa-train" --model="$model" --data=synthetic --precision="$flag" --batch_size="$batch" \
+      --optimizer=adam --max_steps=$((steps + 10)) --eval_batches=1 --threads="$threads" --progress=none \
+      --metrics="$metrics" >/dev/null
+    m=$(sed -n 's/.*"event": "summary".*"samples_per_s": \([0-9.e+]*\).*/\1/p' "$metrics")
+    rm -f "$metrics"
+    pprec=bf16_autocast; [ "$prec" = f32 ] && pprec=f32
+    p=$(echo "$pt" | awk -v k="pytorch_${model}_step_$pprec" '$1 == k { print $2 * 1000 }')
+    awk -v mo="$model" -v n="mantissa-train $flag" -v s="$m" -v p="$p" -v b="$batch" 'BEGIN {
+      printf "%-5s %-30s %9.2f %9.2f %9.0f %9.0f %7.2f\n", mo, n, b * 1000 / s, p, s, b * 1000 / p, s * p / (b * 1000) }'
   done
 done
