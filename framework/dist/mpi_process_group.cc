@@ -67,6 +67,9 @@ int ensure_mpi_initialized() {
       mpi_check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &level), "init_process_group",
                 "MPI_Init_thread");
       on_exit(finish_mpi_at_exit, nullptr);
+      // Open MPI 4 reports errors of nonblocking collectives (found in MPI_Test) to MPI_COMM_WORLD's handler,
+      // not to the group's communicator; mantissa owns MPI here, so those come back as codes too.
+      MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     }
     MT_CHECK(level >= MPI_THREAD_FUNNELED, "init_process_group: MPI runs with thread level ", level,
              ", below MPI_THREAD_FUNNELED. HINT: initialize MPI with MPI_Init_thread(MPI_THREAD_FUNNELED)");
@@ -83,6 +86,13 @@ struct GroupState {
   int size = 1;
   std::chrono::milliseconds timeout{0};
   std::string broken;
+  // Like mpi_check, but an MPI error inside a collective leaves the communicator unusable: break the group.
+  void check(int code, const std::string& what, std::string_view call) {
+    if (code == MPI_SUCCESS) [[likely]] return;
+    broken = detail::cat(what, ": ", call, " failed: ", mpi_error_string(code));
+    MT_THROW(broken, ". HINT: the ranks called collectives in different orders or with different sizes? "
+             "ProcessGroupOptions{.check = CollectiveCheck::kShapes} names the difference");
+  }
   // f32 buffers of finished 16-bit all-reduces, kept for the next ones: a fresh 50 MB buffer costs its page
   // faults on every call (the f16 25 MB all-reduce on 2 ranks took 160 ms instead of 110). Holds as many buffers as
   // were ever in flight at once.
@@ -111,7 +121,7 @@ void wait_request(GroupState& state, MPI_Request& request, const std::string& wh
   const Clock::time_point start = Clock::now();
   for (;;) {
     int done = 0;
-    mpi_check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what, "MPI_Test");
+    state.check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what, "MPI_Test");
     if (done) return;
     if (Clock::now() - start > state.timeout) {
       state.broken = detail::cat(what, ": rank ", state.rank, " of ", state.size, " waited ",
@@ -160,7 +170,7 @@ class MpiAllReduceWork final : public Work {
       default: MT_ASSERT(false, "check_reducible lets ", dtype_name(t.dtype()), " through");
     }
     const MPI_Op mpi_op = op == ReduceOp::kMax ? MPI_MAX : MPI_SUM;
-    mpi_check(MPI_Iallreduce(MPI_IN_PLACE, buffer, count, type, mpi_op, state_->comm, &request_), what_,
+    state_->check(MPI_Iallreduce(MPI_IN_PLACE, buffer, count, type, mpi_op, state_->comm, &request_), what_,
               "MPI_Iallreduce");
   }
 
@@ -182,7 +192,7 @@ class MpiAllReduceWork final : public Work {
   bool is_completed() override {
     if (done_) return true;
     int flag = 0;
-    mpi_check(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), what_, "MPI_Test");
+    state_->check(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), what_, "MPI_Test");
     if (flag) finish();
     return done_;
   }
@@ -292,7 +302,7 @@ class MpiProcessGroup final : public ProcessGroup {
     check_usable(what);
     check_agreement(Collective::kBroadcast, root, t, what);
     MPI_Request request = MPI_REQUEST_NULL;
-    mpi_check(MPI_Ibcast(t.data_ptr(), checked_count(static_cast<int64_t>(t.nbytes()), what, "bytes"), MPI_BYTE,
+    state_->check(MPI_Ibcast(t.data_ptr(), checked_count(static_cast<int64_t>(t.nbytes()), what, "bytes"), MPI_BYTE,
                          root, state_->comm, &request), what, "MPI_Ibcast");
     wait_request(*state_, request, what);
   }
@@ -307,7 +317,7 @@ class MpiProcessGroup final : public ProcessGroup {
     Tensor out = empty(shape, {.dtype = t.dtype()});
     const int bytes = checked_count(static_cast<int64_t>(out.nbytes()), what, "bytes of output") / size();
     MPI_Request request = MPI_REQUEST_NULL;
-    mpi_check(MPI_Iallgather(t.data_ptr(), bytes, MPI_BYTE, out.data_ptr(), bytes, MPI_BYTE, state_->comm,
+    state_->check(MPI_Iallgather(t.data_ptr(), bytes, MPI_BYTE, out.data_ptr(), bytes, MPI_BYTE, state_->comm,
                              &request), what, "MPI_Iallgather");
     wait_request(*state_, request, what);
     return out;
@@ -317,7 +327,7 @@ class MpiProcessGroup final : public ProcessGroup {
     check_usable("barrier");
     check_agreement(Collective::kBarrier, 0, Tensor(), "barrier");
     MPI_Request request = MPI_REQUEST_NULL;
-    mpi_check(MPI_Ibarrier(state_->comm, &request), "barrier", "MPI_Ibarrier");
+    state_->check(MPI_Ibarrier(state_->comm, &request), "barrier", "MPI_Ibarrier");
     wait_request(*state_, request, "barrier");
   }
 
@@ -349,7 +359,7 @@ class MpiProcessGroup final : public ProcessGroup {
     }
     std::vector<Meta> all(static_cast<size_t>(size()));
     MPI_Request request = MPI_REQUEST_NULL;
-    mpi_check(MPI_Iallgather(mine.data(), static_cast<int>(mine.size()), MPI_INT64_T, all.data(),
+    state_->check(MPI_Iallgather(mine.data(), static_cast<int>(mine.size()), MPI_INT64_T, all.data(),
                              static_cast<int>(mine.size()), MPI_INT64_T,
                              state_->comm, &request), what, "MPI_Iallgather (CollectiveCheck)");
     wait_request(*state_, request, what + " (CollectiveCheck)");

@@ -1,7 +1,7 @@
 // The ProcessGroup tests, run on every rank under `mpirun -np N` (tests/dist/dist_test.sh): collectives
 // in every dtype against closed forms, 16-bit sums rounded once, async all-reduces in flight together,
 // argument errors, checked mode. Other modes make a rank fail on purpose (die-exit, die-abort, die-throw,
-// hang) and `bench` times all-reduce.
+// hang, mismatch) and `bench` times all-reduce.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -206,6 +206,9 @@ void test_errors(ProcessGroup& pg) {
   EXPECT(contains(e, "broadcast: root") && contains(e, "is not a rank"), e);
   e = error_of([&] { pg.all_gather(Tensor()); });
   EXPECT(contains(e, "all_gather: the tensor is undefined"), e);
+  // MPI runs MPI_THREAD_FUNNELED: collectives from another thread are refused before MPI sees them.
+  std::thread([&] { e = error_of([&] { pg.barrier(); }); }).join();
+  EXPECT(contains(e, "barrier: called from a thread other than the one that initialized MPI"), e);
 
   // Checked mode: mismatches throw the same message on every rank and leave the group usable.
   auto checked = init_process_group({.check = CollectiveCheck::kShapes});
@@ -236,7 +239,8 @@ void test_world(ProcessGroup& pg) {
 }
 
 // A rank that fails in the middle of the job; the others wait in an all-reduce (timeout 60 s). mpirun must
-// end the job quickly with a non-zero status (dist_test.sh times it).
+// end the job quickly with a non-zero status (dist_test.sh times it). "mismatch": the ranks broadcast
+// tensors of different sizes; MPI's error must come back as a mantissa::Error.
 int fail_on_purpose(const std::string& mode) {
   const bool hang = mode == "hang";
   auto pg = init_process_group({.timeout = std::chrono::milliseconds(hang ? 2000 : 60000)});
@@ -249,6 +253,10 @@ int fail_on_purpose(const std::string& mode) {
     if (mode == "die-abort") std::abort();
     if (mode == "die-throw") throw Error("a mantissa::Error on the last rank, on purpose");
     if (hang) std::this_thread::sleep_for(std::chrono::seconds(120));
+  }
+  if (mode == "mismatch") {  // without CollectiveCheck: MPI itself finds the last rank's buffer too small
+    Tensor b = zeros({pg->rank() == pg->size() - 1 ? 4 : 8});
+    pg->broadcast(b, 0);
   }
   pg->all_reduce(t);
   return 0;
