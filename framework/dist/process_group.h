@@ -44,8 +44,16 @@ class Work {
 // all_gather take every dtype). Every rank must call the same collectives in the same order with tensors
 // of the same shape and dtype. 16-bit all_reduce sums in f32 and rounds to 16 bits once at the end (a sum
 // of f16 gradients in f16 would lose low bits at every hop and overflow early); kAvg divides the f32 sum by
-// size() before that single rounding. kAvg is not defined for i64. The result is identical on every rank.
-// Collectives must be called from the thread that created the group (MPI_THREAD_FUNNELED).
+// size() before that single rounding. kAvg is not defined for i64. Every rank gets the same bits (Open
+// MPI's algorithms reduce in one order for all ranks; tests/dist checks it on 2 and 3 ranks), which DDP
+// relies on to keep the replicas identical. Collectives must be called from the thread that created the
+// group (MPI_THREAD_FUNNELED; autograd runs hooks on the thread that calls backward()).
+//
+//   auto pg = init_process_group();               // under `mpirun -np 2 prog`: rank 0 and rank 1
+//   Tensor g = full({4}, pg->rank() + 1.0);
+//   auto work = pg->all_reduce_async(g, ReduceOp::kAvg);
+//   ...                                          // other work; work->is_completed() lets MPI progress
+//   work->wait();                                 // g is [1.5, 1.5, 1.5, 1.5] on both ranks
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;
