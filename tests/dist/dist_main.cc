@@ -227,6 +227,15 @@ void test_errors(ProcessGroup& pg) {
   EXPECT(values(ok) == std::vector<double>(3, pg.size()), "checked group after a mismatch");
 }
 
+// The example in framework/dist/process_group.h, verbatim but for the expected value on n ranks.
+void test_header_example() {
+  auto pg = init_process_group();               // under `mpirun -np 2 prog`: rank 0 and rank 1
+  Tensor g = full({4}, pg->rank() + 1.0);
+  auto work = pg->all_reduce_async(g, ReduceOp::kAvg);
+  work->wait();                                 // g is [1.5, 1.5, 1.5, 1.5] on both ranks
+  EXPECT(values(g) == std::vector<double>(4, (pg->size() + 1) / 2.0), "header example");
+}
+
 void test_world(ProcessGroup& pg) {
   EXPECT(pg.backend() == "mpi", pg.backend());
   if (const char* size = std::getenv("OMPI_COMM_WORLD_SIZE")) EXPECT(pg.size() == std::atoi(size), size);
@@ -280,6 +289,7 @@ int main(int argc, char** argv) {
     test_broadcast_gather_barrier(*pg);
     test_async(*pg);
     test_errors(*pg);
+    test_header_example();
     Tensor failures = full({1}, g_failures, {.dtype = DType::kI64});
     pg->all_reduce(failures);
     if (pg->rank() == 0) {
