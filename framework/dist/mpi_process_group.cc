@@ -93,9 +93,9 @@ struct GroupState {
     MT_THROW(broken, ". HINT: the ranks called collectives in different orders or with different sizes? "
              "ProcessGroupOptions{.check = CollectiveCheck::kShapes} names the difference");
   }
-  // f32 buffers of finished 16-bit all-reduces, kept for the next ones: a fresh 50 MB buffer costs its page
-  // faults on every call (the f16 25 MB all-reduce on 2 ranks took 160 ms instead of 110). Holds as many buffers as
-  // were ever in flight at once.
+  // f32 buffers of finished 16-bit all-reduces, kept for the next ones: a fresh 50 MB buffer costs its
+  // page faults on every call (the f16 25 MB all-reduce on 2 ranks took 160 ms instead of 110). Holds as
+  // many buffers as were ever in flight at once.
   std::vector<std::vector<float>> spare_staging;
   std::vector<float> take_staging(int count) {
     std::vector<float> buffer;
@@ -118,6 +118,8 @@ struct GroupState {
 
 // Polls `request` until it completes; after state.timeout the group is broken and this throws.
 void wait_request(GroupState& state, MPI_Request& request, const std::string& what) {
+  MT_CHECK(state.broken.empty(), what, ": the process group is broken since ", state.broken,
+           ". HINT: end the job; the collectives in flight will not complete");
   const Clock::time_point start = Clock::now();
   for (;;) {
     int done = 0;
