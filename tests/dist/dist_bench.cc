@@ -31,8 +31,8 @@ int run_allreduce_bench() {
         pg->barrier();
         const auto start = std::chrono::steady_clock::now();
         pg->all_reduce(t, ReduceOp::kSum);
-        const double took = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-        if (rep >= 3) ms.push_back(took);
+        const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+        if (rep >= 3) ms.push_back(took.count());
       }
       // Every rank's median, then the slowest one: an all-reduce is done when the last rank has it.
       std::sort(ms.begin(), ms.end());
