@@ -77,7 +77,8 @@ Tensor abs(const Tensor& x) {
 
 Tensor relu(const Tensor& x) {
   return unary(x, "relu", "ReluBackward", Saves::kOutput,
-               [](auto v) { return v > decltype(v)(0) ? v : decltype(v)(0); },
+               // NaN passes through, as in PyTorch (a NaN activation must reach the loss and the scaler).
+               [](auto v) { return (v > decltype(v)(0) || v != v) ? v : decltype(v)(0); },
                [](auto g, auto r) { return r > decltype(g)(0) ? g : decltype(g)(0); });
 }
 

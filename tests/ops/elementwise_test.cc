@@ -257,3 +257,23 @@ TEST(Elementwise, ClampAndWhereGradientsAtTheEdges) {
 
 }  // namespace
 }  // namespace mantissa
+
+namespace mantissa {
+namespace {
+
+TEST(Elementwise, ReluPassesNaNThroughAsPyTorch) {
+  // torch.relu(nan) is nan: a NaN activation must reach the loss so that the GradScaler sees it.
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kF64}) {
+    const Tensor y = relu(from_vector<float>({nan, -1.0f, 2.0f, inf, -inf}).to(dtype)).to(DType::kF32);
+    const float* p = y.data<float>();
+    EXPECT_TRUE(std::isnan(p[0])) << dtype_name(dtype);
+    EXPECT_EQ(p[1], 0.0f);
+    EXPECT_EQ(p[2], 2.0f);
+    EXPECT_EQ(p[3], inf);
+    EXPECT_EQ(p[4], 0.0f);
+  }
+}
+
+}  // namespace
+}  // namespace mantissa
