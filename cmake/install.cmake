@@ -14,11 +14,12 @@ if(MANTISSA_PROGRAMS)
   install(TARGETS ${MANTISSA_PROGRAMS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT programs)
 endif()
 
-# Headers keep the source layout, so "framework/tensor.h" resolves the same way installed or not.
+# Headers keep the source layout, so "framework/tensor.h" resolves the same way installed or not. Internal
+# headers that include a dependency's private headers (HDF5's) stay out.
 foreach(layer IN LISTS MANTISSA_LAYERS)
   if(EXISTS ${mantissa_SOURCE_DIR}/${layer})
     install(DIRECTORY ${mantissa_SOURCE_DIR}/${layer}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mantissa/${layer}
-            COMPONENT library FILES_MATCHING PATTERN "*.h")
+            COMPONENT library FILES_MATCHING PATTERN "*.h" PATTERN "checkpoint_h5.h" EXCLUDE)
   endif()
 endforeach()
 
