@@ -104,11 +104,38 @@ int run_ddp_checks(ProcessGroup& pg, int& checks) {
                detail::cat(pm[i].name, ": rank ", q, " holds other bits than rank 0"));
     }
   }
+  // Gradient accumulation: two micro-batches per rank, the first under no_sync(); the grads after finish()
+  // must be the one-process grads of both global micro-batches (same rounding argument and tolerance as the
+  // weights above, on gradients of O(0.1..1)), and the same bits on every rank.
+  for (int64_t micro = 0; micro < 2; ++micro) {
+    const int64_t base = micro * n * kB;
+    mse_loss(ref.forward(x.narrow(0, base, n * kB)), y.narrow(0, base, n * kB)).backward();
+    if (micro == 0) {
+      auto guard = ddp.no_sync();
+      mse_loss(model.forward(x.narrow(0, base + r * kB, kB)), y.narrow(0, base + r * kB, kB)).backward();
+    } else {
+      mse_loss(model.forward(x.narrow(0, base + r * kB, kB)), y.narrow(0, base + r * kB, kB)).backward();
+    }
+  }
+  ddp.finish();
+  double worst_g = 0;
+  for (size_t i = 0; i < pr.size(); ++i) {
+    const double d = max_abs_diff(pr[i].tensor.grad(), pm[i].tensor.grad());
+    worst_g = std::max(worst_g, d);
+    c.expect(n == 1 ? d == 0 : d <= 1e-6, detail::cat("no_sync: grad of ", pm[i].name, " differs by ", d));
+    const Tensor all = pg.all_gather(pm[i].tensor.grad());
+    for (int q = 1; q < n; ++q) {
+      const Tensor mine = all.select(0, q), first = all.select(0, 0);
+      c.expect(std::memcmp(mine.data_ptr(), first.data_ptr(), first.nbytes()) == 0,
+               detail::cat("no_sync: grad of ", pm[i].name, ": rank ", q, " holds other bits than rank 0"));
+    }
+  }
+
   if (r == 0) {
-    std::printf("ddp: %d ranks x batch %lld vs 1 x %lld, %lld SGD steps: worst loss rel. diff %.3g, "
-                "worst weight abs. diff %.3g\n",
+    std::printf("ddp: %d ranks x batch %lld vs 1 x %lld, %lld SGD steps: worst loss rel. diff %.3g, worst "
+                "weight abs. diff %.3g; no_sync grads abs. diff %.3g\n",
                 n, static_cast<long long>(kB), static_cast<long long>(n * kB), static_cast<long long>(kSteps),
-                worst_loss, worst_w);
+                worst_loss, worst_w, worst_g);
   }
   checks += c.checks;
   return c.failures;
