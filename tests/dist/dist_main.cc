@@ -1,7 +1,7 @@
 // The ProcessGroup tests, run on every rank under `mpirun -np N` (tests/dist/dist_test.sh): collectives
 // in every dtype against closed forms, 16-bit sums rounded once, async all-reduces in flight together,
-// argument errors, checked mode. Other modes make a rank fail on purpose (die-exit, die-abort, die-throw,
-// hang, mismatch) and `bench` times all-reduce.
+// argument errors, checked mode, and DDP against one process (ddp_dist.cc). Other modes make a rank fail
+// on purpose (die-exit, die-abort, die-throw, hang, mismatch) and `bench` times all-reduce.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,6 +14,7 @@
 
 #include "framework/dist/process_group.h"
 #include "framework/error.h"
+#include "tests/dist/ddp_dist.h"
 #include "tests/dist/dist_bench.h"
 
 namespace mantissa {
@@ -290,6 +291,7 @@ int main(int argc, char** argv) {
     test_async(*pg);
     test_errors(*pg);
     test_header_example();
+    g_failures += run_ddp_checks(*pg, g_checks);
     Tensor failures = full({1}, g_failures, {.dtype = DType::kI64});
     pg->all_reduce(failures);
     if (pg->rank() == 0) {

@@ -1,0 +1,9 @@
+// `mantissa_dist_tests all` runs these too: DDP on N ranks against one process (tests/dist/ddp_dist.cc).
+#pragma once
+
+#include "framework/dist/process_group.h"
+
+namespace mantissa {
+// Returns the number of failed checks on this rank (each printed to stderr); `checks` counts them all.
+int run_ddp_checks(ProcessGroup& pg, int& checks);
+}  // namespace mantissa

@@ -1,0 +1,170 @@
+// DistributedDataParallel (train/ddp.h): bucket assignment, the post-accumulate hooks that launch a bucket's
+// all-reduce once all its grads are in, and finish(), which waits and writes the means back.
+#include "train/ddp.h"
+
+#include <cstdint>
+
+#include "framework/error.h"
+
+namespace mantissa {
+
+namespace {
+
+struct Bucket {
+  std::vector<size_t> params;    // indices into State::params, in bucket order
+  std::vector<int64_t> offsets;  // element offset of each in `flat`
+  Tensor flat;                   // f32 [numel of all], allocated once
+  int pending = 0;               // grads not yet accumulated in this backward
+  std::unique_ptr<Work> work;    // the all-reduce in flight, null when none
+};
+
+}  // namespace
+
+struct DistributedDataParallel::State {
+  ProcessGroup* group = nullptr;
+  std::vector<NamedTensor> params;
+  std::vector<Bucket> buckets;
+  std::vector<size_t> bucket_of;  // per parameter
+  std::vector<bool> ready;        // per parameter: its grad is in for this backward
+  size_t next_launch = 0;         // buckets launch in index order on every rank (collectives must match)
+  bool sync = true;               // false inside no_sync()
+  bool any_ready = false;         // a synced backward has started since the last finish()
+
+  void reset() {
+    for (Bucket& b : buckets) {
+      b.pending = static_cast<int>(b.params.size());
+      b.work.reset();
+    }
+    ready.assign(params.size(), false);
+    next_launch = 0;
+    any_ready = false;
+  }
+
+  // Copies bucket `b`'s grads into its flat buffer divided by the world size and starts the all-reduce.
+  void launch(Bucket& b) {
+    const float n = static_cast<float>(group->size());
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Tensor& p = params[b.params[k]].tensor;
+      copy_(b.flat.narrow(0, b.offsets[k], p.numel()).view(p.shape()), p.grad());
+    }
+    float* f = b.flat.data<float>();
+    for (int64_t i = 0, e = b.flat.numel(); i < e; ++i) f[i] /= n;
+    b.work = group->all_reduce_async(b.flat, ReduceOp::kSum);
+  }
+
+  void mark_ready(size_t i) {
+    MT_CHECK(!ready[i], "DistributedDataParallel: parameter '", params[i].name,
+             "' got a second gradient before finish(). HINT: call finish() after every backward outside "
+             "no_sync(); a parameter used twice in one graph is fine");
+    ready[i] = true;
+    any_ready = true;
+    --buckets[bucket_of[i]].pending;
+    while (next_launch < buckets.size() && buckets[next_launch].pending == 0) launch(buckets[next_launch++]);
+    for (size_t b = 0; b < next_launch; ++b) buckets[b].work->is_completed();  // lets MPI make progress
+  }
+};
+
+DistributedDataParallel::DistributedDataParallel(Module& module, ProcessGroup& group, DDPOptions options)
+    : state_(std::make_shared<State>()) {
+  MT_CHECK(options.bucket_cap_mb > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got ",
+           options.bucket_cap_mb);
+  State& s = *state_;
+  s.group = &group;
+  s.params = module.named_parameters();
+  for (const NamedTensor& p : s.params) {
+    MT_CHECK(p.tensor.dtype() == DType::kF32, "DistributedDataParallel: parameter '", p.name, "' is ",
+             dtype_name(p.tensor.dtype()), shape_str(p.tensor.shape()),
+             ". HINT: keep the masters in f32 and use autocast for lower precision");
+    group.broadcast(p.tensor, 0);
+  }
+  for (const NamedTensor& b : module.named_buffers()) group.broadcast(b.tensor, 0);
+
+  // Reverse registration order, a new bucket whenever the next parameter would exceed the cap.
+  const double cap_bytes = options.bucket_cap_mb * 1024.0 * 1024.0;
+  s.bucket_of.resize(s.params.size());
+  int64_t bytes = 0;
+  for (size_t i = s.params.size(); i-- > 0;) {
+    const int64_t pbytes = s.params[i].tensor.numel() * static_cast<int64_t>(sizeof(float));
+    if (s.buckets.empty() || static_cast<double>(bytes + pbytes) > cap_bytes) {
+      s.buckets.emplace_back();
+      bytes = 0;
+    }
+    Bucket& b = s.buckets.back();
+    b.offsets.push_back(bytes / static_cast<int64_t>(sizeof(float)));
+    b.params.push_back(i);
+    s.bucket_of[i] = s.buckets.size() - 1;
+    bytes += pbytes;
+  }
+  for (Bucket& b : s.buckets) {
+    const size_t last = b.params.back();
+    b.flat = empty({b.offsets.back() + s.params[last].tensor.numel()}, {.dtype = DType::kF32});
+  }
+  s.reset();
+
+  // The hooks hold the state weakly: they outlive this object on the parameters and must then do nothing.
+  std::weak_ptr<State> weak = state_;
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    s.params[i].tensor.register_post_accumulate_grad_hook([weak, i](Tensor&) {
+      if (std::shared_ptr<State> st = weak.lock(); st && st->sync) st->mark_ready(i);
+    });
+  }
+}
+
+DistributedDataParallel::~DistributedDataParallel() = default;
+
+void DistributedDataParallel::finish() {
+  State& s = *state_;
+  if (!s.sync) return;
+  MT_CHECK(s.any_ready, "DistributedDataParallel::finish: no backward ran since the last finish(). HINT: "
+                        "call it once after each backward outside no_sync()");
+  std::string unused;
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    if (!s.ready[i]) unused += (unused.empty() ? "'" : ", '") + s.params[i].name + "'";
+  }
+  if (!unused.empty()) {
+    for (size_t b = 0; b < s.next_launch; ++b) s.buckets[b].work->wait();  // MPI still owns the buffers
+    s.reset();
+    MT_THROW("DistributedDataParallel::finish: parameters got no gradient in this backward: ", unused,
+             ". HINT: every parameter must take part in the loss on every rank (unused parameters are not "
+             "supported); leave unused ones out of the module or freeze them (requires_grad false) before "
+             "constructing DistributedDataParallel");
+  }
+  // Poll until every bucket is done, then copy the means back (bucket order, same on every rank).
+  bool done = false;
+  while (!done) {
+    done = true;
+    for (Bucket& b : s.buckets) done = b.work->is_completed() && done;
+  }
+  for (Bucket& b : s.buckets) {
+    b.work->wait();  // reports errors; returns at once
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Tensor& p = s.params[b.params[k]].tensor;
+      copy_(p.grad(), b.flat.narrow(0, b.offsets[k], p.numel()).view(p.shape()));
+    }
+  }
+  s.reset();
+}
+
+DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp) : ddp_(ddp), previous_(ddp.state_->sync) {
+  ddp.state_->sync = false;
+}
+DistributedDataParallel::NoSync::~NoSync() { ddp_.state_->sync = previous_; }
+
+DistributedDataParallel::NoSync DistributedDataParallel::no_sync() {
+  MT_CHECK(!state_->any_ready, "DistributedDataParallel::no_sync: a synced backward has not been finished. "
+                               "HINT: call finish() before entering no_sync()");
+  return NoSync(*this);
+}
+
+std::vector<std::vector<std::string>> DistributedDataParallel::bucket_names() const {
+  std::vector<std::vector<std::string>> out;
+  for (const Bucket& b : state_->buckets) {
+    out.emplace_back();
+    for (size_t i : b.params) out.back().push_back(state_->params[i].name);
+  }
+  return out;
+}
+
+ProcessGroup& DistributedDataParallel::group() const { return *state_->group; }
+
+}  // namespace mantissa

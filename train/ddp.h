@@ -1,0 +1,72 @@
+// DistributedDataParallel: averages a Module's gradients over the ranks of a ProcessGroup, in buckets whose
+// all-reduce starts during backward as soon as all of a bucket's gradients have been accumulated.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/dist/process_group.h"
+#include "framework/module.h"
+
+namespace mantissa {
+
+struct DDPOptions {
+  // Parameters are packed, in reverse registration order (the order backward produces their gradients),
+  // into buckets of at most this many MiB of f32 gradient; a parameter larger than the cap gets a bucket
+  // of its own. PyTorch's default is 25 too.
+  double bucket_cap_mb = 25;
+};
+
+// Usage, every rank with its own shard of the batch:
+//   DistributedDataParallel ddp(model, *pg);   // rank 0's parameters and buffers now on every rank
+//   loss.backward();                           // buckets are all-reduced while backward runs
+//   ddp.finish();                              // every grad is now the mean over the ranks
+//   optimizer.step();
+// Gradient accumulation: backwards inside `auto guard = ddp.no_sync();` only accumulate locally; the next
+// backward outside it reduces the accumulated grads (finish() after it as usual).
+//
+// Every parameter must receive a gradient in every synced backward (PyTorch's find_unused_parameters=False):
+// finish() throws mantissa::Error naming the parameters that got none, since zero-filling them would turn
+// an undefined grad (which optimizers skip) into a zero one (which weight decay and momentum do not skip).
+// Parameters must be f32 (the fp32 masters). The grads are divided by size() before the summing
+// all-reduce, so that 16-bit or large sums cannot overflow. Hooks stay on the parameters after the
+// DistributedDataParallel is destroyed, but do nothing then.
+class DistributedDataParallel {
+ public:
+  DistributedDataParallel(Module& module, ProcessGroup& group, DDPOptions options = {});
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  // Waits for every bucket's all-reduce and writes the averaged values back into the grads. Call it after
+  // each backward outside no_sync(), before the optimizer step. After a backward inside no_sync() it does
+  // nothing.
+  void finish();
+
+  // While the returned guard lives, backwards accumulate grads locally and reduce nothing.
+  class NoSync {
+   public:
+    ~NoSync();
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    friend class DistributedDataParallel;
+    explicit NoSync(DistributedDataParallel& ddp);
+    DistributedDataParallel& ddp_;
+    bool previous_;
+  };
+  [[nodiscard]] NoSync no_sync();
+
+  // The dotted parameter names of each bucket, bucket 0 first (it holds the last-registered parameters).
+  std::vector<std::vector<std::string>> bucket_names() const;
+  ProcessGroup& group() const;
+
+  struct State;  // shared with the hooks (ddp.cc)
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace mantissa
