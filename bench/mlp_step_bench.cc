@@ -6,20 +6,18 @@
 
 #include <memory>
 
-#include "amp/autocast.h"
-#include "framework/allocator.h"
+#include "bench/training_step.h"
 #include "framework/random.h"
 #include "models/layers/activation.h"
 #include "models/layers/linear.h"
 #include "models/layers/sequential.h"
-#include "ops/loss.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
 
 namespace mantissa {
 namespace {
 
-enum class Precision { kF32, kBF16Autocast, kBF16WorkingCopies };
+using bench::Precision;
 enum class Opt { kAdam, kSGD };
 
 constexpr int64_t kBatch = 256;
@@ -35,36 +33,10 @@ void run_step(benchmark::State& state, Precision precision, Opt which) {
     owned = std::make_unique<SGD>(model.named_parameters(), SGDOptions{.lr = 0.01, .momentum = 0.9});
   }
   Optimizer& opt = *owned;
-  // Working copies: the step refreshes bf16 copies of the weights; the forward then casts nothing.
-  if (precision == Precision::kBF16WorkingCopies) opt.enable_working_copies(DType::kBF16);
   Generator gen(1);
   const Tensor x = randn({kBatch, 784}, {}, &gen);
-  std::vector<int64_t> labels(kBatch);
-  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int64_t>(gen.next_u32() % 10);
-  const Tensor y = from_vector<int64_t>(labels, {kBatch});
-  auto step = [&] {
-    opt.zero_grad();
-    Tensor loss;
-    if (precision == Precision::kF32) {
-      loss = cross_entropy(model.forward(x), y);
-    } else {
-      amp::AutocastGuard guard({.dtype = DType::kBF16});
-      loss = cross_entropy(model.forward(x), y);
-    }
-    loss.backward();
-    opt.step();
-    return loss;
-  };
-  for (int i = 0; i < 3; ++i) step();  // warm the allocator cache and the oneDNN primitive cache
-  const uint64_t sys_before = cpu_allocator_stats().system_allocations;
-  for (auto _ : state) {
-    Tensor loss = step();
-    benchmark::DoNotOptimize(loss.data_ptr());
-  }
-  state.SetItemsProcessed(state.iterations() * kBatch);  // items_per_second = samples/s
-  // A steady-state step should take no memory from the operating system (caching allocator).
-  state.counters["os_allocs_per_step"] = benchmark::Counter(
-      static_cast<double>(cpu_allocator_stats().system_allocations - sys_before) / static_cast<double>(state.iterations()));
+  const Tensor y = bench::random_labels(kBatch, 10, gen);
+  bench::time_training_step(state, precision, opt, kBatch, [&](const Tensor& in) { return model.forward(in); }, x, y);
 }
 
 void BM_MlpStep(benchmark::State& state, Precision precision) { run_step(state, precision, Opt::kAdam); }

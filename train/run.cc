@@ -364,9 +364,8 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
     const Tensor start =
         prompt.ok() ? from_vector(*prompt, {static_cast<int64_t>(prompt->size())}) : zeros({1}, {.dtype = DType::kI64});
     const Tensor text = model.gpt->generate(start, o.sample_chars, {.temperature = 0.8, .generator = &sample_gen});
-    std::vector<int64_t> ids(static_cast<size_t>(text.numel()));
-    for (int64_t i = 0; i < text.numel(); ++i)
-      ids[static_cast<size_t>(i)] = static_cast<int64_t>(text.select(0, i).item());
+    const Tensor tokens = text.contiguous();
+    const std::vector<int64_t> ids(tokens.data<int64_t>(), tokens.data<int64_t>() + tokens.numel());
     std::fprintf(out, "--- sample ---\n%s\n--- end of sample ---\n", data->vocab->decode(ids).c_str());
   }
   std::fflush(out);

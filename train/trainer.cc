@@ -158,6 +158,10 @@ Trainer::Trainer(TrainerConfig config, Module& model, Task task, Optimizer& opti
            "Trainer: an eval loader was given but the task has no evaluate function");
   MT_CHECK(train_.batches_per_epoch() > 0, "Trainer: the training loader yields no batch (", train_.samples_per_epoch(),
            " samples per epoch)");
+  for (size_t g = 0; g < optimizer_.num_param_groups(); ++g) {
+    const auto& group = optimizer_.group_params(g);
+    params_.insert(params_.end(), group.begin(), group.end());
+  }
   if (config_.schedule) scheduler_.emplace(optimizer_, *config_.schedule);
   if (config_.precision != Precision::kF32) optimizer_.enable_working_copies(precision_dtype(config_.precision));
 }
@@ -217,14 +221,9 @@ StepMetrics Trainer::train_step() {
   m.lr = optimizer_.lr(0);
   m.scale = scaler_.get_scale();
   if (scaler_.is_enabled()) scaler_.unscale_(optimizer_);
-  std::vector<NamedTensor> params;
-  for (size_t g = 0; g < optimizer_.num_param_groups(); ++g) {
-    const auto& group = optimizer_.group_params(g);
-    params.insert(params.end(), group.begin(), group.end());
-  }
   // Without clipping the norm is still measured for the metrics (an infinite max_norm never scales).
   m.grad_norm = clip_grad_norm_(
-      params, config_.clip_grad_norm > 0 ? config_.clip_grad_norm : std::numeric_limits<double>::infinity());
+      params_, config_.clip_grad_norm > 0 ? config_.clip_grad_norm : std::numeric_limits<double>::infinity());
   m.skipped = !scaler_.step(optimizer_);
   scaler_.update();
   if (scheduler_) scheduler_->step();

@@ -139,6 +139,7 @@ class Trainer {
   DataLoader* eval_;
   amp::GradScaler scaler_;
   std::optional<LRScheduler> scheduler_;
+  std::vector<NamedTensor> params_;  // every group's parameters, for the grad norm and clipping
   std::unique_ptr<MetricsWriter> metrics_;
   std::vector<std::function<void(const StepMetrics&)>> step_callbacks_;
   std::vector<std::function<void(const EvalMetrics&)>> eval_callbacks_;
