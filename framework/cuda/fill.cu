@@ -4,6 +4,7 @@
 
 #include "framework/cuda/check.h"
 #include "framework/cuda/device.h"
+#include "framework/cuda/stream.h"
 
 namespace mantissa {
 namespace {
@@ -25,21 +26,6 @@ struct CudaFree {
   void operator()(float* p) const { (void)cudaFree(p); }
 };
 
-// Makes `device` current for the scope and restores the caller's device afterwards.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    MT_CUDA_CHECK(cudaGetDevice(&previous_));
-    MT_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceGuard() { (void)cudaSetDevice(previous_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
 }  // namespace
 
 std::vector<float> cuda_fill(int64_t n, float value, int device) {
@@ -50,7 +36,7 @@ std::vector<float> cuda_fill(int64_t n, float value, int device) {
            "). HINT: run on a machine with an NVIDIA GPU and driver");
   std::vector<float> host(static_cast<size_t>(n));
   if (n == 0) return host;
-  DeviceGuard guard(device);
+  cuda::DeviceGuard guard(device);
   float* raw = nullptr;
   MT_CUDA_CHECK(cudaMalloc(&raw, host.size() * sizeof(float)));
   std::unique_ptr<float, CudaFree> buffer(raw);
