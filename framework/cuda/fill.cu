@@ -36,7 +36,7 @@ std::vector<float> cuda_fill(int64_t n, float value, int device) {
            "). HINT: run on a machine with an NVIDIA GPU and driver");
   std::vector<float> host(static_cast<size_t>(n));
   if (n == 0) return host;
-  cuda::DeviceGuard guard(device);
+  gpu::DeviceGuard guard(device);
   float* raw = nullptr;
   MT_CUDA_CHECK(cudaMalloc(&raw, host.size() * sizeof(float)));
   std::unique_ptr<float, CudaFree> buffer(raw);

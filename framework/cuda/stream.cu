@@ -7,7 +7,7 @@
 #include "framework/cuda/check.h"
 #include "framework/cuda/device.h"
 
-namespace mantissa::cuda {
+namespace mantissa::gpu {
 namespace {
 
 constexpr int kMaxDevices = 64;
@@ -61,4 +61,4 @@ void synchronize(int device) {
   MT_CUDA_CHECK(cudaStreamSynchronize(current_stream(device)));
 }
 
-}  // namespace mantissa::cuda
+}  // namespace mantissa::gpu

@@ -9,7 +9,7 @@
 
 #include "framework/device.h"
 
-namespace mantissa::cuda {
+namespace mantissa::gpu {
 
 // The stream this thread launches work for GPU `device` on.
 cudaStream_t current_stream(int device);
@@ -46,6 +46,6 @@ class DeviceGuard {
 // Waits until all work queued on `device`'s current stream is done (a host synchronization).
 void synchronize(int device);
 
-}  // namespace mantissa::cuda
+}  // namespace mantissa::gpu
 
 #endif  // MANTISSA_WITH_CUDA
