@@ -130,6 +130,9 @@ class Tensor {
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor contiguous() const;  // this tensor when already contiguous
   Tensor to(DType dtype) const;  // this tensor when already `dtype`
+  // A copy on `device` (same dtype and shape, contiguous); this tensor when already there. Differentiable:
+  // the gradient goes back to this tensor's device.
+  Tensor to(Device device) const;
   Tensor clone() const;
 
   std::string str() const;  // shape, dtype and (up to a limit) the values

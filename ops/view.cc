@@ -101,6 +101,13 @@ struct ToBackward final : Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override { return {g[0].to(input_dtype)}; }
 };
 
+// The copy between devices: the gradient is copied back to the input's device.
+struct ToDeviceBackward final : Node {
+  Device input_device;
+  std::string_view name() const override { return "ToDeviceBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override { return {g[0].to(input_device)}; }
+};
+
 struct IdentityBackward final : Node {
   std::string_view name() const override { return "CloneBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override { return {g[0]}; }
@@ -302,6 +309,18 @@ Tensor Tensor::to(DType target) const {
   if (is_floating(target) && compute_requires_grad({this})) {
     auto node = make_node<ToBackward>({this});
     node->input_dtype = dtype();
+    set_history(out, node);
+  }
+  return out;
+}
+
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  Tensor out = empty(shape(), {.dtype = dtype(), .device = target});
+  copy_(out, *this);
+  if (compute_requires_grad({this})) {
+    auto node = make_node<ToDeviceBackward>({this});
+    node->input_device = device();
     set_history(out, node);
   }
   return out;
