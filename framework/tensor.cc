@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "framework/autograd.h"
+#include "framework/cuda/allocator.h"
 
 namespace mantissa {
 
@@ -84,7 +85,7 @@ void Tensor::check_dtype_for_data(DType requested) const {
 double Tensor::item() const {
   MT_CHECK(numel() == 1, "item(): expected a tensor with one element, got shape ", shape_str(shape()),
            " (", numel(), " elements)");
-  MT_CHECK(device().is_cpu(), "item(): the tensor is on ", device().str(), "; copy it to the CPU first");
+  if (!device().is_cpu()) return detach().to(kCPU).item();  // a copy to the host: a sync point
   return dispatch_all(dtype(), "item", [&]<typename T>() {
     return static_cast<double>(static_cast<compute_t<T>>(*static_cast<const T*>(data_ptr())));
   });
@@ -181,6 +182,10 @@ Allocator*& allocator_slot(DeviceType type) {
 
 Allocator* allocator_for(Device device) {
   Allocator* a = allocator_slot(device.type);
+#ifdef MANTISSA_WITH_CUDA
+  // One caching allocator per GPU (framework/cuda/allocator.h), unless one was registered.
+  if (a == nullptr && device.is_cuda()) return gpu::cuda_allocator(device.index);
+#endif
   MT_CHECK(a != nullptr, "no allocator for device ", device.str(),
            ": this build has no CUDA backend or no GPU is present. HINT: configure with -DMANTISSA_CUDA=ON on "
            "a machine with an NVIDIA GPU");
@@ -275,8 +280,7 @@ std::string Tensor::str() const {
   if (!device().is_cpu()) os << ", device=" << device().str();
   if (requires_grad()) os << ", requires_grad";
   os << ")";
-  if (!device().is_cpu()) return os.str();
-  const Tensor c = contiguous();
+  const Tensor c = device().is_cpu() ? contiguous() : detach().to(kCPU);
   const int64_t n = numel();
   constexpr int64_t kEdge = 3;  // elements shown at each end of a long tensor
   os << " [";
