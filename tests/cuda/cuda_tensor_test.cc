@@ -69,8 +69,12 @@ struct Outer : Module {
   std::shared_ptr<Inner> inner = register_module("inner", std::make_shared<Inner>());
 };
 
-#define SKIP_WITHOUT_CUDA() \
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason()
+#define SKIP_WITHOUT_CUDA()                                                    \
+  do {                                                                         \
+    if (cuda_device_count() == 0) {                                            \
+      GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();         \
+    }                                                                          \
+  } while (0)
 
 #ifdef MANTISSA_WITH_CUDA
 
@@ -78,7 +82,9 @@ struct Outer : Module {
 Tensor poisoned(const Shape& shape, DType dtype) {
   Tensor t = empty(shape, {.dtype = dtype, .device = cuda(0)});
   const size_t n = static_cast<size_t>(t.numel()) * element_size(dtype);
-  if (n > 0) EXPECT_EQ(cudaMemsetAsync(t.data_ptr(), 0xFF, n, gpu::current_stream(0)), cudaSuccess);
+  if (n > 0) {
+    EXPECT_EQ(cudaMemsetAsync(t.data_ptr(), 0xFF, n, gpu::current_stream(0)), cudaSuccess);
+  }
   return t;
 }
 
