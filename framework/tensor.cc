@@ -247,6 +247,7 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
     T* p = t.data<T>();
     for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<compute_t<T>>(start + step * static_cast<double>(i)));
   });
+  if (!options.device.is_cpu()) t = t.to(options.device);  // computed on the host, then copied
   if (options.requires_grad) t.set_requires_grad(true);
   return t;
 }
@@ -258,8 +259,10 @@ Tensor from_data(std::span<const T> values, const Shape& shape, TensorOptions op
            " values do not fill shape ", shape_str(shape), " (", shape_numel(shape), " elements)");
   Tensor src = empty(shape, {.dtype = dtype_v<T>});
   std::copy(values.begin(), values.end(), src.data<T>());
-  Tensor t = options.dtype == dtype_v<T> ? src : empty(shape, {.dtype = options.dtype});
-  if (!t.is_same(src)) copy_(t, src);
+  Tensor t = options.dtype == dtype_v<T> && options.device.is_cpu()
+                 ? src
+                 : empty(shape, {.dtype = options.dtype, .device = options.device});
+  if (!t.is_same(src)) copy_(t, src);  // converts the dtype and/or copies to the device
   if (options.requires_grad) t.set_requires_grad(true);
   return t;
 }

@@ -302,6 +302,18 @@ TEST(CudaTensor, MissingDeviceIndexIsNamed) {
   }
 }
 
+TEST(CudaTensor, FactoriesHonourTheDevice) {
+  SKIP_WITHOUT_CUDA();
+  const Tensor v = from_vector<float>({1.5f, -2.0f, 3.25f}, {3}, {.dtype = DType::kF16, .device = cuda(0)});
+  EXPECT_EQ(v.device(), cuda(0));
+  expect_same_bits(to_host(v), from_vector<float>({1.5f, -2.0f, 3.25f}).to(DType::kF16), "from_vector");
+  const Tensor r = arange(5, {.dtype = DType::kI64, .device = cuda(0)});
+  EXPECT_EQ(r.device(), cuda(0));
+  expect_same_bits(to_host(r), arange(5), "arange");
+  const Tensor z = zeros({2, 3}, {.dtype = DType::kBF16, .device = cuda(0)});
+  expect_same_bits(to_host(z), zeros({2, 3}, {.dtype = DType::kBF16}), "zeros");
+}
+
 #endif  // MANTISSA_WITH_CUDA
 
 // Without a GPU (this build without CUDA, or no device present) every way onto a GPU says which device
@@ -322,6 +334,7 @@ TEST(CudaTensor, WithoutADeviceErrorsNameTheDeviceAndWhy) {
   };
   expect_error([] { empty({2}, {.device = cuda(0)}); }, "cuda:0", "empty on cuda:0");
   expect_error([] { zeros({2}).to(cuda(0)); }, "cuda:0", "to(cuda:0)");
+  expect_error([] { from_vector<float>({1.0f}, {1}, {.device = cuda(0)}); }, "cuda:0", "from_vector");
   Outer m;
   expect_error([&] { m.to(cuda(0)); }, "Module.to(cuda:0): no such CUDA device", "Module::to");
   EXPECT_EQ(m.weight.device(), kCPU);  // nothing moved
