@@ -146,6 +146,7 @@ TEST(CudaGradScaler, StepIsCapturableInACudaGraph) {
   const GradScalerOptions o{.init_scale = 512.0, .growth_interval = 2};
   GradScaler sc(o), sg(o);
 
+  MT_CUDA_CHECK(cudaDeviceSynchronize());  // the parameters' copies ran on the default stream
   cudaStream_t stream = nullptr;
   MT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   {
