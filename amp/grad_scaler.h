@@ -59,7 +59,7 @@ struct GradScalerStats {
   int64_t consecutive_skips = 0;   // skipped iterations since the last clean one
   int64_t last_overflow_step = -1; // index (0-based, counting update() calls) of the last skip; -1: none
   double scale = 1.0;              // the current scale
-  std::vector<ScaleChange> history;  // starts with {0, init_scale}
+  std::vector<ScaleChange> history;  // starts with {0, init_scale}; on CUDA sampled when the host asks
 };
 
 // A scaler's state as named numbers, PyTorch's keys first: "scale", "growth_factor", "backoff_factor",

@@ -98,6 +98,11 @@ TEST(CudaGradScaler, SequencesMatchCpu) {
       if (it % 2 == 1) {
         sc.unscale_(*oc);
         sg.unscale_(*og);
+        for (size_t i = 0; i < pc.size(); ++i) {  // the unscaled grads themselves, inf and nan included
+          const Tensor back = pg[i].tensor.grad().to(kCPU);
+          EXPECT_EQ(std::memcmp(pc[i].tensor.grad().data_ptr(), back.data_ptr(), back.nbytes()), 0)
+              << at << ": unscaled grad of " << pc[i].name;
+        }
       }
       EXPECT_EQ(sc.step(*oc), sg.step(*og)) << at;
       sc.update();
