@@ -212,8 +212,12 @@ struct Conv2dBackward final : Node {
       if (device.is_cuda()) {
         const int d = device.index;
         const cudaStream_t stream = gpu::current_stream(d);
-        if (dx.defined()) gpu::conv2d_backward_data<T>(g, dy.data<T>(), weight.get().data<T>(), dx.data<T>(), d, stream);
-        if (dw.defined()) gpu::conv2d_backward_filter<T>(g, input.get().data<T>(), dy.data<T>(), dw.data<T>(), d, stream);
+        if (dx.defined()) {
+          gpu::conv2d_backward_data<T>(g, dy.data<T>(), weight.get().data<T>(), dx.data<T>(), d, stream);
+        }
+        if (dw.defined()) {
+          gpu::conv2d_backward_filter<T>(g, input.get().data<T>(), dy.data<T>(), dw.data<T>(), d, stream);
+        }
         if (db.defined()) gpu::conv2d_backward_bias<T>(g, dy.data<T>(), db.data<T>(), d, stream);
         return;
       }
@@ -239,8 +243,8 @@ Conv2dGeometry check_and_plan(const Tensor& x, const Tensor& w, const Tensor& b,
            dtype_name(w.dtype()), ". HINT: cast both to one dtype (or run under autocast)");
 #ifdef MANTISSA_WITH_CUDA
   MT_CHECK(w.device() == x.device() && (!b.defined() || b.device() == x.device()), "conv2d: input is on ",
-           x.device().str(), " but weight is on ", w.device().str(), b.defined() ? " and bias on " + b.device().str() : "",
-           ". HINT: move them to one device with .to(device)");
+           x.device().str(), " but weight is on ", w.device().str(),
+           b.defined() ? " and bias on " + b.device().str() : "", ". HINT: move them to one device with .to(device)");
 #else
   MT_CHECK(x.device().is_cpu() && w.device().is_cpu(), "conv2d: no kernel for ", x.device().str(), " in this build");
 #endif

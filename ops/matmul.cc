@@ -71,7 +71,8 @@ Tensor run_gemm(const Tensor& bias, const Tensor& a_in, const Tensor& b_in, doub
   // On a GPU a row-vector bias ([n], linear's) with beta 1 is added by cuBLASLt's epilogue; any other bias
   // is broadcast into out first and accumulated onto (beta), as on the CPU. Either way one rounding.
   Tensor row_bias;
-  if (read_bias && out.device().is_cuda() && beta == 1.0 && bias.dim() >= 1 && bias.numel() == n && bias.size(-1) == n) {
+  const bool is_row = bias.defined() && bias.dim() >= 1 && bias.numel() == n && bias.size(-1) == n;
+  if (read_bias && out.device().is_cuda() && beta == 1.0 && is_row) {
     row_bias = bias.detach().reshape({n}).contiguous();
   } else if (read_bias) {
     copy_(out, bias.detach().expand({batch, m, n}));

@@ -139,8 +139,8 @@ std::unique_ptr<ConvPlan> build_plan(const ConvKey& key, cudnnHandle_t handle) {
     }
     case ConvDirection::kBackwardData: {
       std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
-      MT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan->w, plan->y, plan->conv, plan->x,
-                                                                 static_cast<int>(perf.size()), &returned, perf.data()));
+      MT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+          handle, plan->w, plan->y, plan->conv, plan->x, static_cast<int>(perf.size()), &returned, perf.data()));
       perf.resize(static_cast<size_t>(returned));
       const auto& best = choose(perf, key);
       MT_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv, best.mathType));
@@ -181,7 +181,8 @@ std::shared_ptr<const ConvPlan> plan_for(const cpu::Conv2dGeometry& g, ConvDirec
                                          cudnnHandle_t handle) {
   const ConvKey key{.device = device,
                     .dtype = dtype_v<T>,
-                    .math = std::is_same_v<T, float> && cuda_conv_tf32() == Tf32::kOn ? ConvMath::kTf32 : ConvMath::kExact,
+                    .math = std::is_same_v<T, float> && cuda_conv_tf32() == Tf32::kOn ? ConvMath::kTf32
+                                                                                      : ConvMath::kExact,
                     .direction = direction,
                     .geometry = g};
   PlanCache& cache = plan_cache();
@@ -272,8 +273,9 @@ ConvStats conv_stats() {
   return cache.stats;
 }
 
-#define MT_CONV_INSTANTIATE(T)                                                                                   \
-  template void conv2d_forward<T>(const cpu::Conv2dGeometry&, const T*, const T*, const T*, T*, int, cudaStream_t); \
+#define MT_CONV_INSTANTIATE(T)                                                                                 \
+  template void conv2d_forward<T>(const cpu::Conv2dGeometry&, const T*, const T*, const T*, T*, int,           \
+                                  cudaStream_t);                                                              \
   template void conv2d_backward_data<T>(const cpu::Conv2dGeometry&, const T*, const T*, T*, int, cudaStream_t);    \
   template void conv2d_backward_filter<T>(const cpu::Conv2dGeometry&, const T*, const T*, T*, int, cudaStream_t);  \
   template void conv2d_backward_bias<T>(const cpu::Conv2dGeometry&, const T*, T*, int, cudaStream_t);
