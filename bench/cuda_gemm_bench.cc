@@ -61,10 +61,11 @@ void BM_cuda_gemm(benchmark::State& state, GemmShape s, Tf32 tf32) {
   std::mt19937 gen(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (T& v : host) v = T(dist(gen));
-  T *a = nullptr, *b = nullptr, *c = nullptr;
-  BENCH_CUDA_CHECK(cudaMalloc(&a, na * sizeof(T)));
-  BENCH_CUDA_CHECK(cudaMalloc(&b, nb * sizeof(T)));
-  BENCH_CUDA_CHECK(cudaMalloc(&c, nc * sizeof(T)));
+  void *pa = nullptr, *pb = nullptr, *pc = nullptr;
+  BENCH_CUDA_CHECK(cudaMalloc(&pa, na * sizeof(T)));
+  BENCH_CUDA_CHECK(cudaMalloc(&pb, nb * sizeof(T)));
+  BENCH_CUDA_CHECK(cudaMalloc(&pc, nc * sizeof(T)));
+  T *a = static_cast<T*>(pa), *b = static_cast<T*>(pb), *c = static_cast<T*>(pc);
   BENCH_CUDA_CHECK(cudaMemcpy(a, host.data(), na * sizeof(T), cudaMemcpyHostToDevice));
   BENCH_CUDA_CHECK(cudaMemcpy(b, host.data(), nb * sizeof(T), cudaMemcpyHostToDevice));
   cudaStream_t stream = nullptr;
