@@ -11,6 +11,7 @@
 
 #include "framework/cuda/check.h"
 #include "framework/cuda/stream.h"
+#include "framework/tensor.h"
 #include "ops/cuda/library_check.h"
 
 namespace mantissa::gpu {
@@ -79,28 +80,21 @@ cublasHandle_t cublas_handle(int device) { return thread_handle<cublasHandle_t, 
 cudnnHandle_t cudnn_handle(int device) { return thread_handle<cudnnHandle_t, create_cudnn>(device); }
 
 void* stream_workspace(int device, cudaStream_t stream, size_t bytes) {
-  struct Buffer {
-    void* ptr = nullptr;
-    size_t bytes = 0;
-  };
   static std::mutex* const mu = new std::mutex;
-  static auto* const buffers = new std::map<std::pair<int, cudaStream_t>, Buffer>;  // leaked as the handles
+  // One f32 tensor per (device, stream), leaked as the handles; it comes from the caching allocator.
+  static auto* const buffers = new std::map<std::pair<int, cudaStream_t>, Tensor>;
   std::lock_guard<std::mutex> lock(*mu);
-  Buffer& buf = (*buffers)[{device, stream}];
-  if (buf.bytes < bytes) {
-    DeviceGuard guard(device);
-    if (buf.ptr != nullptr) {
-      // Queued work on this stream may still read the old buffer.
-      MT_CUDA_CHECK(cudaStreamSynchronize(stream));
-      MT_CUDA_CHECK(cudaFree(buf.ptr));
-      buf = Buffer{};
-    }
+  Tensor& buf = (*buffers)[{device, stream}];
+  if (!buf.defined() || buf.nbytes() < bytes) {
+    // Allocated with `stream` current, so the block belongs to it: when a larger one replaces it, the old
+    // block is reused only by later work on this stream, which runs after the calls that used it (no sync).
+    StreamGuard guard(device, stream);
     constexpr size_t kGranule = size_t{1} << 20;
     const size_t rounded = (std::max(bytes, kGemmWorkspaceBytes) + kGranule - 1) / kGranule * kGranule;
-    MT_CUDA_CHECK(cudaMalloc(&buf.ptr, rounded));
-    buf.bytes = rounded;
+    buf = Tensor();
+    buf = empty({static_cast<int64_t>(rounded / sizeof(float))}, {.dtype = DType::kF32, .device = cuda(device)});
   }
-  return buf.ptr;
+  return buf.data_ptr();
 }
 
 }  // namespace mantissa::gpu

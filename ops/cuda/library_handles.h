@@ -22,8 +22,7 @@ cudnnHandle_t cudnn_handle(int device);
 
 // Scratch memory for library calls queued on `stream` of `device`: at least `bytes`, valid until the
 // next call for the same stream. Work on one stream runs in order, so every call on it may reuse the
-// one buffer. Allocated once and kept (it grows, rarely, after synchronizing the stream).
-// TODO(cuda-core): take it from the caching allocator once that exists.
+// one buffer. It comes from the caching allocator, is kept, and grows (rarely) without a sync.
 void* stream_workspace(int device, cudaStream_t stream, size_t bytes);
 
 // cuBLASLt's workspace: 32 MiB lets it pick split-K and stream-K kernels on H100 (NVIDIA's guidance
