@@ -319,10 +319,12 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
                                  .seed = o.seed,
                                  .shard = {.rank = rank, .world_size = world}});
   // Classifiers evaluate on the whole test set in order; the language model on a fixed random sample of
-  // validation blocks (the same at every evaluation).
-  DataLoader eval(data->eval,
-                  gpt ? DataLoaderOptions{.batch_size = o.batch_size, .shuffle = Shuffle::kRandom, .seed = o.seed + 1}
-                      : DataLoaderOptions{.batch_size = 1000});
+  // validation blocks (the same at every evaluation) in batches of the global batch size, so that N ranks
+  // with --batch_size=B evaluate the blocks one process with N x B does.
+  DataLoader eval(data->eval, gpt ? DataLoaderOptions{.batch_size = o.batch_size * world,
+                                                      .shuffle = Shuffle::kRandom,
+                                                      .seed = o.seed + 1}
+                                  : DataLoaderOptions{.batch_size = 1000});
 
   TrainerConfig config{.precision = o.precision,
                        .epochs = o.epochs,

@@ -1,8 +1,8 @@
 #!/bin/sh
 # mantissa-train under mpirun (issue 8), end to end. Usage: train_dist_test.sh MPIRUN PATH/TO/mantissa-train
 #   follow: 2 ranks with --batch_size=B log the same losses (the mean over the ranks) and evaluation losses
-#           as one process with 2B, for 50 steps, SGD and Adam, fp32 and fp16, within float32 tolerance;
-#           only rank 0 prints.
+#           as one process with 2B, for 50 steps, SGD and Adam, fp32 and fp16 (and with accumulation, and
+#           the GPT), within float32 tolerance (fp16: see below); only rank 0 prints.
 #   resume: 2 ranks resume from the checkpoint rank 0 wrote and log the same losses and scales, bit for bit,
 #           as the unbroken 2-rank run; their final checkpoints' /model groups are identical (h5diff).
 #   stop:   one rank stopped (SIGSTOP) mid-run: the other times out (--dist_timeout=3) and the job ends with
@@ -32,39 +32,53 @@ compare() {  # compare A B TOL
     END { if (n == 0 || m != n) { print m " of " n " lines"; bad = 1 } printf "worst relative difference %.3g\n", worst; exit bad }' "$1" "$2"
 }
 
-# --- follow: 2 ranks x 32 against 1 x 64 ---
-# Tolerances, measured (worst relative difference of the losses over 50 steps and 2 evaluations):
-#   fp32: the per-rank grads are summed in another order and averaged (/2 then summed) instead of one
-#   sum over 64 rows, a few ulps per step carried by the weights: measured <= MEASURED_FP32; 1e-5 is
-#   headroom for rounding only (a missing average or a wrong shard moves the loss by 1e-2 or more).
-#   fp16: each rank's weight grads are rounded to f16 (the GEMM's output) before the reduction instead of
-#   once for the whole batch: 2^-11 relative per element and step, measured <= MEASURED_FP16; 1e-3.
+# --- follow: 2 ranks x B against 1 x 2B ---
+# follow NAME TOL ONE-PROCESS-FLAGS TWO-RANK-FLAGS: 50 steps each (common flags, model and precision in
+# both); the step-1 loss (the same weights, before any update) must agree to 1e-6 whatever the precision,
+# which a wrong shard or a loss not averaged over the ranks would break.
+follow() {
+  name=$1 tol=$2 one=$3 two=$4
+  # shellcheck disable=SC2086
+  "$prog" $common --max_steps=50 $one --metrics="$work/$name-1.jsonl" >"$work/$name-1.out" 2>&1 ||
+    { fail "$name: one process failed"; cat "$work/$name-1.out"; return; }
+  # shellcheck disable=SC2086
+  mpi 2 "$prog" $common --max_steps=50 $two --metrics="$work/$name-2.jsonl" >"$work/$name-2.out" 2>&1 ||
+    { fail "$name: 2 ranks failed"; cat "$work/$name-2.out"; return; }
+  steps_of "$work/$name-1.jsonl" >"$work/$name-1.txt"
+  steps_of "$work/$name-2.jsonl" >"$work/$name-2.txt"
+  evals_of "$work/$name-1.jsonl" >"$work/$name-1.eval"
+  evals_of "$work/$name-2.jsonl" >"$work/$name-2.eval"
+  head -1 "$work/$name-1.txt" >"$work/$name-1.first"
+  head -1 "$work/$name-2.txt" >"$work/$name-2.first"
+  if ! first=$(compare "$work/$name-1.first" "$work/$name-2.first" 1e-6); then fail "$name step 1: $first"
+  elif ! result=$(compare "$work/$name-1.txt" "$work/$name-2.txt" "$tol"); then fail "$name losses: $result"
+  elif ! eresult=$(compare "$work/$name-1.eval" "$work/$name-2.eval" "$tol"); then fail "$name eval: $eresult"
+  elif [ "$(grep -c 'run summary' "$work/$name-2.out")" -ne 1 ] || ! grep -q 'per rank x 2 ranks' "$work/$name-2.out"; then
+    fail "$name: rank 0 alone must print (one summary, the batch per rank):"; cat "$work/$name-2.out"
+  else echo "ok: $name: 2 ranks follow one process for 50 steps, losses: $result; eval: $eresult"; fi
+}
+# Tolerances (worst relative difference of the losses over 50 steps and of the 2 evaluations), measured:
+#   fp32: each rank's grads are sums over 32 rows, halved and added, instead of one sum over 64 rows: a
+#   few ulps per step, carried by the weights: measured 5.2e-8 (SGD, Adam; evaluations equal to 9 digits).
+#   1e-5 is headroom for rounding only: a grad not averaged over the ranks moves SGD's loss by 1e-2.
+#   fp16: each rank's weight grads leave the f16 GEMM rounded to f16 (2^-11 relative) before the
+#   reduction, instead of once for the whole batch; Adam turns a rounding-size change of a near-zero grad
+#   into a step of about lr. Measured: SGD 3.6e-5, Adam 2.5e-4 (lr 1e-3; 9e-3 at lr 1e-2). 1e-3.
 for precision in fp32 fp16; do
   tol=1e-5
   [ "$precision" = fp16 ] && tol=1e-3
-  for optimizer in sgd adam; do
-    name=$precision-$optimizer
-    lr=0.01  # SGD: large enough that the weights move; Adam: its default (each step moves a weight by ~lr)
-    [ "$optimizer" = adam ] && lr=0.001
-    # shellcheck disable=SC2086
-    "$prog" $common --precision=$precision --optimizer=$optimizer --lr=$lr --max_steps=50 --batch_size=64 \
-      --metrics="$work/$name-1.jsonl" >"$work/$name-1.out" 2>&1 || { fail "$name: one process failed"; cat "$work/$name-1.out"; continue; }
-    # shellcheck disable=SC2086
-    mpi 2 "$prog" $common --precision=$precision --optimizer=$optimizer --lr=$lr --max_steps=50 --batch_size=32 \
-      --metrics="$work/$name-2.jsonl" >"$work/$name-2.out" 2>&1 || { fail "$name: 2 ranks failed"; cat "$work/$name-2.out"; continue; }
-    steps_of "$work/$name-1.jsonl" >"$work/$name-1.txt"
-    steps_of "$work/$name-2.jsonl" >"$work/$name-2.txt"
-    evals_of "$work/$name-1.jsonl" >"$work/$name-1.eval"
-    evals_of "$work/$name-2.jsonl" >"$work/$name-2.eval"
-    if ! first=$(head -1 "$work/$name-1.txt" >"$work/$name-1.first"; head -1 "$work/$name-2.txt" >"$work/$name-2.first"
-                 compare "$work/$name-1.first" "$work/$name-2.first" 1e-6); then fail "$name step 1: $first"
-    elif ! result=$(compare "$work/$name-1.txt" "$work/$name-2.txt" "$tol"); then fail "$name losses: $result"
-    elif ! eresult=$(compare "$work/$name-1.eval" "$work/$name-2.eval" "$tol"); then fail "$name eval: $eresult"
-    elif [ "$(grep -c 'run summary' "$work/$name-2.out")" -ne 1 ] || ! grep -q 'batch 32 per rank x 2 ranks' "$work/$name-2.out"; then
-      fail "$name: rank 0 alone must print (one summary, the batch per rank):"; cat "$work/$name-2.out"
-    else echo "ok: $name: 2 x 32 follows 1 x 64 for 50 steps, losses: $result; eval: $eresult"; fi
+  # SGD at lr 1e-2 so that the weights move; Adam at its default 1e-3.
+  for opt in "sgd --lr=0.01" "adam --lr=0.001"; do
+    flags="--precision=$precision --optimizer=$opt"
+    follow "$precision-${opt%% *}" "$tol" "$flags --batch_size=64" "$flags --batch_size=32"
   done
 done
+# Accumulation: 2 micro-batches of 16 per rank (the first under no_sync) make the same step as 1 x 64.
+follow fp32-sgd-accum 1e-5 "--precision=fp32 --optimizer=sgd --lr=0.01 --batch_size=64" \
+  "--precision=fp32 --optimizer=sgd --lr=0.01 --batch_size=16 --grad_accum=2"
+# A small GPT on synthetic tokens: every parameter is reduced, the evaluation split among the ranks.
+gpt="--model=gpt --n_layer=1 --n_embd=32 --block_size=16 --sample_chars=0 --precision=fp32 --optimizer=adam"
+follow gpt-fp32-adam 1e-5 "$gpt --batch_size=8" "$gpt --batch_size=4"
 
 # --- resume: rank 0's checkpoint, resumed by 2 ranks ---
 for precision in fp32 fp16; do
