@@ -176,11 +176,11 @@ Trainer::Trainer(TrainerConfig config, Module& model, Task task, Optimizer& opti
     world_size_ = group->size();
     // Every rank must run the same number of steps per epoch, or the collectives stop matching and the job
     // hangs until the timeout; tell the user now instead.
-    const Tensor batches = group->all_gather(full({1}, train_.batches_per_epoch(), {.dtype = DType::kI64}));
+    const Tensor all = group->all_gather(full({1}, train_.batches_per_epoch(), {.dtype = DType::kI64}));
     for (int q = 0; q < world_size_; ++q) {
-      MT_CHECK(batches.select(0, q).item() == batches.select(0, 0).item(), "Trainer: rank ", q, "'s training loader has ",
-               batches.select(0, q).item(), " batches per epoch, rank 0's has ", batches.select(0, 0).item(),
-               ". HINT: shard the training loader with the same dataset and batch size on every rank "
+      const double mine = all.select(0, q).item(), first = all.select(0, 0).item();
+      MT_CHECK(mine == first, "Trainer: rank ", q, "'s training loader has ", mine, " batches per epoch, rank 0's has ",
+               first, ". HINT: shard the training loader with the same dataset and batch size on every rank "
                "(DataLoaderOptions::shard)");
     }
     // Before the working copies are made: the broadcast replaces the other ranks' initial weights.
@@ -254,7 +254,6 @@ StepMetrics Trainer::train_step() {
 
   StepMetrics m;
   m.epoch = position.epoch;
-
   m.lr = optimizer_.lr(0);
   m.scale = scaler_.get_scale();
   if (scaler_.is_enabled()) scaler_.unscale_(optimizer_);
@@ -322,7 +321,9 @@ absl::StatusOr<RunSummary> Trainer::fit() {
     metrics_ = *std::move(writer);
   }
   std::optional<CheckpointDir> checkpoints;
-  if (!config_.checkpoint_dir.empty() && rank_ == 0) checkpoints.emplace(config_.checkpoint_dir, config_.keep_checkpoints);
+  if (!config_.checkpoint_dir.empty() && rank_ == 0) {
+    checkpoints.emplace(config_.checkpoint_dir, config_.keep_checkpoints);
+  }
   int64_t last_checkpoint_step = -1;
   auto write_checkpoint = [&]() -> absl::Status {
     absl::StatusOr<std::string> written = checkpoints->write(checkpoint());
@@ -406,10 +407,12 @@ absl::Status Trainer::restore(const Checkpoint& c, const std::string& path) {
     // different folders on different machines would silently train diverged replicas).
     const Tensor steps = config_.process_group->all_gather(full({1}, c.trainer.step, {.dtype = DType::kI64}));
     for (int q = 0; q < world_size_; ++q) {
-      if (steps.select(0, q).item() != steps.select(0, 0).item()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            path, ": rank ", q, " resumes at step ", static_cast<int64_t>(steps.select(0, q).item()), " but rank 0 at step ",
-            static_cast<int64_t>(steps.select(0, 0).item()), " (every rank must read the same checkpoint)"));
+      const auto mine = static_cast<int64_t>(steps.select(0, q).item());
+      const auto first = static_cast<int64_t>(steps.select(0, 0).item());
+      if (mine != first) {
+        return absl::FailedPreconditionError(absl::StrCat(path, ": rank ", q, " resumes at step ", mine,
+                                                          " but rank 0 at step ", first,
+                                                          " (every rank must read the same checkpoint)"));
       }
     }
   }

@@ -73,7 +73,8 @@ int run_scaler_checks(ProcessGroup& pg, int& checks) {
   amp::GradScaler scaler({.init_scale = 1024, .growth_interval = 3, .process_group = &pg});
   std::vector<double> applied, scales;
   for (int64_t s = 0; s < kSteps; ++s) {
-    applied.push_back(train_step(model, ddp, opt, scaler, x.select(0, s), y.select(0, s), s, injector && is_overflow_step(s)) ? 1 : 0);
+    const bool inject = injector && is_overflow_step(s);
+    applied.push_back(train_step(model, ddp, opt, scaler, x.select(0, s), y.select(0, s), s, inject) ? 1 : 0);
     scales.push_back(scaler.get_scale());
   }
   for (int64_t s = 0; s < kSteps; ++s) {
@@ -85,7 +86,8 @@ int run_scaler_checks(ProcessGroup& pg, int& checks) {
   // Every rank: the same scale after every step, and the same weights and Adam moments bit for bit.
   const Tensor all_scales = pg.all_gather(from_vector(scales));
   for (int q = 1; q < n; ++q) {
-    c.expect(std::memcmp(all_scales.select(0, q).data_ptr(), all_scales.select(0, 0).data_ptr(), all_scales.select(0, 0).nbytes()) == 0,
+    const Tensor mine = all_scales.select(0, q), first = all_scales.select(0, 0);
+    c.expect(std::memcmp(mine.data_ptr(), first.data_ptr(), first.nbytes()) == 0,
              detail::cat("rank ", q, "'s scale history differs from rank 0's"));
   }
   for (const NamedTensor& p : model.named_parameters()) {
