@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -292,14 +293,15 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
   if (gpt && o.eval_every == 0) o.eval_every = 200;
   if (gpt && o.eval_batches == 0) o.eval_batches = 20;
 
-  // Under mpirun: the job's ranks. The cores of a machine are shared by its ranks unless --threads says.
+  // Under mpirun: the job's ranks. The cores of a machine are shared by its ranks unless --threads (or
+  // OMP_NUM_THREADS) says otherwise.
   absl::StatusOr<std::unique_ptr<ProcessGroup>> group =
       process_group_from_launcher({.timeout = std::chrono::seconds(o.dist_timeout_s)});
   if (!group.ok()) return group.status();
   const int rank = (*group)->rank(), world = (*group)->size();
   if (o.threads > 0) {
     omp_set_num_threads(static_cast<int>(o.threads));
-  } else if (world > 1) {
+  } else if (world > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
     omp_set_num_threads(std::max(1, omp_get_num_procs() / std::max(1, launch_info().local_size)));
   }
   // Ranks other than 0 print nothing (their errors still reach the caller).
