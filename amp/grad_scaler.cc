@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "framework/dist/process_group.h"
 #include "framework/error.h"
 #include "ops/elementwise.h"
 #include "optim/grad_scaling.h"
@@ -81,6 +82,13 @@ Tensor GradScaler::inv_scale_tensor() const {
   return scalar_tensor(static_cast<float>(1.0 / scale_.item()), {.dtype = DType::kF32});
 }
 
+// MAX over the ranks: one rank's inf or nan makes every rank skip (found_inf is 0 or 1).
+void GradScaler::agree_found_inf(const Tensor& found_inf) const {
+  if (options_.process_group != nullptr && options_.process_group->size() > 1) {
+    options_.process_group->all_reduce(found_inf, ReduceOp::kMax);
+  }
+}
+
 Tensor GradScaler::scale(const Tensor& loss) const {
   MT_CHECK(loss.defined(), "GradScaler.scale: the loss is undefined");
   if (!is_enabled()) return loss;
@@ -100,6 +108,7 @@ void GradScaler::unscale_(Optimizer& optimizer) {
   prepare_grads(optimizer);
   s.found_inf = zeros({}, {.dtype = DType::kF32});
   unscale_grads_(optimizer, inv_scale_tensor(), s.found_inf);
+  agree_found_inf(s.found_inf);
   s.stage = Stage::kUnscaled;
 }
 
@@ -124,6 +133,7 @@ bool GradScaler::step(Optimizer& optimizer) {
     prepare_grads(optimizer);
     s.found_inf = zeros({}, {.dtype = DType::kF32});
     check_grads_finite_(optimizer, s.found_inf);
+    agree_found_inf(s.found_inf);
     optimizer.step({.inv_scale = inv_scale_tensor(), .found_inf = s.found_inf});
     applied = s.found_inf.item() == 0.0;
   }

@@ -19,6 +19,10 @@
 #include "framework/tensor.h"
 #include "optim/optimizer.h"
 
+namespace mantissa {
+class ProcessGroup;
+}
+
 namespace mantissa::amp {
 
 enum class ScalerState { kEnabled, kDisabled };
@@ -39,6 +43,10 @@ struct GradScalerOptions {
   double max_scale = std::numeric_limits<double>::infinity();  // growth never goes above
   OnMinScale on_min_scale = OnMinScale::kContinue;
   size_t history_capacity = 256;  // scale changes kept by stats().history (the oldest dropped first)
+  // Data parallelism: found_inf is agreed by the ranks of this group (one MAX all-reduce per optimizer and
+  // iteration, where unscale_ or the fused step finds it), so every rank skips the same steps and keeps the
+  // same scale. Not owned; must outlive the scaler. Null (or a world of one): this process decides alone.
+  ProcessGroup* process_group = nullptr;
 };
 
 // The defaults for a run whose lower precision is `precision`: enabled for f16 (its 5-bit exponent
@@ -114,6 +122,7 @@ class GradScaler {
   };
   Tensor inv_scale_tensor() const;
   void set_scale(double scale);
+  void agree_found_inf(const Tensor& found_inf) const;
 
   // CUDA (amp/grad_scaler_cuda.cc). The scaler moves to the GPU of the first CUDA loss or grads it sees;
   // from then on scale, inv_scale and the counters (update_math::LossScaleCounter) live there, the

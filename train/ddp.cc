@@ -129,14 +129,11 @@ void DistributedDataParallel::finish() {
              "supported); leave unused ones out of the module or freeze them (requires_grad false) before "
              "constructing DistributedDataParallel");
   }
-  // Poll until every bucket is done, then copy the means back (bucket order, same on every rank).
-  bool done = false;
-  while (!done) {
-    done = true;
-    for (Bucket& b : s.buckets) done = b.work->is_completed() && done;
-  }
+  // Wait for each bucket in launch order (same on every rank) and copy its means back. wait() keeps MPI
+  // progressing every request in flight and throws after the group's timeout (a busy loop over
+  // is_completed() would spin forever when a rank stops answering).
   for (Bucket& b : s.buckets) {
-    b.work->wait();  // reports errors; returns at once
+    b.work->wait();
     for (size_t k = 0; k < b.params.size(); ++k) {
       const Tensor& p = s.params[b.params[k]].tensor;
       copy_(p.grad(), b.flat.narrow(0, b.offsets[k], p.numel()).view(p.shape()));

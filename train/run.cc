@@ -3,7 +3,10 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -21,6 +24,7 @@
 #include "models/mlp.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
+#include "train/launch.h"
 #include "train/progress.h"
 
 namespace mantissa {
@@ -242,6 +246,7 @@ absl::Status validate(const RunOptions& o) {
   if (o.keep_checkpoints <= 0) return bad("--keep_checkpoints must be > 0, got ", o.keep_checkpoints);
   if (o.resume == "latest" && o.checkpoint_dir.empty()) return bad("--resume=latest needs --checkpoint_dir");
   if (o.sample_chars < 0) return bad("--sample_chars must be >= 0, got ", o.sample_chars);
+  if (o.dist_timeout_s <= 0) return bad("--dist_timeout must be > 0, got ", o.dist_timeout_s);
   return absl::OkStatus();
 }
 
@@ -287,19 +292,41 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
   if (gpt && o.max_steps == 0 && o.epochs == RunOptions{}.epochs) o.max_steps = 2000, o.epochs = 0;
   if (gpt && o.eval_every == 0) o.eval_every = 200;
   if (gpt && o.eval_batches == 0) o.eval_batches = 20;
-  if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
+
+  // Under mpirun: the job's ranks. The cores of a machine are shared by its ranks unless --threads (or
+  // OMP_NUM_THREADS) says otherwise.
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> group =
+      process_group_from_launcher({.timeout = std::chrono::seconds(o.dist_timeout_s)});
+  if (!group.ok()) return group.status();
+  const int rank = (*group)->rank(), world = (*group)->size();
+  if (o.threads > 0) {
+    omp_set_num_threads(static_cast<int>(o.threads));
+  } else if (world > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
+    omp_set_num_threads(std::max(1, omp_get_num_procs() / std::max(1, launch_info().local_size)));
+  }
+  // Ranks other than 0 print nothing (their errors still reach the caller).
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> quiet(rank == 0 ? nullptr : std::fopen("/dev/null", "w"),
+                                                        &std::fclose);
+  if (quiet) out = quiet.get();
 
   absl::StatusOr<Data> data = load_data(o);
   if (!data.ok()) return data.status();
   Model model = build_model(o, *data);
   std::unique_ptr<Optimizer> optimizer = build_optimizer(o, *model.module);
 
-  DataLoader train(data->train, {.batch_size = o.batch_size, .shuffle = Shuffle::kRandom, .seed = o.seed});
+  // Each rank draws its shard (PyTorch's DistributedSampler) of the same shuffled order; --batch_size is per
+  // rank. The eval loader is the whole set on every rank: the Trainer splits its batches among the ranks.
+  DataLoader train(data->train, {.batch_size = o.batch_size,
+                                 .shuffle = Shuffle::kRandom,
+                                 .seed = o.seed,
+                                 .shard = {.rank = rank, .world_size = world}});
   // Classifiers evaluate on the whole test set in order; the language model on a fixed random sample of
-  // validation blocks (the same at every evaluation).
-  DataLoader eval(data->eval,
-                  gpt ? DataLoaderOptions{.batch_size = o.batch_size, .shuffle = Shuffle::kRandom, .seed = o.seed + 1}
-                      : DataLoaderOptions{.batch_size = 1000});
+  // validation blocks (the same at every evaluation) in batches of the global batch size, so that N ranks
+  // with --batch_size=B evaluate the blocks one process with N x B does.
+  DataLoader eval(data->eval, gpt ? DataLoaderOptions{.batch_size = o.batch_size * world,
+                                                      .shuffle = Shuffle::kRandom,
+                                                      .seed = o.seed + 1}
+                                  : DataLoaderOptions{.batch_size = 1000});
 
   TrainerConfig config{.precision = o.precision,
                        .epochs = o.epochs,
@@ -314,7 +341,8 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
                        .keep_checkpoints = o.keep_checkpoints,
                        .seed = o.seed + 1,
                        .metrics_path = o.metrics,
-                       .config_json = o.config_json.empty() ? to_json(o) : o.config_json};
+                       .config_json = o.config_json.empty() ? to_json(o) : o.config_json,
+                       .process_group = group->get()};
   if (o.precision == Precision::kF16) config.scaler = o.scaler;
   Trainer trainer(config, *model.module, model.task, *optimizer, train, &eval);
   if (data->vocab) trainer.set_data("vocabulary", data->vocab->serialize());
@@ -329,16 +357,17 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
     std::fprintf(out, "resumed at step %lld\n", static_cast<long long>(trainer.step()));
   }
 
-  std::fprintf(out, "mantissa-train: %s on %s, %s, %s lr %g, batch %lld, %lld parameters\n", model_name(o.model),
+  const std::string ranks = world > 1 ? absl::StrCat(" per rank x ", world, " ranks (mpi)") : "";
+  std::fprintf(out, "mantissa-train: %s on %s, %s, %s lr %g, batch %lld%s, %lld parameters\n", model_name(o.model),
                data_name(effective_data(o)), precision_name(o.precision), optimizer_name(o.optimizer), o.lr,
-               static_cast<long long>(o.batch_size), static_cast<long long>([&] {
+               static_cast<long long>(o.batch_size), ranks.c_str(), static_cast<long long>([&] {
                  int64_t n = 0;
                  for (const NamedTensor& p : model.module->named_parameters()) n += p.tensor.numel();
                  return n;
                }()));
   const int64_t total = o.max_steps > 0 ? o.max_steps : o.epochs * trainer.steps_per_epoch();
   std::optional<ProgressReporter> progress;
-  if (o.progress != ProgressMode::kNone) {
+  if (o.progress != ProgressMode::kNone && rank == 0) {
     progress.emplace(out, ProgressOptions{.style = o.progress == ProgressMode::kBar     ? ProgressStyle::kBar
                                                    : o.progress == ProgressMode::kLines ? ProgressStyle::kLines
                                                                                         : ProgressStyle::kAuto,
@@ -358,7 +387,7 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
     if (summary->test_accuracy) std::fprintf(out, "test accuracy: %.2f%%\n", 100.0 * *summary->test_accuracy);
     if (summary->val_loss) std::fprintf(out, "validation loss: %.4f\n", *summary->val_loss);
   }
-  if (model.gpt && data->vocab && o.sample_chars > 0) {
+  if (model.gpt && data->vocab && o.sample_chars > 0 && rank == 0) {
     Generator sample_gen(o.seed + 7);
     absl::StatusOr<std::vector<int64_t>> prompt = data->vocab->encode(U"\n");
     const Tensor start =

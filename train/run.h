@@ -33,14 +33,14 @@ struct RunOptions {
   double lr = 1e-3;
   double momentum = 0.9;                // SGD only
   std::optional<double> weight_decay;   // none: the optimizer's default (0; AdamW 0.01)
-  int64_t batch_size = 128;
+  int64_t batch_size = 128;             // per rank under mpirun (the global batch is this times the ranks)
   int64_t epochs = 5;
   int64_t max_steps = 0;                // 0: no limit (gpt: 2000 when epochs are not what ends the run)
   int64_t grad_accum = 1;
   double clip_grad_norm = 0.0;
   amp::GradScalerOptions scaler = amp::scaler_defaults_for(DType::kF16);  // used when precision is fp16
   uint64_t seed = 1;
-  int64_t threads = 0;                  // 0: all cores
+  int64_t threads = 0;                  // 0: all cores (under mpirun: the cores / the ranks on this machine)
   int64_t eval_every = 0;               // 0: each epoch end (gpt: every 200 steps)
   int64_t eval_batches = 0;             // 0: the whole test set (gpt: 20 batches)
   std::string checkpoint_dir;
@@ -50,6 +50,7 @@ struct RunOptions {
   std::string metrics;                  // JSON lines path
   int64_t sample_chars = 400;           // gpt: characters generated at the end
   ProgressMode progress = ProgressMode::kAuto;
+  int64_t dist_timeout_s = 1800;        // under mpirun: a collective waiting longer ends the job
   std::string config_json;              // stored in checkpoints
 };
 
@@ -59,7 +60,9 @@ absl::Status validate(const RunOptions& options);
 // The options as a JSON object (stored in checkpoints' /meta/config_json).
 std::string to_json(const RunOptions& options);
 
-// Trains as the options say, printing to `out`. Errors: data files, checkpoints, metrics file.
+// Trains as the options say, printing to `out`. Errors: data files, checkpoints, metrics file. Under mpirun
+// (train/launch.h) every rank trains its shard of each batch; rank 0 alone prints, writes the metrics and
+// the checkpoints, and the other ranks print nothing.
 absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out);
 
 }  // namespace mantissa

@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "framework/error.h"
+#include "train/launch.h"
 #include "train/run.h"
 
 ABSL_FLAG(std::string, model, "mlp", "model: mlp | cnn | gpt");
@@ -59,6 +60,8 @@ ABSL_FLAG(std::string, resume, "", "resume from a checkpoint file, or 'latest' i
 ABSL_FLAG(std::string, metrics, "", "write JSON lines (one per step, per evaluation, and a summary) here");
 ABSL_FLAG(int64_t, sample_chars, 400, "gpt: characters generated after training");
 ABSL_FLAG(std::string, progress, "auto", "auto | bar | lines | none (auto: a bar on a terminal)");
+ABSL_FLAG(int64_t, dist_timeout, 1800,
+          "under mpirun: seconds a rank waits for the others in a collective before the job fails");
 
 namespace mantissa {
 namespace {
@@ -72,7 +75,8 @@ constexpr const char* kFlags[] = {"model",         "data",           "data_path"
                                   "growth_factor", "backoff_factor", "growth_interval",  "hysteresis",
                                   "min_scale",     "seed",           "threads",          "eval_every",
                                   "eval_batches",  "checkpoint_dir", "checkpoint_every", "keep_checkpoints",
-                                  "resume",        "metrics",        "sample_chars",     "progress"};
+                                  "resume",        "metrics",        "sample_chars",     "progress",
+                                  "dist_timeout"};
 
 [[noreturn]] void usage_error(const std::string& message) {
   std::fprintf(stderr, "mantissa-train: %s (see --help)\n", message.c_str());
@@ -200,6 +204,7 @@ RunOptions options_from_flags() {
   o.resume = absl::GetFlag(FLAGS_resume);
   o.metrics = absl::GetFlag(FLAGS_metrics);
   o.sample_chars = absl::GetFlag(FLAGS_sample_chars);
+  o.dist_timeout_s = absl::GetFlag(FLAGS_dist_timeout);
   o.progress = pick<ProgressMode>("progress", absl::GetFlag(FLAGS_progress),
                                   {{"auto", ProgressMode::kAuto},
                                    {"bar", ProgressMode::kBar},
@@ -226,14 +231,19 @@ int main(int argc, char** argv) {
   parse_flags(argc, argv);
   const RunOptions options = options_from_flags();
   if (absl::Status s = validate(options); !s.ok()) usage_error(std::string(s.message()));
+  // Under mpirun errors name their rank. A non-zero exit of any rank aborts the whole job (the MPI process
+  // group does it at exit), so the other ranks end too instead of waiting for this one.
+  const LaunchInfo launch = launch_info();
+  const std::string who = launch.world_size > 1 ? "mantissa-train: rank " + std::to_string(launch.rank) + ": "
+                                                : std::string("mantissa-train: ");
   try {
     absl::StatusOr<RunSummary> summary = run(options, stdout);
     if (!summary.ok()) {
-      std::fprintf(stderr, "mantissa-train: %s\n", std::string(summary.status().message()).c_str());
+      std::fprintf(stderr, "%s%s\n", who.c_str(), std::string(summary.status().message()).c_str());
       return 1;
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "mantissa-train: %s\n", e.what());
+    std::fprintf(stderr, "%s%s\n", who.c_str(), e.what());
     return 1;
   }
   return 0;

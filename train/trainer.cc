@@ -17,6 +17,7 @@
 #include "ops/loss.h"
 #include "ops/reduce.h"
 #include "optim/clip_grad.h"
+#include "train/ddp.h"
 
 namespace mantissa {
 namespace {
@@ -57,6 +58,13 @@ void check_config(const TrainerConfig& c) {
   MT_CHECK(c.eval_every >= 0 && c.eval_batches >= 0 && c.checkpoint_every >= 0 && c.warmup_steps >= 0,
            "Trainer: eval_every, eval_batches, checkpoint_every and warmup_steps must be >= 0");
   MT_CHECK(c.keep_checkpoints >= 1, "Trainer: keep_checkpoints must be >= 1, got ", c.keep_checkpoints);
+}
+
+// The scaler's options with the run's process group, so that found_inf is agreed by all ranks.
+amp::GradScalerOptions scaler_options(const TrainerConfig& c) {
+  amp::GradScalerOptions o = c.scaler ? *c.scaler : amp::scaler_defaults_for(precision_dtype(c.precision));
+  if (o.process_group == nullptr) o.process_group = c.process_group;
+  return o;
 }
 
 Tensor scalar_loss(const Tensor& loss) {
@@ -151,7 +159,7 @@ Trainer::Trainer(TrainerConfig config, Module& model, Task task, Optimizer& opti
       optimizer_(optimizer),
       train_(train),
       eval_(eval),
-      scaler_(config_.scaler ? *config_.scaler : amp::scaler_defaults_for(precision_dtype(config_.precision))) {
+      scaler_(scaler_options(config_)) {
   check_config(config_);
   MT_CHECK(task_.loss != nullptr, "Trainer: the task has no loss function");
   MT_CHECK(eval_ == nullptr || task_.evaluate != nullptr,
@@ -163,6 +171,22 @@ Trainer::Trainer(TrainerConfig config, Module& model, Task task, Optimizer& opti
     params_.insert(params_.end(), group.begin(), group.end());
   }
   if (config_.schedule) scheduler_.emplace(optimizer_, *config_.schedule);
+  if (ProcessGroup* group = config_.process_group; group != nullptr && group->size() > 1) {
+    rank_ = group->rank();
+    world_size_ = group->size();
+    // Every rank must run the same number of steps per epoch, or the collectives stop matching and the job
+    // hangs until the timeout; tell the user now instead.
+    const Tensor all = group->all_gather(full({1}, train_.batches_per_epoch(), {.dtype = DType::kI64}));
+    for (int q = 0; q < world_size_; ++q) {
+      const double mine = all.select(0, q).item(), first = all.select(0, 0).item();
+      MT_CHECK(mine == first, "Trainer: rank ", q, "'s training loader has ", mine, " batches per epoch, rank 0's has ",
+               first, ". HINT: shard the training loader with the same dataset and batch size on every rank "
+               "(DataLoaderOptions::shard)");
+    }
+    // Before the working copies are made: the broadcast replaces the other ranks' initial weights.
+    ddp_ = std::make_unique<DistributedDataParallel>(model_, *group,
+                                                     DDPOptions{.bucket_cap_mb = config_.ddp_bucket_cap_mb});
+  }
   if (config_.precision != Precision::kF32) optimizer_.enable_working_copies(precision_dtype(config_.precision));
 }
 
@@ -209,15 +233,27 @@ StepMetrics Trainer::train_step() {
       loss = scalar_loss(task_.loss(*batch));
     }
     loss_sum += loss.item();
-    scaler_.scale(micro > 1 ? loss / static_cast<double>(micro) : loss).backward();
+    const Tensor scaled = scaler_.scale(micro > 1 ? loss / static_cast<double>(micro) : loss);
+    if (ddp_ && i + 1 < micro) {
+      auto local_only = ddp_->no_sync();  // all but the last micro-batch only accumulate on this rank
+      scaled.backward();
+    } else {
+      scaled.backward();  // with DDP: buckets are all-reduced while this runs
+    }
   }
+  if (ddp_) ddp_->finish();  // the grads are now the mean over the ranks
+  // The logged loss is the mean over the ranks (comparable with a one-process run of the whole batch). Its
+  // all-reduce runs while the optimizer steps; the loss scaler's found_inf all-reduce in between is started
+  // after it on every rank, so the order of collectives matches.
+  Tensor global_loss = full({1}, loss_sum / static_cast<double>(micro), {.dtype = DType::kF64});
+  std::unique_ptr<Work> loss_work;
+  if (ddp_) loss_work = config_.process_group->all_reduce_async(global_loss, ReduceOp::kAvg);
   // The epoch's last batch was taken: move the loader on now, so that the position saved with a checkpoint
   // reads {next epoch, 0}.
   if (train_.position().batch == train_.batches_per_epoch()) train_.next();
 
   StepMetrics m;
   m.epoch = position.epoch;
-  m.loss = loss_sum / static_cast<double>(micro);
   m.lr = optimizer_.lr(0);
   m.scale = scaler_.get_scale();
   if (scaler_.is_enabled()) scaler_.unscale_(optimizer_);
@@ -227,10 +263,13 @@ StepMetrics Trainer::train_step() {
   m.skipped = !scaler_.step(optimizer_);
   scaler_.update();
   if (scheduler_) scheduler_->step();
+  if (loss_work) loss_work->wait();
+  m.loss = global_loss.item();
   m.step = ++step_;
   last_epoch_ = m.epoch;
   const double elapsed = now_s() - start;
-  m.samples_per_s = elapsed > 0 ? static_cast<double>(samples) / elapsed : 0.0;
+  // Every rank takes as many samples per step (the loaders are checked to match): this is all of them.
+  m.samples_per_s = elapsed > 0 ? static_cast<double>(samples * world_size_) / elapsed : 0.0;
   return m;
 }
 
@@ -245,6 +284,7 @@ EvalMetrics Trainer::evaluate() {
     for (int64_t b = 0; config_.eval_batches == 0 || b < config_.eval_batches; ++b) {
       std::optional<Example> batch = eval_->next();
       if (!batch) break;
+      if (b % world_size_ != rank_) continue;  // rank r evaluates batches r, r + W, ...
       const EvalSums s = task_.evaluate(*batch);
       total.loss_sum += s.loss_sum;
       total.correct += s.correct;
@@ -252,6 +292,15 @@ EvalMetrics Trainer::evaluate() {
     }
   }
   model_.train();
+  if (ddp_) {
+    // Each batch is evaluated whole on one rank as one process would, so the sums over all ranks are the
+    // one-process sums (added in another order, in f64; counts below 2^53 are exact).
+    Tensor sums = from_vector(std::vector<double>{total.loss_sum, static_cast<double>(total.correct),
+                                                  static_cast<double>(total.count)});
+    config_.process_group->all_reduce(sums, ReduceOp::kSum);
+    const double* v = sums.data<double>();
+    total = {.loss_sum = v[0], .correct = static_cast<int64_t>(v[1]), .count = static_cast<int64_t>(v[2])};
+  }
   MT_CHECK(total.count > 0, "Trainer::evaluate: the eval loader yielded no example");
   EvalMetrics m;
   m.step = step_;
@@ -266,13 +315,15 @@ EvalMetrics Trainer::evaluate() {
 absl::StatusOr<RunSummary> Trainer::fit() {
   const double start = now_s();
   if (!resumed_ && step_ == 0) default_generator().manual_seed(config_.seed);
-  if (!config_.metrics_path.empty()) {
+  if (!config_.metrics_path.empty() && rank_ == 0) {
     absl::StatusOr<std::unique_ptr<MetricsWriter>> writer = MetricsWriter::open(config_.metrics_path);
     if (!writer.ok()) return writer.status();
     metrics_ = *std::move(writer);
   }
   std::optional<CheckpointDir> checkpoints;
-  if (!config_.checkpoint_dir.empty()) checkpoints.emplace(config_.checkpoint_dir, config_.keep_checkpoints);
+  if (!config_.checkpoint_dir.empty() && rank_ == 0) {
+    checkpoints.emplace(config_.checkpoint_dir, config_.keep_checkpoints);
+  }
   int64_t last_checkpoint_step = -1;
   auto write_checkpoint = [&]() -> absl::Status {
     absl::StatusOr<std::string> written = checkpoints->write(checkpoint());
@@ -351,6 +402,20 @@ Checkpoint Trainer::checkpoint() const {
 absl::Status Trainer::restore(const Checkpoint& c, const std::string& path) {
   // Everything is checked before anything changes.
   if (absl::Status s = check_compatible(path, c, model_, optimizer_); !s.ok()) return s;
+  if (ddp_) {
+    // Every rank read its own copy: they must agree on where the run stands (e.g. "latest" resolved in
+    // different folders on different machines would silently train diverged replicas).
+    const Tensor steps = config_.process_group->all_gather(full({1}, c.trainer.step, {.dtype = DType::kI64}));
+    for (int q = 0; q < world_size_; ++q) {
+      const auto mine = static_cast<int64_t>(steps.select(0, q).item());
+      const auto first = static_cast<int64_t>(steps.select(0, 0).item());
+      if (mine != first) {
+        return absl::FailedPreconditionError(absl::StrCat(path, ": rank ", q, " resumes at step ", mine,
+                                                          " but rank 0 at step ", first,
+                                                          " (every rank must read the same checkpoint)"));
+      }
+    }
+  }
   if (c.meta.precision != precision_name(config_.precision)) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": written by a run in ", c.meta.precision,
                                                       "; this run is in ", precision_name(config_.precision),

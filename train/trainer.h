@@ -10,6 +10,15 @@
 //                   classification_task([&](const Tensor& x) { return model.forward(x.flatten(1)); }),
 //                   adam, train, &test);
 //   absl::StatusOr<RunSummary> summary = trainer.fit();
+//
+// Data parallelism (TrainerConfig::process_group with more than one rank): every rank builds the same
+// model, optimizer and loaders, the training loader sharded ({.shard = {.rank, .world_size}}, the batch
+// size per rank) and the eval loader NOT sharded (the Trainer gives rank r its batches r, r + W, ...). The
+// Trainer then averages the gradients with DistributedDataParallel (rank 0's initial weights), accumulates
+// without syncing for all but the last micro-batch, agrees on the loss scaler's found_inf, and reports
+// global numbers on every rank: the loss averaged over the ranks, evaluation sums over all of the eval
+// batches, samples/s of all ranks. Rank 0 alone writes the metrics file and the checkpoints; every rank
+// reads the checkpoint it resumes from.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "amp/grad_scaler.h"
 #include "data/loader.h"
+#include "framework/dist/process_group.h"
 #include "framework/module.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
@@ -33,6 +43,7 @@
 namespace mantissa {
 
 class GPT;
+class DistributedDataParallel;
 
 // fp16: autocast to f16 plus a GradScaler; bf16: autocast to bf16 (no scaler unless one is configured).
 enum class Precision { kF32, kF16, kBF16 };
@@ -83,6 +94,10 @@ struct TrainerConfig {
   std::string metrics_path;      // empty: no metrics file
   int64_t warmup_steps = 10;     // steps left out of the summary's median samples/s
   std::string config_json;       // stored in checkpoints (/meta); the program puts its flags here
+  // Data parallelism over this group (not owned, must outlive the Trainer); null or a world of one: this
+  // process trains alone. See the top of this file.
+  ProcessGroup* process_group = nullptr;
+  double ddp_bucket_cap_mb = 25;  // DDPOptions::bucket_cap_mb
 };
 
 class Trainer {
@@ -104,7 +119,8 @@ class Trainer {
   // One evaluation over the eval loader (from its first batch) at the current weights.
   EvalMetrics evaluate();
 
-  // Called after every optimizer step / evaluation, in registration order.
+  // Called after every optimizer step / evaluation, in registration order, on every rank (with the same,
+  // global, numbers).
   void on_step_end(std::function<void(const StepMetrics&)> callback);
   void on_eval_end(std::function<void(const EvalMetrics&)> callback);
 
@@ -117,10 +133,13 @@ class Trainer {
   Checkpoint checkpoint() const;
   absl::Status restore(const Checkpoint& checkpoint, const std::string& path = "checkpoint");
   absl::Status save_checkpoint(const std::string& path) const;
-  // Loads `path` ("latest" resolves in config.checkpoint_dir) and restores it.
+  // Loads `path` ("latest" resolves in config.checkpoint_dir) and restores it. With several ranks every
+  // rank reads the file (it must be visible to all of them) and they check that they resumed the same step.
   absl::Status resume(const std::string& path);
 
   int64_t step() const { return step_; }
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
   const TrainerConfig& config() const { return config_; }
   amp::GradScaler& scaler() { return scaler_; }
   // Steps per epoch: ceil(batches per epoch / grad_accum).
@@ -138,6 +157,8 @@ class Trainer {
   DataLoader& train_;
   DataLoader* eval_;
   amp::GradScaler scaler_;
+  int rank_ = 0, world_size_ = 1;
+  std::unique_ptr<DistributedDataParallel> ddp_;  // set when world_size_ > 1
   std::optional<LRScheduler> scheduler_;
   std::vector<NamedTensor> params_;  // every group's parameters, for the grad norm and clipping
   std::unique_ptr<MetricsWriter> metrics_;

@@ -1,7 +1,9 @@
 // The ProcessGroup tests, run on every rank under `mpirun -np N` (tests/dist/dist_test.sh): collectives
 // in every dtype against closed forms, 16-bit sums rounded once, async all-reduces in flight together,
-// argument errors, checked mode, and DDP against one process (ddp_dist.cc). Other modes make a rank fail
-// on purpose (die-exit, die-abort, die-throw, hang, mismatch) and `bench` times all-reduce.
+// argument errors, checked mode, DDP against one process (ddp_dist.cc), the loss scaler's agreed found_inf
+// (scaler_dist.cc) and the Trainer with an overflow on one rank (trainer_dist.cc). Other modes make a
+// rank fail on purpose (die-exit, die-abort, die-throw, hang, mismatch); `bench` times all-reduce and
+// `overlap` DDP's all-reduce against the backward it hides.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,6 +18,8 @@
 #include "framework/error.h"
 #include "tests/dist/ddp_dist.h"
 #include "tests/dist/dist_bench.h"
+#include "tests/dist/scaler_dist.h"
+#include "tests/dist/trainer_dist.h"
 
 namespace mantissa {
 namespace {
@@ -280,6 +284,7 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "all";
   try {
     if (mode == "bench") return run_allreduce_bench();
+    if (mode == "overlap") return run_overlap_bench();
     if (mode != "all") return fail_on_purpose(mode);
     auto pg = init_process_group();
     g_rank = pg->rank();
@@ -292,6 +297,8 @@ int main(int argc, char** argv) {
     test_errors(*pg);
     test_header_example();
     g_failures += run_ddp_checks(*pg, g_checks);
+    g_failures += run_scaler_checks(*pg, g_checks);
+    g_failures += run_trainer_checks(*pg, g_checks);
     Tensor failures = full({1}, g_failures, {.dtype = DType::kI64});
     pg->all_reduce(failures);
     if (pg->rank() == 0) {

@@ -1,0 +1,101 @@
+// The Trainer in fp16 on N ranks, the last rank's loss blown up to overflow the f16 backward at one step:
+// every rank's step callback must report that step skipped with the same scale before and after, the
+// same (rank-averaged) losses at every step, and the replicas must end with identical weights.
+#include "tests/dist/trainer_dist.h"
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "framework/generator.h"
+#include "framework/random.h"
+#include "models/mlp.h"
+#include "ops/elementwise.h"
+#include "optim/sgd.h"
+#include "train/trainer.h"
+
+namespace mantissa {
+namespace {
+
+constexpr int64_t kSteps = 8, kOverflowStep = 3;  // steps count from 1
+
+}  // namespace
+
+int run_trainer_checks(ProcessGroup& pg, int& checks) {
+  const int n = pg.size(), r = pg.rank();
+  int failures = 0;
+  auto expect = [&](bool ok, const std::string& what) {
+    ++checks;
+    if (ok) return;
+    ++failures;
+    std::fprintf(stderr, "rank %d: FAILED trainer: %s\n", r, what.c_str());
+  };
+  Generator gdata(7);  // the same dataset on every rank; the loader shards it
+  const int64_t rows = 16 * n * kSteps;
+  const Tensor x = randn({rows, 6}, {}, &gdata);
+  std::vector<int64_t> labels(static_cast<size_t>(rows));
+  for (int64_t& y : labels) y = static_cast<int64_t>(gdata.next_u32() % 3);
+  auto data = std::make_shared<TensorDataset>(std::vector<Tensor>{x, from_vector(labels, {rows})});
+  DataLoader train(data,
+                   {.batch_size = 16, .shuffle = Shuffle::kRandom, .seed = 3, .shard = {.rank = r, .world_size = n}});
+
+  Generator ginit(9 + static_cast<uint64_t>(r));  // other weights per rank: the Trainer broadcasts rank 0's
+  MLP model(6, {32}, 3, {.generator = &ginit});
+  SGD sgd(model.named_parameters(), {.lr = 0.05, .momentum = 0.9});
+  Task task = classification_task([&](const Tensor& in) { return model.forward(in); });
+  int64_t calls = 0;
+  Task blown = task;
+  blown.loss = [&](const Example& batch) {
+    const Tensor loss = task.loss(batch);
+    // 1e30 * 65536 is finite in f32, but the f16 backward of the last layer overflows to inf.
+    return ++calls == kOverflowStep && r == n - 1 ? mul(loss, 1e30) : loss;
+  };
+  Trainer trainer({.precision = Precision::kF16,
+                   .max_steps = kSteps,
+                   .scaler = amp::GradScalerOptions{.init_scale = 1024},
+                   .warmup_steps = 0,
+                   .process_group = &pg},
+                  model, blown, sgd, train);
+  std::vector<double> losses, scales, skipped;
+  trainer.on_step_end([&](const StepMetrics& m) {
+    losses.push_back(m.loss);
+    scales.push_back(m.scale);
+    skipped.push_back(m.skipped ? 1 : 0);
+  });
+  const absl::StatusOr<RunSummary> summary = trainer.fit();
+  expect(summary.ok(), summary.ok() ? "" : std::string(summary.status().message()));
+  if (!summary.ok()) return failures;
+  expect(static_cast<int64_t>(skipped.size()) == kSteps, detail::cat(skipped.size(), " steps"));
+  for (int64_t s = 0; s < static_cast<int64_t>(skipped.size()); ++s) {
+    expect(skipped[s] == (s + 1 == kOverflowStep ? 1 : 0), detail::cat("step ", s + 1, " skipped ", skipped[s]));
+  }
+  expect(summary->skipped_steps == 1 && summary->final_scale == 512,
+         detail::cat("skipped ", summary->skipped_steps, ", final scale ", summary->final_scale, " (want 1, 512)"));
+  // Every rank reports the same numbers: the losses (rank-averaged), the scales, and holds the same weights.
+  for (const std::vector<double>* v : {&losses, &scales}) {
+    const Tensor all = pg.all_gather(from_vector(*v));
+    for (int q = 1; q < n; ++q) {
+      expect(std::memcmp(all.select(0, q).data_ptr(), all.select(0, 0).data_ptr(), all.select(0, 0).nbytes()) == 0,
+             detail::cat("rank ", q, " reports other ", v == &losses ? "losses" : "scales", " than rank 0"));
+    }
+  }
+  for (const NamedTensor& p : model.named_parameters()) {
+    const Tensor all = pg.all_gather(p.tensor.detach());
+    for (int q = 1; q < n; ++q) {
+      expect(std::memcmp(all.select(0, q).data_ptr(), all.select(0, 0).data_ptr(), p.tensor.nbytes()) == 0,
+             detail::cat(p.name, ": rank ", q, " holds other weights than rank 0"));
+    }
+  }
+  if (r == 0) {
+    std::printf("trainer: %d ranks, fp16, the last rank overflowing at step %lld: skipped on every rank, final "
+                "scale %g, identical losses, scales and weights\n", n, static_cast<long long>(kOverflowStep),
+                summary->final_scale);
+  }
+  return failures;
+}
+
+}  // namespace mantissa
