@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "framework/error.h"
+#include "ops/elementwise.h"
 
 namespace mantissa {
 
@@ -47,8 +48,12 @@ struct DistributedDataParallel::State {
       const Tensor& p = params[b.params[k]].tensor;
       copy_(b.flat.narrow(0, b.offsets[k], p.numel()).view(p.shape()), p.grad());
     }
-    float* f = b.flat.data<float>();
-    for (int64_t i = 0, e = b.flat.numel(); i < e; ++i) f[i] /= n;
+    if (b.flat.device().is_cpu()) {
+      float* f = b.flat.data<float>();
+      for (int64_t i = 0, e = b.flat.numel(); i < e; ++i) f[i] /= n;
+    } else {
+      copy_(b.flat, div(b.flat, static_cast<double>(n)));  // a GPU bucket: the same f32 division, on the device
+    }
     b.work = group->all_reduce_async(b.flat, ReduceOp::kSum);
   }
 
@@ -75,6 +80,9 @@ DistributedDataParallel::DistributedDataParallel(Module& module, ProcessGroup& g
     MT_CHECK(p.tensor.dtype() == DType::kF32, "DistributedDataParallel: parameter '", p.name, "' is ",
              dtype_name(p.tensor.dtype()), shape_str(p.tensor.shape()),
              ". HINT: keep the masters in f32 and use autocast for lower precision");
+    MT_CHECK(p.tensor.device() == s.params.front().tensor.device(), "DistributedDataParallel: parameter '", p.name,
+             "' is on ", p.tensor.device().str(), ", '", s.params.front().name, "' on ",
+             s.params.front().tensor.device().str(), ". HINT: move the whole model with module.to(device) first");
     group.broadcast(p.tensor, 0);
   }
   for (const NamedTensor& b : module.named_buffers()) group.broadcast(b.tensor, 0);
@@ -97,7 +105,9 @@ DistributedDataParallel::DistributedDataParallel(Module& module, ProcessGroup& g
   }
   for (Bucket& b : s.buckets) {
     const size_t last = b.params.back();
-    b.flat = empty({b.offsets.back() + s.params[last].tensor.numel()}, {.dtype = DType::kF32});
+    // On the parameters' device: a GPU model's buckets are reduced by an NCCL group on the GPU.
+    b.flat = empty({b.offsets.back() + s.params[last].tensor.numel()},
+                   {.dtype = DType::kF32, .device = s.params[last].tensor.device()});
   }
   s.reset();
 
