@@ -17,7 +17,8 @@ enum class NormType { kL2, kInf };
 // the grads' dtype (PyTorch computes both in the grads' dtype, so the scaled grads may differ by an ulp).
 // A non-finite total (an inf or nan grad, or an f64 overflow) is returned and the grads are left
 // untouched: PyTorch would multiply them by 0 or nan; leaving them lets the GradScaler see the inf and skip
-// the step. Check std::isfinite on the result if you clip without a scaler.
+// the step. Check std::isfinite on the result if you clip without a scaler. GPU grads: each grad's part is
+// reduced on the device in f32 and the parts added in f64; returning the total is one synchronization.
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, NormType norm_type = NormType::kL2);
 double clip_grad_norm_(const std::vector<NamedTensor>& params, double max_norm, NormType norm_type = NormType::kL2);
 
