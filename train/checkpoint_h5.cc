@@ -116,8 +116,7 @@ absl::Status Writer::attr_string(const Obj& o, const std::string& name, const st
 
 absl::Status Writer::tensor(const Obj& o, const std::string& name, const Tensor& t) const {
   if (!t.defined()) return fail(o, name, "the tensor is undefined");
-  if (!t.device().is_cpu()) return fail(o, name, "the tensor is on " + t.device().str() + "; copy it to the CPU");
-  const Tensor c = t.contiguous();
+  const Tensor c = t.to(kCPU).contiguous();  // a GPU tensor is copied to the host first
   const TypeFor ty = type_for(c.dtype());
   std::vector<hsize_t> dims(c.shape().begin(), c.shape().end());
   Id space = space_id(c.dim() == 0 ? H5Screate(H5S_SCALAR)

@@ -8,15 +8,18 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "data/loader.h"
 #include "data/text.h"
 #include "framework/autograd.h"
+#include "framework/cuda/device.h"
 #include "framework/generator.h"
 #include "framework/random.h"
 #include "models/cnn.h"
@@ -193,8 +196,18 @@ std::string json_string(const std::string& s) {
 
 }  // namespace
 
+// "cpu", "cuda" (GPU 0) or "cuda:N".
+std::optional<Device> parse_device(const std::string& s) {
+  if (s == "cpu") return kCPU;
+  if (s == "cuda") return cuda(0);
+  int index = -1;
+  if (s.starts_with("cuda:") && absl::SimpleAtoi(s.substr(5), &index) && index >= 0 && index < 64) return cuda(index);
+  return std::nullopt;
+}
+
 absl::Status validate(const RunOptions& o) {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (!parse_device(o.device)) return bad("--device=", o.device, ": expected cpu, cuda or cuda:N");
   const DataKind data = effective_data(o);
   if (o.model == ModelKind::kGPT && data == DataKind::kFashionMnist) {
     return bad("--data=fashion-mnist does not fit --model=gpt (use --data=text or --data=synthetic)");
@@ -312,21 +325,38 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
   absl::StatusOr<Data> data = load_data(o);
   if (!data.ok()) return data.status();
   Model model = build_model(o, *data);
+  const Device device = *parse_device(o.device);
+  if (device.is_cuda()) {
+    if (device.index >= cuda_device_count()) {
+      return absl::FailedPreconditionError(absl::StrCat("--device=", o.device, ": ", cuda_device_count(),
+                                                        " CUDA devices present",
+                                                        cuda_device_count() == 0 ? ": " + cuda_unavailable_reason() : ""));
+    }
+    if (world > 1) {
+      return absl::UnimplementedError(absl::StrCat(
+          "--device=", o.device, " under mpirun: data parallelism across GPUs is not wired into mantissa-train yet "
+          "(its DDP would need the NCCL group, make_nccl_process_group); run one GPU process, or CPU ranks"));
+    }
+    model.module->to(device);  // before the optimizer: it keeps the parameters it is given
+  }
   std::unique_ptr<Optimizer> optimizer = build_optimizer(o, *model.module);
+  const PinMemory pin = device.is_cuda() ? PinMemory::kYes : PinMemory::kNo;
 
   // Each rank draws its shard (PyTorch's DistributedSampler) of the same shuffled order; --batch_size is per
   // rank. The eval loader is the whole set on every rank: the Trainer splits its batches among the ranks.
   DataLoader train(data->train, {.batch_size = o.batch_size,
                                  .shuffle = Shuffle::kRandom,
                                  .seed = o.seed,
-                                 .shard = {.rank = rank, .world_size = world}});
+                                 .shard = {.rank = rank, .world_size = world},
+                                 .pin_memory = pin});
   // Classifiers evaluate on the whole test set in order; the language model on a fixed random sample of
   // validation blocks (the same at every evaluation) in batches of the global batch size, so that N ranks
   // with --batch_size=B evaluate the blocks one process with N x B does.
   DataLoader eval(data->eval, gpt ? DataLoaderOptions{.batch_size = o.batch_size * world,
                                                       .shuffle = Shuffle::kRandom,
-                                                      .seed = o.seed + 1}
-                                  : DataLoaderOptions{.batch_size = 1000});
+                                                      .seed = o.seed + 1,
+                                                      .pin_memory = pin}
+                                  : DataLoaderOptions{.batch_size = 1000, .pin_memory = pin});
 
   TrainerConfig config{.precision = o.precision,
                        .epochs = o.epochs,

@@ -40,6 +40,7 @@ struct RunOptions {
   double clip_grad_norm = 0.0;
   amp::GradScalerOptions scaler = amp::scaler_defaults_for(DType::kF16);  // used when precision is fp16
   uint64_t seed = 1;
+  std::string device = "cpu";           // cpu | cuda | cuda:N (cuda: GPU 0)
   int64_t threads = 0;                  // 0: all cores (under mpirun: the cores / the ranks on this machine)
   int64_t eval_every = 0;               // 0: each epoch end (gpt: every 200 steps)
   int64_t eval_batches = 0;             // 0: the whole test set (gpt: 20 batches)

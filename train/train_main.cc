@@ -50,6 +50,7 @@ ABSL_FLAG(int64_t, growth_interval, 2000, "fp16 loss scaling: clean steps before
 ABSL_FLAG(int64_t, hysteresis, 1, "fp16 loss scaling: overflows in a row before a backoff");
 ABSL_FLAG(double, min_scale, 0.0, "fp16 loss scaling: the scale never backs off below this");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the initial weights, data order and dropout");
+ABSL_FLAG(std::string, device, "cpu", "cpu | cuda | cuda:N: where the model trains (cuda: GPU 0)");
 ABSL_FLAG(int64_t, threads, 0, "CPU threads, 0: all cores");
 ABSL_FLAG(int64_t, eval_every, 0, "steps between evaluations, 0: each epoch end (gpt: 200)");
 ABSL_FLAG(int64_t, eval_batches, 0, "batches per evaluation, 0: the whole test set (gpt: 20)");
@@ -76,7 +77,7 @@ constexpr const char* kFlags[] = {"model",         "data",           "data_path"
                                   "min_scale",     "seed",           "threads",          "eval_every",
                                   "eval_batches",  "checkpoint_dir", "checkpoint_every", "keep_checkpoints",
                                   "resume",        "metrics",        "sample_chars",     "progress",
-                                  "dist_timeout"};
+                                  "dist_timeout",  "device"};
 
 [[noreturn]] void usage_error(const std::string& message) {
   std::fprintf(stderr, "mantissa-train: %s (see --help)\n", message.c_str());
@@ -195,6 +196,7 @@ RunOptions options_from_flags() {
   o.scaler.hysteresis = absl::GetFlag(FLAGS_hysteresis);
   o.scaler.min_scale = absl::GetFlag(FLAGS_min_scale);
   o.seed = absl::GetFlag(FLAGS_seed);
+  o.device = absl::GetFlag(FLAGS_device);
   o.threads = absl::GetFlag(FLAGS_threads);
   o.eval_every = absl::GetFlag(FLAGS_eval_every);
   o.eval_batches = absl::GetFlag(FLAGS_eval_batches);

@@ -39,13 +39,18 @@ DType precision_dtype(Precision p) {
 // Autocast for the run's precision (nothing for fp32).
 class PrecisionScope {
  public:
-  explicit PrecisionScope(Precision p) {
-    if (p != Precision::kF32) guard_.emplace(amp::AutocastOptions{.dtype = precision_dtype(p)});
+  PrecisionScope(Precision p, Device device) {
+    if (p != Precision::kF32) guard_.emplace(amp::AutocastOptions{.device = device.type, .dtype = precision_dtype(p)});
   }
 
  private:
   std::optional<amp::AutocastGuard> guard_;
 };
+
+void to_device(Example& batch, Device device) {
+  if (device.is_cpu()) return;
+  for (Tensor& t : batch) t = t.to(device);
+}
 
 void check_config(const TrainerConfig& c) {
   MT_CHECK(c.epochs >= 0 && c.max_steps >= 0, "Trainer: epochs (", c.epochs, ") and max_steps (", c.max_steps,
@@ -170,6 +175,13 @@ Trainer::Trainer(TrainerConfig config, Module& model, Task task, Optimizer& opti
     const auto& group = optimizer_.group_params(g);
     params_.insert(params_.end(), group.begin(), group.end());
   }
+  // The run's device is the model's: batches are moved there (asynchronously from pinned loaders).
+  if (!params_.empty()) device_ = params_.front().tensor.device();
+  for (const NamedTensor& p : params_) {
+    MT_CHECK(p.tensor.device() == device_, "Trainer: parameter '", p.name, "' is on ", p.tensor.device().str(),
+             ", '", params_.front().name, "' on ", device_.str(), ". HINT: move the whole model with model.to(device) "
+             "before creating the optimizer");
+  }
   if (config_.schedule) scheduler_.emplace(optimizer_, *config_.schedule);
   if (ProcessGroup* group = config_.process_group; group != nullptr && group->size() > 1) {
     rank_ = group->rank();
@@ -226,10 +238,11 @@ StepMetrics Trainer::train_step() {
   for (int64_t i = 0; i < micro; ++i) {
     std::optional<Example> batch = train_.next();
     MT_ASSERT(batch.has_value(), "Trainer: the loader ended an epoch early");
+    to_device(*batch, device_);
     samples += batch->at(0).size(0);
     Tensor loss;
     {
-      PrecisionScope autocast(config_.precision);
+      PrecisionScope autocast(config_.precision, device_);
       loss = scalar_loss(task_.loss(*batch));
     }
     loss_sum += loss.item();
@@ -280,11 +293,12 @@ EvalMetrics Trainer::evaluate() {
   eval_->set_position({.epoch = 0, .batch = 0});
   EvalSums total;
   {
-    PrecisionScope autocast(config_.precision);
+    PrecisionScope autocast(config_.precision, device_);
     for (int64_t b = 0; config_.eval_batches == 0 || b < config_.eval_batches; ++b) {
       std::optional<Example> batch = eval_->next();
       if (!batch) break;
       if (b % world_size_ != rank_) continue;  // rank r evaluates batches r, r + W, ...
+      to_device(*batch, device_);
       const EvalSums s = task_.evaluate(*batch);
       total.loss_sum += s.loss_sum;
       total.correct += s.correct;

@@ -161,6 +161,7 @@ class Trainer {
   std::unique_ptr<DistributedDataParallel> ddp_;  // set when world_size_ > 1
   std::optional<LRScheduler> scheduler_;
   std::vector<NamedTensor> params_;  // every group's parameters, for the grad norm and clipping
+  Device device_ = kCPU;             // the parameters' device, where batches are moved
   std::unique_ptr<MetricsWriter> metrics_;
   std::vector<std::function<void(const StepMetrics&)>> step_callbacks_;
   std::vector<std::function<void(const EvalMetrics&)>> eval_callbacks_;

@@ -44,6 +44,13 @@ expect_usage_error "--n_embd (130) must be a multiple of --n_head (4)" --model=g
 expect_usage_error "--backoff_factor" --backoff_factor=1.5
 expect_usage_error "unexpected argument 'extra'" extra
 expect_usage_error "--resume=latest needs --checkpoint_dir" --resume=latest
+expect_usage_error "--device=gpu: expected cpu, cuda or cuda:N" --device=gpu
+
+# A GPU that is not there: status 1 and the device named (skipped on a machine with 9 GPUs or more).
+"$prog" --device=cuda:8 --data=synthetic --max_steps=1 --progress=none >"$work/out" 2>"$work/err"
+status=$?
+if [ "$status" -eq 1 ] && grep -q -- "--device=cuda:8: .* CUDA devices present" "$work/err"; then ok "missing GPU: $(cat "$work/err")"
+else fail "missing GPU -> exit $status: $(cat "$work/err")"; fi
 
 # Bad data: status 1 and the file named.
 "$prog" --data_path="$work/none" --progress=none >"$work/out" 2>"$work/err"
