@@ -20,6 +20,7 @@
 #include "data/text.h"
 #include "framework/autograd.h"
 #include "framework/cuda/device.h"
+#include "framework/dist/nccl_process_group.h"
 #include "framework/generator.h"
 #include "framework/random.h"
 #include "models/cnn.h"
@@ -325,19 +326,23 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
   absl::StatusOr<Data> data = load_data(o);
   if (!data.ok()) return data.status();
   Model model = build_model(o, *data);
-  const Device device = *parse_device(o.device);
+  Device device = *parse_device(o.device);
+  // Under mpirun one process per GPU: --device=cuda means this rank's GPU (its rank on this machine).
+  if (o.device == "cuda" && world > 1) device = cuda((*group)->local_rank());
   if (device.is_cuda()) {
     if (device.index >= cuda_device_count()) {
       return absl::FailedPreconditionError(absl::StrCat("--device=", o.device, ": ", cuda_device_count(),
                                                         " CUDA devices present",
                                                         cuda_device_count() == 0 ? ": " + cuda_unavailable_reason() : ""));
     }
-    if (world > 1) {
-      return absl::UnimplementedError(absl::StrCat(
-          "--device=", o.device, " under mpirun: data parallelism across GPUs is not wired into mantissa-train yet "
-          "(its DDP would need the NCCL group, make_nccl_process_group); run one GPU process, or CPU ranks"));
-    }
     model.module->to(device);  // before the optimizer: it keeps the parameters it is given
+    if (world > 1) {
+      // Gradients and the scaler's found_inf are on the GPU: NCCL reduces them; the logged loss and the
+      // evaluation sums stay on MPI.
+      std::unique_ptr<ProcessGroup> nccl =
+          make_nccl_process_group(**group, device, {.timeout = std::chrono::seconds(o.dist_timeout_s)});
+      *group = make_device_dispatch_group(std::move(*group), std::move(nccl));
+    }
   }
   std::unique_ptr<Optimizer> optimizer = build_optimizer(o, *model.module);
   const PinMemory pin = device.is_cuda() ? PinMemory::kYes : PinMemory::kNo;

@@ -28,4 +28,10 @@ namespace mantissa {
 std::unique_ptr<ProcessGroup> make_nccl_process_group(ProcessGroup& bootstrap, Device device,
                                                       ProcessGroupOptions options = {});
 
+// One group for a GPU job whose collectives see both kinds of tensors (PyTorch's "cpu:gloo,cuda:nccl"): CUDA
+// tensors go to `cuda_group` (NCCL), CPU tensors to `cpu_group` (MPI: the loss averaged for the log, the
+// evaluation sums). Both must span the same ranks; barrier() passes both. Owns both groups.
+std::unique_ptr<ProcessGroup> make_device_dispatch_group(std::unique_ptr<ProcessGroup> cpu_group,
+                                                         std::unique_ptr<ProcessGroup> cuda_group);
+
 }  // namespace mantissa

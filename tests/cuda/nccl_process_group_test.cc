@@ -22,6 +22,20 @@ TEST(NcclProcessGroup, RefusesWithoutAGpu) {
   }
 }
 
+// The dispatching group sends CPU tensors to its CPU group (here two worlds of one stand in for MPI and
+// NCCL: a CPU tensor must reach the first, and the pairing is checked).
+TEST(DeviceDispatchGroup, CpuTensorsGoToTheCpuGroup) {
+  auto group = make_device_dispatch_group(make_local_process_group(), make_local_process_group());
+  EXPECT_EQ(group->backend(), "cpu:mpi,cuda:nccl");
+  EXPECT_EQ(group->size(), 1);
+  Tensor t = full({3}, 2.0);
+  group->all_reduce(t, ReduceOp::kSum);
+  EXPECT_EQ(t.data<float>()[2], 2.0f);
+  EXPECT_EQ(group->all_gather(t).shape(), (Shape{1, 3}));
+  group->barrier();
+  EXPECT_THROW(make_device_dispatch_group(make_local_process_group(), nullptr), Error);
+}
+
 class NcclWorldOfOne : public ::testing::Test {
  protected:
   void SetUp() override {
