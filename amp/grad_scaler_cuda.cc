@@ -126,6 +126,7 @@ void GradScaler::unscale_cuda(Optimizer& optimizer, PerOptimizer& s) {
   prepare_cuda_grads(optimizer);
   s.found_inf = zeroed_flag(found_inf_dev_, optimizer, scale_.device());
   unscale_grads_(optimizer, inv_scale_dev_, s.found_inf);
+  agree_found_inf(s.found_inf);  // with an NCCL group: a MAX all-reduce on the GPU, no host read
   s.stage = Stage::kUnscaled;
 }
 
@@ -137,6 +138,7 @@ void GradScaler::step_cuda(Optimizer& optimizer, PerOptimizer& s) {
     prepare_cuda_grads(optimizer);
     s.found_inf = zeroed_flag(found_inf_dev_, optimizer, scale_.device());
     check_grads_finite_(optimizer, s.found_inf);
+    agree_found_inf(s.found_inf);
     optimizer.step({.inv_scale = inv_scale_dev_, .found_inf = s.found_inf});
   }
   s.stage = Stage::kStepped;
