@@ -8,7 +8,7 @@
 
 #include "framework/autograd.h"
 #include "ops/cpu/loss.h"
-#include "ops/map.h"
+#include "ops/device_map.h"
 
 namespace mantissa {
 namespace {
@@ -159,14 +159,18 @@ struct MseLossBackward final : Node {
     const double k = reduction == Reduction::kMean ? 2.0 / static_cast<double>(a.numel()) : 2.0;
     Tensor ga, gb;
     if (next_edges[0].valid()) {
-      ga = map_ternary(grads[0], a, b, "mse_loss_backward", [k](auto g, auto av, auto bv) {
-             return static_cast<decltype(g)>(k) * g * (av - bv);
-           }).to(a.dtype());
+      ga = map_ternary(
+               grads[0], a, b, "mse_loss_backward",
+               [k](auto g, auto av, auto bv) { return static_cast<decltype(g)>(k) * g * (av - bv); },
+               {gpu::TernaryOp::kScaledDiffGrad, k})
+               .to(a.dtype());
     }
     if (next_edges[1].valid()) {
-      gb = map_ternary(grads[0], a, b, "mse_loss_backward", [k](auto g, auto av, auto bv) {
-             return static_cast<decltype(g)>(k) * g * (bv - av);
-           }).to(b.dtype());
+      gb = map_ternary(
+               grads[0], b, a, "mse_loss_backward",
+               [k](auto g, auto bv, auto av) { return static_cast<decltype(g)>(k) * g * (bv - av); },
+               {gpu::TernaryOp::kScaledDiffGrad, k})
+               .to(b.dtype());
     }
     return {ga, gb};
   }
@@ -240,7 +244,8 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduc
   const DType dtype = promote_types(input.dtype(), target.dtype());
   Tensor out;
   if (reduction == Reduction::kNone) {
-    out = map_binary(input, target, "mse_loss", [](auto a, auto b) { return (a - b) * (a - b); });
+    out = map_binary(input, target, "mse_loss", [](auto a, auto b) { return (a - b) * (a - b); },
+                     {gpu::BinaryOp::kSquaredDiff});
   } else {
     const Tensor a = input.to(dtype).contiguous(), b = target.to(dtype).contiguous();
     MT_CHECK(a.device().is_cpu(), "mse_loss: no kernel for ", a.device().str(), " in this build");

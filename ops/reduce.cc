@@ -12,7 +12,7 @@
 #include "framework/strided.h"
 #include "ops/cpu/column_sum.h"
 #include "ops/elementwise.h"
-#include "ops/map.h"
+#include "ops/device_map.h"
 
 namespace mantissa {
 namespace {
@@ -189,8 +189,10 @@ struct VarBackward final : Node {
     // d var / dx = 2 (x - mean) / (N - correction)
     const double k = 2.0 / denom;
     Tensor gk = g[0].reshape(keep_shape);
-    return {map_ternary(gk, self.get(), mean_keep.get(), "var_backward",
-                        [k](auto gv, auto x, auto m) { return gv * static_cast<decltype(gv)>(k) * (x - m); })};
+    return {map_ternary(
+        gk, self.get(), mean_keep.get(), "var_backward",
+        [k](auto gv, auto x, auto m) { return gv * static_cast<decltype(gv)>(k) * (x - m); },
+        {gpu::TernaryOp::kScaledDiffGrad, k})};
   }
 };
 }  // namespace

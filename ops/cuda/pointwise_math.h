@@ -38,6 +38,8 @@ enum class BinaryOp : uint8_t {
   kClampBackward,      // s0 <= x <= s1 ? g : 0
   kPowScalarBackward,  // g s0 x^s1, s1 = s0 - 1 computed in double as the CPU does
   kSquaredDiff,        // (a - b)^2
+  kScaledMul,          // a s0 b (addcmul's backward)
+  kScaledDiv,          // a s0 / b (addcdiv's backward)
 };
 enum class TernaryOp : uint8_t {
   kDivBackwardOther,  // -g a / (b b)
@@ -168,6 +170,8 @@ MT_HD inline C apply_binary(BinaryOp op, C a, C b, C s0, C s1) {
     case BinaryOp::kClampBackward: return (b >= s0 && b <= s1) ? a : C(0);
     case BinaryOp::kPowScalarBackward: return a * s0 * hd_pow(b, s1);
     case BinaryOp::kSquaredDiff: return (a - b) * (a - b);
+    case BinaryOp::kScaledMul: return a * s0 * b;
+    case BinaryOp::kScaledDiv: return a * s0 / b;
   }
   return a;
 }
