@@ -15,6 +15,10 @@
 #include "framework/half.h"
 #include "framework/tensor.h"
 
+#ifdef MANTISSA_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 namespace mantissa::testing {
 
 // Uniform random values in [low, high) drawn in f64 and rounded to `dtype` (CPU).
@@ -93,6 +97,19 @@ inline ::testing::AssertionResult within_rel(const Tensor& expected, const Tenso
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+// Fills the allocator's free blocks up to `bytes` with 0xFF (NaN in every floating dtype, true in bool)
+// by allocating, setting and freeing one block, so that an op whose output comes from the caching
+// allocator and leaves elements unwritten fails the comparison instead of reading stale good values.
+inline void poison_device_cache(int64_t bytes) {
+#ifdef MANTISSA_WITH_CUDA
+  Tensor junk = empty({bytes}, {.dtype = DType::kBool, .device = cuda(0)});
+  if (cudaMemset(junk.data_ptr(), 0xFF, static_cast<size_t>(bytes)) != cudaSuccess) ADD_FAILURE() << "cudaMemset";
+  if (cudaDeviceSynchronize() != cudaSuccess) ADD_FAILURE() << "cudaDeviceSynchronize";
+#else
+  (void)bytes;
+#endif
 }
 
 }  // namespace mantissa::testing
