@@ -44,3 +44,39 @@ std::optional<ElementwiseLayout<N>> plan_elementwise(const Shape& shape, const s
 }
 
 }  // namespace mantissa::gpu
+
+#include "ops/cuda/reduce_plan.h"
+
+namespace mantissa::gpu {
+
+// One part (kept or reduced dims) of a reduction, coalesced, innermost first; nullopt past kMaxDims.
+inline std::optional<ElementwiseLayout<1>> plan_part(const Shape& shape, const Shape& strides) {
+  ElementwiseLayout<1> l;
+  l.flat = false;
+  l.numel = shape_numel(shape);
+  const StridedLayout<1> c = coalesce<1>(shape, std::array<const Shape*, 1>{&strides});
+  const int nd = static_cast<int>(c.shape.size());
+  if (nd > kMaxDims) return std::nullopt;
+  l.ndim = nd;
+  for (int d = 0; d < nd; ++d) {
+    l.sizes[d] = c.shape[nd - 1 - d];
+    l.strides[0][d] = c.strides[0][nd - 1 - d];
+  }
+  return l;
+}
+
+// A reduction of the input dims split into kept (outputs, row-major) and reduced ones.
+inline std::optional<ReduceLayout> plan_reduce(const Shape& kept_shape, const Shape& kept_strides,
+                                               const Shape& reduced_shape, const Shape& reduced_strides) {
+  const auto kept = plan_part(kept_shape, kept_strides);
+  const auto reduced = plan_part(reduced_shape, reduced_strides);
+  if (!kept || !reduced) return std::nullopt;
+  ReduceLayout r;
+  r.kept = *kept;
+  r.reduced = *reduced;
+  r.n_out = kept->numel;
+  r.n_red = reduced->numel;
+  return r;
+}
+
+}  // namespace mantissa::gpu

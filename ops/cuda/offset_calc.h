@@ -34,6 +34,10 @@ struct OffsetCalc {
 
   // off[k] = offset of input k for output element `linear`.
   MT_HD void offsets(I linear, I (&off)[N]) const {
+    if (ndim == 1) {  // one dim (the common coalesced case): no division
+      for (int k = 0; k < N; ++k) off[k] = linear * strides[k][0];
+      return;
+    }
     for (int k = 0; k < N; ++k) off[k] = 0;
     for (int d = 0; d < ndim; ++d) {
       const I q = linear / sizes[d];
