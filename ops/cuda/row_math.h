@@ -53,3 +53,19 @@ struct RowGeometry {
 inline int softmax_threads_per_row(int64_t dim) { return dim <= 1024 ? 32 : 256; }
 
 }  // namespace mantissa::gpu
+
+namespace mantissa::gpu {
+
+// layer_norm's dweight/dbias are column sums over the rows. A block covers 32 columns and one slice of
+// the rows; slices (enough blocks for ~2 per SM, each slice at least 64 rows) go to a workspace that a
+// final pass adds up in slice order, so the result is deterministic for a device.
+inline int64_t column_slices(int64_t rows, int64_t cols, int sm_count) {
+  const int64_t col_blocks = (cols + 31) / 32;
+  const int64_t want = (2 * int64_t{sm_count > 0 ? sm_count : 1} + col_blocks - 1) / col_blocks;
+  const int64_t most = (rows + 63) / 64;
+  int64_t s = want < most ? want : most;
+  if (s > 4096) s = 4096;
+  return s < 1 ? 1 : s;
+}
+
+}  // namespace mantissa::gpu
