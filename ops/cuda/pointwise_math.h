@@ -9,10 +9,12 @@
 
 #include <cstdint>
 
+#ifndef MT_HD
 #if defined(__CUDACC__)
 #define MT_HD __host__ __device__
 #else
 #define MT_HD
+#endif
 #endif
 
 namespace mantissa::gpu {
