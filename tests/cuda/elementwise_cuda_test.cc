@@ -84,6 +84,12 @@ TEST(CudaElementwise, UnaryOpsMatchCpu) {
   for (const UnaryCase& c : unary_cases()) {
     for (DType dt : kDtypes) {
       for (const auto& [layout, x] : layouts(dt, 101, c.low, c.high)) {
+        if (c.name == "gelu" && dt == DType::kF32) {
+          // x (1 + erf(x / sqrt 2)) / 2 cancels for negative x: the libraries' erf (each within 2 ulp
+          // of 1 there) differ by ~2.4e-7 absolute, times |x| / 2 <= 1.5.
+          EXPECT_TRUE(testing::within_rel(c.fn(x), c.fn(on_cuda(x)), 0, 5e-7)) << layout;
+          continue;
+        }
         EXPECT_TRUE(within_ulps(c.fn(x), c.fn(on_cuda(x)), ulps_for(dt, c.ulps)))
             << c.name << " " << dtype_name(dt) << " " << layout;
       }
@@ -104,6 +110,11 @@ TEST(CudaElementwise, UnaryBackwardMatchesCpu) {
       c.fn(xd).backward(on_cuda(g));
       // The backward formula is the same; the saved value it reads (an exp, tanh, ...) may already
       // differ by the forward's ulps, and the formula adds a few roundings: twice the forward's bound.
+      // gelu's Phi cancels as in the forward: an absolute bound (|g| <= 2).
+      if (c.name == "gelu" && dt == DType::kF32) {
+        EXPECT_TRUE(testing::within_rel(x.grad(), xd.grad(), 0, 1e-6)) << "gelu backward";
+        continue;
+      }
       EXPECT_TRUE(within_ulps(x.grad(), xd.grad(), ulps_for(dt, 2 * c.ulps)))
           << c.name << " backward " << dtype_name(dt);
     }
