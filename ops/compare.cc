@@ -136,7 +136,8 @@ MT_COMPARE_OP(ge, x >= y, gpu::CompareOp::kGe)
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_bool(cond, "where", "condition");
-  detail::check_same_device("where", a, b);
+  // CUDA operands are checked (devices, dtypes) by cuda_select; CPU ones here.
+  if (!a.device().is_cuda()) detail::check_same_device("where", a, b);
   Tensor out = select_kernel(cond, a, b, "where");
   if (is_floating(out.dtype()) && compute_requires_grad({&a, &b})) {
     auto node = make_node<WhereBackward>({&a, &b});
