@@ -9,6 +9,7 @@
 #include "framework/autograd.h"
 #include "ops/cpu/loss.h"
 #include "ops/device_map.h"
+#include "ops/reduce.h"
 
 #ifdef MANTISSA_WITH_CUDA
 #include "framework/cuda/stream.h"
@@ -332,6 +333,11 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduc
   if (reduction == Reduction::kNone) {
     out = map_binary(input, target, "mse_loss", [](auto a, auto b) { return (a - b) * (a - b); },
                      {gpu::BinaryOp::kSquaredDiff});
+  } else if (input.device().is_cuda()) {
+    // The squared differences, then the CUDA sum (accumulated in f32, f64 for f64; the CPU adds in f64).
+    const Tensor sq = map_binary(input.detach(), target.detach(), "mse_loss",
+                                 [](auto a, auto b) { return (a - b) * (a - b); }, {gpu::BinaryOp::kSquaredDiff});
+    out = reduction == Reduction::kMean ? mean(sq) : sum(sq);
   } else {
     const Tensor a = input.to(dtype).contiguous(), b = target.to(dtype).contiguous();
     MT_CHECK(a.device().is_cpu(), "mse_loss: no kernel for ", a.device().str(), " in this build");

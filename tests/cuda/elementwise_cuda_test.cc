@@ -187,6 +187,35 @@ TEST(CudaElementwise, ComparisonsWhereMaskedFillClamp) {
   EXPECT_TRUE(within_ulps(le(i, j).to(DType::kF32), le(on_cuda(i), on_cuda(j)).to(DType::kF32), 0));
 }
 
+TEST(CudaElementwise, AddcmulAddcdivForwardAndBackward) {
+  MT_REQUIRE_CUDA();
+  for (DType dt : kDtypes) {
+    Tensor s = random_tensor({6, 9}, dt, 115), t1 = random_tensor({9}, dt, 116);
+    Tensor t2 = random_tensor({6, 1}, dt, 117, 0.5, 2.0);
+    for (bool is_div : {false, true}) {
+      auto fn = [&](const Tensor& a, const Tensor& b, const Tensor& c) {
+        return is_div ? addcdiv(a, b, c, 0.3) : addcmul(a, b, c, 0.3);
+      };
+      Tensor sd = on_cuda(s.detach()), t1d = on_cuda(t1.detach()), t2d = on_cuda(t2.detach());
+      s = s.detach();
+      t1 = t1.detach();
+      t2 = t2.detach();
+      for (Tensor* p : {&s, &t1, &t2, &sd, &t1d, &t2d}) p->set_requires_grad(true);
+      // The forward is the CPU's formula with the product kept unfused: exact.
+      const Tensor y = fn(s, t1, t2), yd = fn(sd, t1d, t2d);
+      EXPECT_TRUE(within_ulps(y, yd, 0)) << dtype_name(dt) << is_div;
+      const Tensor g = random_tensor({6, 9}, dt, 118);
+      y.backward(g);
+      yd.backward(on_cuda(g));
+      // Broadcast inputs' gradients are summed over 6 or 9 terms in another order: summation bounds.
+      const double tol = dt == DType::kF32 ? 1e-5 : (dt == DType::kF16 ? 2e-3 : 1.6e-2);
+      EXPECT_TRUE(within_ulps(s.grad(), sd.grad(), 0)) << dtype_name(dt);
+      EXPECT_TRUE(testing::within_rel(t1.grad(), t1d.grad(), tol, tol)) << dtype_name(dt);
+      EXPECT_TRUE(testing::within_rel(t2.grad(), t2d.grad(), tol, tol)) << dtype_name(dt);
+    }
+  }
+}
+
 #ifdef MANTISSA_WITH_CUDA
 // The launchers straight on cudaMalloc'd buffers poisoned with 0xFF: aligned (vectorized), misaligned
 // by one element (scalar path) and broadcast (strided path) must each write every output element.

@@ -103,6 +103,28 @@ TEST(CudaCrossEntropy, FusedEqualsComposedLogSoftmaxNll) {
   EXPECT_TRUE(within_rel(composed, cross_entropy(on_cuda(logits), on_cuda(target)), 1e-5, 1e-6));
 }
 
+TEST(CudaMseLoss, AllReductionsMatchCpu) {
+  MT_REQUIRE_CUDA();
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (Reduction r : {Reduction::kMean, Reduction::kSum, Reduction::kNone}) {
+      Tensor a = random_tensor({17, 40}, dt, 320), b = random_tensor({17, 40}, dt, 321);
+      Tensor ad = on_cuda(a), bd = on_cuda(b);
+      for (Tensor* p : {&a, &b, &ad, &bd}) p->set_requires_grad(true);
+      const Tensor l = mse_loss(a, b, r), ld = mse_loss(ad, bd, r);
+      // kNone: one formula, exact. kMean/kSum: 680 squares summed in f64 on the CPU, f32 on the GPU:
+      // 1e-5 relative (plus the 16-bit output rounding).
+      const Tol t = tol_for(dt);
+      EXPECT_TRUE(within_rel(l, ld, r == Reduction::kNone ? 0.0 : t.rtol, 0)) << dtype_name(dt);
+      const Tensor g = r == Reduction::kNone ? random_tensor({17, 40}, dt, 322) : full({}, 0.5, {.dtype = dt});
+      l.backward(g);
+      ld.backward(on_cuda(g));
+      // The same formula on both sides: exact.
+      EXPECT_TRUE(testing::within_ulps(a.grad(), ad.grad(), 0)) << dtype_name(dt);
+      EXPECT_TRUE(testing::within_ulps(b.grad(), bd.grad(), 0)) << dtype_name(dt);
+    }
+  }
+}
+
 TEST(CudaLayerNorm, ForwardAndBackwardMatchCpu) {
   MT_REQUIRE_CUDA();
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
