@@ -83,6 +83,7 @@ Tensor working_copy_for(const Tensor& t, DType target) {
     if (it == g_copies.end() || it->second.master.expired()) return Tensor();
     copy = it->second.copy;
   }
+  if (copy.device() != t.device()) return Tensor();  // the master moved (Module::to); the copy did not
   Tensor alias = make_view(copy, copy.shape(), copy.strides(), copy.offset());
   EnableGradGuard grad_on;
   set_history(alias, make_node<WorkingCopyBackward>({&t}));

@@ -6,6 +6,7 @@
 
 #include "framework/autograd.h"
 #include "framework/convert.h"
+#include "framework/cuda/transfer.h"
 #include "framework/strided.h"
 #include "framework/tensor.h"
 
@@ -39,6 +40,16 @@ void check_cpu(const Tensor& t, std::string_view op) {
 }  // namespace
 
 void fill_(const Tensor& dst, double value) {
+#ifdef MANTISSA_WITH_CUDA
+  if (dst.device().is_cuda()) {
+    uint64_t bits = 0;  // the value converted on the host, as the CPU kernel does; the GPU stores its bytes
+    dispatch_all(dst.dtype(), "fill_", [&]<typename T>() {
+      const T v = cast_value<T>(value);
+      std::memcpy(&bits, &v, sizeof(T));
+    });
+    return gpu::fill_cuda(dst, bits);
+  }
+#endif
   check_cpu(dst, "fill_");
   dispatch_all(dst.dtype(), "fill_", [&]<typename T>() {
     const T v = cast_value<T>(value);
@@ -58,6 +69,9 @@ void fill_(const Tensor& dst, double value) {
 void copy_(const Tensor& dst, const Tensor& src) {
   MT_CHECK(dst.shape() == src.shape(), "copy_: shapes differ: destination ", shape_str(dst.shape()),
            ", source ", shape_str(src.shape()));
+#ifdef MANTISSA_WITH_CUDA
+  if (dst.device().is_cuda() || src.device().is_cuda()) return gpu::copy_cuda(dst, src);
+#endif
   check_cpu(dst, "copy_");
   check_cpu(src, "copy_");
   const int64_t n = dst.numel();
@@ -110,6 +124,9 @@ void accumulate_(const Tensor& dst, const Tensor& src) {
            shape_str(src.shape()));
   MT_CHECK(dst.dtype() == src.dtype(), "accumulate_: dtypes differ: ", dtype_name(dst.dtype()), " += ",
            dtype_name(src.dtype()));
+#ifdef MANTISSA_WITH_CUDA
+  if (dst.device().is_cuda() || src.device().is_cuda()) return gpu::accumulate_cuda(dst, src);
+#endif
   check_cpu(dst, "accumulate_");
   dispatch_floating(dst.dtype(), "accumulate_", [&]<typename T>() {
     T* d = dst.data<T>();

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "framework/autograd.h"
+#include "framework/cuda/device.h"
 #include "framework/error.h"
 
 namespace mantissa {
@@ -15,6 +16,17 @@ std::string join(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + ("'" + n + "'");
   return out;
+}
+
+// Points `t`'s TensorImpl at a copy of its data on `device` (contiguous, offset 0).
+void move_storage(const Tensor& t, Device device) {
+  if (t.device() == device) return;
+  const Tensor moved = empty(t.shape(), {.dtype = t.dtype(), .device = device});
+  copy_(moved, t);
+  TensorImpl* impl = t.impl();
+  impl->storage = moved.storage();
+  impl->strides = moved.strides();
+  impl->offset = 0;
 }
 
 }  // namespace
@@ -122,6 +134,21 @@ void Module::set_training(bool training) {
     m->training_ = training;
     for (auto& c : m->children_) stack.push_back(c.second.get());
   }
+}
+
+Module& Module::to(Device device) {
+  if (device.is_cuda()) {
+    const int count = cuda_device_count();
+    MT_CHECK(device.index >= 0 && device.index < count, type_name(), ".to(", device.str(),
+             "): no such CUDA device (", count, " present", count == 0 ? ": " + cuda_unavailable_reason() : "",
+             "). HINT: run on a machine with an NVIDIA GPU and a build with -DMANTISSA_CUDA=ON, or stay on the CPU");
+  }
+  for (const NamedTensor& p : named_parameters()) {
+    move_storage(p.tensor, device);
+    if (p.tensor.grad().defined()) move_storage(p.tensor.grad(), device);
+  }
+  for (const NamedTensor& b : named_buffers()) move_storage(b.tensor, device);
+  return *this;
 }
 
 void Module::train() { set_training(true); }

@@ -83,6 +83,14 @@ class Module {
   LoadResult load_state_dict(const std::vector<NamedTensor>& state,
                              LoadStrictness strictness = LoadStrictness::kStrict);
 
+  // Moves every parameter and buffer of the tree (and the parameters' grads) to `device`, in place: each
+  // tensor keeps its identity, so the handles layers and optimizers hold see the move, and its name, leaf
+  // status and requires_grad. Tensors come out contiguous; two distinct tensors that shared storage (a
+  // buffer viewing a parameter) no longer do. Throws, before moving anything, when `device` is a GPU this
+  // process cannot use. Autocast ignores a registered working copy left on the old device; call the
+  // optimizer's refresh_working_copies() (or create the optimizer after the move).
+  Module& to(Device device);
+
   // The tree, one module per line with its parameter shapes.
   std::string str() const;
 

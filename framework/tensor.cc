@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "framework/autograd.h"
+#include "framework/cuda/allocator.h"
 
 namespace mantissa {
 
@@ -84,7 +85,7 @@ void Tensor::check_dtype_for_data(DType requested) const {
 double Tensor::item() const {
   MT_CHECK(numel() == 1, "item(): expected a tensor with one element, got shape ", shape_str(shape()),
            " (", numel(), " elements)");
-  MT_CHECK(device().is_cpu(), "item(): the tensor is on ", device().str(), "; copy it to the CPU first");
+  if (!device().is_cpu()) return detach().to(kCPU).item();  // a copy to the host: a sync point
   return dispatch_all(dtype(), "item", [&]<typename T>() {
     return static_cast<double>(static_cast<compute_t<T>>(*static_cast<const T*>(data_ptr())));
   });
@@ -181,6 +182,10 @@ Allocator*& allocator_slot(DeviceType type) {
 
 Allocator* allocator_for(Device device) {
   Allocator* a = allocator_slot(device.type);
+#ifdef MANTISSA_WITH_CUDA
+  // One caching allocator per GPU (framework/cuda/allocator.h), unless one was registered.
+  if (a == nullptr && device.is_cuda()) return gpu::cuda_allocator(device.index);
+#endif
   MT_CHECK(a != nullptr, "no allocator for device ", device.str(),
            ": this build has no CUDA backend or no GPU is present. HINT: configure with -DMANTISSA_CUDA=ON on "
            "a machine with an NVIDIA GPU");
@@ -242,6 +247,7 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
     T* p = t.data<T>();
     for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<compute_t<T>>(start + step * static_cast<double>(i)));
   });
+  if (!options.device.is_cpu()) t = t.to(options.device);  // computed on the host, then copied
   if (options.requires_grad) t.set_requires_grad(true);
   return t;
 }
@@ -253,8 +259,10 @@ Tensor from_data(std::span<const T> values, const Shape& shape, TensorOptions op
            " values do not fill shape ", shape_str(shape), " (", shape_numel(shape), " elements)");
   Tensor src = empty(shape, {.dtype = dtype_v<T>});
   std::copy(values.begin(), values.end(), src.data<T>());
-  Tensor t = options.dtype == dtype_v<T> ? src : empty(shape, {.dtype = options.dtype});
-  if (!t.is_same(src)) copy_(t, src);
+  Tensor t = options.dtype == dtype_v<T> && options.device.is_cpu()
+                 ? src
+                 : empty(shape, {.dtype = options.dtype, .device = options.device});
+  if (!t.is_same(src)) copy_(t, src);  // converts the dtype and/or copies to the device
   if (options.requires_grad) t.set_requires_grad(true);
   return t;
 }
@@ -275,8 +283,7 @@ std::string Tensor::str() const {
   if (!device().is_cpu()) os << ", device=" << device().str();
   if (requires_grad()) os << ", requires_grad";
   os << ")";
-  if (!device().is_cpu()) return os.str();
-  const Tensor c = contiguous();
+  const Tensor c = device().is_cpu() ? contiguous() : detach().to(kCPU);
   const int64_t n = numel();
   constexpr int64_t kEdge = 3;  // elements shown at each end of a long tensor
   os << " [";

@@ -4,10 +4,12 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tests/support/golden.h"
+
 namespace mantissa::testing {
 
 std::string source_path(const std::string& relative) {
-  return std::string(MANTISSA_GOLDEN_DIR) + "/../../" + relative;  // tests/golden -> repository root
+  return golden_dir() + "/../../" + relative;  // tests/golden -> repository root
 }
 
 std::string read_text_file(const std::string& path) {

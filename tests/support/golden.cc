@@ -3,6 +3,7 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 
 namespace mantissa::testing {
@@ -35,7 +36,13 @@ std::vector<T> read_all(hid_t file, const std::string& name, const std::string& 
 
 }  // namespace
 
-std::string golden_path(const std::string& file) { return std::string(MANTISSA_GOLDEN_DIR) + "/" + file; }
+// MANTISSA_GOLDEN_DIR in the environment overrides the build's path (a test binary run on another machine).
+std::string golden_dir() {
+  const char* env = std::getenv("MANTISSA_GOLDEN_DIR");
+  return env != nullptr && *env != '\0' ? std::string(env) : std::string(MANTISSA_GOLDEN_DIR);
+}
+
+std::string golden_path(const std::string& file) { return golden_dir() + "/" + file; }
 
 GoldenFile::GoldenFile(const std::string& file) : name_(file) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions here, not stderr noise

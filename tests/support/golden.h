@@ -10,7 +10,9 @@
 
 namespace mantissa::testing {
 
-// Absolute path of a file in tests/golden/.
+// tests/golden of the source tree, or $MANTISSA_GOLDEN_DIR when set (a test binary run elsewhere), and
+// the absolute path of a file in it.
+std::string golden_dir();
 std::string golden_path(const std::string& file);
 
 class GoldenFile {
