@@ -6,11 +6,10 @@
 
 #include <cstdint>
 
+#include "framework/cuda/copy_math.h"  // kMaxDims, shared with the copy kernels
 #include "ops/cuda/pointwise_math.h"
 
 namespace mantissa::gpu {
-
-inline constexpr int kMaxDims = 8;
 
 // N inputs against a contiguous output of `numel` elements. When `flat`, every input is contiguous with
 // the output's shape (index i reads element i); otherwise sizes/strides (elements, innermost first)
