@@ -324,7 +324,7 @@ struct MaxAllBackward final : Node {
     // The gradient is split evenly among all elements equal to the maximum.
     Tensor mask = eq(self.get(), result.get());
     const double count = sum(mask.to(DType::kF64)).item();
-    return {where(mask, div(g[0], count), zeros({}, {.dtype = g[0].dtype()}))};
+    return {where(mask, div(g[0], count), zeros({}, {.dtype = g[0].dtype(), .device = g[0].device()}))};
   }
 };
 }  // namespace

@@ -100,5 +100,24 @@ TEST(CudaReduce, MaxAndArgmaxMatchCpuExactly) {
   EXPECT_TRUE(within_ulps(max(i, 1).indices.to(DType::kF64), max(on_cuda(i), 1).indices.to(DType::kF64), 0));
 }
 
+TEST(CudaReduce, MaxBackwardMatchesCpu) {
+  MT_REQUIRE_CUDA();
+  // Two maxima in row 0 (the full max splits its gradient between them) and a max per column.
+  Tensor x = from_vector<float>({1, 5, 2, 5, 0, -1, 3, 4, 4}, {3, 3});
+  Tensor xd = on_cuda(x);
+  x.set_requires_grad(true);
+  xd.set_requires_grad(true);
+  max(x).backward();
+  max(xd).backward();
+  EXPECT_TRUE(within_ulps(x.grad(), xd.grad(), 0));  // 1/2 at both maxima: exact
+  Tensor y = x.detach(), yd = xd.detach();
+  y.set_requires_grad(true);
+  yd.set_requires_grad(true);
+  const Tensor g = random_tensor({3}, DType::kF32, 208);
+  max(y, 0).values.backward(g);
+  max(yd, 0).values.backward(on_cuda(g));
+  EXPECT_TRUE(within_ulps(y.grad(), yd.grad(), 0));  // g placed at the argmax: exact
+}
+
 }  // namespace
 }  // namespace mantissa
