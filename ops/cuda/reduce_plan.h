@@ -38,12 +38,16 @@ struct ReduceGeometry {
 inline constexpr int64_t kRowChunkMin = 1024;    // reduced elements per warp slice, at least
 inline constexpr int64_t kColumnChunkMin = 64;   // reduced elements per thread slice, at least
 inline constexpr int64_t kMaxSplits = 4096;      // bounded workspace and a short final pass
+inline constexpr int64_t kRowsMinLength = 16;    // shorter reduced rows go to the column mode
 
 inline int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Enough warps (rows) or threads (columns) to keep `sm_count` SMs busy: about 32 warps per SM.
 inline ReduceGeometry plan_reduce_geometry(int64_t n_out, int64_t n_red, bool rows, int sm_count) {
   ReduceGeometry g;
+  // A warp per output would idle most lanes on very short rows (e.g. [N, 3] summed over the 3): a thread
+  // per output walks them instead.
+  if (n_red < kRowsMinLength) rows = false;
   const int64_t target_warps = int64_t{32} * (sm_count > 0 ? sm_count : 1);
   if (rows) {
     g.mode = ReduceMode::kRows;

@@ -70,6 +70,9 @@ TEST(CudaReducePlan, GeometrySplitsOnlyWhenOutputsAreFew) {
   EXPECT_EQ(g.blocks_x, 3u);
   EXPECT_GE(g.splits * g.chunk, 8192);
   EXPECT_GE(g.chunk, gpu::kColumnChunkMin);
+  // Rows shorter than kRowsMinLength take a thread per output.
+  EXPECT_EQ(gpu::plan_reduce_geometry(100000, 3, true, kSms).mode, gpu::ReduceMode::kColumns);
+  EXPECT_EQ(gpu::plan_reduce_geometry(100000, 16, true, kSms).mode, gpu::ReduceMode::kRows);
   // Short reductions never split.
   EXPECT_EQ(gpu::plan_reduce_geometry(1, 100, true, kSms).splits, 1);
   EXPECT_EQ(gpu::plan_reduce_geometry(1, 100, false, kSms).splits, 1);
