@@ -70,7 +70,8 @@ std::vector<UnaryCase> unary_cases() {
       {"mul_scalar", [](const Tensor& x) { return x * -1.7; }, 0},
       {"div_scalar", [](const Tensor& x) { return x / 3.0; }, 0},
       {"square", [](const Tensor& x) { return pow(x, 2.0); }, 0},
-      {"pow_scalar", [](const Tensor& x) { return pow(x, 1.5); }, 4, 0.01, 4.0},
+      // CUDA's powf is within 4 ulp (glibc's within 1): up to 5 apart, rounded up to 8.
+      {"pow_scalar", [](const Tensor& x) { return pow(x, 1.5); }, 8, 0.01, 4.0},
       {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 1.0); }, 0},
   };
 }
@@ -140,8 +141,8 @@ TEST(CudaElementwise, BinaryOpsWithBroadcastMatchCpu) {
       EXPECT_TRUE(within_ulps(fn(b, s), fn(on_cuda(b), on_cuda(s)), 0)) << name << " scalar " << dtype_name(dt);
       EXPECT_TRUE(within_ulps(fn(b, bt), fn(on_cuda(b), on_cuda(bt)), 0)) << name << " transposed " << dtype_name(dt);
     }
-    // powf: within 2 ulp on each backend.
-    EXPECT_TRUE(within_ulps(pow(b, a), pow(on_cuda(b), on_cuda(a)), ulps_for(dt, 4))) << "pow " << dtype_name(dt);
+    // powf: CUDA's within 4 ulp, glibc's within 1.
+    EXPECT_TRUE(within_ulps(pow(b, a), pow(on_cuda(b), on_cuda(a)), ulps_for(dt, 8))) << "pow " << dtype_name(dt);
   }
   // Mixed dtypes promote as on the CPU (f16 + f32 -> f32).
   const Tensor h = random_tensor({5, 6}, DType::kF16, 108), f = random_tensor({6}, DType::kF32, 109);
