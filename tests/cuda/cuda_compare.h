@@ -81,6 +81,30 @@ inline ::testing::AssertionResult within_ulps(const Tensor& expected, const Tens
                                        << a[worst_at] << " (" << worst << " ulps, allowed " << ulps << ")";
 }
 
+// Each element within `ulps` units in the last place OR within `atol` absolute: for formulas that cancel
+// (gelu's 1 + erf for negative x, tanh's 1 - r^2 near |r| = 1), where two math libraries' few-ulp
+// differences in an intermediate become many ulps of a small result but stay small in absolute terms.
+inline ::testing::AssertionResult within_ulps_or_abs(const Tensor& expected, const Tensor& actual, int64_t ulps,
+                                                     double atol) {
+  if (expected.shape() != actual.shape() || expected.dtype() != actual.dtype()) return within_ulps(expected, actual, 0);
+  const std::vector<double> e = host_values(expected), a = host_values(actual);
+  for (size_t i = 0; i < e.size(); ++i) {
+    if (std::isnan(e[i]) || std::isnan(a[i]) || std::isinf(e[i]) || std::isinf(a[i])) {
+      if (!(e[i] == a[i] || (std::isnan(e[i]) && std::isnan(a[i])))) {
+        return ::testing::AssertionFailure() << "element " << i << " expected " << e[i] << " got " << a[i];
+      }
+      continue;
+    }
+    const int64_t d = std::abs(ulp_order(e[i], expected.dtype()) - ulp_order(a[i], expected.dtype()));
+    if (d > ulps && std::abs(a[i] - e[i]) > atol) {
+      return ::testing::AssertionFailure() << dtype_name(expected.dtype()) << " element " << i << " expected " << e[i]
+                                           << " got " << a[i] << " (" << d << " ulps, allowed " << ulps
+                                           << ", or " << atol << " absolute)";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // |actual - expected| <= atol + rtol |expected| elementwise; NaN must meet NaN.
 inline ::testing::AssertionResult within_rel(const Tensor& expected, const Tensor& actual, double rtol, double atol) {
   if (expected.shape() != actual.shape()) {
