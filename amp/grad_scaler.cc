@@ -66,6 +66,7 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options) {
 double GradScaler::get_scale() const { return is_enabled() ? scale_.item() : 1.0; }
 
 void GradScaler::set_scale(double scale) {
+  if (on_device()) return set_scale_cuda(scale);
   fill_(scale_, scale);
   const double now = scale_.item();  // as stored (f32)
   if (stats_.history.empty() || stats_.history.back().scale != now) {
@@ -83,6 +84,7 @@ Tensor GradScaler::inv_scale_tensor() const {
 Tensor GradScaler::scale(const Tensor& loss) const {
   MT_CHECK(loss.defined(), "GradScaler.scale: the loss is undefined");
   if (!is_enabled()) return loss;
+  if (loss.device().is_cuda() && !on_device()) const_cast<GradScaler*>(this)->to_device(loss.device());
   return mul(loss, scale_);
 }
 
@@ -94,6 +96,7 @@ void GradScaler::unscale_(Optimizer& optimizer) {
            "between backward and step");
   MT_CHECK(s.stage != Stage::kStepped, "GradScaler.unscale_: unscale_() is being called after step() on this ",
            optimizer.type_name(), " optimizer. HINT: unscale_ (and clip) before step(), then update()");
+  if (cuda_grads(optimizer)) return unscale_cuda(optimizer, s);
   prepare_grads(optimizer);
   s.found_inf = zeros({}, {.dtype = DType::kF32});
   unscale_grads_(optimizer, inv_scale_tensor(), s.found_inf);
@@ -108,6 +111,10 @@ bool GradScaler::step(Optimizer& optimizer) {
   PerOptimizer& s = per_optimizer_[&optimizer];
   MT_CHECK(s.stage != Stage::kStepped, "GradScaler.step: step() has already been called on this ",
            optimizer.type_name(), " optimizer since the last update(). HINT: call update() once per iteration");
+  if (cuda_grads(optimizer)) {
+    step_cuda(optimizer, s);
+    return s.found_inf.item() == 0.0;  // the one host read; enqueue_step does without it
+  }
   bool applied;
   if (s.stage == Stage::kUnscaled) {
     applied = s.found_inf.item() == 0.0;
@@ -124,8 +131,19 @@ bool GradScaler::step(Optimizer& optimizer) {
   return applied;
 }
 
+void GradScaler::enqueue_step(Optimizer& optimizer) {
+  if (is_enabled() && cuda_grads(optimizer)) {
+    PerOptimizer& s = per_optimizer_[&optimizer];
+    MT_CHECK(s.stage != Stage::kStepped, "GradScaler.enqueue_step: step() has already been called on this ",
+             optimizer.type_name(), " optimizer since the last update(). HINT: call update() once per iteration");
+    return step_cuda(optimizer, s);
+  }
+  step(optimizer);  // the CPU reads found_inf for free
+}
+
 void GradScaler::update() {
   if (!is_enabled()) return;
+  if (on_device()) return update_cuda();
   bool found_inf = false, any = false;
   for (const auto& [opt, s] : per_optimizer_) {
     if (!s.found_inf.defined()) continue;
@@ -174,26 +192,29 @@ void GradScaler::update(double new_scale) {
   set_scale(new_scale);
 }
 
+int64_t GradScaler::growth_tracker() const { return counters().growth_tracker; }
+
 GradScalerStats GradScaler::stats() const {
-  GradScalerStats out = stats_;
+  GradScalerStats out = counters().stats;
   out.scale = get_scale();
   return out;
 }
 
 GradScalerState GradScaler::state_dict() const {
   if (!is_enabled()) return {};
+  const Counters c = counters();
   return {{"scale", scale_.item()},
           {"growth_factor", options_.growth_factor},
           {"backoff_factor", options_.backoff_factor},
           {"growth_interval", double(options_.growth_interval)},
-          {"_growth_tracker", double(growth_tracker_)},
+          {"_growth_tracker", double(c.growth_tracker)},
           {"hysteresis", double(options_.hysteresis)},
           {"min_scale", options_.min_scale},
           {"max_scale", options_.max_scale},
-          {"_consecutive_overflows", double(consecutive_overflows_)},
-          {"_steps", double(stats_.steps)},
-          {"_skipped_steps", double(stats_.skipped_steps)},
-          {"_last_overflow_step", double(stats_.last_overflow_step)}};
+          {"_consecutive_overflows", double(c.consecutive_overflows)},
+          {"_steps", double(c.stats.steps)},
+          {"_skipped_steps", double(c.stats.skipped_steps)},
+          {"_last_overflow_step", double(c.stats.last_overflow_step)}};
 }
 
 void GradScaler::load_state_dict(const GradScalerState& state) {
@@ -228,6 +249,7 @@ void GradScaler::load_state_dict(const GradScalerState& state) {
   stats_.last_overflow_step = static_cast<int64_t>(get("_last_overflow_step", -1));
   stats_.consecutive_skips = consecutive_overflows_;
   stats_.history = {{stats_.steps, scale_.item()}};
+  if (on_device()) counters_to_device();
   per_optimizer_.clear();
 }
 

@@ -59,7 +59,7 @@ struct GradScalerStats {
   int64_t consecutive_skips = 0;   // skipped iterations since the last clean one
   int64_t last_overflow_step = -1; // index (0-based, counting update() calls) of the last skip; -1: none
   double scale = 1.0;              // the current scale
-  std::vector<ScaleChange> history;  // starts with {0, init_scale}
+  std::vector<ScaleChange> history;  // starts with {0, init_scale}; on CUDA sampled when the host asks
 };
 
 // A scaler's state as named numbers, PyTorch's keys first: "scale", "growth_factor", "backoff_factor",
@@ -82,6 +82,10 @@ class GradScaler {
   // The optimizer's update unless an inf/nan grad was found; returns whether it was applied. Without an
   // earlier unscale_ it runs the fused Optimizer::step(GradScaling) (the kernel unscales and skips).
   bool step(Optimizer& optimizer);
+  // step() without asking whether it was applied. On CUDA nothing is read on the host: the fused kernels
+  // read found_inf on the device, so unscale_, enqueue_step and update never wait for the GPU (and can
+  // be captured in a CUDA graph). On the CPU it is step().
+  void enqueue_step(Optimizer& optimizer);
   // Backs off on an overflow (after `hysteresis` in a row), else grows after growth_interval clean steps;
   // combines every optimizer's inf check since the last update and readies them for the next iteration.
   void update();
@@ -90,7 +94,7 @@ class GradScaler {
 
   // 1.0 when disabled.
   double get_scale() const;
-  int64_t growth_tracker() const { return growth_tracker_; }
+  int64_t growth_tracker() const;
   double growth_factor() const { return options_.growth_factor; }
   double backoff_factor() const { return options_.backoff_factor; }
   int64_t growth_interval() const { return options_.growth_interval; }
@@ -110,6 +114,30 @@ class GradScaler {
   };
   Tensor inv_scale_tensor() const;
   void set_scale(double scale);
+
+  // CUDA (amp/grad_scaler_cuda.cc). The scaler moves to the GPU of the first CUDA loss or grads it sees;
+  // from then on scale, inv_scale and the counters (update_math::LossScaleCounter) live there, the
+  // update runs there, and the host fields below the line are only what was last loaded or moved.
+  bool on_device() const { return scale_.device().is_cuda(); }
+  // Whether `optimizer`'s grads are on CUDA (moving the scaler to their device on first use).
+  bool cuda_grads(const Optimizer& optimizer);
+  void to_device(Device device);
+  void unscale_cuda(Optimizer& optimizer, PerOptimizer& s);
+  void step_cuda(Optimizer& optimizer, PerOptimizer& s);
+  void update_cuda();
+  void set_scale_cuda(double scale);
+  // The trackers and statistics: the host fields, or on CUDA the device's (one host read; the history
+  // then gains the current scale if it changed since the last entry).
+  struct Counters {
+    int64_t growth_tracker, consecutive_overflows;
+    GradScalerStats stats;
+  };
+  Counters counters() const;
+  void counters_to_device();
+  Tensor inv_scale_dev_;  // f32 scalar, float(1 / double(scale)), kept by the update kernel
+  Tensor counters_dev_;   // i64 [update_math::kNumLossScaleCounters]
+  Tensor one_dev_;        // f32 scalar 1: the fused step's inv_scale after an explicit unscale_
+  std::map<const Optimizer*, Tensor> found_inf_dev_;  // per-optimizer flags, zeroed and reused each iteration
 
   GradScalerOptions options_;
   Tensor scale_;  // f32 scalar

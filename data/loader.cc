@@ -2,6 +2,8 @@
 // filled by one worker thread that restarts from wherever set_position() puts the loader.
 #include "data/loader.h"
 
+#include "framework/cuda/allocator.h"
+#include "framework/cuda/device.h"
 #include "framework/error.h"
 
 namespace mantissa {
@@ -11,6 +13,9 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   MT_CHECK(dataset_ != nullptr, "DataLoader: no dataset");
   MT_CHECK(options_.batch_size >= 1, "DataLoader: batch_size must be >= 1, got ", options_.batch_size);
   MT_CHECK(options_.prefetch >= 0, "DataLoader: prefetch must be >= 0, got ", options_.prefetch);
+  MT_CHECK(options_.pin_memory == PinMemory::kNo || cuda_device_count() > 0,
+           "DataLoader: pin_memory needs a GPU: ", cuda_unavailable_reason(),
+           ". HINT: pinned memory only speeds up copies to a GPU; leave pin_memory at kNo");
   const int64_t w = options_.shard.world_size;
   MT_CHECK(w >= 1 && options_.shard.rank >= 0 && options_.shard.rank < w, "DataLoader: rank ", options_.shard.rank,
            " must be in [0, world_size ", w, ")");
@@ -46,7 +51,11 @@ std::vector<int64_t> DataLoader::batch_indices(int64_t epoch, int64_t batch) con
 
 Example DataLoader::make_batch(int64_t epoch, int64_t batch) const {
   const std::vector<int64_t> indices = batch_indices(epoch, batch);
-  return dataset_->get_batch(indices);
+  Example example = dataset_->get_batch(indices);
+  if (options_.pin_memory == PinMemory::kYes) {
+    for (Tensor& t : example) t = pin_memory(t);
+  }
+  return example;
 }
 
 std::optional<Example> DataLoader::next() {

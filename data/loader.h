@@ -16,6 +16,8 @@
 
 namespace mantissa {
 
+enum class PinMemory { kNo, kYes };
+
 struct DataLoaderOptions {
   int64_t batch_size = 1;
   Shuffle shuffle = Shuffle::kNone;
@@ -23,6 +25,9 @@ struct DataLoaderOptions {
   DropLast drop_last = DropLast::kNo;  // the last partial batch of an epoch
   ShardOptions shard = {};  // rank / world_size / drop_last: PyTorch's DistributedSampler sharding
   int64_t prefetch = 2;     // batches prepared ahead by the worker thread; 0: no thread, batches built in next()
+  // kYes: batches are built in pinned (page-locked) host memory (framework/cuda/allocator.h), so that
+  // moving them to a GPU with .to(cuda(i)) is an asynchronous copy. Needs a CUDA build and a GPU.
+  PinMemory pin_memory = PinMemory::kNo;
 };
 
 // Where the loader stands: the next batch next() returns is batch `batch` of epoch `epoch`.

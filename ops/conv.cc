@@ -14,6 +14,7 @@
 // oneDNN, reorders from/to NCHW included, 80-104 ms (jit:avx512_core) and 60 ms (brgconv AMX bf16): 8x and
 // 18x faster. oneDNN accumulates in f32 and converts once, so the 16-bit contract holds; its bf16 weight
 // gradient is requested in f32 and rounded once here.
+// CUDA tensors go to cuDNN (ops/cuda/conv.h) on the device's current stream, forward and backward.
 #include "amp/autocast.h"
 #include "ops/conv.h"
 
@@ -26,6 +27,11 @@
 #include "ops/cpu/conv_kernels.h"
 #include "ops/cpu/conv_onednn.h"
 #include "ops/cpu/gemm.h"
+
+#ifdef MANTISSA_WITH_CUDA
+#include "framework/cuda/stream.h"
+#include "ops/cuda/conv.h"
+#endif
 
 namespace mantissa {
 namespace {
@@ -192,15 +198,30 @@ struct Conv2dBackward final : Node {
   Conv2dGeometry geometry;
   Shape weight_shape;
   DType dtype = DType::kF32;
+  Device device = kCPU;
   std::string_view name() const override { return "Conv2dBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Conv2dGeometry& g = geometry;
     const Tensor dy = grads[0].contiguous();
     Tensor dx, dw, db;
-    if (next_edges[0].valid()) dx = empty({g.n, g.c, g.h, g.w}, {.dtype = dtype});
-    if (next_edges[1].valid()) dw = empty(weight_shape, {.dtype = dtype});
-    if (next_edges[2].valid()) db = empty({g.o}, {.dtype = dtype});
+    if (next_edges[0].valid()) dx = empty({g.n, g.c, g.h, g.w}, {.dtype = dtype, .device = device});
+    if (next_edges[1].valid()) dw = empty(weight_shape, {.dtype = dtype, .device = device});
+    if (next_edges[2].valid()) db = empty({g.o}, {.dtype = dtype, .device = device});
     dispatch_floating(dtype, "conv2d_backward", [&]<typename T>() {
+#ifdef MANTISSA_WITH_CUDA
+      if (device.is_cuda()) {
+        const int d = device.index;
+        const cudaStream_t stream = gpu::current_stream(d);
+        if (dx.defined()) {
+          gpu::conv2d_backward_data<T>(g, dy.data<T>(), weight.get().data<T>(), dx.data<T>(), d, stream);
+        }
+        if (dw.defined()) {
+          gpu::conv2d_backward_filter<T>(g, input.get().data<T>(), dy.data<T>(), dw.data<T>(), d, stream);
+        }
+        if (db.defined()) gpu::conv2d_backward_bias<T>(g, dy.data<T>(), db.data<T>(), d, stream);
+        return;
+      }
+#endif
       conv_backward<T>(g, input.defined() ? input.get().data<T>() : nullptr,
                        weight.defined() ? weight.get().data<T>() : nullptr, dy.data<T>(),
                        dx.defined() ? dx.data<T>() : nullptr, dw.defined() ? dw.data<T>() : nullptr,
@@ -220,7 +241,13 @@ Conv2dGeometry check_and_plan(const Tensor& x, const Tensor& w, const Tensor& b,
   MT_CHECK(is_floating(x.dtype()), "conv2d: expected a floating input, got ", dtype_name(x.dtype()));
   MT_CHECK(x.dtype() == w.dtype(), "conv2d: input is ", dtype_name(x.dtype()), " but weight is ",
            dtype_name(w.dtype()), ". HINT: cast both to one dtype (or run under autocast)");
+#ifdef MANTISSA_WITH_CUDA
+  MT_CHECK(w.device() == x.device() && (!b.defined() || b.device() == x.device()), "conv2d: input is on ",
+           x.device().str(), " but weight is on ", w.device().str(),
+           b.defined() ? " and bias on " + b.device().str() : "", ". HINT: move them to one device with .to(device)");
+#else
   MT_CHECK(x.device().is_cpu() && w.device().is_cpu(), "conv2d: no kernel for ", x.device().str(), " in this build");
+#endif
   for (int i = 0; i < 2; ++i) {
     MT_CHECK(opt.stride[i] > 0 && opt.dilation[i] > 0 && opt.padding[i] >= 0,
              "conv2d: stride and dilation must be positive and padding non-negative, got stride [", opt.stride[0],
@@ -263,6 +290,14 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
   Tensor out = empty({g.n, g.o, g.oh, g.ow}, {.dtype = x.dtype(), .device = x.device()});
   dispatch_floating(x.dtype(), "conv2d", [&]<typename T>() {
+#ifdef MANTISSA_WITH_CUDA
+    if (x.device().is_cuda()) {
+      const int d = x.device().index;
+      gpu::conv2d_forward<T>(g, xc.data<T>(), wc.data<T>(), bc.defined() ? bc.data<T>() : nullptr, out.data<T>(), d,
+                             gpu::current_stream(d));
+      return;
+    }
+#endif
     conv_forward<T>(g, xc.data<T>(), wc.data<T>(), bc.defined() ? bc.data<T>() : nullptr, out.data<T>());
   });
   if (compute_requires_grad({&x, &weight, &bias})) {
@@ -270,6 +305,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
     node->geometry = g;
     node->weight_shape = weight.shape();
     node->dtype = x.dtype();
+    node->device = x.device();
     if (weight.requires_grad()) node->input = xc;
     if (x.requires_grad()) node->weight = wc;
     set_history(out, node);

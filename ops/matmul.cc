@@ -2,7 +2,8 @@
 // out[B, m, n] = alpha * a[Ba, m, k] @ b[Bb, k, n] + beta * bias (Ba, Bb each B or 1, 1 broadcasting),
 // whose node (GemmBackward) holds the only hand-written gradient; views around it carry their own.
 // Simply transposed operands reach the GEMM as transpose flags, never as copies. Each public op casts
-// its inputs by the autocast policy first (all six are lower-precision ops).
+// its inputs by the autocast policy first (all six are lower-precision ops). CUDA tensors run the same
+// primitive through cuBLASLt (ops/cuda/gemm.h) on the device's current stream.
 #include "ops/matmul.h"
 
 #include <algorithm>
@@ -14,6 +15,11 @@
 #include "ops/cpu/loops.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
+
+#ifdef MANTISSA_WITH_CUDA
+#include "framework/cuda/stream.h"
+#include "ops/cuda/gemm.h"
+#endif
 
 namespace mantissa {
 namespace {
@@ -62,16 +68,33 @@ Tensor run_gemm(const Tensor& bias, const Tensor& a_in, const Tensor& b_in, doub
   }
   Tensor out = empty({batch, m, n}, {.dtype = a.dtype(), .device = a.device()});
   const bool read_bias = bias.defined() && beta != 0.0;
-  if (read_bias) copy_(out, bias.detach().expand({batch, m, n}));
+  // On a GPU a row-vector bias ([n], linear's) with beta 1 is added by cuBLASLt's epilogue; any other bias
+  // is broadcast into out first and accumulated onto (beta), as on the CPU. Either way one rounding.
+  Tensor row_bias;
+  const bool is_row = bias.defined() && bias.dim() >= 1 && bias.numel() == n && bias.size(-1) == n;
+  if (read_bias && out.device().is_cuda() && beta == 1.0 && is_row) {
+    row_bias = bias.detach().reshape({n}).contiguous();
+  } else if (read_bias) {
+    copy_(out, bias.detach().expand({batch, m, n}));
+  }
   dispatch_floating(a.dtype(), "matmul", [&]<typename T>() {
-    cpu::gemm_batched(cpu::BatchedGemmArgs<T>{
+    const cpu::BatchedGemmArgs<T> args{
         .gemm = {.trans_a = la->trans, .trans_b = lb->trans, .m = m, .n = n, .k = k, .a = a.data<T>(),
                  .lda = la->ld, .b = b.data<T>(), .ldb = lb->ld, .c = out.data<T>(), .ldc = n, .alpha = alpha,
-                 .beta = read_bias ? beta : 0.0},
+                 .beta = read_bias && !row_bias.defined() ? beta : 0.0},
         .batch = batch,
         .stride_a = la->batch_stride,
         .stride_b = lb->batch_stride,
-        .stride_c = m * n});
+        .stride_c = m * n};
+#ifdef MANTISSA_WITH_CUDA
+    if (out.device().is_cuda()) {
+      const int device = out.device().index;
+      gpu::gemm(gpu::GemmArgs<T>{.gemm = args, .bias = row_bias.defined() ? row_bias.data<T>() : nullptr}, device,
+                gpu::current_stream(device));
+      return;
+    }
+#endif
+    cpu::gemm_batched(args);
   });
   return out;
 }
@@ -147,8 +170,10 @@ void check_operand(std::string_view op, const char* what, const Tensor& t) {
   MT_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
   MT_CHECK(is_floating(t.dtype()), op, ": expected a floating ", what, " (f32, f64, f16, bf16), got ",
            dtype_name(t.dtype()), " ", shape_str(t.shape()), ". HINT: convert it with .to(kFloat32)");
+#ifndef MANTISSA_WITH_CUDA
   MT_CHECK(t.device().is_cpu(), op, ": ", what, " ", shape_str(t.shape()), " is on ", t.device().str(),
            ", and only the CPU GEMM is built. HINT: move it with .to(kCPU)");
+#endif
 }
 
 void check_pair(std::string_view op, const char* a_name, const Tensor& a, const char* b_name, const Tensor& b) {
@@ -157,6 +182,9 @@ void check_pair(std::string_view op, const char* a_name, const Tensor& a, const 
   MT_CHECK(a.dtype() == b.dtype(), op, ": expected ", a_name, " and ", b_name, " to have the same dtype, got ",
            dtype_name(a.dtype()), " ", shape_str(a.shape()), " and ", dtype_name(b.dtype()), " ", shape_str(b.shape()),
            ". HINT: cast one with .to(", dtype_name(a.dtype()), "), or run under autocast");
+  MT_CHECK(a.device() == b.device(), op, ": expected ", a_name, " and ", b_name, " on one device, got ",
+           a.device().str(), " ", shape_str(a.shape()), " and ", b.device().str(), " ", shape_str(b.shape()),
+           ". HINT: move both to one device with .to(device)");
 }
 
 void check_inner(std::string_view op, const Tensor& a, const Tensor& b, int64_t ka, int64_t kb) {
@@ -174,6 +202,8 @@ void check_bias(std::string_view op, const Tensor& bias, const Tensor& a, const 
   MT_CHECK(bias.dtype() == a.dtype(), op, ": expected bias and the matrices to have the same dtype, got ",
            dtype_name(bias.dtype()), " and ", dtype_name(a.dtype()), ". HINT: cast the bias with .to(",
            dtype_name(a.dtype()), ")");
+  MT_CHECK(bias.device() == a.device(), op, ": expected bias on ", a.device().str(), " with the matrices, got ",
+           bias.device().str(), ". HINT: move it with .to(...)");
   bool ok = bias.dim() <= static_cast<int64_t>(out_shape.size());
   for (int64_t i = 1; ok && i <= bias.dim(); ++i) {
     const int64_t have = bias.shape()[bias.dim() - i], want = out_shape[out_shape.size() - i];
@@ -312,15 +342,21 @@ Tensor dot(const Tensor& a_in, const Tensor& b_in) {
   check_dims("dot", a, b, 1, "dot takes two 1-D vectors; use matmul or mm for matrices");
   MT_CHECK(a.size(0) == b.size(0), "dot: vectors ", shape_str(a.shape()), " and ", shape_str(b.shape()),
            " differ in length");
-  Tensor out = empty({}, {.dtype = a.dtype(), .device = a.device()});
-  dispatch_floating(a.dtype(), "dot", [&]<typename T>() {
-    using C = compute_t<T>;
-    const T *ap = a.data<T>(), *bp = b.data<T>();
-    const int64_t sa = a.stride(0), sb = b.stride(0);
-    C acc = 0;
-    for (int64_t i = 0; i < a.size(0); ++i) acc += static_cast<C>(ap[i * sa]) * static_cast<C>(bp[i * sb]);
-    *out.data<T>() = static_cast<T>(acc);
-  });
+  Tensor out;
+  if (a.device().is_cuda()) {
+    // On a GPU: the GEMM [1, 1, n] @ [1, n, 1] (strided vectors go in as leading dims, not copies).
+    out = run_gemm({}, a.unsqueeze(0).unsqueeze(0), b.unsqueeze(0).unsqueeze(2), 0.0, 1.0).view({});
+  } else {
+    out = empty({}, {.dtype = a.dtype(), .device = a.device()});
+    dispatch_floating(a.dtype(), "dot", [&]<typename T>() {
+      using C = compute_t<T>;
+      const T *ap = a.data<T>(), *bp = b.data<T>();
+      const int64_t sa = a.stride(0), sb = b.stride(0);
+      C acc = 0;
+      for (int64_t i = 0; i < a.size(0); ++i) acc += static_cast<C>(ap[i * sa]) * static_cast<C>(bp[i * sb]);
+      *out.data<T>() = static_cast<T>(acc);
+    });
+  }
   if (compute_requires_grad({&a, &b})) {
     auto node = make_node<DotBackward>({&a, &b});
     if (b.requires_grad()) node->self = a;

@@ -19,6 +19,9 @@ std::vector<Tensor> grads_of(const std::vector<Tensor>& params, const char* op) 
     MT_CHECK(g.dtype() == DType::kF32 || g.dtype() == DType::kF64, op, ": a grad is ", dtype_name(g.dtype()), " ",
              shape_str(g.shape()), "; clipping works on the fp32 (or f64) grads of the master weights");
     MT_CHECK(g.is_contiguous(), op, ": a grad ", shape_str(g.shape()), " is not contiguous (it is clipped in place)");
+    // The kernels read the grads on the host: a CUDA grad would be dereferenced there.
+    MT_CHECK(g.device().is_cpu(), op, ": no kernel for ", g.device().str(), " grads yet. HINT: clip on the CPU ",
+             "or train without clipping on the GPU");
     grads.push_back(g);
   }
   return grads;

@@ -1,7 +1,12 @@
-// SGD: per parameter, state lookup by name and one call of the kernel in optim/cpu/optim_kernels.cc.
+// SGD: per parameter, state lookup by name and one call of the kernel in optim/cpu/optim_kernels.cc; for
+// CUDA parameters the group's update is one fused multi-tensor step (optim/cuda/fused_optim.cu).
 #include "optim/sgd.h"
 
 #include "framework/error.h"
+#ifdef MANTISSA_WITH_CUDA
+#include "framework/cuda/stream.h"
+#include "optim/cuda/fused_optim.h"
+#endif
 
 namespace mantissa {
 
@@ -11,7 +16,11 @@ void SGD::step_group(size_t group, const GradScaling* scaling) {
   const SGDOptions& o = options(group);
   std::vector<std::string> buffers;
   if (o.momentum != 0.0) buffers.push_back("momentum_buffer");
-  for (const auto& [param, grad] : params_with_grad(group)) {
+  std::vector<cpu::SgdPointers<float>> on_device;  // CUDA parameters, stepped together after the loop
+  Device device = kCPU;
+  const auto with_grad = params_with_grad(group);  // holds the grads (maybe contiguous copies) until launched
+  for (const auto& [param, grad] : with_grad) {
+    check_step_devices(param, grad, scaling);
     ParamState& s = state_or_init(param, buffers);
     const Tensor& p = param.tensor;
     int64_t* step = s.at("step").data<int64_t>();
@@ -20,10 +29,27 @@ void SGD::step_group(size_t group, const GradScaling* scaling) {
     // dropped, so the saved state holds what the options say.
     if (o.momentum != 0.0 && !s.count("momentum_buffer")) {
       s["momentum_buffer"] = zeros_like(p);
-      *step = 0;
+      if (p.device().is_cuda()) {
+        fill_(s.at("step"), 0.0);  // a device scalar: never written from the host
+      } else {
+        *step = 0;
+      }
     }
     if (o.momentum == 0.0) s.erase("momentum_buffer");
     const Tensor buf = o.momentum != 0.0 ? s.at("momentum_buffer") : Tensor();
+    if (p.device().is_cuda()) {
+      MT_CHECK(on_device.empty() || device == p.device(), "SGD.step: parameter '", param.name, "' is on ",
+               p.device().str(), " but others of its group on ", device.str(),
+               ". HINT: one param group, one device");
+      device = p.device();
+      on_device.push_back({.param = p.data<float>(),
+                           .grad = grad.data<float>(),
+                           .momentum_buffer = buf.defined() ? buf.data<float>() : nullptr,
+                           .step = step,
+                           .n = p.numel(),
+                           .copy = working_copy_out(param.name)});
+      continue;
+    }
     dispatch_floating(p.dtype(), "SGD.step", [&]<typename T>() {
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
         cpu::sgd_step<T>({.param = p.data<T>(),
@@ -35,6 +61,14 @@ void SGD::step_group(size_t group, const GradScaling* scaling) {
                          o, scaling_pointers(scaling));
       }
     });
+  }
+  if (!on_device.empty()) {
+#ifdef MANTISSA_WITH_CUDA
+    gpu::DeviceGuard guard(device);
+    gpu::sgd_step(on_device, o, scaling_pointers(scaling), gpu::current_stream(device));
+#else
+    MT_THROW("SGD.step: no kernel for ", device.str(), " in this build");
+#endif
   }
 }
 

@@ -10,6 +10,11 @@
 #include <thread>
 #include <set>
 #include <stdexcept>
+#include <string>
+
+#include "framework/cuda/allocator.h"
+#include "framework/cuda/device.h"
+#include "framework/error.h"
 
 namespace mantissa {
 namespace {
@@ -321,6 +326,34 @@ TEST(DistributedLoader, TwoRanksOfBMatchOneRankOf2B) {
       }
     }
   }
+}
+
+// Pinned batches: refused clearly without a GPU; with one, every tensor of every batch is pinned and holds
+// the same values as an unpinned loader's.
+TEST(DataLoaderPinMemory, NeedsAGpuAndPinsEveryBatch) {
+  if (cuda_device_count() == 0) {
+    try {
+      DataLoader loader(numbered(10), {.batch_size = 4, .pin_memory = PinMemory::kYes});
+      FAIL() << "a pinning loader was built without a GPU";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("pin_memory needs a GPU"), std::string::npos) << e.what();
+    }
+    GTEST_SKIP() << "no CUDA device (the refusal was checked): " << cuda_unavailable_reason();
+  }
+  DataLoader pinned(numbered(10), {.batch_size = 4, .shuffle = Shuffle::kRandom, .seed = 3, .pin_memory = PinMemory::kYes});
+  DataLoader plain(numbered(10), {.batch_size = 4, .shuffle = Shuffle::kRandom, .seed = 3});
+  int batches = 0;
+  while (auto a = pinned.next()) {
+    auto b = plain.next();
+    ASSERT_TRUE(b.has_value());
+    ASSERT_EQ(a->size(), b->size());
+    for (size_t i = 0; i < a->size(); ++i) {
+      EXPECT_TRUE(is_pinned((*a)[i]));
+      EXPECT_EQ((*a)[i].to(DType::kF64).to(kCPU).str(), (*b)[i].to(DType::kF64).str());
+    }
+    ++batches;
+  }
+  EXPECT_EQ(batches, 3);
 }
 
 }  // namespace

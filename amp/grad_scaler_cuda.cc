@@ -1,0 +1,194 @@
+// GradScaler on CUDA: the scale, inv_scale and the trackers live on the GPU of the grads; unscale_,
+// enqueue_step and update launch kernels on that device's current stream and read nothing on the host
+// (the loss-scale update is update_math::apply_loss_scale_rule in a single-thread kernel). Without
+// MANTISSA_CUDA a CUDA loss or grad is refused with the usual "no kernel" error.
+#include <cmath>
+
+#include "amp/grad_scaler.h"
+#include "framework/error.h"
+#include "optim/grad_scaling.h"
+#include "optim/loss_scale_rule.h"
+#ifdef MANTISSA_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "framework/cuda/check.h"
+#include "framework/cuda/stream.h"
+#include "optim/cuda/amp_kernels.h"
+#endif
+
+namespace mantissa::amp {
+namespace {
+
+namespace um = update_math;
+
+// The device of the first defined grad of `optimizer`, or `fallback` when none has one.
+Device grads_device(const Optimizer& optimizer, Device fallback) {
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g)
+    for (const auto& p : optimizer.group_params(g))
+      if (p.tensor.grad().defined()) return p.tensor.grad().device();
+  return fallback;
+}
+
+float inverse(double scale) { return static_cast<float>(1.0 / static_cast<double>(static_cast<float>(scale))); }
+
+}  // namespace
+
+bool GradScaler::cuda_grads(const Optimizer& optimizer) {
+  const Device device = grads_device(optimizer, scale_.device());
+  if (!device.is_cuda()) {
+    MT_CHECK(!on_device(), "GradScaler: the scaler lives on ", scale_.device().str(), " but the grads of this ",
+             optimizer.type_name(), " optimizer are on the CPU. HINT: one scaler per device");
+    return false;
+  }
+  if (!on_device()) to_device(device);
+  MT_CHECK(scale_.device() == device, "GradScaler: the scaler lives on ", scale_.device().str(),
+           " but the grads of this ", optimizer.type_name(), " optimizer are on ", device.str(),
+           ". HINT: one scaler per device");
+  return true;
+}
+
+void GradScaler::to_device(Device device) {
+#ifdef MANTISSA_WITH_CUDA
+  scale_ = scale_.to(device);
+  inv_scale_dev_ = scalar_tensor(inverse(scale_.item()), {.dtype = DType::kF32}).to(device);
+  one_dev_ = scalar_tensor(1.0, {.dtype = DType::kF32}).to(device);
+  counters_dev_ = zeros({um::kNumLossScaleCounters}, {.dtype = DType::kI64, .device = device});
+  counters_to_device();
+#else
+  MT_THROW("GradScaler: no kernel for ", device.str(), " in this build. HINT: build with -DMANTISSA_CUDA=ON");
+#endif
+}
+
+void GradScaler::counters_to_device() {
+  const std::vector<int64_t> values{growth_tracker_,
+                                    consecutive_overflows_,
+                                    stats_.steps,
+                                    stats_.skipped_steps,
+                                    stats_.last_overflow_step,
+                                    -1};  // kFloorOverflowStep: none pending
+  static_assert(um::kNumLossScaleCounters == 6);
+  copy_(counters_dev_, from_vector(values, {um::kNumLossScaleCounters}));
+  fill_(inv_scale_dev_, inverse(scale_.item()));
+}
+
+GradScaler::Counters GradScaler::counters() const {
+  Counters c{growth_tracker_, consecutive_overflows_, stats_};
+  if (!on_device()) return c;
+  const Tensor host = counters_dev_.to(kCPU);
+  const int64_t* v = host.data<int64_t>();
+  c.growth_tracker = v[um::kGrowthTracker];
+  c.consecutive_overflows = v[um::kConsecutiveOverflows];
+  c.stats.steps = v[um::kSteps];
+  c.stats.skipped_steps = v[um::kSkippedSteps];
+  c.stats.consecutive_skips = v[um::kConsecutiveOverflows];
+  c.stats.last_overflow_step = v[um::kLastOverflowStep];
+  // The device keeps no history: the scale is sampled here, at the host's looks.
+  const double now = scale_.item();
+  if (options_.history_capacity > 0 && (c.stats.history.empty() || c.stats.history.back().scale != now)) {
+    if (c.stats.history.size() >= options_.history_capacity) c.stats.history.erase(c.stats.history.begin());
+    c.stats.history.push_back({c.stats.steps, now});
+  }
+  return c;
+}
+
+#ifdef MANTISSA_WITH_CUDA
+
+namespace {
+
+// A zeroed f32 flag on the scaler's device for this iteration of `optimizer` (reused: no allocation per step).
+Tensor zeroed_flag(std::map<const Optimizer*, Tensor>& flags, const Optimizer& optimizer, Device device) {
+  Tensor& flag = flags[&optimizer];
+  if (!flag.defined()) flag = zeros({}, {.dtype = DType::kF32, .device = device});
+  gpu::DeviceGuard guard(device);
+  MT_CUDA_CHECK(cudaMemsetAsync(flag.data_ptr(), 0, sizeof(float), gpu::current_stream(device)));
+  return flag;
+}
+
+// The GradScaler's checks on grads (as prepare_grads in grad_scaler.cc): fp32 and contiguous.
+void prepare_cuda_grads(const Optimizer& optimizer) {
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g)
+    for (const auto& p : optimizer.group_params(g)) {
+      const Tensor& grad = p.tensor.grad();
+      if (!grad.defined()) continue;
+      MT_CHECK(grad.dtype() == DType::kF32, "GradScaler: attempting to unscale FP16 gradients: the grad of '",
+               p.name, "' is ", dtype_name(grad.dtype()), " ", shape_str(grad.shape()),
+               ". HINT: keep fp32 master weights; autocast makes the 16-bit copies and hands back fp32 grads");
+      if (!grad.is_contiguous()) {
+        Tensor param = p.tensor;
+        param.set_grad(grad.contiguous());
+      }
+    }
+}
+
+}  // namespace
+
+void GradScaler::unscale_cuda(Optimizer& optimizer, PerOptimizer& s) {
+  prepare_cuda_grads(optimizer);
+  s.found_inf = zeroed_flag(found_inf_dev_, optimizer, scale_.device());
+  unscale_grads_(optimizer, inv_scale_dev_, s.found_inf);
+  s.stage = Stage::kUnscaled;
+}
+
+void GradScaler::step_cuda(Optimizer& optimizer, PerOptimizer& s) {
+  if (s.stage == Stage::kUnscaled) {
+    // The grads are unscaled already: the fused step multiplies by 1 (exact) and skips on found_inf.
+    optimizer.step({.inv_scale = one_dev_, .found_inf = s.found_inf});
+  } else {
+    prepare_cuda_grads(optimizer);
+    s.found_inf = zeroed_flag(found_inf_dev_, optimizer, scale_.device());
+    check_grads_finite_(optimizer, s.found_inf);
+    optimizer.step({.inv_scale = inv_scale_dev_, .found_inf = s.found_inf});
+  }
+  s.stage = Stage::kStepped;
+}
+
+void GradScaler::update_cuda() {
+  std::vector<const float*> flags;
+  for (const auto& [opt, s] : per_optimizer_)
+    if (s.found_inf.defined()) flags.push_back(s.found_inf.data<float>());
+  MT_CHECK(!flags.empty(), "GradScaler.update: no inf checks were recorded prior to update(). HINT: call ",
+           "step(optimizer) (or unscale_) before update(), or update(new_scale) to set the scale directly");
+  per_optimizer_.clear();
+  const um::LossScaleRule rule{.growth_factor = options_.growth_factor,
+                               .backoff_factor = options_.backoff_factor,
+                               .growth_interval = options_.growth_interval,
+                               .hysteresis = options_.hysteresis,
+                               .min_scale = options_.min_scale,
+                               .max_scale = options_.max_scale,
+                               .throw_at_min_scale = options_.on_min_scale == OnMinScale::kThrow};
+  const Device device = scale_.device();
+  gpu::DeviceGuard guard(device);
+  gpu::update_loss_scale(scale_.data<float>(), inv_scale_dev_.data<float>(), counters_dev_.data<int64_t>(), flags,
+                         rule, gpu::current_stream(device));
+  if (options_.on_min_scale != OnMinScale::kThrow) return;
+  // kThrow asks the host to look every iteration (one read): the kernel only records the iteration.
+  const int64_t floor_step = counters_dev_.to(kCPU).data<int64_t>()[um::kFloorOverflowStep];
+  if (floor_step < 0) return;
+  const Counters c = counters();
+  growth_tracker_ = c.growth_tracker;
+  consecutive_overflows_ = c.consecutive_overflows;
+  stats_ = c.stats;
+  counters_to_device();  // clears the pending report
+  MT_THROW("GradScaler.update: an overflow at step ", floor_step, " with the scale already at min_scale ",
+           options_.min_scale, " (", c.stats.consecutive_skips, " skipped steps in a row): the gradients ",
+           "are inf/nan whatever the scale, so training is diverging. HINT: lower the learning rate, ",
+           "check the data for inf/nan, or train in bf16");
+}
+
+void GradScaler::set_scale_cuda(double scale) {
+  fill_(scale_, scale);
+  fill_(inv_scale_dev_, inverse(scale));
+  const Counters c = counters();  // the history as of now, with the new scale
+  stats_.history = c.stats.history;
+}
+
+#else  // !MANTISSA_WITH_CUDA: the scaler never moves to a GPU (to_device throws), so these never run.
+
+void GradScaler::unscale_cuda(Optimizer&, PerOptimizer&) { MT_THROW("GradScaler: built without CUDA"); }
+void GradScaler::step_cuda(Optimizer&, PerOptimizer&) { MT_THROW("GradScaler: built without CUDA"); }
+void GradScaler::update_cuda() { MT_THROW("GradScaler: built without CUDA"); }
+void GradScaler::set_scale_cuda(double) { MT_THROW("GradScaler: built without CUDA"); }
+
+#endif
+
+}  // namespace mantissa::amp

@@ -1,0 +1,26 @@
+// Launchers of the fused multi-tensor optimizer steps (optim/cuda/fused_optim.cu): SGD and Adam/AdamW over
+// all the parameters of a group in a few launches, each reading found_inf and inv_scale on the device
+// (nothing changes when found_inf != 0), advancing the per-parameter step counts on the device, and
+// optionally writing the f16/bf16 working copy in the same pass. The element math is optim/update_math.h,
+// the same roundings as the CPU kernels, so f32 results equal cpu::sgd_step / cpu::adam_step bit for bit.
+#pragma once
+
+#ifdef MANTISSA_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include <span>
+
+#include "optim/cpu/optim_kernels.h"
+
+namespace mantissa::gpu {
+
+// One launch sequence per group: tensors[i] as on the CPU (device pointers; every step pointer an i64
+// scalar on the device; working copies all of one dtype or absent). scaling: both null for a plain step.
+void sgd_step(std::span<const cpu::SgdPointers<float>> tensors, const SGDOptions& options,
+              cpu::ScalingPointers scaling, cudaStream_t stream);
+void adam_step(std::span<const cpu::AdamPointers<float>> tensors, const AdamOptions& options, cpu::WeightDecay mode,
+               cpu::ScalingPointers scaling, cudaStream_t stream);
+
+}  // namespace mantissa::gpu
+
+#endif  // MANTISSA_WITH_CUDA

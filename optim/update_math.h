@@ -1,0 +1,201 @@
+// The per-element optimizer updates (SGD, Adam/AdamW) as inline functions that g++ and nvcc both compile,
+// with every rounding spelled out, so the CUDA kernels round exactly where optim/cpu/optim_kernels.cc does
+// (PyTorch's CPU sequence: one fused multiply-add where PyTorch computes `a + alpha * b`, a rounding after
+// every other op). The CPU kernels keep their own vectorized loops; tests/optim/update_math_test.cc checks
+// that these functions give the same bits.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define MT_HD __host__ __device__
+#else
+#define MT_HD
+#endif
+
+namespace mantissa::update_math {
+
+// Rounded float/double ops. On the device the _rn intrinsics are never contracted (nvcc fuses a plain
+// a * b + c into an FMA by default). On the host a product is pinned in a register before it is used,
+// so g++ cannot contract it either, whatever -ffp-contract the including file is compiled with.
+template <typename T>
+MT_HD inline T pinned(T v) {
+#if !defined(__CUDA_ARCH__) && defined(__x86_64__)
+  __asm__("" : "+x"(v));
+#endif
+  return v;
+}
+
+MT_HD inline float mul(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return pinned(a * b);
+#endif
+}
+MT_HD inline double mul(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return pinned(a * b);
+#endif
+}
+MT_HD inline float add(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return pinned(a + b);
+#endif
+}
+MT_HD inline double add(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return pinned(a + b);
+#endif
+}
+MT_HD inline float div(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return pinned(a / b);
+#endif
+}
+MT_HD inline double div(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __ddiv_rn(a, b);
+#else
+  return pinned(a / b);
+#endif
+}
+// a * b + c rounded once.
+MT_HD inline float fma(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+MT_HD inline double fma(double a, double b, double c) {
+#if defined(__CUDA_ARCH__)
+  return __fma_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+MT_HD inline float sqrt(float a) {
+#if defined(__CUDA_ARCH__)
+  return __fsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+MT_HD inline double sqrt(double a) {
+#if defined(__CUDA_ARCH__)
+  return __dsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+
+// torch.maximum: nan wins (the CPU kernel returns a + b, the nan, when either is nan).
+template <typename T>
+MT_HD inline T maximum(T a, T b) {
+  if (a != a || b != b) return add(a, b);
+  return a > b ? a : b;
+}
+
+// SGD's per-step constants in T, as sgd_step builds them.
+template <typename T>
+struct SgdConstants {
+  T inv, wd, momentum, one_minus_dampening, neg_lr;
+};
+template <typename T>
+MT_HD inline SgdConstants<T> sgd_constants(double lr, double momentum, double dampening, double weight_decay, T inv) {
+  return {inv, static_cast<T>(weight_decay), static_cast<T>(momentum), static_cast<T>(1.0 - dampening),
+          static_cast<T>(-lr)};
+}
+// Which parts of SGD's update run. use_buffer: momentum and not the parameter's first step (the first
+// step sets buf = d, PyTorch's clone).
+struct SgdFlags {
+  bool scaled, decay, momentum, use_buffer, nesterov;
+};
+
+// One element: returns the new parameter; writes the momentum buffer when flags.momentum.
+template <typename T>
+MT_HD inline T sgd_element(T p, T g, T& buf, const SgdConstants<T>& c, SgdFlags f) {
+  T d = g;
+  if (f.scaled) d = mul(d, c.inv);           // what unscale_ writes into the grad
+  if (f.decay) d = fma(c.wd, p, d);          // d_p.add(param, alpha=weight_decay)
+  if (f.momentum) {
+    // buf.mul_(momentum).add_(d_p, alpha=1 - dampening); the first step: buf = d_p
+    const T b = f.use_buffer ? fma(c.one_minus_dampening, d, mul(buf, c.momentum)) : d;
+    buf = b;
+    d = f.nesterov ? fma(c.momentum, b, d) : b;  // d_p.add(buf, alpha=momentum) or buf
+  }
+  return fma(c.neg_lr, d, p);  // param.add_(d_p, alpha=-lr)
+}
+
+// Adam's per-step constants in T (the f64 ones rounded to T), as adam_step builds them.
+template <typename T>
+struct AdamConstants {
+  T inv, beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size, wd, decay;
+};
+// l2: Adam's weight decay added to the grad; decoupled: AdamW's p *= 1 - lr * wd (each only when wd != 0).
+struct AdamFlags {
+  bool scaled, amsgrad, l2, decoupled;
+};
+
+// The step-dependent part of Adam's constants, from the step count after this step's increment, in
+// double as PyTorch's Python floats are. pow: glibc's on the host, CUDA's on the device (both within
+// 1 ulp in double, far below the f32 rounding these values go through).
+struct AdamStepValues {
+  double bc2_sqrt, neg_step_size;
+};
+MT_HD inline AdamStepValues adam_step_values(double lr, double beta1, double beta2, int64_t step) {
+#if defined(__CUDA_ARCH__)
+  const double power1 = ::pow(beta1, static_cast<double>(step)), power2 = ::pow(beta2, static_cast<double>(step));
+#else
+  const double power1 = std::pow(beta1, static_cast<double>(step)), power2 = std::pow(beta2, static_cast<double>(step));
+#endif
+  const double bias_correction1 = add(1.0, -power1), bias_correction2 = add(1.0, -power2);
+  return {sqrt(bias_correction2), -div(lr, bias_correction1)};
+}
+
+template <typename T>
+MT_HD inline AdamConstants<T> adam_constants(double lr, double beta1, double beta2, double eps, double weight_decay,
+                                             T inv, AdamStepValues step) {
+  return {inv,
+          static_cast<T>(beta1),
+          static_cast<T>(1.0 - beta1),
+          static_cast<T>(beta2),
+          static_cast<T>(1.0 - beta2),
+          static_cast<T>(step.bc2_sqrt),
+          static_cast<T>(eps),
+          static_cast<T>(step.neg_step_size),
+          static_cast<T>(weight_decay),
+          static_cast<T>(add(1.0, -mul(lr, weight_decay)))};
+}
+
+// One element: returns the new parameter; writes the moments (and the running maximum when amsgrad).
+template <typename T>
+MT_HD inline T adam_element(T p, T g, T& m, T& v, T& vmax, const AdamConstants<T>& c, AdamFlags f) {
+  T gi = f.scaled ? mul(g, c.inv) : g;
+  T pi = f.decoupled ? mul(p, c.decay) : p;  // param.mul_(1 - lr * weight_decay)
+  if (f.l2) gi = fma(c.wd, pi, gi);          // grad.add(param, alpha=weight_decay)
+  m = fma(c.one_minus_beta1, gi, mul(m, c.beta1));          // exp_avg.mul_(b1).add_(g, alpha=1-b1)
+  v = fma(mul(c.one_minus_beta2, gi), gi, mul(v, c.beta2));  // exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2)
+  T second = v;
+  if (f.amsgrad) {
+    second = maximum(vmax, v);  // torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
+    vmax = second;
+  }
+  const T denom = add(div(sqrt(second), c.bc2_sqrt), c.eps);  // (v.sqrt() / bc2_sqrt).add_(eps)
+  return add(pi, div(mul(c.neg_step_size, m), denom));       // param.addcdiv_(exp_avg, denom, -step_size)
+}
+
+// The non-finite test of the unscale pass: exponent bits all ones (inf or nan).
+MT_HD inline bool is_non_finite_bits(uint32_t bits) { return (bits & 0x7f800000u) == 0x7f800000u; }
+
+}  // namespace mantissa::update_math
