@@ -48,8 +48,8 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   if (is_training() && dropout_p > 0.0) {
     // Dropout on the attention weights needs them spelled out: softmax(q k^T / sqrt(D), causal) v.
     Tensor scores = mul(matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(static_cast<double>(D)));  // [B, H, T, T]
-    const Tensor rows = arange(static_cast<double>(T)).reshape({T, 1});
-    const Tensor cols = arange(static_cast<double>(T)).reshape({1, T});
+    const Tensor rows = arange(static_cast<double>(T)).reshape({T, 1}).to(scores.device());
+    const Tensor cols = arange(static_cast<double>(T)).reshape({1, T}).to(scores.device());
     scores = masked_fill(scores, gt(cols, rows), -INFINITY);  // key j > query i is the future
     y = matmul(attn_dropout->forward(softmax(scores, -1)), v);
   } else {
@@ -124,7 +124,7 @@ GPTOutput GPT::forward(const Tensor& idx, const Tensor& targets) {
   const int64_t B = idx.size(0), T = idx.size(1);
   MT_CHECK(T >= 1 && T <= config_.block_size, "GPT: sequence length ", T, " is outside [1, block_size ",
            config_.block_size, "]. HINT: crop the context to the last block_size tokens");
-  const Tensor pos = arange(static_cast<double>(T));                  // [T] i64
+  const Tensor pos = arange(static_cast<double>(T)).to(idx.device());  // [T] i64, on the tokens' device
   Tensor x = drop->forward(wte->forward(idx) + wpe->forward(pos));    // [B, T, C] + [T, C]
   for (auto& block : h) x = block->forward(x);
   GPTOutput out;

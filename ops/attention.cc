@@ -29,9 +29,9 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   Tensor scores = mul(matmul(q, k.transpose(-2, -1)), scale);  // [..., L, S]
   if (options.mask == AttentionMask::kCausal) {
     const int64_t L = q.size(-2), S = k.size(-2);
-    // j > i is masked; rows/cols are broadcast over the batch dims.
-    const Tensor rows = arange(static_cast<double>(L)).reshape({L, 1});
-    const Tensor cols = arange(static_cast<double>(S)).reshape({1, S});
+    // j > i is masked; rows/cols are broadcast over the batch dims (and live on the scores' device).
+    const Tensor rows = arange(static_cast<double>(L)).reshape({L, 1}).to(scores.device());
+    const Tensor cols = arange(static_cast<double>(S)).reshape({1, S}).to(scores.device());
     scores = masked_fill(scores, gt(cols, rows), -INFINITY);
   }
   return matmul(softmax(scores, -1), v);

@@ -5,7 +5,7 @@
 
 #include "framework/autograd.h"
 #include "ops/elementwise.h"
-#include "ops/map.h"
+#include "ops/device_map.h"
 #include "ops/reduce.h"
 
 namespace mantissa {
@@ -44,6 +44,9 @@ void select_rows(void* out, const void* cond, const void* a, const void* b, int6
 
 // cond ? x : y over any dtype; the autograd-free kernel shared by where and the backward passes.
 Tensor select_kernel(const Tensor& cond, const Tensor& x, const Tensor& y, std::string_view op) {
+#ifdef MANTISSA_WITH_CUDA
+  if (x.device().is_cuda() || y.device().is_cuda() || cond.device().is_cuda()) return cuda_select(cond, x, y, op);
+#endif
   const DType dt = promote_types(x.dtype(), y.dtype());
   const Tensor x2 = x.to(dt), y2 = y.to(dt);
   const Shape shape = cpu::broadcast_shapes(cpu::broadcast_shapes(cond.shape(), x.shape(), op), y.shape(), op);
@@ -105,32 +108,36 @@ struct ClampBackward final : Node {
   std::string_view name() const override { return "ClampBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     const double l = lo.value_or(-INFINITY), h = hi.value_or(INFINITY);
-    return {map_binary(g[0], self.get(), "clamp_backward", [l, h](auto gv, auto x) {
-      using C = decltype(gv);
-      return (x >= C(l) && x <= C(h)) ? gv : C(0);
-    })};
+    return {map_binary(
+        g[0], self.get(), "clamp_backward",
+        [l, h](auto gv, auto x) {
+          using C = decltype(gv);
+          return (x >= C(l) && x <= C(h)) ? gv : C(0);
+        },
+        {gpu::BinaryOp::kClampBackward, l, h})};
   }
 };
 
 }  // namespace
 
-#define MT_COMPARE_OP(NAME, EXPR)                                                        \
+#define MT_COMPARE_OP(NAME, EXPR, CODE)                                                   \
   Tensor NAME(const Tensor& a, const Tensor& b) {                                        \
-    return map_compare(a, b, #NAME, [](auto x, auto y) { return EXPR; });               \
+    return map_compare(a, b, #NAME, [](auto x, auto y) { return EXPR; }, CODE);         \
   }                                                                                      \
   Tensor NAME(const Tensor& a, double b) { return NAME(a, scalar_like(a, b)); }
 
-MT_COMPARE_OP(eq, x == y)
-MT_COMPARE_OP(ne, x != y)
-MT_COMPARE_OP(lt, x < y)
-MT_COMPARE_OP(le, x <= y)
-MT_COMPARE_OP(gt, x > y)
-MT_COMPARE_OP(ge, x >= y)
+MT_COMPARE_OP(eq, x == y, gpu::CompareOp::kEq)
+MT_COMPARE_OP(ne, x != y, gpu::CompareOp::kNe)
+MT_COMPARE_OP(lt, x < y, gpu::CompareOp::kLt)
+MT_COMPARE_OP(le, x <= y, gpu::CompareOp::kLe)
+MT_COMPARE_OP(gt, x > y, gpu::CompareOp::kGt)
+MT_COMPARE_OP(ge, x >= y, gpu::CompareOp::kGe)
 #undef MT_COMPARE_OP
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_bool(cond, "where", "condition");
-  detail::check_same_device("where", a, b);
+  // CUDA operands are checked (devices, dtypes) by cuda_select; CPU ones here.
+  if (!a.device().is_cuda()) detail::check_same_device("where", a, b);
   Tensor out = select_kernel(cond, a, b, "where");
   if (is_floating(out.dtype()) && compute_requires_grad({&a, &b})) {
     auto node = make_node<WhereBackward>({&a, &b});
@@ -162,11 +169,14 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
   MT_CHECK(lo.has_value() || hi.has_value(), "clamp: at least one of min and max must be given");
   MT_CHECK(!lo || !hi || *lo <= *hi, "clamp: min ", *lo, " is greater than max ", *hi);
   const double l = lo.value_or(-INFINITY), h = hi.value_or(INFINITY);
-  Tensor out = map_unary(x, "clamp", [l, h](auto v) {
-    using C = decltype(v);
-    if (v != v) return v;  // nan stays nan
-    return v < C(l) ? C(l) : (v > C(h) ? C(h) : v);
-  });
+  Tensor out = map_unary(
+      x, "clamp",
+      [l, h](auto v) {
+        using C = decltype(v);
+        if (v != v) return v;  // nan stays nan
+        return v < C(l) ? C(l) : (v > C(h) ? C(h) : v);
+      },
+      {gpu::UnaryOp::kClamp, l, h});
   if (compute_requires_grad({&x})) {
     auto node = make_node<ClampBackward>({&x});
     node->self = x;

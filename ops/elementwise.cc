@@ -6,7 +6,7 @@
 
 #include "amp/autocast.h"
 #include "framework/autograd.h"
-#include "ops/map.h"
+#include "ops/device_map.h"
 #include "ops/reduce.h"
 
 namespace mantissa {
@@ -59,7 +59,8 @@ struct BinaryBackward final : Node {
         if (need_a) ga = reduce_grad(div(g, b.get()), a_info);
         if (need_b) {
           gb = reduce_grad(map_ternary(g, a.get(), b.get(), "div_backward",
-                                       [](auto gv, auto av, auto bv) { return -gv * av / (bv * bv); }),
+                                       [](auto gv, auto av, auto bv) { return -gv * av / (bv * bv); },
+                                       {gpu::TernaryOp::kDivBackwardOther}),
                            b_info);
         }
         break;
@@ -68,9 +69,19 @@ struct BinaryBackward final : Node {
   }
 };
 
+gpu::BinaryOp device_op(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kAdd: return gpu::BinaryOp::kAdd;
+    case BinaryOp::kSub: return gpu::BinaryOp::kSub;
+    case BinaryOp::kMul: return gpu::BinaryOp::kMul;
+    case BinaryOp::kDiv: return gpu::BinaryOp::kDiv;
+  }
+  return gpu::BinaryOp::kAdd;
+}
+
 template <typename F>
 Tensor binary(const Tensor& a, const Tensor& b, BinaryOp op, std::string_view name, F&& f) {
-  Tensor out = map_binary(a, b, name, f);
+  Tensor out = map_binary(a, b, name, f, {device_op(op)});
   if (compute_requires_grad({&a, &b})) {
     auto node = make_node<BinaryBackward>({&a, &b}, op);
     node->a_info = info(a);
@@ -94,9 +105,9 @@ struct ScaleBackward final : Node {
 };
 
 template <typename F>
-Tensor scalar_op(const Tensor& a, double scale, std::string_view name, F&& f) {
+Tensor scalar_op(const Tensor& a, double scale, std::string_view name, F&& f, gpu::PointwiseOp<gpu::UnaryOp> code) {
   MT_CHECK(is_floating(a.dtype()), name, ": expected a floating tensor, got ", dtype_name(a.dtype()));
-  Tensor out = map_unary(a, name, f);
+  Tensor out = map_unary(a, name, f, code);
   if (compute_requires_grad({&a})) {
     auto node = make_node<ScaleBackward>({&a});
     node->scale = scale;
@@ -119,7 +130,8 @@ struct PowBackward final : Node {
                                    [](auto gv, auto x, auto e) {
                                      using C = decltype(gv);
                                      return e == C(0) ? C(0) : gv * e * std::pow(x, e - C(1));
-                                   }),
+                                   },
+                                   {gpu::TernaryOp::kPowBackwardSelf}),
                        a_info);
     }
     if (next_edges[1].valid()) {
@@ -127,7 +139,8 @@ struct PowBackward final : Node {
                                    [](auto gv, auto x, auto r) {
                                      using C = decltype(gv);
                                      return (x == C(0)) ? C(0) : gv * r * std::log(x);
-                                   }),
+                                   },
+                                   {gpu::TernaryOp::kPowBackwardExp}),
                        b_info);
     }
     return {ga, gb};
@@ -141,10 +154,13 @@ struct PowScalarBackward final : Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     const double e = exponent;
     if (e == 0.0) return {zeros_like(g[0])};
-    return {map_binary(g[0], self.get(), "pow_backward", [e](auto gv, auto x) {
-      using C = decltype(gv);
-      return gv * C(e) * std::pow(x, C(e - 1.0));
-    })};
+    return {map_binary(
+        g[0], self.get(), "pow_backward",
+        [e](auto gv, auto x) {
+          using C = decltype(gv);
+          return gv * C(e) * std::pow(x, C(e - 1.0));
+        },
+        {gpu::BinaryOp::kPowScalarBackward, e, e - 1.0})};
   }
 };
 
@@ -164,24 +180,28 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor add(const Tensor& a, double s) {
-  return scalar_op(a, 1.0, "add", [s](auto x) { return x + static_cast<decltype(x)>(s); });
+  return scalar_op(a, 1.0, "add", [s](auto x) { return x + static_cast<decltype(x)>(s); },
+                   {gpu::UnaryOp::kAddScalar, s});
 }
 Tensor sub(const Tensor& a, double s) {
-  return scalar_op(a, 1.0, "sub", [s](auto x) { return x - static_cast<decltype(x)>(s); });
+  return scalar_op(a, 1.0, "sub", [s](auto x) { return x - static_cast<decltype(x)>(s); },
+                   {gpu::UnaryOp::kSubScalar, s});
 }
 Tensor mul(const Tensor& a, double s) {
-  return scalar_op(a, s, "mul", [s](auto x) { return x * static_cast<decltype(x)>(s); });
+  return scalar_op(a, s, "mul", [s](auto x) { return x * static_cast<decltype(x)>(s); },
+                   {gpu::UnaryOp::kMulScalar, s});
 }
 Tensor div(const Tensor& a, double s) {
-  return scalar_op(a, 1.0 / s, "div", [s](auto x) { return x / static_cast<decltype(x)>(s); });
+  return scalar_op(a, 1.0 / s, "div", [s](auto x) { return x / static_cast<decltype(x)>(s); },
+                   {gpu::UnaryOp::kDivScalar, s});
 }
-Tensor neg(const Tensor& a) { return scalar_op(a, -1.0, "neg", [](auto x) { return -x; }); }
+Tensor neg(const Tensor& a) { return scalar_op(a, -1.0, "neg", [](auto x) { return -x; }, {gpu::UnaryOp::kNeg}); }
 
 Tensor pow(const Tensor& a_in, const Tensor& exponent_in) {
   const std::vector<Tensor> in = amp::cast_inputs("pow", {a_in, exponent_in});
   const Tensor& a = in[0];
   const Tensor& exponent = in[1];
-  Tensor out = map_binary(a, exponent, "pow", [](auto x, auto e) { return std::pow(x, e); });
+  Tensor out = map_binary(a, exponent, "pow", [](auto x, auto e) { return std::pow(x, e); }, {gpu::BinaryOp::kPow});
   if (compute_requires_grad({&a, &exponent})) {
     auto node = make_node<PowBackward>({&a, &exponent});
     node->self = a;
@@ -197,8 +217,9 @@ Tensor pow(const Tensor& a_in, const Tensor& exponent_in) {
 Tensor pow(const Tensor& a_in, double e) {
   const Tensor a = amp::cast_input("pow", a_in);
   MT_CHECK(is_floating(a.dtype()), "pow: expected a floating tensor, got ", dtype_name(a.dtype()));
-  Tensor out = e == 2.0 ? map_unary(a, "pow", [](auto x) { return x * x; })
-                        : map_unary(a, "pow", [e](auto x) { return std::pow(x, static_cast<decltype(x)>(e)); });
+  Tensor out = e == 2.0 ? map_unary(a, "pow", [](auto x) { return x * x; }, {gpu::UnaryOp::kSquare})
+                        : map_unary(a, "pow", [e](auto x) { return std::pow(x, static_cast<decltype(x)>(e)); },
+                                    {gpu::UnaryOp::kPowScalar, e});
   if (compute_requires_grad({&a})) {
     auto node = make_node<PowScalarBackward>({&a});
     node->self = a;

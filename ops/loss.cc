@@ -8,7 +8,13 @@
 
 #include "framework/autograd.h"
 #include "ops/cpu/loss.h"
-#include "ops/map.h"
+#include "ops/device_map.h"
+#include "ops/reduce.h"
+
+#ifdef MANTISSA_WITH_CUDA
+#include "framework/cuda/stream.h"
+#include "ops/cuda/softmax.h"
+#endif
 
 namespace mantissa {
 namespace {
@@ -30,16 +36,20 @@ struct ClassPlan {
   int64_t count = 0;  // positions whose target is not ignore_index
 };
 
-// Checks (input, target) for a class-index loss named `op` and validates every target value.
-ClassPlan plan_class_loss(const Tensor& input, const Tensor& target, int64_t ignore_index, const char* op) {
+// Checks (input, target) for a class-index loss named `op` and validates every target value (CPU tensors;
+// on a GPU that would need a host synchronization, so the kernel turns a bad target into a NaN loss).
+ClassPlan plan_class_loss(const Tensor& input, const Tensor& target, int64_t ignore_index, const char* op,
+                          bool allow_cuda = false) {
   MT_CHECK(input.defined() && target.defined(), op, ": input and target must be defined tensors");
   MT_CHECK(is_floating(input.dtype()), op, ": expected a floating input (f32, f64, f16, bf16), got ",
            dtype_name(input.dtype()), " ", shape_str(input.shape()));
   MT_CHECK(target.dtype() == DType::kI64 || target.dtype() == DType::kI32, op,
            ": expected class-index targets of dtype i64, got ", dtype_name(target.dtype()), " ",
            shape_str(target.shape()), ". HINT: targets are class indices (not probabilities); convert with .to(kInt64)");
-  MT_CHECK(input.device().is_cpu() && target.device().is_cpu(), op, ": no kernel for ", input.device().str(),
-           " / ", target.device().str(), " in this build");
+  const bool cuda = allow_cuda && input.device().is_cuda() && target.device() == input.device();
+  MT_CHECK((input.device().is_cpu() && target.device().is_cpu()) || cuda, op, ": no kernel for ",
+           input.device().str(), " / ", target.device().str(), " in this build",
+           input.device() != target.device() ? ". HINT: put the input and the target on one device" : "");
   MT_CHECK(input.dim() >= 1, op, ": expected input [N, C] or [N, C, d1, ...], got a 0-d tensor");
   Shape expected;  // the target shape the input implies
   ClassPlan p;
@@ -60,6 +70,7 @@ ClassPlan plan_class_loss(const Tensor& input, const Tensor& target, int64_t ign
   p.input = input.contiguous();
   p.target = target.to(DType::kI64).contiguous();
   p.loss_shape = expected;
+  if (cuda) return p;  // count stays 0; the kernels count on the device
   const int64_t* t = p.target.data<int64_t>();
   const int64_t classes = p.geometry.classes;
   for (int64_t i = 0; i < p.target.numel(); ++i) {
@@ -127,6 +138,79 @@ struct CrossEntropyBackward final : Node {
   }
 };
 
+#ifdef MANTISSA_WITH_CUDA
+gpu::LossReduction device_reduction(Reduction r) {
+  switch (r) {
+    case Reduction::kNone: return gpu::LossReduction::kNone;
+    case Reduction::kMean: return gpu::LossReduction::kMean;
+    case Reduction::kSum: return gpu::LossReduction::kSum;
+  }
+  return gpu::LossReduction::kMean;
+}
+gpu::RowGeometry rows_of(const cpu::ClassGeometry& g) {
+  return {.outer = g.batch, .dim = g.classes, .inner = g.inner};
+}
+
+// The CUDA cross-entropy's backward: the count of non-ignored targets stays on the device.
+struct CudaCrossEntropyBackward final : Node {
+  SavedTensor logits{this, "logits"};  // contiguous
+  SavedTensor target{this, "target"};  // contiguous i64
+  SavedTensor lse{this, "logsumexp"};  // [positions], compute dtype
+  SavedTensor count{this, "count"};    // f64 scalar on the device
+  cpu::ClassGeometry geometry;
+  CrossEntropyOptions options;
+  std::string_view name() const override { return "CrossEntropyBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    const Tensor& x = logits.get();
+    const Tensor g = grads[0].to(x.dtype()).contiguous();
+    Tensor dx = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+    gpu::DeviceGuard guard(x.device());
+    dispatch_floating(x.dtype(), name(), [&]<typename T>() {
+      using C = compute_t<T>;
+      gpu::launch_cross_entropy_backward<T, C>(rows_of(geometry), device_reduction(options.reduction), x.data<T>(),
+                                               target.get().data<int64_t>(), lse.get().data<C>(), g.data<T>(),
+                                               count.get().data<double>(), options.ignore_index, dx.data<T>(),
+                                               gpu::current_stream(x.device()));
+    });
+    return {dx};
+  }
+};
+
+// Fused log_softmax + nll on the GPU: per-position losses and logsumexps, then the reduction (mean over
+// the non-ignored targets) on the device, with no host synchronization.
+Tensor cuda_cross_entropy(const Tensor& logits, const ClassPlan& p, CrossEntropyOptions options) {
+  const DType dtype = logits.dtype();
+  const DType cd = dtype == DType::kF64 ? DType::kF64 : DType::kF32;
+  const int64_t positions = p.geometry.positions();
+  const Device device = logits.device();
+  Tensor loss = empty({positions}, {.dtype = cd, .device = device});
+  Tensor lse = empty({positions}, {.dtype = cd, .device = device});
+  Tensor count = empty({}, {.dtype = DType::kF64, .device = device});
+  Tensor out = empty(options.reduction == Reduction::kNone ? p.loss_shape : Shape{}, {.dtype = dtype, .device = device});
+  gpu::DeviceGuard guard(device);
+  const cudaStream_t stream = gpu::current_stream(device);
+  dispatch_floating(dtype, "cross_entropy", [&]<typename T>() {
+    using C = compute_t<T>;
+    gpu::launch_cross_entropy_forward<T, C>(rows_of(p.geometry), p.input.data<T>(), p.target.data<int64_t>(),
+                                            options.ignore_index, loss.data<C>(), lse.data<C>(), stream);
+    gpu::launch_loss_reduce<T, C>(positions, device_reduction(options.reduction), loss.data<C>(),
+                                  p.target.data<int64_t>(), options.ignore_index, out.data<T>(), count.data<double>(),
+                                  stream);
+  });
+  if (compute_requires_grad({&logits})) {
+    auto node = make_node<CudaCrossEntropyBackward>({&logits});
+    node->logits = p.input;
+    node->target = p.target;
+    node->lse = lse;
+    node->count = count;
+    node->geometry = p.geometry;
+    node->options = options;
+    set_history(out, node);
+  }
+  return out;
+}
+#endif
+
 struct NllLossBackward final : Node {
   SavedTensor target{this, "target"};  // contiguous i64
   Shape input_shape;
@@ -159,14 +243,18 @@ struct MseLossBackward final : Node {
     const double k = reduction == Reduction::kMean ? 2.0 / static_cast<double>(a.numel()) : 2.0;
     Tensor ga, gb;
     if (next_edges[0].valid()) {
-      ga = map_ternary(grads[0], a, b, "mse_loss_backward", [k](auto g, auto av, auto bv) {
-             return static_cast<decltype(g)>(k) * g * (av - bv);
-           }).to(a.dtype());
+      ga = map_ternary(
+               grads[0], a, b, "mse_loss_backward",
+               [k](auto g, auto av, auto bv) { return static_cast<decltype(g)>(k) * g * (av - bv); },
+               {gpu::TernaryOp::kScaledDiffGrad, k})
+               .to(a.dtype());
     }
     if (next_edges[1].valid()) {
-      gb = map_ternary(grads[0], a, b, "mse_loss_backward", [k](auto g, auto av, auto bv) {
-             return static_cast<decltype(g)>(k) * g * (bv - av);
-           }).to(b.dtype());
+      gb = map_ternary(
+               grads[0], b, a, "mse_loss_backward",
+               [k](auto g, auto bv, auto av) { return static_cast<decltype(g)>(k) * g * (bv - av); },
+               {gpu::TernaryOp::kScaledDiffGrad, k})
+               .to(b.dtype());
     }
     return {ga, gb};
   }
@@ -176,7 +264,10 @@ struct MseLossBackward final : Node {
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, CrossEntropyOptions options) {
   const Tensor logits = amp::cast_input("cross_entropy", logits_in);
-  ClassPlan p = plan_class_loss(logits, target, options.ignore_index, "cross_entropy");
+  ClassPlan p = plan_class_loss(logits, target, options.ignore_index, "cross_entropy", /*allow_cuda=*/true);
+#ifdef MANTISSA_WITH_CUDA
+  if (logits.device().is_cuda()) return cuda_cross_entropy(logits, p, options);
+#endif
   const DType dtype = logits.dtype();
   Tensor out, lse;
   dispatch_floating(dtype, "cross_entropy", [&]<typename T>() {
@@ -240,7 +331,13 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduc
   const DType dtype = promote_types(input.dtype(), target.dtype());
   Tensor out;
   if (reduction == Reduction::kNone) {
-    out = map_binary(input, target, "mse_loss", [](auto a, auto b) { return (a - b) * (a - b); });
+    out = map_binary(input, target, "mse_loss", [](auto a, auto b) { return (a - b) * (a - b); },
+                     {gpu::BinaryOp::kSquaredDiff});
+  } else if (input.device().is_cuda()) {
+    // The squared differences, then the CUDA sum (accumulated in f32, f64 for f64; the CPU adds in f64).
+    const Tensor sq = map_binary(input.detach(), target.detach(), "mse_loss",
+                                 [](auto a, auto b) { return (a - b) * (a - b); }, {gpu::BinaryOp::kSquaredDiff});
+    out = reduction == Reduction::kMean ? mean(sq) : sum(sq);
   } else {
     const Tensor a = input.to(dtype).contiguous(), b = target.to(dtype).contiguous();
     MT_CHECK(a.device().is_cpu(), "mse_loss: no kernel for ", a.device().str(), " in this build");

@@ -11,6 +11,11 @@
 #include "ops/cpu/norm_kernels.h"
 #include "ops/elementwise.h"
 
+#ifdef MANTISSA_WITH_CUDA
+#include "framework/cuda/stream.h"
+#include "ops/cuda/norm.h"
+#endif
+
 namespace mantissa {
 namespace {
 
@@ -54,10 +59,31 @@ struct LayerNormBackward final : Node {
     const Tensor dy = grads[0].contiguous();
     const DType cd = compute_dtype(x.dtype());
     Tensor dx, dw, db;
-    if (next_edges[0].valid()) dx = empty(x.shape(), {.dtype = x.dtype()});
-    if (next_edges[1].valid()) dw = empty({geometry.cols}, {.dtype = cd});
-    if (next_edges[2].valid()) db = empty({geometry.cols}, {.dtype = cd});
+    if (next_edges[0].valid()) dx = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+    if (next_edges[1].valid()) dw = empty({geometry.cols}, {.dtype = cd, .device = x.device()});
+    if (next_edges[2].valid()) db = empty({geometry.cols}, {.dtype = cd, .device = x.device()});
     const Tensor w = weight.defined() ? weight.get() : Tensor();
+#ifdef MANTISSA_WITH_CUDA
+    if (x.device().is_cuda()) {
+      gpu::DeviceGuard guard(x.device());
+      const cudaStream_t stream = gpu::current_stream(x.device());
+      const int64_t slices = gpu::layer_norm_param_slices(geometry.rows, geometry.cols, x.device().index);
+      const Tensor workspace = (dw.defined() || db.defined()) && slices > 1
+                                   ? empty({2 * slices * geometry.cols}, {.dtype = cd, .device = x.device()})
+                                   : Tensor();
+      dispatch_floating(x.dtype(), "layer_norm_backward", [&]<typename T>() {
+        using C = compute_t<T>;
+        if (dx.defined()) {
+          gpu::launch_layer_norm_backward_input<T>(geometry.rows, geometry.cols, dy.data<T>(), x.data<T>(),
+                                                   mean.get().data<C>(), rstd.get().data<C>(), ptr_or_null<C>(w),
+                                                   dx.data<T>(), stream);
+        }
+        gpu::launch_layer_norm_backward_params<T>(geometry.rows, geometry.cols, slices, dy.data<T>(), x.data<T>(),
+                                                  mean.get().data<C>(), rstd.get().data<C>(), ptr_or_null<C>(workspace),
+                                                  ptr_or_null<C>(dw), ptr_or_null<C>(db), stream);
+      });
+    } else
+#endif
     dispatch_floating(x.dtype(), "layer_norm_backward", [&]<typename T>() {
       using C = compute_t<T>;
       cpu::layer_norm_backward<T>(geometry, dy.data<T>(), x.data<T>(), mean.get().data<C>(), rstd.get().data<C>(),
@@ -118,7 +144,12 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   const Tensor &x = in[0], &weight = in[1], &bias = in[2];
   MT_CHECK(x.defined(), "layer_norm: input is undefined");
   MT_CHECK(is_floating(x.dtype()), "layer_norm: expected a floating input, got ", dtype_name(x.dtype()));
-  MT_CHECK(x.device().is_cpu(), "layer_norm: no kernel for ", x.device().str(), " in this build");
+#ifdef MANTISSA_WITH_CUDA
+  const bool on_cuda = x.device().is_cuda();
+#else
+  const bool on_cuda = false;
+#endif
+  MT_CHECK(x.device().is_cpu() || on_cuda, "layer_norm: no kernel for ", x.device().str(), " in this build");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   MT_CHECK(k > 0 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
            "layer_norm: normalized_shape ", shape_str(normalized_shape), " must be non-empty and equal the last ",
@@ -134,7 +165,18 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   const Tensor wc = weight.defined() ? widened(weight, cd) : Tensor();
   const Tensor bc = bias.defined() ? widened(bias, cd) : Tensor();
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
-  Tensor mean = empty({g.rows}, {.dtype = cd}), rstd = empty({g.rows}, {.dtype = cd});
+  Tensor mean = empty({g.rows}, {.dtype = cd, .device = x.device()});
+  Tensor rstd = empty({g.rows}, {.dtype = cd, .device = x.device()});
+#ifdef MANTISSA_WITH_CUDA
+  if (on_cuda) {
+    gpu::DeviceGuard guard(x.device());
+    dispatch_floating(x.dtype(), "layer_norm", [&]<typename T>() {
+      using C = compute_t<T>;
+      gpu::launch_layer_norm_forward<T>(g.rows, g.cols, g.eps, xc.data<T>(), ptr_or_null<C>(wc), ptr_or_null<C>(bc),
+                                        out.data<T>(), mean.data<C>(), rstd.data<C>(), gpu::current_stream(x.device()));
+    });
+  } else
+#endif
   dispatch_floating(x.dtype(), "layer_norm", [&]<typename T>() {
     using C = compute_t<T>;
     cpu::layer_norm_forward<T>(g, xc.data<T>(), ptr_or_null<C>(wc), ptr_or_null<C>(bc), out.data<T>(),

@@ -3,7 +3,7 @@
 #include "amp/autocast.h"
 #include "framework/autograd.h"
 #include "ops/elementwise.h"
-#include "ops/map.h"
+#include "ops/device_map.h"
 #include "ops/reduce.h"
 
 namespace mantissa {
@@ -27,15 +27,20 @@ struct AddcBackward final : Node {
     if (next_edges[0].valid()) g_self = sum_to(g, self_shape).to(self_dtype);
     if (op == AddcOp::kMul) {
       auto scaled = [v](auto gv, auto other) { return gv * static_cast<decltype(gv)>(v) * other; };
-      if (next_edges[1].valid()) g_t1 = sum_to(map_binary(g, t2.get(), name(), scaled), t1_shape).to(t1_dtype);
-      if (next_edges[2].valid()) g_t2 = sum_to(map_binary(g, t1.get(), name(), scaled), t2_shape).to(t2_dtype);
+      const gpu::PointwiseOp<gpu::BinaryOp> code{gpu::BinaryOp::kScaledMul, v};
+      if (next_edges[1].valid()) g_t1 = sum_to(map_binary(g, t2.get(), name(), scaled, code), t1_shape).to(t1_dtype);
+      if (next_edges[2].valid()) g_t2 = sum_to(map_binary(g, t1.get(), name(), scaled, code), t2_shape).to(t2_dtype);
     } else {
       // d/dt1 = v / t2, d/dt2 = -v t1 / t2^2.
       auto d_t1 = [v](auto gv, auto b) { return gv * static_cast<decltype(gv)>(v) / b; };
       auto d_t2 = [v](auto gv, auto a, auto b) { return -gv * static_cast<decltype(gv)>(v) * a / (b * b); };
-      if (next_edges[1].valid()) g_t1 = sum_to(map_binary(g, t2.get(), name(), d_t1), t1_shape).to(t1_dtype);
+      if (next_edges[1].valid()) {
+        g_t1 = sum_to(map_binary(g, t2.get(), name(), d_t1, {gpu::BinaryOp::kScaledDiv, v}), t1_shape).to(t1_dtype);
+      }
       if (next_edges[2].valid()) {
-        g_t2 = sum_to(map_ternary(g, t1.get(), t2.get(), name(), d_t2), t2_shape).to(t2_dtype);
+        g_t2 = sum_to(map_ternary(g, t1.get(), t2.get(), name(), d_t2, {gpu::TernaryOp::kAddcdivBackward, v}),
+                      t2_shape)
+                   .to(t2_dtype);
       }
     }
     return {g_self, g_t1, g_t2};
@@ -48,7 +53,8 @@ Tensor addc(const char* op_name, AddcOp op, const Tensor& self_in, const Tensor&
   const std::vector<Tensor> in = amp::cast_inputs(op_name, {self_in, t1_in, t2_in});
   const Tensor &self = in[0], &t1 = in[1], &t2 = in[2];
   MT_CHECK(self.defined() && t1.defined() && t2.defined(), op_name, ": self, tensor1 and tensor2 must be defined");
-  Tensor out = map_ternary(self, t1, t2, op_name, f);
+  Tensor out = map_ternary(self, t1, t2, op_name, f,
+                           {op == AddcOp::kMul ? gpu::TernaryOp::kAddcmul : gpu::TernaryOp::kAddcdiv, value});
   if (compute_requires_grad({&self, &t1, &t2})) {
     auto node = make_node<AddcBackward>({&self, &t1, &t2}, op);
     node->value = value;

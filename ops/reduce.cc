@@ -12,7 +12,13 @@
 #include "framework/strided.h"
 #include "ops/cpu/column_sum.h"
 #include "ops/elementwise.h"
-#include "ops/map.h"
+#include "ops/device_map.h"
+
+#ifdef MANTISSA_WITH_CUDA
+#include "framework/cuda/stream.h"
+#include "ops/cuda/elementwise_plan.h"
+#include "ops/cuda/reduce.h"
+#endif
 
 namespace mantissa {
 namespace {
@@ -21,6 +27,7 @@ namespace {
 template <typename T> using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 struct ReducePlan {
+  std::vector<bool> reduce;  // per input dim: reduced
   Shape out_shape_keep;   // input shape with reduced dims set to 1
   Shape out_shape;        // as returned (reduced dims dropped unless keepdim)
   Shape kept_shape, kept_strides;      // outer dims (input strides)
@@ -41,6 +48,7 @@ ReducePlan make_plan(const Tensor& x, const Shape& dims_in, KeepDim keepdim, std
     reduce[w] = true;
   }
   ReducePlan p;
+  p.reduce = reduce;
   p.leading_reduced = nd >= 2 && reduce[0] && !reduce[nd - 1] &&
                       std::is_partitioned(reduce.begin(), reduce.end(), [](bool r) { return r; });
   for (int64_t d = 0; d < nd; ++d) {
@@ -94,7 +102,43 @@ void for_each_reduced(const ReducePlan& p, const T* base, F&& f) {
 
 int64_t reduce_grain(const ReducePlan& p) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(p.reduced_numel, 1)); }
 
+#ifdef MANTISSA_WITH_CUDA
+// The plan's kept and reduced dims as the CUDA kernels' layout; inputs whose dims do not coalesce into
+// kMaxDims are made contiguous first.
+gpu::ReduceLayout cuda_layout(const Tensor& x, const ReducePlan& p, Tensor& storage) {
+  if (auto l = gpu::plan_reduce(p.kept_shape, p.kept_strides, p.reduced_shape, p.reduced_strides)) {
+    storage = x;
+    return *l;
+  }
+  storage = x.contiguous();
+  Shape kept_strides, reduced_strides;
+  for (int64_t d = 0; d < storage.dim(); ++d) (p.reduce[d] ? reduced_strides : kept_strides).push_back(storage.stride(d));
+  auto l = gpu::plan_reduce(p.kept_shape, kept_strides, p.reduced_shape, reduced_strides);
+  MT_ASSERT(l.has_value(), "cuda_layout: a contiguous input did not plan");
+  return *l;
+}
+
+Tensor cuda_sum(const Tensor& x, const ReducePlan& p, double scale) {
+  Tensor out = empty(p.out_shape, {.dtype = x.dtype(), .device = x.device()});
+  if (out.numel() == 0) return out;
+  Tensor xs;
+  const gpu::ReduceLayout l = cuda_layout(x, p, xs);
+  gpu::DeviceGuard guard(x.device());
+  const gpu::ReduceGeometry g = gpu::sum_geometry(l, x.device().index);
+  const DType acc = x.dtype() == DType::kF64 ? DType::kF64 : DType::kF32;
+  const Tensor workspace = g.splits > 1 ? empty({l.n_out * g.splits}, {.dtype = acc, .device = x.device()}) : Tensor();
+  dispatch_floating(x.dtype(), "sum", [&]<typename T>() {
+    gpu::launch_sum<T>(l, g, scale, xs.data<T>(), workspace.defined() ? workspace.data_ptr() : nullptr,
+                       out.data<T>(), gpu::current_stream(x.device()));
+  });
+  return out;
+}
+#endif
+
 Tensor sum_impl(const Tensor& x, const ReducePlan& p, double scale) {
+#ifdef MANTISSA_WITH_CUDA
+  if (x.device().is_cuda()) return cuda_sum(x, p, scale);
+#endif
   MT_CHECK(x.device().is_cpu(), "sum: no kernel for ", x.device().str());
   Tensor out = empty(p.out_shape, {.dtype = x.dtype(), .device = x.device()});
   dispatch_floating(x.dtype(), "sum", [&]<typename T>() {
@@ -189,8 +233,10 @@ struct VarBackward final : Node {
     // d var / dx = 2 (x - mean) / (N - correction)
     const double k = 2.0 / denom;
     Tensor gk = g[0].reshape(keep_shape);
-    return {map_ternary(gk, self.get(), mean_keep.get(), "var_backward",
-                        [k](auto gv, auto x, auto m) { return gv * static_cast<decltype(gv)>(k) * (x - m); })};
+    return {map_ternary(
+        gk, self.get(), mean_keep.get(), "var_backward",
+        [k](auto gv, auto x, auto m) { return gv * static_cast<decltype(gv)>(k) * (x - m); },
+        {gpu::TernaryOp::kScaledDiffGrad, k})};
   }
 };
 }  // namespace
@@ -199,6 +245,7 @@ Tensor var(const Tensor& x, const Shape& dims, VarOptions options) {
   const int64_t correction = options.correction;
   const KeepDim keepdim = options.keepdim;
   MT_CHECK(is_floating(x.dtype()), "var: expected a floating tensor, got ", dtype_name(x.dtype()));
+  MT_CHECK(x.device().is_cpu(), "var: no kernel for ", x.device().str(), " in this build");
   const ReducePlan p = make_plan(x, dims, keepdim, "var");
   Tensor m = sum_impl(x, make_plan(x, dims, KeepDim::kYes, "var"), 1.0 / static_cast<double>(p.reduced_numel));
   Tensor out = empty(p.out_shape, {.dtype = x.dtype(), .device = x.device()});
@@ -247,6 +294,13 @@ struct MaxDimBackward final : Node {
     const int64_t outer = shape_numel(Shape(input_shape.begin(), input_shape.begin() + dim));
     const int64_t n = input_shape[dim];
     const int64_t inner = shape_numel(Shape(input_shape.begin() + dim + 1, input_shape.end()));
+    if (gk.device().is_cuda()) {
+      // g where the position along dim equals the saved index, else 0 (broadcast compare and select).
+      Shape pos_shape(input_shape.size(), 1);
+      pos_shape[dim] = n;
+      const Tensor pos = arange(0.0, static_cast<double>(n)).reshape(pos_shape).to(gk.device());
+      return {where(eq(pos, idx), gk, zeros({}, {.dtype = gk.dtype(), .device = gk.device()}))};
+    }
     dispatch_floating(gk.dtype(), "max_backward", [&]<typename T>() {
       const T* gp = gk.data<T>();
       const int64_t* ip = idx.data<int64_t>();
@@ -270,41 +324,57 @@ struct MaxAllBackward final : Node {
     // The gradient is split evenly among all elements equal to the maximum.
     Tensor mask = eq(self.get(), result.get());
     const double count = sum(mask.to(DType::kF64)).item();
-    return {where(mask, div(g[0], count), zeros({}, {.dtype = g[0].dtype()}))};
+    return {where(mask, div(g[0], count), zeros({}, {.dtype = g[0].dtype(), .device = g[0].device()}))};
   }
 };
 }  // namespace
 
 MaxResult max(const Tensor& x, int64_t dim, KeepDim keepdim) {
   MT_CHECK(x.numel() > 0, "max: cannot reduce an empty tensor of shape ", shape_str(x.shape()));
-  MT_CHECK(x.device().is_cpu(), "max: no kernel for ", x.device().str());
   const int64_t d = wrap_dim(dim, x.dim(), "max");
   const ReducePlan p = make_plan(x, {d}, keepdim, "max");
   MaxResult r{empty(p.out_shape, {.dtype = x.dtype(), .device = x.device()}),
               empty(p.out_shape, {.dtype = DType::kI64, .device = x.device()})};
-  const int64_t step = x.dim() == 0 ? 0 : x.strides()[d];
-  const int64_t n = x.dim() == 0 ? 1 : x.shape()[d];
-  dispatch_all(x.dtype(), "max", [&]<typename T>() {
-    const T* xp = x.data<T>();
-    T* vp = r.values.data<T>();
-    int64_t* ip = r.indices.data<int64_t>();
-    for_each_output(p, reduce_grain(p), [&](int64_t o, int64_t base) {
-      using C = compute_t<T>;
-      C best = static_cast<C>(xp[base]);
-      int64_t bi = 0;
-      for (int64_t i = 1; i < n; ++i) {
-        const C v = static_cast<C>(xp[base + i * step]);
-        if constexpr (std::is_floating_point_v<C>) {
-          if (std::isnan(best)) break;  // nan propagates, as in PyTorch
-          if (std::isnan(v) || v > best) { best = v; bi = i; }
-        } else {
-          if (v > best) { best = v; bi = i; }
-        }
+#ifdef MANTISSA_WITH_CUDA
+  if (x.device().is_cuda()) {
+    MT_CHECK(x.dtype() != DType::kBool, "max: no CUDA kernel for bool tensors. HINT: convert with .to(kInt32)");
+    Tensor xs;
+    const gpu::ReduceLayout l = cuda_layout(x, p, xs);
+    gpu::DeviceGuard guard(x.device());
+    dispatch_all(x.dtype(), "max", [&]<typename T>() {
+      if constexpr (!std::is_same_v<T, bool>) {
+        gpu::launch_max<T>(l, xs.data<T>(), r.values.data<T>(), r.indices.data<int64_t>(),
+                           gpu::current_stream(x.device()));
       }
-      vp[o] = static_cast<T>(best);
-      ip[o] = bi;
     });
-  });
+  }
+#endif
+  MT_CHECK(x.device().is_cpu() || x.device().is_cuda(), "max: no kernel for ", x.device().str());
+  if (x.device().is_cpu()) {
+    const int64_t step = x.dim() == 0 ? 0 : x.strides()[d];
+    const int64_t n = x.dim() == 0 ? 1 : x.shape()[d];
+    dispatch_all(x.dtype(), "max", [&]<typename T>() {
+      const T* xp = x.data<T>();
+      T* vp = r.values.data<T>();
+      int64_t* ip = r.indices.data<int64_t>();
+      for_each_output(p, reduce_grain(p), [&](int64_t o, int64_t base) {
+        using C = compute_t<T>;
+        C best = static_cast<C>(xp[base]);
+        int64_t bi = 0;
+        for (int64_t i = 1; i < n; ++i) {
+          const C v = static_cast<C>(xp[base + i * step]);
+          if constexpr (std::is_floating_point_v<C>) {
+            if (std::isnan(best)) break;  // nan propagates, as in PyTorch
+            if (std::isnan(v) || v > best) { best = v; bi = i; }
+          } else {
+            if (v > best) { best = v; bi = i; }
+          }
+        }
+        vp[o] = static_cast<T>(best);
+        ip[o] = bi;
+      });
+    });
+  }
   if (is_floating(x.dtype()) && compute_requires_grad({&x})) {
     auto node = make_node<MaxDimBackward>({&x});
     node->indices = r.indices.reshape(p.out_shape_keep);

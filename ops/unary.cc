@@ -7,7 +7,7 @@
 #include "amp/autocast.h"
 #include "framework/autograd.h"
 #include "ops/elementwise.h"
-#include "ops/map.h"
+#include "ops/device_map.h"
 #include "ops/cpu/gelu.h"
 #include "ops/cpu/vec_math.h"
 
@@ -16,27 +16,30 @@ namespace {
 
 enum class Saves { kInput, kOutput };
 
-// Backward of y = f(x): dx = df(g, saved) elementwise.
+// Backward of y = f(x): dx = df(g, saved) elementwise. CUDA tensors run the op codes instead of the
+// functors (ops/cuda/pointwise_math.h holds the same formulas).
 template <typename DF>
 struct UnaryBackward final : Node {
   SavedTensor saved;
   const char* op_name;
   DF df;
-  UnaryBackward(const char* name, Saves what, DF f)
-      : saved(this, what == Saves::kInput ? "self" : "result"), op_name(name), df(std::move(f)) {}
+  gpu::BinaryOp device_df;  // df's op code for CUDA tensors
+  UnaryBackward(const char* name, Saves what, DF f, gpu::BinaryOp device_f)
+      : saved(this, what == Saves::kInput ? "self" : "result"), op_name(name), df(std::move(f)), device_df(device_f) {}
   std::string_view name() const override { return op_name; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
-    return {map_binary(g[0], saved.get(), op_name, df)};
+    return {map_binary(g[0], saved.get(), op_name, df, {device_df})};
   }
 };
 
 template <typename F, typename DF>
-Tensor unary(const Tensor& x_in, const char* name, const char* backward_name, Saves saves, F&& f, DF df) {
+Tensor unary(const Tensor& x_in, const char* name, const char* backward_name, Saves saves, F&& f, DF df,
+             gpu::UnaryOp device_f, gpu::BinaryOp device_df) {
   const Tensor x = amp::cast_input(name, x_in);
   MT_CHECK(is_floating(x.dtype()), name, ": expected a floating tensor, got ", dtype_name(x.dtype()));
-  Tensor out = map_unary(x, name, f);
+  Tensor out = map_unary(x, name, f, {device_f});
   if (compute_requires_grad({&x})) {
-    auto node = make_node<UnaryBackward<DF>>({&x}, backward_name, saves, std::move(df));
+    auto node = make_node<UnaryBackward<DF>>({&x}, backward_name, saves, std::move(df), device_df);
     node->saved = saves == Saves::kInput ? x : out;
     set_history(out, node);
   }
@@ -48,23 +51,27 @@ Tensor unary(const Tensor& x_in, const char* name, const char* backward_name, Sa
 Tensor exp(const Tensor& x) {
   // exp_compute: a vectorizing exp for float (within 2 ulp of std::exp), std::exp for double.
   return unary(x, "exp", "ExpBackward", Saves::kOutput, [](auto v) { return cpu::exp_compute(v); },
-               [](auto g, auto r) { return g * r; });
+               [](auto g, auto r) { return g * r; },
+               gpu::UnaryOp::kExp, gpu::BinaryOp::kMulBackward);
 }
 
 Tensor log(const Tensor& x) {
   return unary(x, "log", "LogBackward", Saves::kInput, [](auto v) { return std::log(v); },
-               [](auto g, auto v) { return g / v; });
+               [](auto g, auto v) { return g / v; },
+               gpu::UnaryOp::kLog, gpu::BinaryOp::kLogBackward);
 }
 
 Tensor sqrt(const Tensor& x) {
   return unary(x, "sqrt", "SqrtBackward", Saves::kOutput, [](auto v) { return std::sqrt(v); },
-               [](auto g, auto r) { return g / (r + r); });
+               [](auto g, auto r) { return g / (r + r); },
+               gpu::UnaryOp::kSqrt, gpu::BinaryOp::kSqrtBackward);
 }
 
 Tensor rsqrt(const Tensor& x) {
   return unary(x, "rsqrt", "RsqrtBackward", Saves::kOutput,
                [](auto v) { return decltype(v)(1) / std::sqrt(v); },
-               [](auto g, auto r) { return decltype(g)(-0.5) * g * r * r * r; });
+               [](auto g, auto r) { return decltype(g)(-0.5) * g * r * r * r; },
+               gpu::UnaryOp::kRsqrt, gpu::BinaryOp::kRsqrtBackward);
 }
 
 Tensor abs(const Tensor& x) {
@@ -72,14 +79,16 @@ Tensor abs(const Tensor& x) {
                [](auto g, auto v) {
                  using C = decltype(g);
                  return v > C(0) ? g : (v < C(0) ? -g : C(0));
-               });
+               },
+               gpu::UnaryOp::kAbs, gpu::BinaryOp::kAbsBackward);
 }
 
 Tensor relu(const Tensor& x) {
   return unary(x, "relu", "ReluBackward", Saves::kOutput,
                // NaN passes through, as in PyTorch (a NaN activation must reach the loss and the scaler).
                [](auto v) { return (v > decltype(v)(0) || v != v) ? v : decltype(v)(0); },
-               [](auto g, auto r) { return r > decltype(g)(0) ? g : decltype(g)(0); });
+               [](auto g, auto r) { return r > decltype(g)(0) ? g : decltype(g)(0); },
+               gpu::UnaryOp::kRelu, gpu::BinaryOp::kReluBackward);
 }
 
 namespace {
@@ -107,7 +116,8 @@ struct GeluErfBackward final : Node {
       });
       return {dx};
     }
-    return {map_binary(g[0], x, "GeluBackward", [](auto gv, auto v) { return cpu::gelu_erf_grad(gv, v); })};
+    return {map_binary(g[0], x, "GeluBackward", [](auto gv, auto v) { return cpu::gelu_erf_grad(gv, v); },
+                       {gpu::BinaryOp::kGeluBackward})};
   }
 };
 
@@ -121,7 +131,7 @@ Tensor gelu_erf(const Tensor& x_in) {
       if constexpr (!std::is_same_v<T, double>) cpu::gelu_erf_forward<T>(x.data<T>(), out.data<T>(), x.numel());
     });
   } else {
-    out = map_unary(x, "gelu", [](auto v) { return cpu::gelu_erf_value(v); });
+    out = map_unary(x, "gelu", [](auto v) { return cpu::gelu_erf_value(v); }, {gpu::UnaryOp::kGelu});
   }
   if (compute_requires_grad({&x})) {
     auto node = make_node<GeluErfBackward>({&x});
@@ -149,14 +159,16 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
           const C t = std::tanh(beta * (v + kappa * v * v * v));
           const C dinner = beta * (C(1) + C(3) * kappa * v * v);
           return g * (C(0.5) * (C(1) + t) + C(0.5) * v * (C(1) - t * t) * dinner);
-        });
+        },
+               gpu::UnaryOp::kGeluTanh, gpu::BinaryOp::kGeluTanhBackward);
   }
   return gelu_erf(x);
 }
 
 Tensor tanh(const Tensor& x) {
   return unary(x, "tanh", "TanhBackward", Saves::kOutput, [](auto v) { return std::tanh(v); },
-               [](auto g, auto r) { return g * (decltype(g)(1) - r * r); });
+               [](auto g, auto r) { return g * (decltype(g)(1) - r * r); },
+               gpu::UnaryOp::kTanh, gpu::BinaryOp::kTanhBackward);
 }
 
 Tensor sigmoid(const Tensor& x) {
@@ -165,7 +177,8 @@ Tensor sigmoid(const Tensor& x) {
                  using C = decltype(v);
                  return C(1) / (C(1) + cpu::exp_compute(-v));
                },
-               [](auto g, auto r) { return g * r * (decltype(g)(1) - r); });
+               [](auto g, auto r) { return g * r * (decltype(g)(1) - r); },
+               gpu::UnaryOp::kSigmoid, gpu::BinaryOp::kSigmoidBackward);
 }
 
 }  // namespace mantissa

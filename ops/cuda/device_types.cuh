@@ -1,0 +1,84 @@
+// Device-side helpers shared by the .cu kernels: mantissa's host scalar types mapped onto CUDA's
+// (bit-identical), loads that widen to the compute type, stores that round once (to nearest even),
+// warp and block sums. Included by .cu files only.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "framework/half.h"
+
+namespace mantissa::gpu {
+
+template <typename T> struct device_type { using type = T; };
+template <> struct device_type<Half> { using type = __half; };
+template <> struct device_type<BFloat16> { using type = __nv_bfloat16; };
+template <typename T> using device_t = typename device_type<T>::type;
+
+template <typename T> const device_t<T>* dev(const T* p) { return reinterpret_cast<const device_t<T>*>(p); }
+template <typename T> device_t<T>* dev(T* p) { return reinterpret_cast<device_t<T>*>(p); }
+
+// The compute type of a device storage type: float for 16-bit floats, the type itself otherwise.
+template <typename D> struct acc_type { using type = D; };
+template <> struct acc_type<__half> { using type = float; };
+template <> struct acc_type<__nv_bfloat16> { using type = float; };
+template <typename D> using acc_t = typename acc_type<D>::type;
+
+template <typename D> __device__ __forceinline__ acc_t<D> load(D v) {
+  if constexpr (std::is_same_v<D, __half>) {
+    return __half2float(v);
+  } else if constexpr (std::is_same_v<D, __nv_bfloat16>) {
+    return __bfloat162float(v);
+  } else {
+    return v;
+  }
+}
+template <typename D, typename C> __device__ __forceinline__ D store(C v) {
+  if constexpr (std::is_same_v<D, __half>) {
+    return __float2half_rn(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<D, __nv_bfloat16>) {
+    return __float2bfloat16_rn(static_cast<float>(v));
+  } else {
+    return static_cast<D>(v);
+  }
+}
+
+// V elements of T, aligned as one (up to 16-byte) memory transaction.
+template <typename T, int V>
+struct alignas(sizeof(T) * V) AlignedArray {
+  T v[V];
+};
+
+template <typename A>
+__device__ __forceinline__ A warp_sum(A v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+template <typename A>
+__device__ __forceinline__ A warp_max(A v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the total. The
+// order is fixed by the geometry, so a launch is deterministic. `scratch` holds 32 values.
+template <typename A>
+__device__ __forceinline__ A block_sum(A v, A* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < warps ? scratch[lane] : A(0);
+  return warp_sum(v);
+}
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+__device__ __forceinline__ int64_t global_thread() { return int64_t{blockIdx.x} * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ int64_t grid_threads() { return int64_t{gridDim.x} * blockDim.x; }
+
+}  // namespace mantissa::gpu

@@ -1,0 +1,272 @@
+// CUDA softmax / log_softmax (forward, backward) and the fused cross-entropy. A row goes to a warp
+// (rows up to 1024 elements, 8 rows per block) or to a 256-thread block (longer rows); each thread keeps
+// an online (max, sum of exps) over its elements, merged across the row with shuffles (and shared
+// memory for a block), then a second pass over the row writes the outputs.
+#include "ops/cuda/softmax.h"
+
+#include "framework/cuda/check.h"
+#include "ops/cuda/device_types.cuh"
+#include "ops/cuda/offset_calc.h"
+
+namespace mantissa::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+
+// The row a thread group works on, and the thread's lane within the group (TPR threads per row).
+template <int TPR>
+struct RowSlot {
+  int64_t row;
+  int lane;
+  __device__ RowSlot() : row(int64_t{blockIdx.x} * (kThreads / TPR) + threadIdx.x / TPR), lane(threadIdx.x % TPR) {}
+};
+
+// Merge of every thread's value within its row group: a shuffle tree for a warp, plus shared memory
+// across the warps of a block. Every thread of the group gets the result.
+template <int TPR, typename C>
+__device__ __forceinline__ MaxSum<C> row_merge(MaxSum<C> v) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const MaxSum<C> o{__shfl_xor_sync(0xffffffffu, v.m, offset), __shfl_xor_sync(0xffffffffu, v.s, offset)};
+    v = max_sum_merge(v, o);
+  }
+  if constexpr (TPR > 32) {
+    __shared__ C ms[kThreads / 32], ss[kThreads / 32];
+    const int warp = threadIdx.x >> 5;
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) {
+      ms[warp] = v.m;
+      ss[warp] = v.s;
+    }
+    __syncthreads();
+    v = {ms[0], ss[0]};
+    for (int w = 1; w < TPR / 32; ++w) v = max_sum_merge(v, MaxSum<C>{ms[w], ss[w]});
+  }
+  return v;
+}
+
+template <int TPR, typename A>
+__device__ __forceinline__ A row_sum(A v) {
+  v = warp_sum(v);
+  if constexpr (TPR > 32) {
+    __shared__ A part[kThreads / 32];
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    v = part[0];
+    for (int w = 1; w < TPR / 32; ++w) v += part[w];
+  }
+  return v;
+}
+
+// The online (max, sum) of one row, merged over the group.
+template <int TPR, typename D>
+__device__ __forceinline__ MaxSum<acc_t<D>> row_max_sum(const D* x, int64_t base, int64_t dim, int64_t step,
+                                                         int lane) {
+  using C = acc_t<D>;
+  MaxSum<C> a = max_sum_identity<C>();
+  for (int64_t j = lane; j < dim; j += TPR) max_sum_add(a, load(x[base + j * step]));
+  return row_merge<TPR>(a);
+}
+
+template <int TPR, typename D>
+__global__ void softmax_forward_kernel(RowGeometry g, SoftmaxMode mode, const D* __restrict__ x,
+                                       D* __restrict__ y) {
+  using C = acc_t<D>;
+  const RowSlot<TPR> slot;
+  if (slot.row >= g.rows()) return;  // whole groups leave together: TPR divides the block
+  const int64_t base = g.base(slot.row);
+  const MaxSum<C> r = row_max_sum<TPR>(x, base, g.dim, g.inner, slot.lane);
+  if (mode == SoftmaxMode::kLogSoftmax) {
+    const C ls = hd_log(r.s);
+    for (int64_t j = slot.lane; j < g.dim; j += TPR) {
+      const int64_t i = base + j * g.inner;
+      y[i] = store<D>((load(x[i]) - r.m) - ls);  // (x - m) - log(s), as the CPU
+    }
+  } else {
+    const C inv = C(1) / r.s;
+    for (int64_t j = slot.lane; j < g.dim; j += TPR) {
+      const int64_t i = base + j * g.inner;
+      y[i] = store<D>(hd_exp(load(x[i]) - r.m) * inv);
+    }
+  }
+}
+
+template <int TPR, typename D>
+__global__ void softmax_backward_kernel(RowGeometry g, SoftmaxMode mode, const D* __restrict__ dy,
+                                        const D* __restrict__ y, D* __restrict__ dx) {
+  using C = acc_t<D>;
+  const RowSlot<TPR> slot;
+  if (slot.row >= g.rows()) return;
+  const int64_t base = g.base(slot.row);
+  C acc = 0;
+  for (int64_t j = slot.lane; j < g.dim; j += TPR) {
+    const int64_t i = base + j * g.inner;
+    acc += mode == SoftmaxMode::kSoftmax ? load(dy[i]) * load(y[i]) : load(dy[i]);
+  }
+  const C total = row_sum<TPR>(acc);
+  for (int64_t j = slot.lane; j < g.dim; j += TPR) {
+    const int64_t i = base + j * g.inner;
+    const C yv = load(y[i]), dv = load(dy[i]);
+    dx[i] = store<D>(mode == SoftmaxMode::kSoftmax ? yv * (dv - total) : dv - hd_exp(yv) * total);
+  }
+}
+
+template <int TPR, typename D, typename C>
+__global__ void cross_entropy_forward_kernel(RowGeometry g, const D* __restrict__ x, const int64_t* __restrict__ target,
+                                             int64_t ignore_index, C* __restrict__ loss, C* __restrict__ lse) {
+  const RowSlot<TPR> slot;
+  if (slot.row >= g.rows()) return;
+  const int64_t base = g.base(slot.row);
+  const MaxSum<C> r = row_max_sum<TPR>(x, base, g.dim, g.inner, slot.lane);
+  if (slot.lane == 0) {
+    const C l = r.m + hd_log(r.s);
+    const int64_t t = target[slot.row];
+    lse[slot.row] = l;
+    if (t == ignore_index) {
+      loss[slot.row] = C(0);
+    } else if (t < 0 || t >= g.dim) {
+      loss[slot.row] = static_cast<C>(NAN);
+    } else {
+      loss[slot.row] = l - static_cast<C>(load(x[base + t * g.inner]));
+    }
+  }
+}
+
+template <typename D, typename C>
+__global__ void loss_reduce_kernel(int64_t positions, LossReduction reduction, const C* __restrict__ loss,
+                                   const int64_t* __restrict__ target, int64_t ignore_index, D* __restrict__ out,
+                                   double* __restrict__ count) {
+  __shared__ double scratch[32];
+  double total = 0, n = 0;
+  for (int64_t p = threadIdx.x; p < positions; p += blockDim.x) {
+    total += static_cast<double>(loss[p]);
+    n += target[p] != ignore_index ? 1.0 : 0.0;
+  }
+  total = block_sum(total, scratch);
+  n = block_sum(n, scratch);
+  if (threadIdx.x == 0) {
+    *count = n;
+    out[0] = store<D>(reduction == LossReduction::kMean ? total / n : total);  // 0/0 = NaN, as the CPU
+  }
+}
+
+template <typename D, typename C>
+__global__ void loss_none_kernel(int64_t positions, const C* __restrict__ loss, D* __restrict__ out) {
+  for (int64_t p = global_thread(); p < positions; p += grid_threads()) out[p] = store<D>(loss[p]);
+}
+
+template <int TPR, typename D, typename C>
+__global__ void cross_entropy_backward_kernel(RowGeometry g, LossReduction reduction, const D* __restrict__ x,
+                                              const int64_t* __restrict__ target, const C* __restrict__ lse,
+                                              const D* __restrict__ grad, const double* __restrict__ count,
+                                              int64_t ignore_index, D* __restrict__ dx) {
+  const RowSlot<TPR> slot;
+  if (slot.row >= g.rows()) return;
+  const int64_t base = g.base(slot.row);
+  const int64_t t = target[slot.row];
+  C scale;
+  if (reduction == LossReduction::kNone) {
+    scale = static_cast<C>(load(grad[slot.row]));
+  } else {
+    double k = static_cast<double>(load(grad[0]));  // as the CPU: in double, then to C
+    if (reduction == LossReduction::kMean) k /= *count;
+    scale = static_cast<C>(k);
+  }
+  const C l = lse[slot.row];
+  for (int64_t j = slot.lane; j < g.dim; j += TPR) {
+    const int64_t i = base + j * g.inner;
+    if (t == ignore_index) {
+      dx[i] = store<D>(C(0));
+    } else {
+      const C p = hd_exp(static_cast<C>(load(x[i])) - l);
+      dx[i] = store<D>((p - (j == t ? C(1) : C(0))) * scale);
+    }
+  }
+}
+
+unsigned row_blocks(int64_t rows, int tpr) { return static_cast<unsigned>(ceil_div(rows, kThreads / tpr)); }
+
+}  // namespace
+
+template <typename T>
+void launch_softmax_forward(RowGeometry g, SoftmaxMode mode, const T* x, T* y, cudaStream_t stream) {
+  if (g.rows() == 0 || g.dim == 0) return;
+  const int tpr = softmax_threads_per_row(g.dim);
+  if (tpr == 32) {
+    softmax_forward_kernel<32><<<row_blocks(g.rows(), 32), kThreads, 0, stream>>>(g, mode, dev(x), dev(y));
+  } else {
+    softmax_forward_kernel<kThreads><<<row_blocks(g.rows(), kThreads), kThreads, 0, stream>>>(g, mode, dev(x), dev(y));
+  }
+  MT_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T>
+void launch_softmax_backward(RowGeometry g, SoftmaxMode mode, const T* dy, const T* y, T* dx, cudaStream_t stream) {
+  if (g.rows() == 0 || g.dim == 0) return;
+  if (softmax_threads_per_row(g.dim) == 32) {
+    softmax_backward_kernel<32><<<row_blocks(g.rows(), 32), kThreads, 0, stream>>>(g, mode, dev(dy), dev(y), dev(dx));
+  } else {
+    softmax_backward_kernel<kThreads>
+        <<<row_blocks(g.rows(), kThreads), kThreads, 0, stream>>>(g, mode, dev(dy), dev(y), dev(dx));
+  }
+  MT_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T, typename C>
+void launch_cross_entropy_forward(RowGeometry g, const T* logits, const int64_t* target, int64_t ignore_index,
+                                  C* loss, C* lse, cudaStream_t stream) {
+  if (g.rows() == 0) return;
+  if (softmax_threads_per_row(g.dim) == 32) {
+    cross_entropy_forward_kernel<32><<<row_blocks(g.rows(), 32), kThreads, 0, stream>>>(g, dev(logits), target,
+                                                                                        ignore_index, loss, lse);
+  } else {
+    cross_entropy_forward_kernel<kThreads><<<row_blocks(g.rows(), kThreads), kThreads, 0, stream>>>(
+        g, dev(logits), target, ignore_index, loss, lse);
+  }
+  MT_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T, typename C>
+void launch_loss_reduce(int64_t positions, LossReduction reduction, const C* loss, const int64_t* target,
+                        int64_t ignore_index, T* out, double* count, cudaStream_t stream) {
+  if (reduction == LossReduction::kNone) {
+    if (positions == 0) return;
+    const LaunchGeometry lg = elementwise_geometry(positions);
+    loss_none_kernel<<<lg.blocks, lg.threads, 0, stream>>>(positions, loss, dev(out));
+  } else {
+    loss_reduce_kernel<<<1, 1024, 0, stream>>>(positions, reduction, loss, target, ignore_index, dev(out), count);
+  }
+  MT_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T, typename C>
+void launch_cross_entropy_backward(RowGeometry g, LossReduction reduction, const T* logits, const int64_t* target,
+                                   const C* lse, const T* grad, const double* count, int64_t ignore_index,
+                                   T* dlogits, cudaStream_t stream) {
+  if (g.rows() == 0) return;
+  if (softmax_threads_per_row(g.dim) == 32) {
+    cross_entropy_backward_kernel<32><<<row_blocks(g.rows(), 32), kThreads, 0, stream>>>(
+        g, reduction, dev(logits), target, lse, dev(grad), count, ignore_index, dev(dlogits));
+  } else {
+    cross_entropy_backward_kernel<kThreads><<<row_blocks(g.rows(), kThreads), kThreads, 0, stream>>>(
+        g, reduction, dev(logits), target, lse, dev(grad), count, ignore_index, dev(dlogits));
+  }
+  MT_CUDA_CHECK(cudaGetLastError());
+}
+
+#define MT_INSTANTIATE(T, C)                                                                                     \
+  template void launch_softmax_forward<T>(RowGeometry, SoftmaxMode, const T*, T*, cudaStream_t);                 \
+  template void launch_softmax_backward<T>(RowGeometry, SoftmaxMode, const T*, const T*, T*, cudaStream_t);      \
+  template void launch_cross_entropy_forward<T, C>(RowGeometry, const T*, const int64_t*, int64_t, C*, C*,       \
+                                                   cudaStream_t);                                                \
+  template void launch_loss_reduce<T, C>(int64_t, LossReduction, const C*, const int64_t*, int64_t, T*, double*, \
+                                         cudaStream_t);                                                          \
+  template void launch_cross_entropy_backward<T, C>(RowGeometry, LossReduction, const T*, const int64_t*,        \
+                                                    const C*, const T*, const double*, int64_t, T*, cudaStream_t);
+MT_INSTANTIATE(float, float)
+MT_INSTANTIATE(double, double)
+MT_INSTANTIATE(Half, float)
+MT_INSTANTIATE(BFloat16, float)
+#undef MT_INSTANTIATE
+
+}  // namespace mantissa::gpu

@@ -1,0 +1,123 @@
+// Host-side parts of the CUDA reductions, run on the CPU: the kept/reduced layout (offsets of every
+// (output, element) pair match the CPU's indexing), the split geometry, and the max/argmax combining
+// rule, which must give the CPU's sequential answer (first NaN, else first maximum) in any order.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "ops/cuda/elementwise_plan.h"
+#include "ops/cuda/reduce_plan.h"
+#include "tests/cuda/cuda_compare.h"
+
+namespace mantissa {
+namespace {
+
+TEST(CudaReducePlan, OffsetsOfKeptAndReducedDims) {
+  // x [4, 5, 6] transposed to [6, 5, 4]-shaped view, reducing dims 0 and 2 of the view.
+  const Tensor base = testing::random_tensor({4, 5, 6}, DType::kF32, 1);
+  const Tensor x = base.permute({2, 1, 0});
+  const Shape kept_shape{5}, kept_strides{x.stride(1)};
+  const Shape red_shape{6, 4}, red_strides{x.stride(0), x.stride(2)};
+  const auto l = gpu::plan_reduce(kept_shape, kept_strides, red_shape, red_strides);
+  ASSERT_TRUE(l.has_value());
+  EXPECT_EQ(l->n_out, 5);
+  EXPECT_EQ(l->n_red, 24);
+  const auto kept = gpu::make_offset_calc<uint32_t>(l->kept);
+  const auto red = gpu::make_offset_calc<uint32_t>(l->reduced);
+  const float* p = x.data<float>();
+  for (int64_t o = 0; o < 5; ++o) {
+    for (int64_t r = 0; r < 24; ++r) {
+      uint32_t ko[1], ro[1];
+      kept.offsets(static_cast<uint32_t>(o), ko);
+      red.offsets(static_cast<uint32_t>(r), ro);
+      const int64_t i0 = r / 4, i2 = r % 4;  // reduced elements in row-major order of [6, 4]
+      ASSERT_EQ(p[ko[0] + ro[0]], p[i0 * x.stride(0) + o * x.stride(1) + i2 * x.stride(2)]) << o << " " << r;
+    }
+  }
+}
+
+TEST(CudaReducePlan, RowsWhenTheReducedDimIsContiguous) {
+  // [rows, cols] contiguous: reducing cols is a row reduction, reducing rows a column one.
+  const auto last = gpu::plan_reduce({8}, {64}, {64}, {1});
+  const auto first = gpu::plan_reduce({64}, {1}, {8}, {64});
+  ASSERT_TRUE(last && first);
+  EXPECT_TRUE(last->rows());
+  EXPECT_FALSE(first->rows());
+}
+
+TEST(CudaReducePlan, GeometrySplitsOnlyWhenOutputsAreFew) {
+  constexpr int kSms = 132;
+  // Many outputs: one slice each.
+  gpu::ReduceGeometry g = gpu::plan_reduce_geometry(1 << 20, 768, true, kSms);
+  EXPECT_EQ(g.splits, 1);
+  EXPECT_EQ(g.chunk, 768);
+  EXPECT_GE(static_cast<int64_t>(g.blocks_x) * 8, std::min<int64_t>(1 << 20, gpu::kMaxBlocks * 8));
+  // A full reduction of 10M elements: sliced into chunks of at least kRowChunkMin, covering all.
+  g = gpu::plan_reduce_geometry(1, 10'000'000, true, kSms);
+  EXPECT_GT(g.splits, 1);
+  EXPECT_LE(g.splits, gpu::kMaxSplits);
+  EXPECT_GE(g.chunk, gpu::kRowChunkMin);
+  EXPECT_GE(g.splits * g.chunk, 10'000'000);
+  EXPECT_LT((g.splits - 1) * g.chunk, 10'000'000);  // no empty slice
+  // A bias gradient [8192, 768] summed over rows: columns, sliced along the rows.
+  g = gpu::plan_reduce_geometry(768, 8192, false, kSms);
+  EXPECT_EQ(g.mode, gpu::ReduceMode::kColumns);
+  EXPECT_GT(g.splits, 1);
+  EXPECT_EQ(g.blocks_y, static_cast<unsigned>(g.splits));
+  EXPECT_EQ(g.blocks_x, 3u);
+  EXPECT_GE(g.splits * g.chunk, 8192);
+  EXPECT_GE(g.chunk, gpu::kColumnChunkMin);
+  // Rows shorter than kRowsMinLength take a thread per output.
+  EXPECT_EQ(gpu::plan_reduce_geometry(100000, 3, true, kSms).mode, gpu::ReduceMode::kColumns);
+  EXPECT_EQ(gpu::plan_reduce_geometry(100000, 16, true, kSms).mode, gpu::ReduceMode::kRows);
+  // Short reductions never split.
+  EXPECT_EQ(gpu::plan_reduce_geometry(1, 100, true, kSms).splits, 1);
+  EXPECT_EQ(gpu::plan_reduce_geometry(1, 100, false, kSms).splits, 1);
+}
+
+// The CPU's scan: first NaN, else first maximum.
+std::pair<float, int64_t> sequential_max(const std::vector<float>& v) {
+  float best = v[0];
+  int64_t bi = 0;
+  for (size_t i = 1; i < v.size(); ++i) {
+    if (std::isnan(best)) break;
+    if (std::isnan(v[i]) || v[i] > best) {
+      best = v[i];
+      bi = static_cast<int64_t>(i);
+    }
+  }
+  return {best, bi};
+}
+
+TEST(CudaReducePlan, MaxRuleMatchesSequentialScanInAnyOrder) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 500; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 70);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) {
+      const unsigned kind = rng() % 20;
+      x = kind == 0 ? std::nanf("") : static_cast<float>(rng() % 5);  // many ties, some NaNs
+    }
+    // Combine in a random order, as lanes and shuffle trees do.
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    float best = v[order[0]];
+    int64_t bi = order[0];
+    for (int64_t i : order) {
+      if (gpu::max_wins(v[i], i, best, bi)) {
+        best = v[i];
+        bi = i;
+      }
+    }
+    const auto [want, want_i] = sequential_max(v);
+    ASSERT_EQ(bi, want_i) << "trial " << trial;
+    ASSERT_TRUE(best == want || (std::isnan(best) && std::isnan(want)));
+  }
+}
+
+}  // namespace
+}  // namespace mantissa
