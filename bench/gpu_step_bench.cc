@@ -22,7 +22,6 @@
 #include "amp/grad_scaler.h"
 #include "framework/cuda/allocator.h"
 #include "framework/cuda/device.h"
-#include "framework/cuda/stream.h"
 #include "framework/random.h"
 #include "models/cnn.h"
 #include "models/gpt.h"
@@ -43,10 +42,10 @@ double bf16_peak_tflops() {
   const Tensor a = randn({8192, 8192}).to(DType::kBF16).to(cuda(0));
   const Tensor b = randn({8192, 8192}).to(DType::kBF16).to(cuda(0));
   for (int i = 0; i < 3; ++i) (void)mm(a, b);
-  gpu::synchronize(0);
+  cuda_synchronize(0);
   const auto t0 = Clock::now();
   for (int i = 0; i < 20; ++i) (void)mm(a, b);
-  gpu::synchronize(0);
+  cuda_synchronize(0);
   return 2.0 * 8192.0 * 8192.0 * 8192.0 * 20 / seconds_since(t0) / 1e12;
 }
 
@@ -96,7 +95,7 @@ std::string run(std::string_view model, std::string_view precision, int steps, d
   const int warmup = 5;
   cuda_reset_peak_memory_stats(0);
   for (int i = 0; i < warmup + steps; ++i) {
-    gpu::synchronize(0);
+    cuda_synchronize(0);
     const auto t0 = Clock::now();
     opt.zero_grad();
     Tensor loss;
@@ -108,7 +107,7 @@ std::string run(std::string_view model, std::string_view precision, int steps, d
     scaler.scale(loss).backward();
     scaler.enqueue_step(opt);
     scaler.update();
-    gpu::synchronize(0);
+    cuda_synchronize(0);
     if (i >= warmup) times.push_back(seconds_since(t0));
   }
   std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());

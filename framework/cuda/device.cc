@@ -6,6 +6,8 @@
 
 #ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
+
+#include "framework/cuda/stream.h"
 #endif
 
 namespace mantissa {
@@ -45,7 +47,13 @@ int cuda_device_count() { return cached_probe().count; }
 
 std::string cuda_unavailable_reason() { return cached_probe().reason; }
 
-#ifndef MANTISSA_WITH_CUDA
+#ifdef MANTISSA_WITH_CUDA
+void cuda_synchronize(int device) { gpu::synchronize(device); }
+#else
+void cuda_synchronize(int device) {
+  MT_THROW("cuda_synchronize: no CUDA device ", device, ": ", cuda_unavailable_reason());
+}
+
 std::vector<float> cuda_fill(int64_t n, float value, int device) {
   (void)n;
   (void)value;

@@ -16,6 +16,10 @@ int cuda_device_count();
 // empty when at least one device is usable.
 std::string cuda_unavailable_reason();
 
+// Waits until the work queued on GPU `device`'s current stream has run (for timing, and before reading
+// device memory by other means). Declared in every build; throws without CUDA or without that GPU.
+void cuda_synchronize(int device = 0);
+
 // Fills a device buffer of n floats with `value` by a kernel on GPU `device` and copies it back:
 // proves that the CUDA code compiled, linked and runs. Throws mantissa::Error without a device.
 std::vector<float> cuda_fill(int64_t n, float value, int device = 0);

@@ -29,7 +29,7 @@ const std::vector<DType> kAllDTypes = {DType::kF32, DType::kF64, DType::kF16, DT
                                        DType::kI64, DType::kI32, DType::kBool};
 
 // Deterministic values with zeros, negatives, fractions and ties, finite in every dtype (|v| < 65504).
-Tensor sample(const Shape& shape, DType dtype) {
+[[maybe_unused]] Tensor sample(const Shape& shape, DType dtype) {
   std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
   for (size_t i = 0; i < v.size(); ++i) {
     v[i] = static_cast<double>(static_cast<int64_t>(i * 37 % 23) - 11) * 0.75 + (i % 5 == 0 ? 0.0 : 1.0 / 3);
@@ -46,14 +46,14 @@ std::vector<unsigned char> bytes_of(const Tensor& t) {
   return std::vector<unsigned char>(p, p + static_cast<size_t>(c.numel()) * element_size(c.dtype()));
 }
 
-void expect_same_bits(const Tensor& got, const Tensor& want, const std::string& what) {
+[[maybe_unused]] void expect_same_bits(const Tensor& got, const Tensor& want, const std::string& what) {
   ASSERT_EQ(got.shape(), want.shape()) << what;
   ASSERT_EQ(got.dtype(), want.dtype()) << what;
   EXPECT_TRUE(bytes_of(got) == bytes_of(want)) << what << "\n got " << got.str() << "\nwant " << want.str();
 }
 
 // A CPU tensor with every byte 0xFF.
-Tensor poisoned_cpu(const Shape& shape, DType dtype) {
+[[maybe_unused]] Tensor poisoned_cpu(const Shape& shape, DType dtype) {
   Tensor t = empty(shape, {.dtype = dtype});
   std::memset(t.data_ptr(), 0xFF, static_cast<size_t>(t.numel()) * element_size(dtype));
   return t;
