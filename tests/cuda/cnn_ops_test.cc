@@ -81,8 +81,10 @@ TEST(CudaBatchNorm, TrainAndEvalForwardBackwardMatchCpu) {
         const Tensor y = batch_norm(x, rm, rv, w, b, mode, 0.1, 1e-5);
         const Tensor yd = batch_norm(xd, rmd, rvd, wd, bd, mode, 0.1, 1e-5);
         if (mode == BatchNormMode::kEval) {
-          // The same statistics and the same per-element operations: bit for bit.
-          EXPECT_TRUE(within_ulps(y, yd, 0)) << what;
+          // The same statistics (f64, rounded once) and the same per-element operations; the CPU build
+          // (x86-64-v3, GCC's default fp-contract for C++) may fuse (x - mean) * invstd * w + b into an fma
+          // where the GPU rounds the product (mul_rn): one f32 ulp, which may move a 16-bit rounding by one.
+          EXPECT_TRUE(within_ulps(y, yd, 1)) << what;
         } else {
           EXPECT_TRUE(within_rel(y, yd, t.rtol, t.atol)) << what;
         }
@@ -92,7 +94,8 @@ TEST(CudaBatchNorm, TrainAndEvalForwardBackwardMatchCpu) {
         y.backward(g0);
         yd.backward(on_cuda(g0));
         if (mode == BatchNormMode::kEval) {
-          EXPECT_TRUE(within_ulps(x.grad(), xd.grad(), 0)) << what << " dx";  // w * invstd * dy, exact
+          // dx = (w * invstd) * (dy - 0 - xhat * 0): the same product on both, up to the fma above.
+          EXPECT_TRUE(within_ulps(x.grad(), xd.grad(), 1)) << what << " dx";
         } else {
           // dx subtracts the means of dy and dy*xhat (sums in another order) from dy: twice the forward's.
           EXPECT_TRUE(within_rel(x.grad(), xd.grad(), 2 * t.rtol, 2 * t.atol)) << what << " dx";
