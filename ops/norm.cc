@@ -1,6 +1,7 @@
 // layer_norm and batch_norm: argument checks, parameter widening, running-statistics updates, and the
 // backward nodes. The fused kernels are in ops/cpu/norm_kernels.cc; tests/ops/norm_test.cc checks them
-// against the same formulas composed from elementwise and reduce ops.
+// against the same formulas composed from elementwise and reduce ops. CUDA tensors go to ops/cuda/norm.cu
+// and ops/cuda/batch_norm.cu.
 #include "amp/autocast.h"
 #include "ops/norm.h"
 
@@ -13,6 +14,7 @@
 
 #ifdef MANTISSA_WITH_CUDA
 #include "framework/cuda/stream.h"
+#include "ops/cuda/batch_norm.h"
 #include "ops/cuda/norm.h"
 #endif
 
@@ -111,10 +113,22 @@ struct BatchNormBackward final : Node {
     const Tensor dy = grads[0].contiguous();
     const DType cd = compute_dtype(x.dtype());
     Tensor dx, dw, db;
-    if (next_edges[0].valid()) dx = empty(x.shape(), {.dtype = x.dtype()});
-    if (next_edges[1].valid()) dw = empty(param_shape, {.dtype = cd});
-    if (next_edges[2].valid()) db = empty(param_shape, {.dtype = cd});
+    if (next_edges[0].valid()) dx = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+    if (next_edges[1].valid()) dw = empty(param_shape, {.dtype = cd, .device = x.device()});
+    if (next_edges[2].valid()) db = empty(param_shape, {.dtype = cd, .device = x.device()});
     const Tensor w = weight.defined() ? weight.get() : Tensor();
+#ifdef MANTISSA_WITH_CUDA
+    if (x.device().is_cuda()) {
+      gpu::DeviceGuard guard(x.device());
+      dispatch_floating(x.dtype(), "batch_norm_backward", [&]<typename T>() {
+        using C = compute_t<T>;
+        gpu::launch_batch_norm_backward<T>(geometry, stats, dy.data<T>(), x.data<T>(), mean.get().data<C>(),
+                                           invstd.get().data<C>(), ptr_or_null<C>(w),
+                                           dx.defined() ? dx.data<T>() : nullptr, ptr_or_null<C>(dw),
+                                           ptr_or_null<C>(db), gpu::current_stream(x.device()));
+      });
+    } else
+#endif
     dispatch_floating(x.dtype(), "batch_norm_backward", [&]<typename T>() {
       using C = compute_t<T>;
       cpu::batch_norm_backward<T>(geometry, stats, dy.data<T>(), x.data<T>(), mean.get().data<C>(),
@@ -221,12 +235,52 @@ Tensor group_norm(const Tensor& x_in, int64_t groups, const Tensor& weight_in, c
   return y.to(x.dtype());
 }
 
+#ifdef MANTISSA_WITH_CUDA
+namespace {
+
+// The CUDA statistics of batch_norm: batch mean/invstd and the in-place running update (kTrain), or
+// mean/invstd from the running statistics (kEval). Running statistics are read and updated in the
+// compute dtype: in place when they already are contiguous tensors of it, else through a widened copy
+// written back.
+void batch_norm_stats_cuda(const Tensor& xc, const cpu::BatchNormGeometry& g, BatchNormMode mode,
+                           const Tensor& running_mean, const Tensor& running_var, double momentum, double eps,
+                           const Tensor& mean, const Tensor& invstd) {
+  const DType cd = compute_dtype(xc.dtype());
+  const Tensor rm = running_mean.defined() ? widened(running_mean, cd) : Tensor();
+  const Tensor rv = running_var.defined() ? widened(running_var, cd) : Tensor();
+  gpu::DeviceGuard guard(xc.device());
+  const cudaStream_t stream = gpu::current_stream(xc.device());
+  dispatch_floating(xc.dtype(), "batch_norm", [&]<typename T>() {
+    using C = compute_t<T>;
+    if (mode == BatchNormMode::kTrain) {
+      gpu::launch_batch_norm_stats<T>(g, eps, momentum, xc.data<T>(), ptr_or_null<C>(rm), ptr_or_null<C>(rv),
+                                      mean.data<C>(), invstd.data<C>(), stream);
+    } else {
+      gpu::launch_batch_norm_eval_stats<T>(g.channels, eps, rm.data<C>(), rv.data<C>(), mean.data<C>(),
+                                           invstd.data<C>(), stream);
+    }
+  });
+  if (mode == BatchNormMode::kTrain && rm.defined()) {
+    NoGradGuard no_grad;
+    if (rm.data_ptr() != running_mean.data_ptr()) copy_(running_mean, rm);
+    if (rv.data_ptr() != running_var.data_ptr()) copy_(running_var, rv);
+  }
+}
+
+}  // namespace
+#endif
+
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, BatchNormMode mode, double momentum, double eps) {
   MT_CHECK(x.defined(), "batch_norm: input is undefined");
   MT_CHECK(x.dim() >= 2, "batch_norm: input must be [N, C] or [N, C, H, W], got ", shape_str(x.shape()));
   MT_CHECK(is_floating(x.dtype()), "batch_norm: expected a floating input, got ", dtype_name(x.dtype()));
-  MT_CHECK(x.device().is_cpu(), "batch_norm: no kernel for ", x.device().str(), " in this build");
+#ifdef MANTISSA_WITH_CUDA
+  const bool on_cuda = x.device().is_cuda();
+#else
+  const bool on_cuda = false;
+#endif
+  MT_CHECK(x.device().is_cpu() || on_cuda, "batch_norm: no kernel for ", x.device().str(), " in this build");
   const int64_t channels = x.size(1);
   const Shape param_shape{channels};
   check_param(weight, param_shape, x, "batch_norm", "weight");
@@ -239,10 +293,17 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                                  .spatial = channels == 0 || x.size(0) == 0 ? 1 : x.numel() / (x.size(0) * channels)};
   const DType cd = compute_dtype(x.dtype());
   const Tensor xc = x.contiguous();
-  Tensor mean = empty(param_shape, {.dtype = cd}), invstd = empty(param_shape, {.dtype = cd});
-  if (mode == BatchNormMode::kTrain) {
-    MT_CHECK(g.count() > 1, "batch_norm: training needs more than one value per channel, got input ",
-             shape_str(x.shape()), ". HINT: use a batch larger than 1, or BatchNormMode::kEval");
+  Tensor mean = empty(param_shape, {.dtype = cd, .device = x.device()});
+  Tensor invstd = empty(param_shape, {.dtype = cd, .device = x.device()});
+  MT_CHECK(mode == BatchNormMode::kEval || g.count() > 1, "batch_norm: training needs more than one value per ",
+           "channel, got input ", shape_str(x.shape()), ". HINT: use a batch larger than 1, or BatchNormMode::kEval");
+  MT_CHECK(mode == BatchNormMode::kTrain || running_mean.defined(), "batch_norm: eval mode needs running_mean and ",
+           "running_var. HINT: pass the running statistics, or use BatchNormMode::kTrain");
+  if (on_cuda) {
+#ifdef MANTISSA_WITH_CUDA
+    batch_norm_stats_cuda(xc, g, mode, running_mean, running_var, momentum, eps, mean, invstd);
+#endif
+  } else if (mode == BatchNormMode::kTrain) {
     Tensor var = empty(param_shape, {.dtype = cd});
     dispatch_floating(x.dtype(), "batch_norm", [&]<typename T>() {
       using C = compute_t<T>;
@@ -263,8 +324,6 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
       update_running(running_var, unbiased, momentum);
     }
   } else {
-    MT_CHECK(running_mean.defined(), "batch_norm: eval mode needs running_mean and running_var. HINT: pass the ",
-             "running statistics, or use BatchNormMode::kTrain");
     copy_(mean, running_mean.detach());
     const Tensor rv = widened(running_var, DType::kF64);
     std::vector<double> inv(static_cast<size_t>(channels));
@@ -274,6 +333,16 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   const Tensor wc = weight.defined() ? widened(weight, cd) : Tensor();
   const Tensor bc = bias.defined() ? widened(bias, cd) : Tensor();
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+#ifdef MANTISSA_WITH_CUDA
+  if (on_cuda) {
+    gpu::DeviceGuard guard(x.device());
+    dispatch_floating(x.dtype(), "batch_norm", [&]<typename T>() {
+      using C = compute_t<T>;
+      gpu::launch_batch_norm_apply<T>(g, xc.data<T>(), mean.data<C>(), invstd.data<C>(), ptr_or_null<C>(wc),
+                                      ptr_or_null<C>(bc), out.data<T>(), gpu::current_stream(x.device()));
+    });
+  } else
+#endif
   dispatch_floating(x.dtype(), "batch_norm", [&]<typename T>() {
     using C = compute_t<T>;
     cpu::batch_norm_apply<T>(g, xc.data<T>(), mean.data<C>(), invstd.data<C>(), ptr_or_null<C>(wc),

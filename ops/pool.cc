@@ -1,9 +1,15 @@
-// max_pool2d and avg_pool2d: argument checks, dispatch to ops/cpu/pool_kernels, and their backward.
+// max_pool2d and avg_pool2d: argument checks, dispatch to ops/cpu/pool_kernels (ops/cuda/pool.cu for CUDA
+// tensors), and their backward.
 // max_pool2d's node keeps only the argmax indices (i64, one per output); avg_pool2d's keeps nothing.
 #include "ops/pool.h"
 
 #include "framework/autograd.h"
 #include "ops/cpu/pool_kernels.h"
+
+#ifdef MANTISSA_WITH_CUDA
+#include "framework/cuda/stream.h"
+#include "ops/cuda/pool.h"
+#endif
 
 namespace mantissa {
 namespace {
@@ -14,7 +20,12 @@ Pool2dGeometry check_and_plan(const Tensor& x, const Pool2dOptions& opt, std::st
   MT_CHECK(x.defined(), op, ": input is undefined");
   MT_CHECK(x.dim() == 4, op, ": input must be [N, C, H, W] or [C, H, W], got ", shape_str(x.shape()));
   MT_CHECK(is_floating(x.dtype()), op, ": expected a floating input, got ", dtype_name(x.dtype()));
-  MT_CHECK(x.device().is_cpu(), op, ": no kernel for ", x.device().str(), " in this build");
+#ifdef MANTISSA_WITH_CUDA
+  const bool on_cuda = x.device().is_cuda();
+#else
+  const bool on_cuda = false;
+#endif
+  MT_CHECK(x.device().is_cpu() || on_cuda, op, ": no kernel for ", x.device().str(), " in this build");
   Pool2dGeometry g{.planes = x.size(0) * x.size(1), .h = x.size(2), .w = x.size(3)};
   int64_t k[2], s[2], p[2];
   for (int i = 0; i < 2; ++i) {
@@ -47,7 +58,17 @@ struct MaxPool2dBackward final : Node {
   std::string_view name() const override { return "MaxPool2dBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor dy = grads[0].contiguous();
-    Tensor dx = empty(input_shape, {.dtype = dtype});
+    Tensor dx = empty(input_shape, {.dtype = dtype, .device = dy.device()});
+#ifdef MANTISSA_WITH_CUDA
+    if (dy.device().is_cuda()) {
+      gpu::DeviceGuard guard(dy.device());
+      dispatch_floating(dtype, "max_pool2d_backward", [&]<typename T>() {
+        gpu::launch_max_pool2d_backward<T>(geometry, dy.data<T>(), indices.get().data<int64_t>(), dx.data<T>(),
+                                           gpu::current_stream(dy.device()));
+      });
+      return {dx};
+    }
+#endif
     dispatch_floating(dtype, "max_pool2d_backward", [&]<typename T>() {
       cpu::max_pool2d_backward<T>(geometry, dy.data<T>(), indices.get().data<int64_t>(), dx.data<T>());
     });
@@ -62,7 +83,16 @@ struct AvgPool2dBackward final : Node {
   std::string_view name() const override { return "AvgPool2dBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor dy = grads[0].contiguous();
-    Tensor dx = empty(input_shape, {.dtype = dtype});
+    Tensor dx = empty(input_shape, {.dtype = dtype, .device = dy.device()});
+#ifdef MANTISSA_WITH_CUDA
+    if (dy.device().is_cuda()) {
+      gpu::DeviceGuard guard(dy.device());
+      dispatch_floating(dtype, "avg_pool2d_backward", [&]<typename T>() {
+        gpu::launch_avg_pool2d_backward<T>(geometry, dy.data<T>(), dx.data<T>(), gpu::current_stream(dy.device()));
+      });
+      return {dx};
+    }
+#endif
     dispatch_floating(dtype, "avg_pool2d_backward", [&]<typename T>() {
       cpu::avg_pool2d_backward<T>(geometry, dy.data<T>(), dx.data<T>());
     });
@@ -78,6 +108,15 @@ Tensor max_pool2d(const Tensor& x, Pool2dOptions options) {
   const Tensor xc = x.contiguous();
   Tensor out = empty(out_shape(x, g), {.dtype = x.dtype(), .device = x.device()});
   Tensor indices = empty(out_shape(x, g), {.dtype = DType::kI64, .device = x.device()});
+#ifdef MANTISSA_WITH_CUDA
+  if (x.device().is_cuda()) {
+    gpu::DeviceGuard guard(x.device());
+    dispatch_floating(x.dtype(), "max_pool2d", [&]<typename T>() {
+      gpu::launch_max_pool2d_forward<T>(g, xc.data<T>(), out.data<T>(), indices.data<int64_t>(),
+                                        gpu::current_stream(x.device()));
+    });
+  } else
+#endif
   dispatch_floating(x.dtype(), "max_pool2d", [&]<typename T>() {
     cpu::max_pool2d_forward<T>(g, xc.data<T>(), out.data<T>(), indices.data<int64_t>());
   });
@@ -97,6 +136,14 @@ Tensor avg_pool2d(const Tensor& x, Pool2dOptions options) {
   const Pool2dGeometry g = check_and_plan(x, options, "avg_pool2d");
   const Tensor xc = x.contiguous();
   Tensor out = empty(out_shape(x, g), {.dtype = x.dtype(), .device = x.device()});
+#ifdef MANTISSA_WITH_CUDA
+  if (x.device().is_cuda()) {
+    gpu::DeviceGuard guard(x.device());
+    dispatch_floating(x.dtype(), "avg_pool2d", [&]<typename T>() {
+      gpu::launch_avg_pool2d_forward<T>(g, xc.data<T>(), out.data<T>(), gpu::current_stream(x.device()));
+    });
+  } else
+#endif
   dispatch_floating(x.dtype(), "avg_pool2d", [&]<typename T>() {
     cpu::avg_pool2d_forward<T>(g, xc.data<T>(), out.data<T>());
   });

@@ -25,7 +25,15 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
     return batch_norm(x, running_mean, running_var, weight, bias, BatchNormMode::kEval, options.momentum,
                       options.eps);
   }
-  num_batches_tracked.data<int64_t>()[0] += 1;  // a counter only: the momentum is fixed
+  // A counter only: the momentum is fixed. A CUDA buffer (after Module::to) is counted through the host:
+  // its data pointer is a device address, and there is no integer add on the device.
+  if (num_batches_tracked.device().is_cpu()) {
+    num_batches_tracked.data<int64_t>()[0] += 1;
+  } else {
+    const Tensor count = num_batches_tracked.to(kCPU);
+    count.data<int64_t>()[0] += 1;
+    copy_(num_batches_tracked, count);
+  }
   return batch_norm(x, running_mean, running_var, weight, bias, BatchNormMode::kTrain, options.momentum,
                     options.eps);
 }
