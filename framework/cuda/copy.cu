@@ -37,7 +37,11 @@ __global__ void accumulate_kernel(T* dst, const T* src, StridedOffsets<2> geom, 
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
     int64_t off[2] = {i, i};
     if (!contiguous) geom.get(i, off);
-    dst[off[0]] = add_element(dst[off[0]], src[off[1]]);
+    if constexpr (std::is_same_v<T, int64_t>) {
+      dst[off[0]] += src[off[1]];  // counters (batch norm's num_batches_tracked)
+    } else {
+      dst[off[0]] = add_element(dst[off[0]], src[off[1]]);
+    }
   }
 }
 
@@ -104,11 +108,12 @@ void launch_fill(void* dst, size_t element_size, uint64_t bits, const StridedOff
 void launch_accumulate(void* dst, const void* src, DType dtype, const StridedOffsets<2>& geom, int64_t n,
                        cudaStream_t stream) {
   if (n == 0) return;
-  MT_CHECK(is_floating(dtype), "accumulate_: CUDA kernel for floating dtypes only, got ", dtype_name(dtype));
+  MT_CHECK(is_floating(dtype) || dtype == DType::kI64, "accumulate_: CUDA kernel for floating dtypes and i64 only, got ",
+           dtype_name(dtype));
   with_type(dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, F16> ||
-                  std::is_same_v<T, BF16>) {
+                  std::is_same_v<T, BF16> || std::is_same_v<T, int64_t>) {
       accumulate_kernel<<<grid(n), kCopyThreads, 0, stream>>>(static_cast<T*>(dst), static_cast<const T*>(src),
                                                                geom, n);
     }

@@ -25,14 +25,11 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
     return batch_norm(x, running_mean, running_var, weight, bias, BatchNormMode::kEval, options.momentum,
                       options.eps);
   }
-  // A counter only: the momentum is fixed. A CUDA buffer (after Module::to) is counted through the host:
-  // its data pointer is a device address, and there is no integer add on the device.
+  // A counter only: the momentum is fixed. On a GPU the add runs there (no host synchronization per step).
   if (num_batches_tracked.device().is_cpu()) {
     num_batches_tracked.data<int64_t>()[0] += 1;
   } else {
-    const Tensor count = num_batches_tracked.to(kCPU);
-    count.data<int64_t>()[0] += 1;
-    copy_(num_batches_tracked, count);
+    accumulate_(num_batches_tracked, ones({}, {.dtype = DType::kI64, .device = num_batches_tracked.device()}));
   }
   return batch_norm(x, running_mean, running_var, weight, bias, BatchNormMode::kTrain, options.momentum,
                     options.eps);
