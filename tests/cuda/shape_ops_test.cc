@@ -1,6 +1,6 @@
-// CUDA cat / stack / split, index_select, gather, scatter_add, one_hot, nll_loss, var and GPT.generate
-// against the CPU on random inputs (incl. non-contiguous views), forward and backward. Device outputs are
-// allocated from a cache first filled with 0xFF, so an element a kernel fails to write shows up.
+// CUDA cat / stack / split, index_select, gather, scatter_add, one_hot, nll_loss, var, logsumexp, norm and
+// GPT.generate against the CPU on random inputs (incl. non-contiguous views), forward and backward. Device
+// outputs are allocated from a cache first filled with 0xFF, so an element a kernel fails to write shows up.
 // Skipped without a device.
 #include <gtest/gtest.h>
 
@@ -223,6 +223,44 @@ TEST(CudaShapeOps, VarForwardAndBackward) {
   // One element with correction 1: NaN on both.
   const Tensor one = random_tensor({1}, DType::kF32, 53);
   EXPECT_TRUE(within_ulps(var(one), var(on_cuda(one)), 0));
+}
+
+TEST(CudaShapeOps, LogsumexpAndNormForwardAndBackward) {
+  MT_REQUIRE_CUDA();
+  for (DType dt : kFloats) {
+    // exp / log / pow differ by the two math libraries' few ulps and the sums by order: f32 1e-5
+    // relative, f64 1e-12, 16-bit within one rounding of the dtype (both round an f32 value once).
+    const double tol = dt == DType::kF64 ? 1e-12 : dt == DType::kF32 ? 1e-5 : dt == DType::kF16 ? 1e-3 : 8e-3;
+    for (const Shape& dims : {Shape{}, Shape{1}, Shape{0, 2}}) {
+      for (KeepDim keep : {KeepDim::kNo, KeepDim::kYes}) {
+        auto [x, xd] = leaves(random_tensor({4, 17, 3}, dt, 61));
+        const Tensor y = logsumexp(x.transpose(0, 2).transpose(0, 2), dims, keep);
+        const Tensor yd = logsumexp(xd.transpose(0, 2).transpose(0, 2), dims, keep);
+        EXPECT_TRUE(within_rel(y, yd, tol, tol)) << dtype_name(dt);
+        const Tensor g = random_tensor(y.shape(), dt, 62);
+        y.backward(g);
+        yd.backward(on_cuda(g));
+        EXPECT_TRUE(within_rel(x.grad(), xd.grad(), tol, tol)) << dtype_name(dt);
+      }
+      for (double p : {1.0, 2.0, 3.0, static_cast<double>(INFINITY)}) {
+        auto [x, xd] = leaves(random_tensor({4, 17, 3}, dt, 63));
+        const NormOptions o{.p = p, .dims = dims};
+        const Tensor y = norm(x, o), yd = norm(xd, o);
+        EXPECT_TRUE(within_rel(y, yd, tol, tol)) << dtype_name(dt) << " p " << p;
+        const Tensor g = random_tensor(y.shape(), dt, 64);
+        y.backward(g);
+        yd.backward(on_cuda(g));
+        EXPECT_TRUE(within_rel(x.grad(), xd.grad(), tol, tol)) << dtype_name(dt) << " p " << p;
+      }
+    }
+  }
+  // A row of -inf gives -inf; a zero row's 2-norm gradient is 0 (not NaN) on both.
+  const Tensor ninf = full({2, 3}, -INFINITY);
+  EXPECT_TRUE(within_ulps(logsumexp(ninf, {1}), logsumexp(on_cuda(ninf), {1}), 0));
+  auto [z, zd] = leaves(zeros({2, 3}));
+  norm(z, {.dims = {1}}).backward(ones({2}));
+  norm(zd, {.dims = {1}}).backward(on_cuda(ones({2})));
+  EXPECT_TRUE(within_ulps(z.grad(), zd.grad(), 0));
 }
 
 TEST(CudaShapeOps, GptGeneratesOnTheGpu) {
