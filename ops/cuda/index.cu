@@ -1,5 +1,6 @@
 // CUDA index kernels: index_select rows, gather along a dim (strided input), their scatter-add
-// backwards by atomic adds into a zeroed accumulator (f32 for 16-bit), one_hot, and nll_loss.
+// backwards by atomic adds into a zeroed accumulator (f32 for 16-bit), index_put's row copy, one_hot,
+// and nll_loss.
 #include "ops/cuda/index.h"
 
 #include <type_traits>
@@ -42,6 +43,16 @@ __global__ void index_add_kernel(const D* __restrict__ grad, const int64_t* __re
     const int64_t i = r % n_index, o = r / n_index;
     const int64_t row = index[i];
     if (index_in_range(row, size)) atomicAdd(acc + (o * size + row) * inner + k, static_cast<A>(load(grad[e])));
+  }
+}
+
+template <typename D>
+__global__ void index_copy_kernel(const D* __restrict__ src, const int64_t* __restrict__ index, int64_t n_index,
+                                  int64_t size, int64_t inner, D* __restrict__ out) {
+  for (int64_t e = global_thread(); e < n_index * inner; e += grid_threads()) {
+    const int64_t i = e / inner, k = e - i * inner;
+    const int64_t row = index[i];
+    if (index_in_range(row, size)) out[row * inner + k] = src[e];
   }
 }
 
@@ -131,6 +142,15 @@ void launch_index_add(const T* grad, const int64_t* index, int64_t n_index, int6
 }
 
 template <typename T>
+void launch_index_copy(const T* src, const int64_t* index, int64_t n_index, int64_t size, int64_t inner, T* out,
+                       cudaStream_t stream) {
+  if (n_index * inner == 0) return;
+  const LaunchGeometry g = elementwise_geometry(n_index * inner);
+  index_copy_kernel<<<g.blocks, g.threads, 0, stream>>>(dev(src), index, n_index, size, inner, dev(out));
+  MT_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T>
 void launch_gather(const T* x, const int64_t* index, GatherGeometry geo, T* out, cudaStream_t stream) {
   if (geo.numel == 0) return;
   const LaunchGeometry g = elementwise_geometry(geo.numel);
@@ -178,6 +198,7 @@ void launch_nll_backward(const int64_t* target, const T* grad, const double* cou
 #define MT_INSTANTIATE_FLOAT(T, A)                                                                                \
   template void launch_index_add<T, A>(const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t, A*,           \
                                        cudaStream_t);                                                             \
+  template void launch_index_copy<T>(const T*, const int64_t*, int64_t, int64_t, int64_t, T*, cudaStream_t);     \
   template void launch_scatter_add<T, A>(const T*, const int64_t*, GatherGeometry, A*, cudaStream_t);             \
   template void launch_nll_forward<T, A>(const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t, A*,         \
                                          cudaStream_t);                                                           \

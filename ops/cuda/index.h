@@ -24,6 +24,12 @@ template <typename T, typename A>
 void launch_index_add(const T* grad, const int64_t* index, int64_t n_index, int64_t outer, int64_t size,
                       int64_t inner, A* acc, cudaStream_t stream);
 
+// out[index[i], :] = src[i, :] for out [size, inner] and src [n_index, inner] (index_put's replace mode;
+// with repeated indices one of the rows wins, unordered as in PyTorch on a GPU).
+template <typename T>
+void launch_index_copy(const T* src, const int64_t* index, int64_t n_index, int64_t size, int64_t inner, T* out,
+                       cudaStream_t stream);
+
 // out[p] = x[gather_offset(g, p, index[p])] for every position p of the index; out contiguous.
 template <typename T>
 void launch_gather(const T* x, const int64_t* index, GatherGeometry g, T* out, cudaStream_t stream);

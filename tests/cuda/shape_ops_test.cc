@@ -1,6 +1,7 @@
-// CUDA cat / stack / split, index_select, gather, scatter_add, one_hot, nll_loss, var, logsumexp, norm and
-// GPT.generate against the CPU on random inputs (incl. non-contiguous views), forward and backward. Device
-// outputs are allocated from a cache first filled with 0xFF, so an element a kernel fails to write shows up.
+// CUDA cat / stack / split, index_select, gather, scatter_add, index_put, one_hot, nll_loss, var,
+// logsumexp, norm and GPT.generate against the CPU on random inputs (incl. non-contiguous views), forward
+// and backward. Device outputs are allocated from a cache first filled with 0xFF, so an element a kernel
+// fails to write shows up.
 // Skipped without a device.
 #include <gtest/gtest.h>
 
@@ -168,6 +169,30 @@ TEST(CudaShapeOps, OneHot) {
   EXPECT_TRUE(within_ulps(one_hot(idx, 7), one_hot(on_cuda(idx), 7), 0));
   EXPECT_TRUE(within_ulps(one_hot(idx, -1), one_hot(on_cuda(idx), -1), 0));  // classes inferred on the host
   EXPECT_EQ(one_hot(on_cuda(idx), 9).device(), cuda(0));
+}
+
+TEST(CudaShapeOps, IndexPutReplaceAndAccumulate) {
+  MT_REQUIRE_CUDA();
+  const Tensor unique = from_vector<int64_t>({4, 0, 2}, {3});        // replace: no repeats (order-free)
+  const Tensor repeats = from_vector<int64_t>({1, 3, 1, 1}, {2, 2});  // accumulate: repeats add
+  for (DType dt : kFloats) {
+    for (IndexPutMode mode : {IndexPutMode::kReplace, IndexPutMode::kAccumulate}) {
+      const Tensor& index = mode == IndexPutMode::kReplace ? unique : repeats;
+      Shape vshape = index.shape();
+      vshape.push_back(3);
+      auto [x, xd] = leaves(random_tensor({6, 3}, dt, 71));
+      auto [v, vd] = leaves(random_tensor(vshape, dt, 72));
+      const Tensor y = index_put(x, index, v, mode), yd = index_put(xd, on_cuda(index), vd, mode);
+      // Replace copies (exact); accumulate adds up to 3 rows in f32 atomics, then rounds once.
+      const double tol = mode == IndexPutMode::kReplace ? 0.0 : atomic_sum_tol(dt);
+      EXPECT_TRUE(within_rel(y, yd, tol, tol)) << dtype_name(dt);
+      const Tensor g = random_tensor(y.shape(), dt, 73);
+      y.backward(g);
+      yd.backward(on_cuda(g));
+      EXPECT_TRUE(within_ulps(x.grad(), xd.grad(), 0)) << dtype_name(dt);  // passes through or zeroed rows
+      EXPECT_TRUE(within_rel(v.grad(), vd.grad(), atomic_sum_tol(dt), atomic_sum_tol(dt))) << dtype_name(dt);
+    }
+  }
 }
 
 TEST(CudaShapeOps, NllLossAllReductionsWithIgnoreIndex) {
