@@ -1,7 +1,8 @@
 // logsumexp, prod, norm (all fp32 under autocast) and cumsum, with their backward. The reductions move
 // the reduced dims last and run a row kernel (ops/cpu/reduce_rows.h) over the contiguous [m, n] matrix:
 // m output elements, n reduced elements each. On a GPU, logsumexp and norm (and their backward) are
-// composed from the device ops in the compute type (f32, f64 for f64) and rounded once at the end.
+// composed from the device ops in the compute type (f32, f64 for f64) and rounded once at the end;
+// cumsum has its own kernel (ops/cuda/scan.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,6 +13,11 @@
 #include "ops/elementwise.h"
 #include "ops/map.h"
 #include "ops/reduce.h"
+
+#ifdef MANTISSA_WITH_CUDA
+#include "framework/cuda/stream.h"
+#include "ops/cuda/scan.h"
+#endif
 
 namespace mantissa {
 namespace {
@@ -209,6 +215,16 @@ Tensor scan(const Tensor& x_in, int64_t dim, cpu::ScanDirection direction) {
     if (d > dim) inner *= x.size(d);
   }
   dispatch_floating(x.dtype(), "cumsum", [&]<typename T>() {
+#ifdef MANTISSA_WITH_CUDA
+    if (x.device().is_cuda()) {
+      gpu::DeviceGuard guard(x.device());
+      const gpu::ScanOrder order =
+          direction == cpu::ScanDirection::kForward ? gpu::ScanOrder::kForward : gpu::ScanOrder::kReverse;
+      gpu::launch_cumsum_lines<T>(x.data<T>(), outer, x.size(dim), inner, order, out.data<T>(),
+                                  gpu::current_stream(x.device()));
+      return;
+    }
+#endif
     cpu::cumsum_lines<T>(x.data<T>(), outer, x.size(dim), inner, direction, out.data<T>());
   });
   return out;
@@ -285,7 +301,11 @@ Tensor norm(const Tensor& x, NormOptions options) { return norm_impl(x, std::mov
 Tensor cumsum(const Tensor& x_in, int64_t dim_in) {
   const Tensor x = amp::cast_input("cumsum", x_in);
   MT_CHECK(is_floating(x.dtype()), "cumsum: expected a floating tensor, got ", dtype_name(x.dtype()));
-  MT_CHECK(x.device().is_cpu(), "cumsum: no kernel for ", x.device().str(), " in this build");
+  bool cuda = false;
+#ifdef MANTISSA_WITH_CUDA
+  cuda = x.device().is_cuda();
+#endif
+  MT_CHECK(x.device().is_cpu() || cuda, "cumsum: no kernel for ", x.device().str(), " in this build");
   const int64_t dim = x.dim() == 0 ? 0 : wrap_dim(dim_in, x.dim(), "cumsum");
   Tensor out;
   {

@@ -1,7 +1,7 @@
 // CUDA cat / stack / split, index_select, gather, scatter_add, index_put, one_hot, nll_loss, var,
-// logsumexp, norm and GPT.generate against the CPU on random inputs (incl. non-contiguous views), forward
-// and backward. Device outputs are allocated from a cache first filled with 0xFF, so an element a kernel
-// fails to write shows up.
+// logsumexp, norm, cumsum and GPT.generate against the CPU on random inputs (incl. non-contiguous views),
+// forward and backward. Device outputs are allocated from a cache first filled with 0xFF, so an element a
+// kernel fails to write shows up.
 // Skipped without a device.
 #include <gtest/gtest.h>
 
@@ -286,6 +286,22 @@ TEST(CudaShapeOps, LogsumexpAndNormForwardAndBackward) {
   norm(z, {.dims = {1}}).backward(ones({2}));
   norm(zd, {.dims = {1}}).backward(on_cuda(ones({2})));
   EXPECT_TRUE(within_ulps(z.grad(), zd.grad(), 0));
+}
+
+TEST(CudaShapeOps, CumsumForwardAndBackward) {
+  MT_REQUIRE_CUDA();
+  for (DType dt : kFloats) {
+    for (int64_t dim : {0, 1, -1}) {
+      auto [x, xd] = leaves(random_tensor({5, 33, 4}, dt, 81));
+      const Tensor y = cumsum(x.transpose(0, 2), dim), yd = cumsum(xd.transpose(0, 2), dim);
+      // The same additions in the same order in the same compute type, each rounded once: exact.
+      EXPECT_TRUE(within_ulps(y, yd, 0)) << dtype_name(dt) << " dim " << dim;
+      const Tensor g = random_tensor(y.shape(), dt, 82);
+      y.backward(g);
+      yd.backward(on_cuda(g));
+      EXPECT_TRUE(within_ulps(x.grad(), xd.grad(), 0)) << dtype_name(dt) << " dim " << dim;  // reverse scan
+    }
+  }
 }
 
 TEST(CudaShapeOps, GptGeneratesOnTheGpu) {
