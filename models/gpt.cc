@@ -148,7 +148,9 @@ Tensor GPT::generate(const Tensor& prompt, int64_t n, GenerateOptions options) {
   NoGradGuard no_grad;
   const bool was_training = is_training();
   eval();
-  Tensor idx = prompt.dim() == 1 ? prompt.unsqueeze(0) : prompt;
+  // Tokens live on the model's device; the logits of the last position are read on the host to sample.
+  const Device device = lm_head_weight.device();
+  Tensor idx = (prompt.dim() == 1 ? prompt.unsqueeze(0) : prompt).to(device);
   const int64_t B = idx.size(0), V = config_.vocab_size;
   const int64_t k = options.top_k > 0 ? std::min(options.top_k, V) : V;
   std::vector<double> probs(static_cast<size_t>(V));
@@ -156,7 +158,7 @@ Tensor GPT::generate(const Tensor& prompt, int64_t n, GenerateOptions options) {
   for (int64_t step = 0; step < n; ++step) {
     const int64_t T = idx.size(1), start = std::max<int64_t>(0, T - config_.block_size);
     const Tensor cond = idx.slice(1, start, T);
-    const Tensor last = forward(cond).logits.select(1, T - start - 1).to(DType::kF32).contiguous();  // [B, V]
+    const Tensor last = forward(cond).logits.select(1, T - start - 1).to(DType::kF32).to(kCPU).contiguous();  // [B, V]
     const float* lp = last.data<float>();
     for (int64_t b = 0; b < B; ++b) {
       const float* row = lp + b * V;
@@ -186,9 +188,10 @@ Tensor GPT::generate(const Tensor& prompt, int64_t n, GenerateOptions options) {
       }
       next[b] = chosen;
     }
-    idx = cat({idx, from_vector<int64_t>(next, {B, 1})}, 1);
+    idx = cat({idx, from_vector<int64_t>(next, {B, 1}).to(device)}, 1);
   }
   if (was_training) train();
+  idx = idx.to(prompt.device());  // returned where the prompt was
   return prompt.dim() == 1 ? idx.squeeze(0) : idx;
 }
 

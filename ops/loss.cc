@@ -13,6 +13,7 @@
 
 #ifdef MANTISSA_WITH_CUDA
 #include "framework/cuda/stream.h"
+#include "ops/cuda/index.h"
 #include "ops/cuda/softmax.h"
 #endif
 
@@ -209,6 +210,62 @@ Tensor cuda_cross_entropy(const Tensor& logits, const ClassPlan& p, CrossEntropy
   }
   return out;
 }
+
+// nll_loss's backward on the GPU; as the cross-entropy, the count of non-ignored targets stays on the device.
+struct CudaNllLossBackward final : Node {
+  SavedTensor target{this, "target"};  // contiguous i64
+  SavedTensor count{this, "count"};    // f64 scalar on the device (written for kMean / kSum)
+  Shape input_shape;
+  DType input_dtype;
+  cpu::ClassGeometry geometry;
+  CrossEntropyOptions options;
+  std::string_view name() const override { return "NllLossBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    const Tensor g = grads[0].to(input_dtype).contiguous();
+    Tensor dx = empty(input_shape, {.dtype = input_dtype, .device = g.device()});
+    gpu::DeviceGuard guard(g.device());
+    dispatch_floating(input_dtype, name(), [&]<typename T>() {
+      using C = compute_t<T>;
+      gpu::launch_nll_backward<T, C>(target.get().data<int64_t>(), g.data<T>(), count.get().data<double>(),
+                                     device_reduction(options.reduction), geometry.batch, geometry.classes,
+                                     geometry.inner, options.ignore_index, dx.data<T>(),
+                                     gpu::current_stream(g.device()));
+    });
+    return {dx};
+  }
+};
+
+// nll_loss on the GPU: per-position losses, then the same device-side reduction as the cross-entropy.
+Tensor cuda_nll_loss(const Tensor& log_probs, const ClassPlan& p, CrossEntropyOptions options) {
+  const DType dtype = log_probs.dtype();
+  const DType cd = dtype == DType::kF64 ? DType::kF64 : DType::kF32;
+  const int64_t positions = p.geometry.positions();
+  const Device device = log_probs.device();
+  Tensor loss = empty({positions}, {.dtype = cd, .device = device});
+  Tensor count = empty({}, {.dtype = DType::kF64, .device = device});
+  Tensor out = empty(options.reduction == Reduction::kNone ? p.loss_shape : Shape{}, {.dtype = dtype, .device = device});
+  gpu::DeviceGuard guard(device);
+  const cudaStream_t stream = gpu::current_stream(device);
+  dispatch_floating(dtype, "nll_loss", [&]<typename T>() {
+    using C = compute_t<T>;
+    gpu::launch_nll_forward<T, C>(p.input.data<T>(), p.target.data<int64_t>(), p.geometry.batch, p.geometry.classes,
+                                  p.geometry.inner, options.ignore_index, loss.data<C>(), stream);
+    gpu::launch_loss_reduce<T, C>(positions, device_reduction(options.reduction), loss.data<C>(),
+                                  p.target.data<int64_t>(), options.ignore_index, out.data<T>(), count.data<double>(),
+                                  stream);
+  });
+  if (compute_requires_grad({&log_probs})) {
+    auto node = make_node<CudaNllLossBackward>({&log_probs});
+    node->target = p.target;
+    node->count = count;
+    node->input_shape = log_probs.shape();
+    node->input_dtype = dtype;
+    node->geometry = p.geometry;
+    node->options = options;
+    set_history(out, node);
+  }
+  return out;
+}
 #endif
 
 struct NllLossBackward final : Node {
@@ -295,7 +352,10 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, CrossEntropy
 
 Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, CrossEntropyOptions options) {
   const Tensor log_probs = amp::cast_input("nll_loss", log_probs_in);
-  ClassPlan p = plan_class_loss(log_probs, target, options.ignore_index, "nll_loss");
+  ClassPlan p = plan_class_loss(log_probs, target, options.ignore_index, "nll_loss", /*allow_cuda=*/true);
+#ifdef MANTISSA_WITH_CUDA
+  if (log_probs.device().is_cuda()) return cuda_nll_loss(log_probs, p, options);
+#endif
   const DType dtype = log_probs.dtype();
   Tensor out;
   dispatch_floating(dtype, "nll_loss", [&]<typename T>() {

@@ -245,27 +245,38 @@ Tensor var(const Tensor& x, const Shape& dims, VarOptions options) {
   const int64_t correction = options.correction;
   const KeepDim keepdim = options.keepdim;
   MT_CHECK(is_floating(x.dtype()), "var: expected a floating tensor, got ", dtype_name(x.dtype()));
-  MT_CHECK(x.device().is_cpu(), "var: no kernel for ", x.device().str(), " in this build");
   const ReducePlan p = make_plan(x, dims, keepdim, "var");
   Tensor m = sum_impl(x, make_plan(x, dims, KeepDim::kYes, "var"), 1.0 / static_cast<double>(p.reduced_numel));
   Tensor out = empty(p.out_shape, {.dtype = x.dtype(), .device = x.device()});
   const double denom = static_cast<double>(p.reduced_numel - correction);
-  dispatch_floating(x.dtype(), "var", [&]<typename T>() {
-    using A = acc_t<T>;
-    const T* xp = x.data<T>();
-    const T* mp = m.data<T>();
-    T* op = out.data<T>();
-    for_each_output(p, reduce_grain(p), [&](int64_t o, int64_t base) {
-      // Two-pass: centre on the (16-bit-rounded for f16/bf16 inputs) mean, then sum squares in A.
-      const A mu = static_cast<A>(mp[o]);
-      A acc = 0;
-      for_each_reduced<T>(p, xp + base, [&](T v) {
-        const A d = static_cast<A>(v) - mu;
-        acc += d * d;
+  if (!x.device().is_cpu()) {
+    // The same two passes from the device ops: centre on the (dtype-rounded) mean in the accumulation
+    // type (f32, f64 for f64), square, and sum with the scale 1/denom, rounded once to the dtype.
+    NoGradGuard no_grad;
+    const DType ad = x.dtype() == DType::kF64 ? DType::kF64 : DType::kF32;
+    const Tensor d = sub(x.to(ad), m.to(ad));
+    const Tensor sq = mul(d, d);
+    out = denom > 0 ? sum_impl(sq, make_plan(sq, dims, keepdim, "var"), 1.0 / denom).to(x.dtype())
+                    : full(p.out_shape, std::numeric_limits<double>::quiet_NaN(),
+                           {.dtype = x.dtype(), .device = x.device()});
+  } else {
+    dispatch_floating(x.dtype(), "var", [&]<typename T>() {
+      using A = acc_t<T>;
+      const T* xp = x.data<T>();
+      const T* mp = m.data<T>();
+      T* op = out.data<T>();
+      for_each_output(p, reduce_grain(p), [&](int64_t o, int64_t base) {
+        // Two-pass: centre on the (16-bit-rounded for f16/bf16 inputs) mean, then sum squares in A.
+        const A mu = static_cast<A>(mp[o]);
+        A acc = 0;
+        for_each_reduced<T>(p, xp + base, [&](T v) {
+          const A d = static_cast<A>(v) - mu;
+          acc += d * d;
+        });
+        op[o] = static_cast<T>(denom > 0 ? acc / static_cast<A>(denom) : std::numeric_limits<A>::quiet_NaN());
       });
-      op[o] = static_cast<T>(denom > 0 ? acc / static_cast<A>(denom) : std::numeric_limits<A>::quiet_NaN());
     });
-  });
+  }
   if (compute_requires_grad({&x})) {
     auto node = make_node<VarBackward>({&x});
     node->self = x;

@@ -1,8 +1,11 @@
 // logsumexp, prod, norm (all fp32 under autocast) and cumsum, with their backward. The reductions move
 // the reduced dims last and run a row kernel (ops/cpu/reduce_rows.h) over the contiguous [m, n] matrix:
-// m output elements, n reduced elements each.
+// m output elements, n reduced elements each. On a GPU, logsumexp and norm (and their backward) are
+// composed from the device ops in the compute type (f32, f64 for f64) and rounded once at the end;
+// cumsum has its own kernel (ops/cuda/scan.h).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "amp/autocast.h"
 #include "framework/autograd.h"
@@ -10,6 +13,11 @@
 #include "ops/elementwise.h"
 #include "ops/map.h"
 #include "ops/reduce.h"
+
+#ifdef MANTISSA_WITH_CUDA
+#include "framework/cuda/stream.h"
+#include "ops/cuda/scan.h"
+#endif
 
 namespace mantissa {
 namespace {
@@ -61,6 +69,39 @@ Tensor from_rows(const Tensor& rows, const RowPlan& p) {
   return rows.reshape(p.permuted_shape).permute(inverse).contiguous();
 }
 
+// The compute dtype of the composed device paths.
+DType compute_dtype(DType d) { return d == DType::kF64 ? DType::kF64 : DType::kF32; }
+
+// Sign of x as 1 / 0 / -1 in its dtype (device ops).
+Tensor sign_of(const Tensor& x) { return sub(gt(x, 0.0).to(x.dtype()), lt(x, 0.0).to(x.dtype())); }
+
+// logsumexp of the [m, n] rows of x on a device: max-shifted as the CPU (a row whose max is infinite
+// keeps the shift 0, so an all -inf row gives -inf and a +inf row +inf).
+Tensor device_logsumexp(const Tensor& x, const RowPlan& p) {
+  NoGradGuard no_grad;
+  const Tensor r = as_rows(x, p).to(compute_dtype(x.dtype()));
+  const Tensor mx = max(r, 1, KeepDim::kYes).values;
+  const Tensor shift = masked_fill(mx, eq(abs(mx), std::numeric_limits<double>::infinity()), 0.0);
+  return add(log(sum(exp(sub(r, shift)), {1}, KeepDim::kYes)), shift).reshape(p.out_shape).to(x.dtype());
+}
+
+// The p-norm of the [m, n] rows of x on a device, as cpu::norm_rows.
+Tensor device_norm(const Tensor& x, const RowPlan& p, double pv) {
+  NoGradGuard no_grad;
+  const Tensor r = as_rows(x, p).to(compute_dtype(x.dtype()));
+  Tensor n;
+  if (std::isinf(pv)) {
+    n = max(abs(r), 1).values;  // NaN propagates as in the CPU kernel
+  } else if (pv == 2.0) {
+    n = sqrt(sum(mul(r, r), {1}));
+  } else if (pv == 1.0) {
+    n = sum(abs(r), {1});
+  } else {
+    n = pow(sum(pow(abs(r), pv), {1}), 1.0 / pv);
+  }
+  return n.reshape(p.out_shape).to(x.dtype());
+}
+
 // Runs kernel(rows, m, n, out) in x's dtype and returns the result in out_shape.
 template <typename K>
 Tensor reduce_rows(const Tensor& x, const RowPlan& p, std::string_view op, K&& kernel) {
@@ -79,6 +120,11 @@ struct LogsumexpBackward final : Node {
   std::string_view name() const override { return "LogsumexpBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     // d/dx logsumexp = exp(x - result): the softmax of the reduced slice.
+    const Tensor& x = self.get();
+    if (!x.device().is_cpu()) {
+      const DType cd = compute_dtype(x.dtype());
+      return {mul(g[0].reshape(keep_shape).to(cd), exp(sub(x.to(cd), result.get().to(cd)))).to(x.dtype())};
+    }
     return {map_ternary(g[0].reshape(keep_shape), self.get(), result.get(), "logsumexp_backward",
                         [](auto gv, auto x, auto r) { return gv * std::exp(x - r); })};
   }
@@ -116,11 +162,26 @@ struct NormBackward final : Node {
       using C = decltype(v);
       return v > C(0) ? C(1) : (v < C(0) ? C(-1) : C(0));
     };
+    if (!x.device().is_cpu() && !std::isinf(pv)) {
+      // The same formulas from device ops in the compute type; 0 where the norm is 0 (p > 1).
+      const DType cd = compute_dtype(x.dtype());
+      const Tensor gc = g.to(cd), xc = x.to(cd), nc = r.to(cd);
+      Tensor dx;
+      if (pv == 1.0) {
+        dx = mul(gc, sign_of(xc));
+      } else if (pv == 2.0) {
+        dx = masked_fill(div(mul(gc, xc), nc), eq(nc, 0.0), 0.0);
+      } else {
+        dx = masked_fill(div(mul(mul(gc, sign_of(xc)), pow(abs(xc), pv - 1.0)), pow(nc, pv - 1.0)), eq(nc, 0.0), 0.0);
+      }
+      return {dx.to(x.dtype())};
+    }
     if (std::isinf(pv)) {
       // max |x|: the gradient is shared evenly among the elements that attain it.
       const DType compute = x.dtype() == DType::kF64 ? DType::kF64 : DType::kF32;
       const Tensor hit = eq(abs(x), r).to(compute);
       const Tensor share = div(g.to(compute), sum(hit, dims, KeepDim::kYes));
+      if (!x.device().is_cpu()) return {mul(mul(share, sign_of(x.to(compute))), hit).to(x.dtype())};
       return {map_ternary(share, x, hit, name(), [sgn](auto gv, auto v, auto h) { return gv * sgn(v) * h; })
                   .to(x.dtype())};
     }
@@ -154,6 +215,16 @@ Tensor scan(const Tensor& x_in, int64_t dim, cpu::ScanDirection direction) {
     if (d > dim) inner *= x.size(d);
   }
   dispatch_floating(x.dtype(), "cumsum", [&]<typename T>() {
+#ifdef MANTISSA_WITH_CUDA
+    if (x.device().is_cuda()) {
+      gpu::DeviceGuard guard(x.device());
+      const gpu::ScanOrder order =
+          direction == cpu::ScanDirection::kForward ? gpu::ScanOrder::kForward : gpu::ScanOrder::kReverse;
+      gpu::launch_cumsum_lines<T>(x.data<T>(), outer, x.size(dim), inner, order, out.data<T>(),
+                                  gpu::current_stream(x.device()));
+      return;
+    }
+#endif
     cpu::cumsum_lines<T>(x.data<T>(), outer, x.size(dim), inner, direction, out.data<T>());
   });
   return out;
@@ -169,7 +240,8 @@ Tensor norm_impl(const Tensor& x_in, NormOptions options) {
   MT_CHECK(options.p > 0.0, "norm: p must be positive (or INFINITY), got ", options.p);
   const RowPlan plan = plan_rows(x, options.dims, options.keepdim, "norm");
   const double p = options.p;
-  Tensor out = reduce_rows(x, plan, "norm", [p](const auto* rows, int64_t m, int64_t n, auto* o) {
+  MT_CHECK(is_floating(x.dtype()), "norm: expected a floating tensor, got ", dtype_name(x.dtype()));
+  Tensor out = !x.device().is_cpu() ? device_norm(x, plan, p) : reduce_rows(x, plan, "norm", [p](const auto* rows, int64_t m, int64_t n, auto* o) {
     cpu::norm_rows(rows, m, n, p, o);
   });
   if (compute_requires_grad({&x})) {
@@ -204,7 +276,8 @@ Tensor prod_impl(const Tensor& x_in, const Shape& dims, KeepDim keepdim) {
 Tensor logsumexp(const Tensor& x_in, const Shape& dims, KeepDim keepdim) {
   const Tensor x = amp::cast_input("logsumexp", x_in);
   const RowPlan plan = plan_rows(x, dims, keepdim, "logsumexp");
-  Tensor out = reduce_rows(x, plan, "logsumexp", [](const auto* rows, int64_t m, int64_t n, auto* o) {
+  MT_CHECK(is_floating(x.dtype()), "logsumexp: expected a floating tensor, got ", dtype_name(x.dtype()));
+  Tensor out = !x.device().is_cpu() ? device_logsumexp(x, plan) : reduce_rows(x, plan, "logsumexp", [](const auto* rows, int64_t m, int64_t n, auto* o) {
     cpu::logsumexp_rows(rows, m, n, o);
   });
   if (compute_requires_grad({&x})) {
@@ -228,7 +301,11 @@ Tensor norm(const Tensor& x, NormOptions options) { return norm_impl(x, std::mov
 Tensor cumsum(const Tensor& x_in, int64_t dim_in) {
   const Tensor x = amp::cast_input("cumsum", x_in);
   MT_CHECK(is_floating(x.dtype()), "cumsum: expected a floating tensor, got ", dtype_name(x.dtype()));
-  MT_CHECK(x.device().is_cpu(), "cumsum: no kernel for ", x.device().str(), " in this build");
+  bool cuda = false;
+#ifdef MANTISSA_WITH_CUDA
+  cuda = x.device().is_cuda();
+#endif
+  MT_CHECK(x.device().is_cpu() || cuda, "cumsum: no kernel for ", x.device().str(), " in this build");
   const int64_t dim = x.dim() == 0 ? 0 : wrap_dim(dim_in, x.dim(), "cumsum");
   Tensor out;
   {

@@ -1,5 +1,6 @@
 // cat, stack, split, index_select, gather, one_hot and the backward of the differentiable ones:
-// cat's gradient is narrowed back per input, index_select's and gather's are scatter-adds.
+// cat's gradient is narrowed back per input, index_select's and gather's are scatter-adds. CUDA tensors
+// take cat/stack/split through copy_ and views, the index ops through ops/cuda/index.h.
 #include "amp/autocast.h"
 #include "ops/shape.h"
 
@@ -8,8 +9,45 @@
 #include "framework/autograd.h"
 #include "ops/cpu/shape.h"
 
+#ifdef MANTISSA_WITH_CUDA
+#include "framework/cuda/stream.h"
+#include "ops/cuda/index.h"
+#endif
+
 namespace mantissa {
 namespace {
+
+bool is_cuda_tensor([[maybe_unused]] const Tensor& t) {
+#ifdef MANTISSA_WITH_CUDA
+  return t.device().is_cuda();
+#else
+  return false;
+#endif
+}
+
+// `index` as a contiguous i64 tensor on `device`. CPU indices are range-checked (no synchronization
+// needed); device indices are not (the kernels turn an out-of-range index into NaN / 0 / a dropped add).
+Tensor index_on(const Tensor& index, int64_t limit, Device device, std::string_view op, std::string_view what) {
+  if (index.device().is_cpu()) {
+    const Tensor checked = cpu::checked_index(index, limit, op, what);
+    return device.is_cpu() ? checked : checked.to(device);
+  }
+  MT_CHECK(index.device() == device, op, ": the index is on ", index.device().str(), " but the input is on ",
+           device.str(), ". HINT: move the index to the input's device");
+  MT_CHECK(index.dtype() == DType::kI64 || index.dtype() == DType::kI32, op, ": expected an index of dtype i64 ",
+           "or i32, got ", dtype_name(index.dtype()), " ", shape_str(index.shape()), ". HINT: convert with .to(kInt64)");
+  return index.to(DType::kI64).contiguous();
+}
+
+#ifdef MANTISSA_WITH_CUDA
+gpu::GatherGeometry gather_geometry(const Shape& index_shape, const Shape& strides, int64_t dim, int64_t dim_size,
+                                    std::string_view op) {
+  const gpu::GatherPlan plan = gpu::plan_gather(index_shape, strides, dim, dim_size);
+  MT_CHECK(plan.ok, op, ": the CUDA kernel handles at most ", gpu::kMaxDims, " dims, got ", shape_str(index_shape),
+           ". HINT: reshape to fewer dims");
+  return plan.geometry;
+}
+#endif
 
 // The kernel geometry of contiguous `shape` around `dim`.
 cpu::IndexGeometry index_geometry(const Shape& shape, int64_t dim) {
@@ -49,12 +87,21 @@ struct IndexSelectBackward final : Node {
   std::string_view name() const override { return "IndexSelectBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor g = grads[0].contiguous();
+    const cpu::IndexGeometry geo = index_geometry(input_shape, dim);
     return {dispatch_floating(input_dtype, name(), [&]<typename T>() {
       using C = compute_t<T>;
-      Tensor acc = zeros(input_shape, {.dtype = dtype_v<C>});  // fp32 for 16-bit: round once at the end
+      // fp32 for 16-bit: round once at the end
+      Tensor acc = zeros(input_shape, {.dtype = dtype_v<C>, .device = g.device()});
       const Tensor& idx = index.get();
-      cpu::index_add_rows<T, C>(g.data<T>(), idx.data<int64_t>(), idx.numel(), index_geometry(input_shape, dim),
-                                acc.data<C>());
+      if (is_cuda_tensor(g)) {
+#ifdef MANTISSA_WITH_CUDA
+        gpu::DeviceGuard guard(g.device());
+        gpu::launch_index_add<T, C>(g.data<T>(), idx.data<int64_t>(), idx.numel(), geo.outer, geo.size, geo.inner,
+                                    acc.data<C>(), gpu::current_stream(g.device()));
+#endif
+      } else {
+        cpu::index_add_rows<T, C>(g.data<T>(), idx.data<int64_t>(), idx.numel(), geo, acc.data<C>());
+      }
       return acc.to(input_dtype);
     })};
   }
@@ -70,9 +117,20 @@ struct GatherBackward final : Node {
     const Tensor g = grads[0].contiguous();
     return {dispatch_floating(input_dtype, name(), [&]<typename T>() {
       using C = compute_t<T>;
-      Tensor acc = zeros(input_shape, {.dtype = dtype_v<C>});
+      Tensor acc = zeros(input_shape, {.dtype = dtype_v<C>, .device = g.device()});
       const Tensor& idx = index.get();
-      cpu::scatter_add_strided<T, C>(g.data<T>(), idx.data<int64_t>(), idx.shape(), dim, input_shape, acc.data<C>());
+      if (is_cuda_tensor(g)) {
+#ifdef MANTISSA_WITH_CUDA
+        const gpu::GatherGeometry geo = gather_geometry(idx.shape(), contiguous_strides(input_shape), dim,
+                                                        input_shape.empty() ? 1 : input_shape[dim], name());
+        gpu::DeviceGuard guard(g.device());
+        gpu::launch_scatter_add<T, C>(g.data<T>(), idx.data<int64_t>(), geo, acc.data<C>(),
+                                      gpu::current_stream(g.device()));
+#endif
+      } else {
+        cpu::scatter_add_strided<T, C>(g.data<T>(), idx.data<int64_t>(), idx.shape(), dim, input_shape,
+                                       acc.data<C>());
+      }
       return acc.to(input_dtype);
     })};
   }
@@ -185,17 +243,26 @@ Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {
   MT_CHECK(x.defined(), "index_select: the input is undefined");
   MT_CHECK(index.defined() && index.dim() <= 1, "index_select: expected a 1-D (or 0-d) index, got ",
            index.defined() ? shape_str(index.shape()) : "an undefined tensor");
-  MT_CHECK(x.device().is_cpu(), "index_select: no kernel for ", x.device().str(), " in this build");
+  MT_CHECK(x.device().is_cpu() || is_cuda_tensor(x), "index_select: no kernel for ", x.device().str(),
+           " in this build");
   const int64_t dim = wrap_dim(dim_in, x.dim(), "index_select");
   const int64_t size = x.dim() == 0 ? 1 : x.size(dim);
-  const Tensor idx = cpu::checked_index(index, size, "index_select", "a dim of size");
+  const Tensor idx = index_on(index, size, x.device(), "index_select", "a dim of size");
   Shape out_shape = x.shape();
   if (x.dim() > 0) out_shape[dim] = idx.numel();
   const Tensor xc = x.contiguous();
   Tensor out = empty(out_shape, {.dtype = x.dtype(), .device = x.device()});
+  const cpu::IndexGeometry geo = index_geometry(xc.shape(), dim);
   dispatch_all(x.dtype(), "index_select", [&]<typename T>() {
-    cpu::index_select_rows<T>(xc.data<T>(), idx.data<int64_t>(), idx.numel(), index_geometry(xc.shape(), dim),
-                              out.data<T>());
+    if (is_cuda_tensor(x)) {
+#ifdef MANTISSA_WITH_CUDA
+      gpu::DeviceGuard guard(x.device());
+      gpu::launch_index_select<T>(xc.data<T>(), idx.data<int64_t>(), idx.numel(), geo.outer, geo.size, geo.inner,
+                                  out.data<T>(), gpu::current_stream(x.device()));
+#endif
+    } else {
+      cpu::index_select_rows<T>(xc.data<T>(), idx.data<int64_t>(), idx.numel(), geo, out.data<T>());
+    }
   });
   if (compute_requires_grad({&x})) {
     auto node = make_node<IndexSelectBackward>({&x});
@@ -210,7 +277,7 @@ Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {
 
 Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& index) {
   MT_CHECK(x.defined() && index.defined(), "gather: input and index must be defined tensors");
-  MT_CHECK(x.device().is_cpu(), "gather: no kernel for ", x.device().str(), " in this build");
+  MT_CHECK(x.device().is_cpu() || is_cuda_tensor(x), "gather: no kernel for ", x.device().str(), " in this build");
   const int64_t dim = wrap_dim(dim_in, x.dim(), "gather");
   MT_CHECK(index.dim() == x.dim(), "gather: index ", shape_str(index.shape()), " must have as many dims as the input ",
            shape_str(x.shape()));
@@ -218,11 +285,20 @@ Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& index) {
     MT_CHECK(d == dim || index.size(d) <= x.size(d), "gather: index ", shape_str(index.shape()),
              " is larger than the input ", shape_str(x.shape()), " in dim ", d, " (only dim ", dim, " may differ)");
   }
-  const Tensor idx = cpu::checked_index(index, x.dim() == 0 ? 1 : x.size(dim), "gather", "a dim of size");
+  const int64_t dim_size = x.dim() == 0 ? 1 : x.size(dim);
+  const Tensor idx = index_on(index, dim_size, x.device(), "gather", "a dim of size");
   Tensor out = empty(index.shape(), {.dtype = x.dtype(), .device = x.device()});
   if (out.numel() > 0) {
     dispatch_all(x.dtype(), "gather", [&]<typename T>() {
-      cpu::gather_strided<T>(x.data<T>(), x.strides(), dim, idx.data<int64_t>(), idx.shape(), out.data<T>());
+      if (is_cuda_tensor(x)) {
+#ifdef MANTISSA_WITH_CUDA
+        const gpu::GatherGeometry geo = gather_geometry(idx.shape(), x.strides(), dim, dim_size, "gather");
+        gpu::DeviceGuard guard(x.device());
+        gpu::launch_gather<T>(x.data<T>(), idx.data<int64_t>(), geo, out.data<T>(), gpu::current_stream(x.device()));
+#endif
+      } else {
+        cpu::gather_strided<T>(x.data<T>(), x.strides(), dim, idx.data<int64_t>(), idx.shape(), out.data<T>());
+      }
     });
   }
   if (compute_requires_grad({&x})) {
@@ -255,7 +331,9 @@ Tensor scatter_add(const Tensor& x_in, int64_t dim_in, const Tensor& index, cons
   const std::vector<Tensor> in = amp::cast_inputs("scatter_add", {x_in, src_in});
   const Tensor &x = in[0], &src = in[1];
   MT_CHECK(x.defined() && index.defined() && src.defined(), "scatter_add: input, index and src must be defined");
-  MT_CHECK(x.device().is_cpu() && src.device().is_cpu(), "scatter_add: no kernel for ", x.device().str(),
+  MT_CHECK(x.device() == src.device(), "scatter_add: the input is on ", x.device().str(), " but src is on ",
+           src.device().str(), ". HINT: put both on one device");
+  MT_CHECK(x.device().is_cpu() || is_cuda_tensor(x), "scatter_add: no kernel for ", x.device().str(),
            " in this build");
   MT_CHECK(is_floating(x.dtype()) && x.dtype() == src.dtype(), "scatter_add: expected floating input and src of ",
            "one dtype, got ", dtype_name(x.dtype()), " and ", dtype_name(src.dtype()),
@@ -269,13 +347,22 @@ Tensor scatter_add(const Tensor& x_in, int64_t dim_in, const Tensor& index, cons
     MT_CHECK(d == dim || index.size(d) <= x.size(d), "scatter_add: index ", shape_str(index.shape()),
              " is larger than the input ", shape_str(x.shape()), " in dim ", d, " (only dim ", dim, " may differ)");
   }
-  const Tensor idx = cpu::checked_index(index, x.dim() == 0 ? 1 : x.size(dim), "scatter_add", "a dim of size");
+  const int64_t dim_size = x.dim() == 0 ? 1 : x.size(dim);
+  const Tensor idx = index_on(index, dim_size, x.device(), "scatter_add", "a dim of size");
   const Tensor src_c = src.contiguous();
   Tensor out = dispatch_floating(x.dtype(), "scatter_add", [&]<typename T>() {
     using C = compute_t<T>;
-    Tensor acc = empty(x.shape(), {.dtype = dtype_v<C>});  // fp32 for 16-bit: round once at the end
+    // fp32 for 16-bit: round once at the end
+    Tensor acc = empty(x.shape(), {.dtype = dtype_v<C>, .device = x.device()});
     copy_(acc, x);
-    if (idx.numel() > 0) {
+    if (idx.numel() > 0 && is_cuda_tensor(x)) {
+#ifdef MANTISSA_WITH_CUDA
+      const gpu::GatherGeometry geo = gather_geometry(idx.shape(), acc.strides(), dim, dim_size, "scatter_add");
+      gpu::DeviceGuard guard(x.device());
+      gpu::launch_scatter_add<T, C>(src_c.data<T>(), idx.data<int64_t>(), geo, acc.data<C>(),
+                                    gpu::current_stream(x.device()));
+#endif
+    } else if (idx.numel() > 0) {
       cpu::scatter_add_strided<T, C>(src_c.data<T>(), idx.data<int64_t>(), idx.shape(), dim, x.shape(), acc.data<C>());
     }
     return acc.to(x.dtype());
@@ -295,14 +382,24 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   int64_t classes = num_classes;
   if (classes == -1) {
     MT_CHECK(indices.numel() > 0, "one_hot: cannot infer num_classes from an empty tensor. HINT: pass num_classes");
-    const Tensor raw = indices.to(DType::kI64).contiguous();
+    const Tensor raw = indices.to(kCPU).to(DType::kI64).contiguous();  // reads a CUDA tensor once
     const int64_t* p = raw.data<int64_t>();
     classes = *std::max_element(p, p + raw.numel()) + 1;
   }
-  const Tensor idx = cpu::checked_index(indices, classes, "one_hot", "num_classes");
+  MT_CHECK(indices.device().is_cpu() || is_cuda_tensor(indices), "one_hot: no kernel for ",
+           indices.device().str(), " in this build");
+  const Tensor idx = index_on(indices, classes, indices.device(), "one_hot", "num_classes");
   Shape out_shape = indices.shape();
   out_shape.push_back(classes);
   Tensor out = zeros(out_shape, {.dtype = DType::kI64, .device = indices.device()});
+  if (is_cuda_tensor(indices)) {
+#ifdef MANTISSA_WITH_CUDA
+    gpu::DeviceGuard guard(indices.device());
+    gpu::launch_one_hot(idx.data<int64_t>(), idx.numel(), classes, out.data<int64_t>(),
+                        gpu::current_stream(indices.device()));
+#endif
+    return out;
+  }
   int64_t* o = out.data<int64_t>();
   const int64_t* p = idx.data<int64_t>();
   for (int64_t i = 0; i < idx.numel(); ++i) o[i * classes + p[i]] = 1;

@@ -428,7 +428,7 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
     const Tensor start =
         prompt.ok() ? from_vector(*prompt, {static_cast<int64_t>(prompt->size())}) : zeros({1}, {.dtype = DType::kI64});
     const Tensor text = model.gpt->generate(start, o.sample_chars, {.temperature = 0.8, .generator = &sample_gen});
-    const Tensor tokens = text.contiguous();
+    const Tensor tokens = text.to(kCPU).contiguous();
     const std::vector<int64_t> ids(tokens.data<int64_t>(), tokens.data<int64_t>() + tokens.numel());
     std::fprintf(out, "--- sample ---\n%s\n--- end of sample ---\n", data->vocab->decode(ids).c_str());
   }
