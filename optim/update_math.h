@@ -8,11 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define MT_HD __host__ __device__
-#else
-#define MT_HD
-#endif
+#include "framework/host_device.h"
 
 namespace mantissa::update_math {
 

@@ -8,13 +8,7 @@
 #include <cstring>
 #include <type_traits>
 
-#ifndef MT_HD
-#if defined(__CUDACC__)
-#define MT_HD __host__ __device__
-#else
-#define MT_HD
-#endif
-#endif
+#include "framework/host_device.h"
 
 namespace mantissa::gpu {
 

@@ -2,6 +2,7 @@
 #include "framework/cuda/stream.h"
 
 #include <array>
+#include <atomic>
 #include <mutex>
 
 #include "framework/cuda/check.h"
@@ -55,6 +56,17 @@ DeviceGuard::DeviceGuard(int device) {
 }
 
 DeviceGuard::~DeviceGuard() { (void)cudaSetDevice(previous_); }
+
+int multiprocessor_count(int device) {
+  check_device(device);
+  static std::array<std::atomic<int>, kMaxDevices> counts{};
+  int n = counts[device].load(std::memory_order_relaxed);
+  if (n == 0) {
+    MT_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    counts[device].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
 
 void synchronize(int device) {
   DeviceGuard guard(device);

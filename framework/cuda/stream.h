@@ -43,6 +43,10 @@ class DeviceGuard {
   int previous_ = 0;
 };
 
+// The number of streaming multiprocessors of `device` (asked once, then cached): sizes grids that must fill
+// the GPU.
+int multiprocessor_count(int device);
+
 // Waits until all work queued on `device`'s current stream is done (a host synchronization).
 void synchronize(int device);
 

@@ -76,6 +76,19 @@ __device__ __forceinline__ A block_sum(A v, A* scratch) {
   return warp_sum(v);
 }
 
+// Sum over a row of TPR threads: one warp (TPR == 32) or the whole block (TPR == blockDim.x); every thread
+// of the row gets the total, added in an order fixed by the geometry.
+template <int TPR, typename A>
+__device__ __forceinline__ A row_sum(A v) {
+  static_assert(TPR == 32 || (TPR > 32 && TPR % 32 == 0 && TPR <= 1024), "a row is a warp or a whole block");
+  if constexpr (TPR == 32) {
+    return warp_sum(v);
+  } else {
+    __shared__ A scratch[32];
+    return block_sum(v, scratch);
+  }
+}
+
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 __device__ __forceinline__ int64_t global_thread() { return int64_t{blockIdx.x} * blockDim.x + threadIdx.x; }

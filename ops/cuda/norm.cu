@@ -3,10 +3,8 @@
 // over row slices (32 columns x 8 row lanes per block), added in slice order by a final pass.
 #include "ops/cuda/norm.h"
 
-#include <mutex>
-#include <vector>
-
 #include "framework/cuda/check.h"
+#include "framework/cuda/stream.h"
 #include "ops/cuda/device_types.cuh"
 #include "ops/cuda/offset_calc.h"
 
@@ -14,20 +12,6 @@ namespace mantissa::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-
-template <int TPR, typename A>
-__device__ __forceinline__ A group_sum(A v) {
-  v = warp_sum(v);
-  if constexpr (TPR > 32) {
-    __shared__ A part[kThreads / 32];
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
-    __syncthreads();
-    v = part[0];
-    for (int w = 1; w < TPR / 32; ++w) v += part[w];
-  }
-  return v;
-}
 
 template <int TPR, typename D, typename P>
 __global__ void layer_norm_forward_kernel(int64_t rows, int64_t cols, P eps, const D* __restrict__ x,
@@ -39,13 +23,13 @@ __global__ void layer_norm_forward_kernel(int64_t rows, int64_t cols, P eps, con
   const D* xr = x + row * cols;
   P s = 0;
   for (int64_t j = lane; j < cols; j += TPR) s += static_cast<P>(load(xr[j]));
-  const P mu = group_sum<TPR>(s) / static_cast<P>(cols);
+  const P mu = row_sum<TPR>(s) / static_cast<P>(cols);
   P ss = 0;
   for (int64_t j = lane; j < cols; j += TPR) {
     const P d = static_cast<P>(load(xr[j])) - mu;
     ss += mul_rn(d, d);
   }
-  const P rs = P(1) / hd_sqrt(group_sum<TPR>(ss) / static_cast<P>(cols) + eps);
+  const P rs = P(1) / hd_sqrt(row_sum<TPR>(ss) / static_cast<P>(cols) + eps);
   D* yr = y + row * cols;
   for (int64_t j = lane; j < cols; j += TPR) {
     P v = mul_rn(static_cast<P>(load(xr[j])) - mu, rs);
@@ -76,8 +60,8 @@ __global__ void layer_norm_backward_input_kernel(int64_t rows, int64_t cols, con
     sg += gw;
     sgx += mul_rn(mul_rn(gw, static_cast<P>(load(xr[j])) - mu), rs);
   }
-  const P mg = group_sum<TPR>(sg) / static_cast<P>(cols);
-  const P mgx = group_sum<TPR>(sgx) / static_cast<P>(cols);
+  const P mg = row_sum<TPR>(sg) / static_cast<P>(cols);
+  const P mgx = row_sum<TPR>(sgx) / static_cast<P>(cols);
   D* dr = dx + row * cols;
   for (int64_t j = lane; j < cols; j += TPR) {
     const P gw = w ? mul_rn(static_cast<P>(load(gr[j])), w[j]) : static_cast<P>(load(gr[j]));
@@ -133,19 +117,6 @@ __global__ void column_slices_sum_kernel(int64_t cols, int64_t slices, const P* 
 
 unsigned row_blocks(int64_t rows, int tpr) { return static_cast<unsigned>(ceil_div(rows, kThreads / tpr)); }
 
-int sm_count(int device) {
-  static std::mutex mutex;
-  static std::vector<int> counts;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (device >= static_cast<int>(counts.size())) counts.resize(static_cast<size_t>(device) + 1, 0);
-  if (counts[static_cast<size_t>(device)] == 0) {
-    int n = 0;
-    MT_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    counts[static_cast<size_t>(device)] = n;
-  }
-  return counts[static_cast<size_t>(device)];
-}
-
 }  // namespace
 
 template <typename T>
@@ -179,7 +150,7 @@ void launch_layer_norm_backward_input(int64_t rows, int64_t cols, const T* dy, c
 }
 
 int64_t layer_norm_param_slices(int64_t rows, int64_t cols, int device) {
-  return column_slices(rows, cols, sm_count(device));
+  return column_slices(rows, cols, multiprocessor_count(device));
 }
 
 template <typename T>

@@ -9,13 +9,7 @@
 
 #include <cstdint>
 
-#ifndef MT_HD
-#if defined(__CUDACC__)
-#define MT_HD __host__ __device__
-#else
-#define MT_HD
-#endif
-#endif
+#include "framework/host_device.h"
 
 namespace mantissa::gpu {
 

@@ -4,10 +4,8 @@
 // outputs are too few to fill the GPU, go to a workspace that a final pass adds up in slice order.
 #include "ops/cuda/reduce.h"
 
-#include <mutex>
-#include <vector>
-
 #include "framework/cuda/check.h"
+#include "framework/cuda/stream.h"
 #include "ops/cuda/device_types.cuh"
 
 namespace mantissa::gpu {
@@ -188,23 +186,10 @@ void launch_max_typed(const ReduceLayout& l, const D* x, D* values, int64_t* ind
   MT_CUDA_CHECK(cudaGetLastError());
 }
 
-int sm_count(int device) {
-  static std::mutex mutex;
-  static std::vector<int> counts;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (device >= static_cast<int>(counts.size())) counts.resize(static_cast<size_t>(device) + 1, 0);
-  if (counts[static_cast<size_t>(device)] == 0) {
-    int n = 0;
-    MT_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    counts[static_cast<size_t>(device)] = n;
-  }
-  return counts[static_cast<size_t>(device)];
-}
-
 }  // namespace
 
 ReduceGeometry sum_geometry(const ReduceLayout& layout, int device) {
-  return plan_reduce_geometry(layout.n_out, layout.n_red, layout.rows(), sm_count(device));
+  return plan_reduce_geometry(layout.n_out, layout.n_red, layout.rows(), multiprocessor_count(device));
 }
 
 template <typename T>

@@ -44,20 +44,6 @@ __device__ __forceinline__ MaxSum<C> row_merge(MaxSum<C> v) {
   return v;
 }
 
-template <int TPR, typename A>
-__device__ __forceinline__ A row_sum(A v) {
-  v = warp_sum(v);
-  if constexpr (TPR > 32) {
-    __shared__ A part[kThreads / 32];
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
-    __syncthreads();
-    v = part[0];
-    for (int w = 1; w < TPR / 32; ++w) v += part[w];
-  }
-  return v;
-}
-
 // The online (max, sum) of one row, merged over the group.
 template <int TPR, typename D>
 __device__ __forceinline__ MaxSum<acc_t<D>> row_max_sum(const D* x, int64_t base, int64_t dim, int64_t step,

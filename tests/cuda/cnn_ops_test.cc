@@ -24,17 +24,10 @@
 namespace mantissa {
 namespace {
 
+using testing::on_cuda;
 using testing::random_tensor;
 using testing::within_rel;
 using testing::within_ulps;
-
-#define MT_REQUIRE_CUDA() \
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason()
-
-Tensor on_cuda(const Tensor& t) {
-  testing::poison_device_cache(t.numel() * 8 + 4096);
-  return t.to(cuda(0));
-}
 
 Tensor leaf(const Tensor& t) {
   Tensor l = t.detach();

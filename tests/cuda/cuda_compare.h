@@ -11,6 +11,7 @@
 #include <sstream>
 #include <vector>
 
+#include "framework/cuda/device.h"
 #include "framework/generator.h"
 #include "framework/half.h"
 #include "framework/tensor.h"
@@ -136,4 +137,15 @@ inline void poison_device_cache(int64_t bytes) {
 #endif
 }
 
+// `t` copied to GPU 0 through a poisoned allocator cache (the copy and the ops after it draw their blocks
+// from memory that reads as NaN until written).
+inline Tensor on_cuda(const Tensor& t) {
+  poison_device_cache(t.numel() * 8 + 4096);
+  return t.to(cuda(0));
+}
+
 }  // namespace mantissa::testing
+
+// Skips the calling test with the reason when no GPU is usable.
+#define MT_REQUIRE_CUDA() \
+  if (::mantissa::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << ::mantissa::cuda_unavailable_reason()

@@ -20,11 +20,9 @@
 namespace mantissa {
 namespace {
 
+using testing::on_cuda;
 using testing::random_tensor;
 using testing::within_ulps;
-
-#define MT_REQUIRE_CUDA() \
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason()
 
 constexpr DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16};
 
@@ -35,11 +33,6 @@ std::vector<std::pair<std::string, Tensor>> layouts(DType dt, uint64_t seed, dou
   Tensor wide = zeros({37, 258}, {.dtype = dt});
   copy_(wide.slice(1, 0, 258, 2), base);
   return {{"contiguous", base}, {"transposed", base.t().contiguous().t()}, {"sliced", wide.slice(1, 0, 258, 2)}};
-}
-
-Tensor on_cuda(const Tensor& t) {
-  testing::poison_device_cache(t.numel() * 8);
-  return t.to(cuda(0));
 }
 
 struct UnaryCase {

@@ -1,6 +1,6 @@
-// The host/device Philox4x32-10 of ops/cuda/philox.h, run on the CPU: Random123's published
-// known-answer vectors, agreement with the Generator's own blocks, and the mapping of a Generator
-// state to its stream position (so the GPU dropout mask is the CPU's).
+// Philox4x32-10 (framework/philox.h, shared by the CPU Generator and the CUDA dropout kernel) on the CPU:
+// Random123's published known-answer vectors, agreement with the Generator's own blocks, and the mapping
+// of a Generator state to its stream position (so the GPU dropout mask is the CPU's).
 #include <gtest/gtest.h>
 
 #include "framework/generator.h"
@@ -22,7 +22,7 @@ TEST(CudaPhilox, Random123KnownAnswers) {
        {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
   };
   for (const Kat& kat : kats) {
-    const gpu::Philox4 r = gpu::philox4x32_10(kat.c[0], kat.c[1], kat.c[2], kat.c[3], kat.k[0], kat.k[1]);
+    const Philox4 r = philox4x32_10(kat.c[0], kat.c[1], kat.c[2], kat.c[3], kat.k[0], kat.k[1]);
     for (int i = 0; i < 4; ++i) EXPECT_EQ(r.v[i], kat.out[i]) << "word " << i << " of counter " << kat.c[0];
   }
 }
@@ -31,7 +31,7 @@ TEST(CudaPhilox, SameBlocksAsTheGenerator) {
   for (uint64_t seed : {uint64_t{0}, uint64_t{0x5eed}, uint64_t{0x123456789abcdefULL}}) {
     for (uint64_t block : {uint64_t{0}, uint64_t{1}, uint64_t{7}, uint64_t{1} << 33}) {
       const auto want = philox4x32(seed, block);
-      const gpu::Philox4 got = gpu::generator_block(seed, block);
+      const Philox4 got = gpu::generator_block(seed, block);
       for (int i = 0; i < 4; ++i) EXPECT_EQ(got.v[i], want[static_cast<size_t>(i)]);
     }
   }

@@ -15,17 +15,10 @@
 namespace mantissa {
 namespace {
 
+using testing::on_cuda;
 using testing::random_tensor;
 using testing::within_rel;
 using testing::within_ulps;
-
-#define MT_REQUIRE_CUDA() \
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason()
-
-Tensor on_cuda(const Tensor& t) {
-  testing::poison_device_cache(t.numel() * 8);
-  return t.to(cuda(0));
-}
 
 // Both backends accumulate in f32 (f64 for f64) in different orders. Inputs are in [0, 1) (no
 // cancellation), so each result is within n * eps32 relative of the exact sum on either side; the n

@@ -14,16 +14,9 @@
 namespace mantissa {
 namespace {
 
+using testing::on_cuda;
 using testing::random_tensor;
 using testing::within_rel;
-
-#define MT_REQUIRE_CUDA() \
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason()
-
-Tensor on_cuda(const Tensor& t) {
-  testing::poison_device_cache(t.numel() * 8);
-  return t.to(cuda(0));
-}
 
 // f32: both backends use exp within 2 ulp and sum the row in f32 in different orders (n <= 3000 terms
 // of a positive series, relative error ~1e-6 in the sum); outputs in [0, 1] or log-probabilities of
