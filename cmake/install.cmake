@@ -33,3 +33,5 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/mantissa-config-ver
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/mantissa-config.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/mantissa-config-version.cmake
         DESTINATION ${MANTISSA_INSTALL_CMAKEDIR} COMPONENT library)
+install(FILES ${mantissa_SOURCE_DIR}/cmake/modules/FindDNNL.cmake
+        DESTINATION ${MANTISSA_INSTALL_CMAKEDIR}/modules COMPONENT library)
