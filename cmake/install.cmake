@@ -34,4 +34,5 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/mantissa-config.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/mantissa-config-version.cmake
         DESTINATION ${MANTISSA_INSTALL_CMAKEDIR} COMPONENT library)
 install(FILES ${mantissa_SOURCE_DIR}/cmake/modules/FindDNNL.cmake
+              ${mantissa_SOURCE_DIR}/cmake/modules/MantissaFindCUDAToolkit.cmake
         DESTINATION ${MANTISSA_INSTALL_CMAKEDIR}/modules COMPONENT library)
