@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_h5.h"
@@ -138,14 +139,14 @@ absl::Status write_file(const std::string& tmp, const std::string& path, const C
       H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_SEMI) < 0)
     return absl::InternalError(path + ": cannot set up HDF5 file properties: " + h5::last_error());
   h5::Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), H5Fclose);
-  if (!file.valid()) return absl::InternalError(absl::StrCat(path, ": cannot create ", tmp, ": ", h5::last_error()));
+  if (!file.valid()) return h5::write_error(absl::StrCat(path, ": cannot create its temporary file ", tmp));
   {
     const h5::Writer w(path);
     const Obj root{h5::Id(H5Gopen2(file.get(), "/", H5P_DEFAULT), H5Gclose), "/"};
     CK_RETURN_IF_ERROR(write_layout(w, root, path, c));
   }
   if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0 || !file.reset())
-    return absl::InternalError(absl::StrCat(path, ": cannot finish writing ", tmp, ": ", h5::last_error()));
+    return h5::write_error(path + ": cannot finish writing it");
   return checkpoint_file::seal(tmp);
 }
 
@@ -205,6 +206,30 @@ void remove_stale_temporaries(const fs::path& dir) {
   }
 }
 
+std::string megabytes(uint64_t bytes) { return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20)); }
+
+// " (1.4 MiB free in runs/a)", or "" when the file system cannot say.
+std::string free_space_note(const std::string& dir) {
+  std::error_code ec;
+  const fs::space_info space = fs::space(dir, ec);
+  if (ec || space.available == static_cast<std::uintmax_t>(-1)) return "";
+  return absl::StrCat(" (", megabytes(space.available), " free in ", dir, ")");
+}
+
+// After a failed write: what `latest` names, checked rather than assumed.
+std::string what_is_kept(const CheckpointDir& dir) {
+  const std::string latest = (fs::path(dir.dir()) / "latest").string();
+  const absl::StatusOr<std::string> previous = dir.latest();
+  if (!previous.ok())
+    return absl::StrCat("No earlier checkpoint is in ", dir.dir(), ", and no partial file is left");
+  const absl::StatusOr<uint64_t> size = checkpoint_file::verify(*previous);
+  if (!size.ok())
+    return absl::StrCat("No partial file is left, but the checkpoint ", latest, " names does not verify either: ",
+                        size.status().message());
+  return absl::StrCat("Nothing is lost: ", latest, " still names ", fs::path(*previous).filename().string(),
+                      ", which is intact (", megabytes(*size), ", checksum verified), and no partial file is left");
+}
+
 }  // namespace
 
 CheckpointDir::CheckpointDir(std::string dir, int64_t keep) : dir_(std::move(dir)), keep_(keep) {}
@@ -216,15 +241,24 @@ absl::StatusOr<std::string> CheckpointDir::write(const Checkpoint& checkpoint) {
   remove_stale_temporaries(dir_);
   const std::string name = absl::StrCat("step_", checkpoint.trainer.step, ".h5");
   const std::string path = (fs::path(dir_) / name).string();
-  CK_RETURN_IF_ERROR(save_checkpoint(path, checkpoint));
+  if (absl::Status st = save_checkpoint(path, checkpoint); !st.ok()) {
+    // The user's question is "what did I lose?": answer it, after the reason in plain words.
+    std::string reason(st.message());
+    if (absl::IsResourceExhausted(st)) {  // os_error's "...: <strerror>": keep the words, drop the HDF5 path
+      reason = reason.substr(reason.rfind(": ") + 2);
+      if (!reason.empty()) reason[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(reason[0])));
+      reason = absl::StrCat("cannot write the checkpoint ", path, ": ", reason, free_space_note(dir_));
+    }
+    return absl::Status(st.code(), absl::StrCat(reason, ". ", what_is_kept(*this)));
+  }
   const std::string latest = (fs::path(dir_) / "latest").string();
-  CK_RETURN_IF_ERROR(checkpoint_file::write_atomically(latest, [&](const std::string& tmp) -> absl::Status {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << name << "\n";
-    out.close();
-    if (!out) return absl::InternalError(absl::StrCat(latest, ": cannot write ", tmp));
-    return absl::OkStatus();
-  }));
+  if (absl::Status st = checkpoint_file::write_atomically(
+          latest, [&](const std::string& tmp) { return checkpoint_file::write_text(tmp, name + "\n"); });
+      !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat(st.message(), free_space_note(dir_), ". ", path,
+                                                " is written and complete, but ", latest,
+                                                " was left as it was: resume from ", name, " by its path"));
+  }
   // Keep the file just written and the newest keep - 1 others (by step number; keep <= 0 keeps all).
   if (keep_ > 0) {
     std::vector<std::pair<int64_t, fs::path>> others;

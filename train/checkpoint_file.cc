@@ -74,16 +74,29 @@ bool parse_number(const std::string& s, size_t* pos, int base, uint64_t* out) {
 
 absl::Status fsync_path(const std::string& path, int flags) {
   Fd f{::open(path.c_str(), flags | O_CLOEXEC)};
-  if (f.fd < 0) return absl::InternalError(absl::StrCat(path, ": cannot open to fsync: ", errno_text()));
-  if (::fsync(f.fd) != 0) return absl::InternalError(absl::StrCat(path, ": fsync failed: ", errno_text()));
+  if (f.fd < 0) return os_error(path + ": cannot open to fsync", errno);
+  if (::fsync(f.fd) != 0) return os_error(path + ": fsync failed", errno);
   return absl::OkStatus();
 }
 
 }  // namespace
 
+absl::Status os_error(const std::string& what, int err) {
+  std::string message = absl::StrCat(what, ": ", std::strerror(err));
+  switch (err) {
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG: return absl::ResourceExhaustedError(std::move(message));
+    case EACCES:
+    case EPERM:
+    case EROFS: return absl::PermissionDeniedError(std::move(message));
+    default: return absl::InternalError(std::move(message));
+  }
+}
+
 absl::Status seal(const std::string& path) {
   Fd f{::open(path.c_str(), O_RDWR | O_CLOEXEC)};
-  if (f.fd < 0) return absl::InternalError(absl::StrCat(path, ": cannot open to seal: ", errno_text()));
+  if (f.fd < 0) return os_error(path + ": cannot open to seal", errno);
   struct stat st;
   if (::fstat(f.fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < kHeaderBytes)
     return absl::InternalError(path + ": the written file is shorter than its header");
@@ -91,8 +104,9 @@ absl::Status seal(const std::string& path) {
   absl::StatusOr<uint32_t> crc = body_crc(f.fd, size, path);
   if (!crc.ok()) return crc.status();
   const std::string h = header_text(size, *crc);
-  if (::pwrite(f.fd, h.data(), h.size(), 0) != static_cast<ssize_t>(h.size()))
-    return absl::InternalError(absl::StrCat(path, ": cannot write the header: ", errno_text()));
+  const ssize_t wrote = ::pwrite(f.fd, h.data(), h.size(), 0);
+  if (wrote != static_cast<ssize_t>(h.size()))
+    return os_error(path + ": cannot write the header", wrote < 0 ? errno : ENOSPC);
   return absl::OkStatus();
 }
 
@@ -140,6 +154,21 @@ absl::StatusOr<uint64_t> verify(const std::string& path) {
   return size;
 }
 
+absl::Status write_text(const std::string& path, std::string_view contents) {
+  Fd f{::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+  if (f.fd < 0) return os_error(path + ": cannot create", errno);
+  while (!contents.empty()) {
+    const ssize_t n = ::write(f.fd, contents.data(), contents.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return os_error(path + ": cannot write", n < 0 ? errno : ENOSPC);
+    contents.remove_prefix(static_cast<size_t>(n));
+  }
+  const int fd = f.fd;
+  f.fd = -1;
+  if (::close(fd) != 0) return os_error(path + ": cannot close", errno);
+  return absl::OkStatus();
+}
+
 absl::Status write_atomically(const std::string& path,
                               const std::function<absl::Status(const std::string& tmp)>& fill) {
   const std::filesystem::path target(path);
@@ -149,7 +178,7 @@ absl::Status write_atomically(const std::string& path,
   absl::Status st = fill(tmp);
   if (st.ok()) st = fsync_path(tmp, O_RDWR);
   if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
-    st = absl::InternalError(absl::StrCat(path, ": cannot rename ", tmp, " over it: ", errno_text()));
+    st = os_error(absl::StrCat(path, ": cannot rename ", tmp, " over it"), errno);
   if (!st.ok()) {
     ::unlink(tmp.c_str());
     return st;

@@ -3,10 +3,13 @@
 #include "train/checkpoint_h5.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "train/checkpoint_file.h"
 
 namespace mantissa::h5 {
 namespace {
@@ -72,10 +75,27 @@ std::string last_error() {
   return out;
 }
 
+int last_os_error() {
+  const std::string d = last_error();
+  constexpr std::string_view key = "errno = ";
+  const size_t at = d.find(key);
+  if (at == std::string::npos) return 0;
+  int err = 0;
+  const char* begin = d.data() + at + key.size();
+  const auto r = std::from_chars(begin, d.data() + d.size(), err);
+  return r.ec == std::errc() && r.ptr != begin && err > 0 ? err : 0;
+}
+
+absl::Status write_error(const std::string& what) {
+  const int err = last_os_error();
+  if (err != 0) return checkpoint_file::os_error(what, err);
+  return absl::InternalError(with_detail(what));
+}
+
 // ---- Writer ----
 
 absl::Status Writer::fail(const Obj& o, const std::string& name, const std::string& what) const {
-  return absl::InternalError(with_detail(absl::StrCat(file_, ": cannot write ", o.child(name), ": ", what)));
+  return write_error(absl::StrCat(file_, ": cannot write ", o.child(name), ": ", what));
 }
 
 absl::StatusOr<Obj> Writer::group(const Obj& parent, const std::string& name, bool ordered) const {

@@ -79,6 +79,13 @@ class QuietErrors {
 
 // The innermost message on HDF5's error stack ("" when empty), e.g. "unable to open file".
 std::string last_error();
+// The operating system's error behind the last HDF5 failure when its file driver reported one (the sec2
+// driver's message carries "errno = 28"), else 0.
+int last_os_error();
+// A failed HDF5 write as a status. With an OS error behind it: checkpoint_file::os_error (e.g. "<what>: No
+// space left on device", ResourceExhausted), not HDF5's raw driver message with its byte counts; without:
+// Internal, "<what> (HDF5: <innermost message>)".
+absl::Status write_error(const std::string& what);
 
 // An open group or the file root with its path inside the file ("/", "/optimizer/groups/0").
 struct Obj {

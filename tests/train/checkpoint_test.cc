@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <map>
 #include <regex>
@@ -13,10 +14,12 @@
 #include "models/cnn.h"
 #include "optim/sgd.h"
 #include "tests/train/checkpoint_support.h"
+#include "train/checkpoint_file.h"
 
 namespace mantissa {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using testing::Reseal;
@@ -111,6 +114,43 @@ TEST(Checkpoint, AFailedSaveLeavesThePreviousFileUntouched) {
   EXPECT_EQ(testing::read_bytes(path), before);
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path), {}), 1) << "the temporary file remains";
   EXPECT_TRUE(load_checkpoint(path).ok());
+}
+
+TEST(CheckpointDir, AFailedWriteSaysWhatIsKeptAfterCheckingIt) {
+  SmallRun run;
+  ScratchDir dir;
+  CheckpointDir folder(dir.path);
+  Checkpoint bad = run.checkpoint();
+  bad.trainer.step = 1;
+  bad.optimizer.tensors["no_slash"] = zeros({1});
+  absl::StatusOr<std::string> first = folder.write(bad);
+  ASSERT_FALSE(first.ok());
+  EXPECT_THAT(std::string(first.status().message()),
+              HasSubstr("No earlier checkpoint is in " + dir.path + ", and no partial file is left"));
+
+  Checkpoint good = run.checkpoint();
+  good.trainer.step = 2;
+  ASSERT_TRUE(folder.write(good).ok());
+  bad.trainer.step = 3;
+  absl::StatusOr<std::string> third = folder.write(bad);
+  ASSERT_FALSE(third.ok());
+  EXPECT_THAT(std::string(third.status().message()),
+              AllOf(HasSubstr("is not '<param name>/<state name>'"),
+                    HasSubstr("Nothing is lost: " + dir.path + "/latest still names step_2.h5, which is intact ("),
+                    HasSubstr("checksum verified), and no partial file is left")));
+  EXPECT_EQ(*folder.latest(), dir.file("step_2.h5"));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path), {}), 2) << "step_2.h5 and latest only";
+}
+
+TEST(CheckpointFile, OperatingSystemErrorsInWordsWithACodeToActOn) {
+  EXPECT_TRUE(absl::IsResourceExhausted(checkpoint_file::os_error("f", ENOSPC)));
+  EXPECT_TRUE(absl::IsResourceExhausted(checkpoint_file::os_error("f", EDQUOT)));
+  EXPECT_TRUE(absl::IsPermissionDenied(checkpoint_file::os_error("f", EACCES)));
+  EXPECT_TRUE(absl::IsInternal(checkpoint_file::os_error("f", EIO)));
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this system";
+  const absl::Status full = checkpoint_file::write_text("/dev/full", "step_2.h5\n");
+  EXPECT_TRUE(absl::IsResourceExhausted(full)) << full;
+  EXPECT_EQ(full.message(), "/dev/full: cannot write: No space left on device");
 }
 
 // ---- bad files ----
