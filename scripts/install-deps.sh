@@ -33,6 +33,7 @@ done
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
 echo "install-deps.sh: installing ${missing[*]}" >&2
+started=$(date +%s)
 sudo=()
 if [[ $(id -u) -ne 0 ]]; then
   command -v sudo >/dev/null || { echo "install-deps.sh: not root and no sudo; install: ${missing[*]}" >&2; exit 1; }
@@ -43,4 +44,4 @@ apt_opts=(-o DPkg::Lock::Timeout=600)
 "${sudo[@]}" apt-get "${apt_opts[@]}" -qq update
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" -q install -y --no-install-recommends \
   "${missing[@]}"
-echo "install-deps.sh: done" >&2
+echo "install-deps.sh: done in $(( $(date +%s) - started )) s" >&2
