@@ -142,6 +142,9 @@ t=$(date +%s)
 set +e
 unshare --mount --pid --fork --propagation private bash -euo pipefail -c '
   room=$1 cuda_dir=$2 cache=$3 cold=$4; shift 4
+  # The root of the room is a mount point, as / is on a machine: `unshare --mount` inside (the disk-full
+  # test) changes the propagation of / and fails with EINVAL on a plain folder.
+  mount --bind "$room" "$room"
   mount -t proc proc "$room/proc"
   mount --rbind /sys "$room/sys"
   mount --rbind /dev "$room/dev"

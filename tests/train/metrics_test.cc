@@ -3,6 +3,7 @@
 #include "train/metrics.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <bit>
 #include <cmath>
@@ -102,7 +103,10 @@ TEST(MetricsJson, Float32ValuesRoundTripThroughTheText) {
 
 class MetricsWriterTest : public ::testing::Test {
  protected:
-  std::filesystem::path dir_ = std::filesystem::path(::testing::TempDir()) / "metrics_writer_test";
+  // One folder per process: ctest runs these cases in parallel, and a shared folder was removed by one
+  // case's TearDown while another wrote into it.
+  std::filesystem::path dir_ =
+      std::filesystem::path(::testing::TempDir()) / ("metrics_writer_test." + std::to_string(::getpid()));
   void SetUp() override {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
