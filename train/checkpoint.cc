@@ -244,8 +244,10 @@ absl::StatusOr<std::string> CheckpointDir::write(const Checkpoint& checkpoint) {
   if (absl::Status st = save_checkpoint(path, checkpoint); !st.ok()) {
     // The user's question is "what did I lose?": answer it, after the reason in plain words.
     std::string reason(st.message());
-    if (absl::IsResourceExhausted(st)) {  // os_error's "...: <strerror>": keep the words, drop the HDF5 path
-      reason = reason.substr(reason.rfind(": ") + 2);
+    if (const size_t cause = reason.rfind(": ");
+        absl::IsResourceExhausted(st) && cause != std::string::npos) {
+      // os_error's "<file>: <HDF5 object>: <strerror>": keep the OS's words, drop the HDF5 object path.
+      reason = reason.substr(cause + 2);
       if (!reason.empty()) reason[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(reason[0])));
       reason = absl::StrCat("cannot write the checkpoint ", path, ": ", reason, free_space_note(dir_));
     }
