@@ -36,6 +36,9 @@ struct AutogradMeta {
   std::weak_ptr<Node> grad_accumulator;  // a leaf's AccumulateGrad, shared by all its uses
   std::vector<TensorHook> hooks;          // leaf hooks; a non-leaf's hooks live on its grad_fn
   std::vector<PostAccumulateHook> post_accumulate_hooks;
+  // A 16-bit copy that stands for this fp32 leaf in autocast's casts: the optimizer that keeps it equal
+  // to the rounded master hands it over (amp::set_working_copy); autocast reads it here.
+  std::shared_ptr<Tensor> working_copy;
 };
 
 struct TensorImpl {

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "framework/autocast_state.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"

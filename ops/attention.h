@@ -3,6 +3,7 @@
 #pragma once
 
 #include "framework/tensor.h"
+#include "ops/op.h"
 
 namespace mantissa {
 
@@ -13,6 +14,7 @@ struct AttentionOptions {
   double scale = 0.0;  // 0 means 1/sqrt(D)
 };
 
+MT_OP(scaled_dot_product_attention, kLowerPrecision)
 // q [..., L, D], k [..., S, D], v [..., S, Dv] -> [..., L, Dv]; batch dims broadcast.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     AttentionOptions options = {});

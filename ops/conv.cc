@@ -15,7 +15,7 @@
 // 18x faster. oneDNN accumulates in f32 and converts once, so the 16-bit contract holds; its bf16 weight
 // gradient is requested in f32 and rounded once here.
 // CUDA tensors go to cuDNN (ops/cuda/conv.h) on the device's current stream, forward and backward.
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "ops/conv.h"
 
 #include <type_traits>

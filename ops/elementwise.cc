@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "framework/autograd.h"
 #include "ops/device_map.h"
 #include "ops/reduce.h"

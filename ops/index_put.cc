@@ -3,7 +3,7 @@
 // 16-bit dtypes and rounds once. CUDA tensors use ops/cuda/index.h (row copy, atomic row adds).
 #include <algorithm>
 
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "framework/autograd.h"
 #include "ops/cpu/shape.h"
 #include "ops/reduce.h"

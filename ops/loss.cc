@@ -1,7 +1,7 @@
 // Typed entries and backward nodes for cross_entropy, nll_loss and mse_loss. The class-index losses
 // share one plan (shape checks, target validation, [batch, classes, inner] geometry) and one way of
 // turning the upstream gradient into a per-position scale.
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "ops/loss.h"
 
 #include <vector>

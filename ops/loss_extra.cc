@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "framework/autograd.h"
 #include "ops/loss.h"
 #include "ops/map.h"

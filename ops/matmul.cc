@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "framework/autograd.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/loops.h"

@@ -2,7 +2,7 @@
 // backward nodes. The fused kernels are in ops/cpu/norm_kernels.cc; tests/ops/norm_test.cc checks them
 // against the same formulas composed from elementwise and reduce ops. CUDA tensors go to ops/cuda/norm.cu
 // and ops/cuda/batch_norm.cu.
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "ops/norm.h"
 
 #include <cmath>

@@ -1,6 +1,6 @@
 // addcmul and addcdiv (the optimizers' fused pointwise forms) with their backward. Promote category under
 // autocast: all floating inputs go to the widest of their dtypes, as ordinary promotion would give.
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "framework/autograd.h"
 #include "ops/elementwise.h"
 #include "ops/device_map.h"

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "framework/autograd.h"
 #include "framework/parallel.h"
 #include "framework/strided.h"

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "framework/autograd.h"
 #include "ops/cpu/reduce_rows.h"
 #include "ops/elementwise.h"

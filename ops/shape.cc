@@ -1,7 +1,7 @@
 // cat, stack, split, index_select, gather, one_hot and the backward of the differentiable ones:
 // cat's gradient is narrowed back per input, index_select's and gather's are scatter-adds. CUDA tensors
 // take cat/stack/split through copy_ and views, the index ops through ops/cuda/index.h.
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "ops/shape.h"
 
 #include <algorithm>

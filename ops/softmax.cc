@@ -1,6 +1,6 @@
 // Typed entries for softmax / log_softmax: argument checks, the [outer, dim, inner] geometry, the
 // kernel call (ops/cpu/softmax.h) and the backward node, which keeps only the output.
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "ops/softmax.h"
 
 #include "framework/autograd.h"

@@ -3,10 +3,13 @@
 #pragma once
 
 #include "framework/tensor.h"
+#include "ops/op.h"
 
 namespace mantissa {
 
+MT_OP(softmax, kFp32)
 Tensor softmax(const Tensor& x, int64_t dim);
+MT_OP(log_softmax, kFp32)
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
 }  // namespace mantissa

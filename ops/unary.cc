@@ -4,7 +4,7 @@
 #include <numbers>
 #include <type_traits>
 
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "framework/autograd.h"
 #include "ops/elementwise.h"
 #include "ops/device_map.h"

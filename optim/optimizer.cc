@@ -1,6 +1,6 @@
 // Optimizer base: groups, name-keyed state, zero_grad, and state_dict / load_state_dict with errors that
 // name the entry at fault.
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "optim/optimizer.h"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
-// AutocastGuard, the cast policy table and the per-thread weight-cast cache.
-#include "amp/autocast.h"
+// AutocastGuard, the casts by descriptor policy and the per-thread weight-cast cache.
+#include "ops/autocast.h"
 
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 
@@ -9,31 +10,6 @@
 
 namespace mantissa::amp {
 namespace {
-
-// The policy table: every op that autocast touches, by category (DESIGN.md, "Autocast"). Ops not
-// listed run in their inputs' dtypes by ordinary type promotion.
-const std::vector<PolicyEntry> kTable = {
-    // Lower precision: the tensor-core ops.
-    {"matmul", CastPolicy::kLowerPrecision}, {"mm", CastPolicy::kLowerPrecision},
-    {"bmm", CastPolicy::kLowerPrecision}, {"linear", CastPolicy::kLowerPrecision},
-    {"addmm", CastPolicy::kLowerPrecision}, {"baddbmm", CastPolicy::kLowerPrecision},
-    {"conv1d", CastPolicy::kLowerPrecision}, {"conv2d", CastPolicy::kLowerPrecision},
-    {"scaled_dot_product_attention", CastPolicy::kLowerPrecision},
-    // fp32: range- or precision-sensitive ops.
-    {"exp", CastPolicy::kFp32}, {"log", CastPolicy::kFp32}, {"pow", CastPolicy::kFp32},
-    {"softmax", CastPolicy::kFp32}, {"log_softmax", CastPolicy::kFp32}, {"layer_norm", CastPolicy::kFp32},
-    {"group_norm", CastPolicy::kFp32}, {"sum", CastPolicy::kFp32}, {"cumsum", CastPolicy::kFp32},
-    {"prod", CastPolicy::kFp32}, {"norm", CastPolicy::kFp32}, {"logsumexp", CastPolicy::kFp32},
-    {"cross_entropy", CastPolicy::kFp32}, {"nll_loss", CastPolicy::kFp32}, {"mse_loss", CastPolicy::kFp32},
-    {"l1_loss", CastPolicy::kFp32}, {"smooth_l1_loss", CastPolicy::kFp32},
-    {"binary_cross_entropy_with_logits", CastPolicy::kFp32},
-    // Promote to the widest input.
-    {"addcmul", CastPolicy::kPromote}, {"addcdiv", CastPolicy::kPromote}, {"dot", CastPolicy::kPromote},
-    {"cat", CastPolicy::kPromote}, {"stack", CastPolicy::kPromote}, {"index_put", CastPolicy::kPromote},
-    {"scatter_add", CastPolicy::kPromote},
-    // Refused: not safe to autocast.
-    {"binary_cross_entropy", CastPolicy::kRefused},
-};
 
 // Cached casts of fp32 leaves that require grad, keyed by the source tensor and the target dtype (nested
 // f16 and bf16 guards each keep their copy). A cast's graph references its source, so the source lives
@@ -59,14 +35,10 @@ bool eligible(const Tensor& t, DeviceType device) {
   return t.defined() && t.device().type == device && is_floating(t.dtype()) && t.dtype() != DType::kF64;
 }
 
-// Registered working copies, by master and dtype. Shared by all threads (the optimizer may run on
-// another thread than the forward); the weak reference drops an entry whose master died.
-struct WorkingCopy {
-  std::weak_ptr<TensorImpl> master;
-  Tensor copy;
-};
+// Working copies live on their masters (AutogradMeta::working_copy). The mutex guards the slot: the
+// optimizer may hand a copy over on another thread than the forward that reads it.
 std::mutex g_copies_mu;
-std::unordered_map<CacheKey, WorkingCopy, CacheKeyHash> g_copies;
+std::atomic<size_t> g_copy_count{0};
 
 // The gradient of a working copy goes to its master in fp32, as a cast's would.
 struct WorkingCopyBackward final : Node {
@@ -79,9 +51,9 @@ Tensor working_copy_for(const Tensor& t, DType target) {
   Tensor copy;
   {
     std::lock_guard<std::mutex> lock(g_copies_mu);
-    auto it = g_copies.find(CacheKey{t.impl(), target});
-    if (it == g_copies.end() || it->second.master.expired()) return Tensor();
-    copy = it->second.copy;
+    const AutogradMeta* meta = t.impl()->autograd.get();
+    if (meta == nullptr || !meta->working_copy || meta->working_copy->dtype() != target) return Tensor();
+    copy = *meta->working_copy;
   }
   if (copy.device() != t.device()) return Tensor();  // the master moved (Module::to); the copy did not
   Tensor alias = make_view(copy, copy.shape(), copy.strides(), copy.offset());
@@ -142,13 +114,22 @@ bool is_enabled(DeviceType device) { return autocast_tls().enabled[static_cast<i
 DType lower_precision_dtype(DeviceType device) { return autocast_tls().dtype[static_cast<int>(device)]; }
 
 CastPolicy policy_for(std::string_view op) {
-  for (const PolicyEntry& e : kTable) {
-    if (e.op == op) return e.policy;
+  for (const OpInfo* info : all_ops()) {
+    if (info->name == op) return info->autocast;
   }
   return CastPolicy::kNone;
 }
 
-const std::vector<PolicyEntry>& policy_table() { return kTable; }
+const std::vector<PolicyEntry>& policy_table() {
+  static const std::vector<PolicyEntry> kTable = [] {
+    std::vector<PolicyEntry> table;
+    for (const OpInfo* info : all_ops()) {
+      if (info->autocast != CastPolicy::kNone) table.push_back({info->name, info->autocast});
+    }
+    return table;
+  }();
+  return kTable;
+}
 
 std::string_view policy_name(CastPolicy p) {
   switch (p) {
@@ -161,7 +142,8 @@ std::string_view policy_name(CastPolicy p) {
   return "?";
 }
 
-std::vector<Tensor> cast_inputs(std::string_view op, std::vector<Tensor> inputs) {
+std::vector<Tensor> cast_inputs(const OpInfo& info, std::vector<Tensor> inputs) {
+  const std::string_view op = info.name;
   std::vector<Tensor> out = std::move(inputs);
   const AutocastTls& tls = autocast_tls();
   // The device of the first defined input decides which autocast state applies.
@@ -175,7 +157,7 @@ std::vector<Tensor> cast_inputs(std::string_view op, std::vector<Tensor> inputs)
     }
   }
   if (!found || !tls.enabled[static_cast<int>(device)]) return out;
-  const CastPolicy policy = policy_for(op);
+  const CastPolicy policy = info.autocast;
   switch (policy) {
     case CastPolicy::kNone:
       return out;
@@ -209,6 +191,12 @@ std::vector<Tensor> cast_inputs(std::string_view op, std::vector<Tensor> inputs)
   return out;
 }
 
+Tensor cast_input(const OpInfo& op, const Tensor& input) { return cast_inputs(op, {input})[0]; }
+
+std::vector<Tensor> cast_inputs(std::string_view op, std::vector<Tensor> inputs) {
+  return cast_inputs(OpInfo{op, policy_for(op)}, std::move(inputs));
+}
+
 Tensor cast_input(std::string_view op, const Tensor& input) { return cast_inputs(op, {input})[0]; }
 
 void set_working_copy(const Tensor& master, const Tensor& copy) {
@@ -219,18 +207,20 @@ void set_working_copy(const Tensor& master, const Tensor& copy) {
            "set_working_copy: the copy must be an f16/bf16 tensor of the master's shape ", shape_str(master.shape()),
            " on its device, without grad; got ", copy.defined() ? shape_str(copy.shape()) : "undefined");
   std::lock_guard<std::mutex> lock(g_copies_mu);
-  g_copies[CacheKey{master.impl(), copy.dtype()}] = WorkingCopy{master.impl_ptr(), copy};
+  std::shared_ptr<Tensor>& slot = master.impl()->meta().working_copy;
+  if (!slot) ++g_copy_count;
+  slot = std::make_shared<Tensor>(copy);
 }
 
 void clear_working_copy(const Tensor& master) {
   std::lock_guard<std::mutex> lock(g_copies_mu);
-  for (DType d : {DType::kF16, DType::kBF16}) g_copies.erase(CacheKey{master.impl(), d});
+  AutogradMeta* meta = master.impl()->autograd.get();
+  if (meta == nullptr || !meta->working_copy) return;
+  meta->working_copy.reset();
+  --g_copy_count;
 }
 
-size_t working_copy_count() {
-  std::lock_guard<std::mutex> lock(g_copies_mu);
-  return g_copies.size();
-}
+size_t working_copy_count() { return g_copy_count.load(); }
 
 size_t cache_size() { return t_cache.size(); }
 uint64_t weight_cast_count() { return t_weight_casts; }

@@ -1,0 +1,86 @@
+// Autocast: inside an AutocastGuard, each op's public function casts its floating inputs by the policy in
+// its descriptor (ops/op.h: kLowerPrecision, kFp32, kPromote, kRefused, kNone), PyTorch's CUDA policy
+// being the reference. This is part of the ops layer because every op applies it before computing;
+// amp/autocast.h is the header users include.
+// Only floating, non-f64 tensors on the guard's device are cast; a tensor already in the target dtype
+// is not copied. Casts of fp32 leaves that require grad are cached for the region (weights are cast once
+// per forward) and the cache is cleared when the outermost guard exits. State is per thread.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string_view>
+#include <vector>
+
+#include "framework/tensor.h"
+#include "ops/op.h"
+
+namespace mantissa::amp {
+
+enum class CacheMode { kEnabled, kDisabled };
+enum class AutocastState { kEnabled, kDisabled };
+
+struct AutocastOptions {
+  DeviceType device = DeviceType::kCPU;
+  DType dtype = DType::kBF16;  // f16 or bf16
+  AutocastState state = AutocastState::kEnabled;
+  CacheMode cache = CacheMode::kEnabled;
+};
+
+// Enables (or, with state kDisabled, suspends) autocast for one device type on this thread until the
+// guard is destroyed; the outer settings come back exactly.
+class AutocastGuard {
+ public:
+  explicit AutocastGuard(AutocastOptions options = {});
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  DeviceType device_;
+  bool counted_;  // this guard enabled autocast and so counts toward the cache's region
+  bool prev_enabled_;
+  DType prev_dtype_;
+  CacheMode prev_cache_;
+};
+
+bool is_enabled(DeviceType device);
+DType lower_precision_dtype(DeviceType device);
+
+// The policy of the op named `op` by its descriptor (kNone for an op without one).
+CastPolicy policy_for(std::string_view op);
+struct PolicyEntry {
+  std::string_view op;
+  CastPolicy policy;
+};
+// Every op whose policy is not kNone, in the order of all_ops(): a view of the descriptors, for
+// documentation and tests.
+const std::vector<PolicyEntry>& policy_table();
+std::string_view policy_name(CastPolicy p);
+
+// Applies op's policy to its tensor inputs when autocast is active for their device; returns the inputs
+// to run the op on (the same handles when nothing is cast). Undefined tensors pass through.
+std::vector<Tensor> cast_inputs(const OpInfo& op, std::vector<Tensor> inputs);
+// One-input form.
+Tensor cast_input(const OpInfo& op, const Tensor& input);
+// The same by op name, with the policy looked up (tests, and ops outside the library).
+std::vector<Tensor> cast_inputs(std::string_view op, std::vector<Tensor> inputs);
+Tensor cast_input(std::string_view op, const Tensor& input);
+
+// Persistent working copies (beyond PyTorch): `copy` (f16 or bf16, the master's shape) stands for
+// `master` (an fp32 leaf that requires grad) whenever autocast needs that cast with the weight-cast
+// cache on (the default), on every thread, until cleared: no cast is made, and the gradient still flows
+// back to the master in fp32. The copy is kept on the master itself (one per master: a second replaces
+// the first), so it goes when the master goes. The owner (an optimizer with working copies enabled) keeps
+// the copy equal to the rounded master after each update.
+void set_working_copy(const Tensor& master, const Tensor& copy);
+void clear_working_copy(const Tensor& master);
+size_t working_copy_count();  // copies handed over and not cleared
+
+// Number of cached weight casts on this thread (for tests).
+size_t cache_size();
+// Casts of cacheable tensors (fp32 leaves that require grad) this thread has actually performed, i.e.
+// cache misses, since it started: a weight cast once per region adds exactly 1 per region.
+uint64_t weight_cast_count();
+
+}  // namespace mantissa::amp

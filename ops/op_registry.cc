@@ -1,0 +1,40 @@
+// The list of op descriptors, by family header. The descriptors themselves live beside their ops (MT_OP in
+// ops/<family>.h); tests/ops/op_registry_test.cc fails when a header declares one that is missing here.
+#include "ops/attention.h"
+#include "ops/conv.h"
+#include "ops/elementwise.h"
+#include "ops/loss.h"
+#include "ops/matmul.h"
+#include "ops/norm.h"
+#include "ops/op.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
+#include "ops/softmax.h"
+
+namespace mantissa {
+
+const std::vector<const OpInfo*>& all_ops() {
+  static const std::vector<const OpInfo*> kOps = {
+      // ops/matmul.h
+      &ops::mm, &ops::bmm, &ops::matmul, &ops::linear, &ops::addmm, &ops::baddbmm, &ops::dot,
+      // ops/conv.h
+      &ops::conv2d, &ops::conv1d,
+      // ops/attention.h
+      &ops::scaled_dot_product_attention,
+      // ops/elementwise.h
+      &ops::pow, &ops::addcmul, &ops::addcdiv, &ops::exp, &ops::log, &ops::sqrt, &ops::rsqrt, &ops::abs, &ops::relu, &ops::gelu, &ops::tanh, &ops::sigmoid,
+      // ops/softmax.h
+      &ops::softmax, &ops::log_softmax,
+      // ops/norm.h
+      &ops::layer_norm, &ops::group_norm,
+      // ops/reduce.h
+      &ops::sum, &ops::mean, &ops::logsumexp, &ops::prod, &ops::norm, &ops::cumsum,
+      // ops/loss.h
+      &ops::cross_entropy, &ops::nll_loss, &ops::mse_loss, &ops::l1_loss, &ops::smooth_l1_loss, &ops::binary_cross_entropy, &ops::binary_cross_entropy_with_logits,
+      // ops/shape.h
+      &ops::cat, &ops::stack, &ops::scatter_add, &ops::index_put,
+  };
+  return kOps;
+}
+
+}  // namespace mantissa
