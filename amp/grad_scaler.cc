@@ -6,7 +6,7 @@
 #include "framework/dist/process_group.h"
 #include "framework/error.h"
 #include "ops/elementwise.h"
-#include "optim/grad_scaling.h"
+#include "amp/grad_scaling.h"
 
 namespace mantissa::amp {
 namespace {

@@ -6,14 +6,14 @@
 
 #include "amp/grad_scaler.h"
 #include "framework/error.h"
-#include "optim/grad_scaling.h"
-#include "optim/loss_scale_rule.h"
+#include "amp/grad_scaling.h"
+#include "amp/loss_scale_rule.h"
 #ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include "framework/cuda/check.h"
 #include "framework/cuda/stream.h"
-#include "optim/cuda/amp_kernels.h"
+#include "amp/cuda/amp_kernels.h"
 #endif
 
 namespace mantissa::amp {

@@ -11,7 +11,7 @@
 #include "amp/grad_scaler.h"
 #include "framework/cuda/device.h"
 #include "optim/adam.h"
-#include "optim/grad_scaling.h"
+#include "amp/grad_scaling.h"
 #include "optim/sgd.h"
 
 namespace mantissa {

@@ -17,7 +17,7 @@
 #include "framework/parallel.h"
 #include "framework/random.h"
 #include "optim/adam.h"
-#include "optim/grad_scaling.h"
+#include "amp/grad_scaling.h"
 #include "optim/sgd.h"
 
 namespace mantissa {

@@ -1,4 +1,4 @@
-# Installation: the library, its headers under include/mantissa/<layer>/ and the programs, plus a CMake
+# Installation: the libraries (one per layer, and mantissa::mantissa over them), their headers under include/mantissa/<layer>/ and the programs, plus a CMake
 # package so that find_package(mantissa CONFIG) gives mantissa::mantissa. Included by CMakeLists.txt.
 # Components: "library" (library, headers, package files) and "programs" (mantissa-* executables), so
 # `cmake --install build --component library` works even when no program has been built.
@@ -6,7 +6,7 @@ include(CMakePackageConfigHelpers)
 
 set(MANTISSA_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/mantissa)
 
-install(TARGETS mantissa EXPORT mantissa-targets
+install(TARGETS mantissa ${MANTISSA_LAYER_TARGETS} EXPORT mantissa-targets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT library
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT library
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mantissa)

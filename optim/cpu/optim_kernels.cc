@@ -58,12 +58,6 @@ void with_flag(bool b, F&& f) {
 
 bool skipped(const ScalingPointers& s) { return s.found_inf != nullptr && *s.found_inf != 0.0f; }
 
-// Non-finite test on the bits (exponent all ones), an integer op the loops below vectorize.
-template <typename T>
-using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
-template <typename T>
-constexpr Bits<T> kExponentMask = sizeof(T) == 4 ? Bits<T>(0x7f800000u) : Bits<T>(0x7ff0000000000000ull);
-
 // torch.maximum: nan wins.
 template <typename T>
 T maximum(T a, T b) {
@@ -200,30 +194,6 @@ void adam_step(const AdamPointers<T>& t, const AdamOptions& o, WeightDecay mode,
 }
 
 template <typename T>
-void check_finite(const T* g, int64_t n, float* found_inf) {
-  parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
-    const T* __restrict x = g;
-    Bits<T> exponent = 0;  // the largest exponent field seen: all ones iff an inf or nan was seen
-    for (int64_t i = begin; i < end; ++i) exponent = std::max(exponent, std::bit_cast<Bits<T>>(x[i]) & kExponentMask<T>);
-    if (exponent == kExponentMask<T>) std::atomic_ref<float>(*found_inf).store(1.0f, std::memory_order_relaxed);
-  });
-}
-
-template <typename T>
-void unscale_and_check(T* g, int64_t n, const float* inv_scale, float* found_inf) {
-  const T inv = static_cast<T>(*inv_scale);
-  parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
-    T* __restrict x = g;
-    Bits<T> exponent = 0;
-    for (int64_t i = begin; i < end; ++i) {
-      exponent = std::max(exponent, std::bit_cast<Bits<T>>(x[i]) & kExponentMask<T>);
-      x[i] = x[i] * inv;
-    }
-    if (exponent == kExponentMask<T>) std::atomic_ref<float>(*found_inf).store(1.0f, std::memory_order_relaxed);
-  });
-}
-
-template <typename T>
 void norm_parts(const T* g, int64_t n, double* sum_squares, double* max_abs) {
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   std::vector<double> sums(blocks), maxes(blocks);
@@ -273,8 +243,6 @@ void clamp_abs(T* g, int64_t n, double limit) {
 #define MT_OPTIM_KERNELS(T)                                                                      \
   template void sgd_step<T>(const SgdPointers<T>&, const SGDOptions&, ScalingPointers);          \
   template void adam_step<T>(const AdamPointers<T>&, const AdamOptions&, WeightDecay, ScalingPointers); \
-  template void check_finite<T>(const T*, int64_t, float*);                                      \
-  template void unscale_and_check<T>(T*, int64_t, const float*, float*);                         \
   template void norm_parts<T>(const T*, int64_t, double*, double*);                              \
   template void scale<T>(T*, int64_t, double);                                                   \
   template void clamp_abs<T>(T*, int64_t, double);

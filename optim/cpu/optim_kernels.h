@@ -56,14 +56,6 @@ struct AdamPointers {
 template <typename T>
 void adam_step(const AdamPointers<T>& t, const AdamOptions& o, WeightDecay mode, ScalingPointers s);
 
-// PyTorch's _amp_foreach_non_finite_check_and_unscale_ on one tensor: *found_inf = 1 if any g is inf or
-// nan (checked before scaling, as PyTorch does), and g *= inv_scale in place.
-template <typename T>
-void unscale_and_check(T* g, int64_t n, const float* inv_scale, float* found_inf);
-// The check alone, reading g only: what a fused step needs before it runs.
-template <typename T>
-void check_finite(const T* g, int64_t n, float* found_inf);
-
 // Sum of squares (in double) and max |g| of n values, over fixed blocks so the result does not depend
 // on the thread count. max_abs is nan when any value is nan.
 template <typename T>

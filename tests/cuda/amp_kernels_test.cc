@@ -17,12 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "amp/cpu/amp_kernels.h"
+#include "amp/cuda/amp_kernels.h"
+#include "amp/loss_scale_rule.h"
 #include "framework/cuda/check.h"
 #include "framework/half.h"
 #include "optim/cpu/optim_kernels.h"
-#include "optim/cuda/amp_kernels.h"
 #include "optim/cuda/fused_optim.h"
-#include "optim/loss_scale_rule.h"
 
 namespace mantissa {
 namespace {

@@ -9,7 +9,7 @@
 #include "framework/random.h"
 #include "ops/elementwise.h"
 #include "optim/adam.h"
-#include "optim/grad_scaling.h"
+#include "amp/grad_scaling.h"
 #include "optim/sgd.h"
 
 namespace mantissa {

@@ -1,7 +1,7 @@
 // The GradScaler's update() rule over plain values: PyTorch's _amp_update_scale_ (backoff on an overflow,
 // growth after growth_interval clean steps, never to inf) plus the extensions (hysteresis, min/max scale,
 // the step statistics). One function that g++ and nvcc both compile: the CUDA scaler runs it in a
-// single-thread kernel on state that lives in device memory, and tests/optim/loss_scale_rule_test.cc
+// single-thread kernel on state that lives in device memory, and tests/amp/loss_scale_rule_test.cc
 // checks it against amp::GradScaler's CPU update() over overflow, growth and hysteresis sequences.
 #pragma once
 

@@ -1,15 +1,15 @@
 // unscale_grads_ and check_grads_finite_: on the CPU one kernel call per parameter grad; on CUDA one
-// multi-tensor pass per grad dtype (optim/cuda/amp_kernels.cu) on the device's current stream.
-#include "optim/grad_scaling.h"
+// multi-tensor pass per grad dtype (amp/cuda/amp_kernels.cu) on the device's current stream.
+#include "amp/grad_scaling.h"
 
 #include <map>
 #include <vector>
 
 #include "framework/error.h"
-#include "optim/cpu/optim_kernels.h"
+#include "amp/cpu/amp_kernels.h"
 #ifdef MANTISSA_WITH_CUDA
 #include "framework/cuda/stream.h"
-#include "optim/cuda/amp_kernels.h"
+#include "amp/cuda/amp_kernels.h"
 #endif
 
 namespace mantissa {

@@ -1,4 +1,4 @@
-// Launchers of the grad-scaling kernels (optim/cuda/amp_kernels.cu): the unscale-and-check pass over all the
+// Launchers of the grad-scaling kernels (amp/cuda/amp_kernels.cu): the unscale-and-check pass over all the
 // grads of an optimizer in one multi-tensor sweep, and the loss-scale update on the device. Pointers are
 // device pointers; inv_scale, found_inf and the scaler's state are read and written by the kernels only, so
 // none of this needs a host synchronization (and all of it can be captured in a CUDA graph).
@@ -11,7 +11,7 @@
 #include <span>
 
 #include "framework/dtype.h"
-#include "optim/loss_scale_rule.h"
+#include "amp/loss_scale_rule.h"
 
 namespace mantissa::gpu {
 

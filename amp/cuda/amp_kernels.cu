@@ -1,5 +1,5 @@
 // The grad-scaling kernels: unscale-and-check over many grads per launch, and the loss-scale update.
-#include "optim/cuda/amp_kernels.h"
+#include "amp/cuda/amp_kernels.h"
 
 #include "optim/cuda/multi_tensor_apply.cuh"
 

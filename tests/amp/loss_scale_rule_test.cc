@@ -1,4 +1,4 @@
-// optim/loss_scale_rule.h (the update the CUDA GradScaler runs on the device) against amp::GradScaler's CPU
+// amp/loss_scale_rule.h (the update the CUDA GradScaler runs on the device) against amp::GradScaler's CPU
 // update(): the same scale, trackers and statistics after every iteration of overflow, growth, hysteresis,
 // floor and ceiling sequences.
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "amp/grad_scaler.h"
-#include "optim/loss_scale_rule.h"
+#include "amp/loss_scale_rule.h"
 #include "optim/sgd.h"
 
 namespace mantissa {
