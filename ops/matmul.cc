@@ -338,6 +338,29 @@ struct DotBackward final : Node {
     return {ga, gb};
   }
 };
+
+// dot on the CPU: one strided loop, accumulated in the compute type.
+Tensor cpu_dot(const Tensor& a, const Tensor& b) {
+  Tensor out = empty({}, {.dtype = a.dtype(), .device = a.device()});
+  dispatch_floating(a.dtype(), "dot", [&]<typename T>() {
+    using C = compute_t<T>;
+    const T *ap = a.data<T>(), *bp = b.data<T>();
+    const int64_t sa = a.stride(0), sb = b.stride(0);
+    C acc = 0;
+    for (int64_t i = 0; i < a.size(0); ++i) acc += static_cast<C>(ap[i * sa]) * static_cast<C>(bp[i * sb]);
+    *out.data<T>() = static_cast<T>(acc);
+  });
+  return out;
+}
+
+// On a GPU: the GEMM [1, 1, n] @ [1, n, 1] (strided vectors go in as leading dims, not copies). It has
+// no CUDA code of its own (run_gemm dispatches), so it needs no MT_CUDA_KERNEL.
+Tensor device_dot(const Tensor& a, const Tensor& b) {
+  return run_gemm({}, a.unsqueeze(0).unsqueeze(0), b.unsqueeze(0).unsqueeze(2), 0.0, 1.0).view({});
+}
+
+constexpr DeviceKernels<decltype(cpu_dot)> kDot{.cpu = &cpu_dot, .cuda = &device_dot};
+
 }  // namespace
 
 Tensor dot(const Tensor& a_in, const Tensor& b_in) {
@@ -347,21 +370,7 @@ Tensor dot(const Tensor& a_in, const Tensor& b_in) {
   check_dims("dot", a, b, 1, "dot takes two 1-D vectors; use matmul or mm for matrices");
   MT_CHECK(a.size(0) == b.size(0), "dot: vectors ", shape_str(a.shape()), " and ", shape_str(b.shape()),
            " differ in length");
-  Tensor out;
-  if (a.device().is_cuda()) {
-    // On a GPU: the GEMM [1, 1, n] @ [1, n, 1] (strided vectors go in as leading dims, not copies).
-    out = run_gemm({}, a.unsqueeze(0).unsqueeze(0), b.unsqueeze(0).unsqueeze(2), 0.0, 1.0).view({});
-  } else {
-    out = empty({}, {.dtype = a.dtype(), .device = a.device()});
-    dispatch_floating(a.dtype(), "dot", [&]<typename T>() {
-      using C = compute_t<T>;
-      const T *ap = a.data<T>(), *bp = b.data<T>();
-      const int64_t sa = a.stride(0), sb = b.stride(0);
-      C acc = 0;
-      for (int64_t i = 0; i < a.size(0); ++i) acc += static_cast<C>(ap[i * sa]) * static_cast<C>(bp[i * sb]);
-      *out.data<T>() = static_cast<T>(acc);
-    });
-  }
+  Tensor out = dispatch("dot", kDot, a.device(), a, b);
   if (compute_requires_grad({&a, &b})) {
     auto node = make_node<DotBackward>({&a, &b});
     if (b.requires_grad()) node->self = a;
