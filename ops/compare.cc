@@ -6,6 +6,7 @@
 #include "framework/autograd.h"
 #include "ops/elementwise.h"
 #include "ops/device_map.h"
+#include "ops/dispatch.h"
 #include "ops/reduce.h"
 
 namespace mantissa {
@@ -42,11 +43,8 @@ void select_rows(void* out, const void* cond, const void* a, const void* b, int6
   }
 }
 
-// cond ? x : y over any dtype; the autograd-free kernel shared by where and the backward passes.
-Tensor select_kernel(const Tensor& cond, const Tensor& x, const Tensor& y, std::string_view op) {
-#ifdef MANTISSA_WITH_CUDA
-  if (x.device().is_cuda() || y.device().is_cuda() || cond.device().is_cuda()) return cuda_select(cond, x, y, op);
-#endif
+// cond ? x : y over any dtype on the CPU (the CUDA one is cuda_select).
+Tensor cpu_select(const Tensor& cond, const Tensor& x, const Tensor& y, std::string_view op) {
   const DType dt = promote_types(x.dtype(), y.dtype());
   const Tensor x2 = x.to(dt), y2 = y.to(dt);
   const Shape shape = cpu::broadcast_shapes(cpu::broadcast_shapes(cond.shape(), x.shape(), op), y.shape(), op);
@@ -78,6 +76,14 @@ Tensor select_kernel(const Tensor& cond, const Tensor& x, const Tensor& y, std::
     });
   });
   return out;
+}
+
+constexpr DeviceKernels<decltype(cpu_select)> kSelect{.cpu = &cpu_select, .cuda = MT_CUDA_KERNEL(cuda_select)};
+
+// The autograd-free select shared by where, masked_fill and the backward passes.
+Tensor select_kernel(const Tensor& cond, const Tensor& x, const Tensor& y, std::string_view op) {
+  const Tensor* cuda = detail::first_cuda({&x, &y, &cond});
+  return dispatch(op, kSelect, cuda ? cuda->device() : kCPU, cond, x, y, op);
 }
 
 struct WhereBackward final : Node {

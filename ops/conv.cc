@@ -14,7 +14,7 @@
 // oneDNN, reorders from/to NCHW included, 80-104 ms (jit:avx512_core) and 60 ms (brgconv AMX bf16): 8x and
 // 18x faster. oneDNN accumulates in f32 and converts once, so the 16-bit contract holds; its bf16 weight
 // gradient is requested in f32 and rounded once here.
-// CUDA tensors go to cuDNN (ops/cuda/conv.h) on the device's current stream, forward and backward.
+// CUDA tensors go to cuDNN (ops/cuda/host/conv.h) on the device's current stream, forward and backward.
 #include "ops/autocast.h"
 #include "ops/conv.h"
 
@@ -27,11 +27,8 @@
 #include "ops/cpu/conv_kernels.h"
 #include "ops/cpu/conv_onednn.h"
 #include "ops/cpu/gemm.h"
-
-#ifdef MANTISSA_WITH_CUDA
-#include "framework/cuda/stream.h"
-#include "ops/cuda/conv.h"
-#endif
+#include "ops/cuda/host/conv.h"
+#include "ops/dispatch.h"
 
 namespace mantissa {
 namespace {
@@ -192,6 +189,29 @@ void conv_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy,
   conv_backward_im2col(g, x, w, dy, dx, dw, db);  // whatever oneDNN did not do
 }
 
+template <typename T>
+T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
+void cpu_conv2d(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out) {
+  dispatch_floating(x.dtype(), "conv2d", [&]<typename T>() {
+    conv_forward<T>(g, x.data<T>(), w.data<T>(), ptr_or_null<T>(b), out.data<T>());
+  });
+}
+
+void cpu_conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                         const Tensor& dw, const Tensor& db) {
+  dispatch_floating(dy.dtype(), "conv2d_backward", [&]<typename T>() {
+    conv_backward<T>(g, ptr_or_null<T>(x), ptr_or_null<T>(w), dy.data<T>(), ptr_or_null<T>(dx), ptr_or_null<T>(dw),
+                     ptr_or_null<T>(db));
+  });
+}
+
+constexpr DeviceKernels<decltype(cpu_conv2d)> kConv2d{.cpu = &cpu_conv2d, .cuda = MT_CUDA_KERNEL(cuda_conv2d)};
+constexpr DeviceKernels<decltype(cpu_conv2d_backward)> kConv2dBackward{
+    .cpu = &cpu_conv2d_backward, .cuda = MT_CUDA_KERNEL(cuda_conv2d_backward)};
+
 struct Conv2dBackward final : Node {
   SavedTensor input{this, "input"};    // contiguous x, saved when the weight needs a grad
   SavedTensor weight{this, "weight"};  // contiguous weight, saved when the input needs a grad
@@ -207,26 +227,8 @@ struct Conv2dBackward final : Node {
     if (next_edges[0].valid()) dx = empty({g.n, g.c, g.h, g.w}, {.dtype = dtype, .device = device});
     if (next_edges[1].valid()) dw = empty(weight_shape, {.dtype = dtype, .device = device});
     if (next_edges[2].valid()) db = empty({g.o}, {.dtype = dtype, .device = device});
-    dispatch_floating(dtype, "conv2d_backward", [&]<typename T>() {
-#ifdef MANTISSA_WITH_CUDA
-      if (device.is_cuda()) {
-        const int d = device.index;
-        const cudaStream_t stream = gpu::current_stream(d);
-        if (dx.defined()) {
-          gpu::conv2d_backward_data<T>(g, dy.data<T>(), weight.get().data<T>(), dx.data<T>(), d, stream);
-        }
-        if (dw.defined()) {
-          gpu::conv2d_backward_filter<T>(g, input.get().data<T>(), dy.data<T>(), dw.data<T>(), d, stream);
-        }
-        if (db.defined()) gpu::conv2d_backward_bias<T>(g, dy.data<T>(), db.data<T>(), d, stream);
-        return;
-      }
-#endif
-      conv_backward<T>(g, input.defined() ? input.get().data<T>() : nullptr,
-                       weight.defined() ? weight.get().data<T>() : nullptr, dy.data<T>(),
-                       dx.defined() ? dx.data<T>() : nullptr, dw.defined() ? dw.data<T>() : nullptr,
-                       db.defined() ? db.data<T>() : nullptr);
-    });
+    dispatch(name(), kConv2dBackward, device, g, input.defined() ? input.get() : Tensor(),
+             weight.defined() ? weight.get() : Tensor(), dy, dx, dw, db);
     return {dx, dw, db};
   }
 };
@@ -241,13 +243,10 @@ Conv2dGeometry check_and_plan(const Tensor& x, const Tensor& w, const Tensor& b,
   MT_CHECK(is_floating(x.dtype()), "conv2d: expected a floating input, got ", dtype_name(x.dtype()));
   MT_CHECK(x.dtype() == w.dtype(), "conv2d: input is ", dtype_name(x.dtype()), " but weight is ",
            dtype_name(w.dtype()), ". HINT: cast both to one dtype (or run under autocast)");
-#ifdef MANTISSA_WITH_CUDA
   MT_CHECK(w.device() == x.device() && (!b.defined() || b.device() == x.device()), "conv2d: input is on ",
            x.device().str(), " but weight is on ", w.device().str(),
            b.defined() ? " and bias on " + b.device().str() : "", ". HINT: move them to one device with .to(device)");
-#else
-  MT_CHECK(x.device().is_cpu() && w.device().is_cpu(), "conv2d: no kernel for ", x.device().str(), " in this build");
-#endif
+  kernel_for("conv2d", kConv2d, x.device());
   for (int i = 0; i < 2; ++i) {
     MT_CHECK(opt.stride[i] > 0 && opt.dilation[i] > 0 && opt.padding[i] >= 0,
              "conv2d: stride and dilation must be positive and padding non-negative, got stride [", opt.stride[0],
@@ -289,17 +288,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   const Tensor xc = x.contiguous(), wc = weight.contiguous();
   const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
   Tensor out = empty({g.n, g.o, g.oh, g.ow}, {.dtype = x.dtype(), .device = x.device()});
-  dispatch_floating(x.dtype(), "conv2d", [&]<typename T>() {
-#ifdef MANTISSA_WITH_CUDA
-    if (x.device().is_cuda()) {
-      const int d = x.device().index;
-      gpu::conv2d_forward<T>(g, xc.data<T>(), wc.data<T>(), bc.defined() ? bc.data<T>() : nullptr, out.data<T>(), d,
-                             gpu::current_stream(d));
-      return;
-    }
-#endif
-    conv_forward<T>(g, xc.data<T>(), wc.data<T>(), bc.defined() ? bc.data<T>() : nullptr, out.data<T>());
-  });
+  dispatch("conv2d", kConv2d, x.device(), g, xc, wc, bc, out);
   if (compute_requires_grad({&x, &weight, &bias})) {
     auto node = make_node<Conv2dBackward>({&x, &weight, &bias});
     node->geometry = g;

@@ -4,14 +4,52 @@
 
 #include "framework/autograd.h"
 #include "ops/cpu/shape.h"
-
-#ifdef MANTISSA_WITH_CUDA
-#include "framework/cuda/stream.h"
-#include "ops/cuda/embedding_dropout.h"
-#endif
+#include "ops/cuda/host/embedding.h"
+#include "ops/dispatch.h"
 
 namespace mantissa {
 namespace {
+
+// The flattened i64 indices of a CPU table, range-checked.
+Tensor cpu_embedding_index(const Tensor& weight, const Tensor& indices) {
+  return cpu::checked_index(indices, weight.size(0), "embedding", "an embedding table of num_embeddings")
+      .reshape({-1});
+}
+
+// The flattened i64 indices of a device table: on its device, and not range-checked here (that would
+// read them on the host); out-of-range ones give NaN rows.
+Tensor device_embedding_index(const Tensor& weight, const Tensor& indices) {
+  MT_CHECK(indices.device() == weight.device(), "embedding: indices on ", indices.device().str(),
+           " but weight on ", weight.device().str(), ". HINT: move the indices to the weight's device");
+  MT_CHECK(indices.dtype() == DType::kI64 || indices.dtype() == DType::kI32,
+           "embedding: expected integer indices (i64 or i32), got ", dtype_name(indices.dtype()));
+  return indices.to(DType::kI64).contiguous().reshape({-1});
+}
+
+void cpu_embedding(const Tensor& weight, const Tensor& idx, const Tensor& out) {
+  dispatch_floating(weight.dtype(), "embedding", [&]<typename T>() {
+    cpu::index_select_rows<T>(weight.data<T>(), idx.data<int64_t>(), idx.numel(),
+                              {.outer = 1, .size = weight.size(0), .inner = weight.size(1)}, out.data<T>());
+  });
+}
+
+Tensor cpu_embedding_backward(const Tensor& g, const Tensor& idx, const Shape& weight_shape, DType weight_dtype) {
+  return dispatch_floating(weight_dtype, "EmbeddingBackward", [&]<typename T>() {
+    using C = compute_t<T>;
+    Tensor acc = zeros(weight_shape, {.dtype = dtype_v<C>});
+    const cpu::IndexGeometry geo{.outer = 1, .size = weight_shape[0], .inner = weight_shape[1]};
+    cpu::index_add_rows<T, C>(g.data<T>(), idx.data<int64_t>(), idx.numel(), geo, acc.data<C>());
+    return acc.to(weight_dtype);
+  });
+}
+
+// The device index check has no CUDA code of its own; the kernels do.
+constexpr DeviceKernels<decltype(cpu_embedding_index)> kEmbeddingIndex{.cpu = &cpu_embedding_index,
+                                                                        .cuda = &device_embedding_index};
+constexpr DeviceKernels<decltype(cpu_embedding)> kEmbedding{.cpu = &cpu_embedding,
+                                                            .cuda = MT_CUDA_KERNEL(cuda_embedding)};
+constexpr DeviceKernels<decltype(cpu_embedding_backward)> kEmbeddingBackward{
+    .cpu = &cpu_embedding_backward, .cuda = MT_CUDA_KERNEL(cuda_embedding_backward)};
 
 struct EmbeddingBackward final : Node {
   SavedTensor indices{this, "indices"};  // contiguous i64, flattened
@@ -20,27 +58,7 @@ struct EmbeddingBackward final : Node {
   std::string_view name() const override { return "EmbeddingBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor g = grads[0].contiguous();
-    const Tensor& idx = indices.get();
-#ifdef MANTISSA_WITH_CUDA
-    if (g.device().is_cuda()) {
-      // Atomic adds into a zeroed f32 (f64) table, rounded once to the weight's dtype.
-      return {dispatch_floating(weight_dtype, name(), [&]<typename T>() {
-        using C = compute_t<T>;
-        Tensor acc = zeros(weight_shape, {.dtype = dtype_v<C>, .device = g.device()});
-        gpu::DeviceGuard guard(g.device());
-        gpu::launch_embedding_backward<T, C>(g.data<T>(), idx.data<int64_t>(), idx.numel(), weight_shape[0],
-                                             weight_shape[1], acc.data<C>(), gpu::current_stream(g.device()));
-        return acc.to(weight_dtype);
-      })};
-    }
-#endif
-    return {dispatch_floating(weight_dtype, name(), [&]<typename T>() {
-      using C = compute_t<T>;
-      Tensor acc = zeros(weight_shape, {.dtype = dtype_v<C>});
-      const cpu::IndexGeometry geo{.outer = 1, .size = weight_shape[0], .inner = weight_shape[1]};
-      cpu::index_add_rows<T, C>(g.data<T>(), idx.data<int64_t>(), idx.numel(), geo, acc.data<C>());
-      return acc.to(weight_dtype);
-    })};
+    return {dispatch(name(), kEmbeddingBackward, g.device(), g, indices.get(), weight_shape, weight_dtype)};
   }
 };
 
@@ -51,45 +69,13 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   MT_CHECK(weight.dim() == 2, "embedding: expected a weight of shape [num_embeddings, embedding_dim], got ",
            shape_str(weight.shape()));
   MT_CHECK(is_floating(weight.dtype()), "embedding: expected a floating weight, got ", dtype_name(weight.dtype()));
-  const int64_t vocab = weight.size(0), width = weight.size(1);
-#ifdef MANTISSA_WITH_CUDA
-  if (weight.device().is_cuda()) {
-    MT_CHECK(indices.device() == weight.device(), "embedding: indices on ", indices.device().str(),
-             " but weight on ", weight.device().str(), ". HINT: move the indices to the weight's device");
-    MT_CHECK(indices.dtype() == DType::kI64 || indices.dtype() == DType::kI32,
-             "embedding: expected integer indices (i64 or i32), got ", dtype_name(indices.dtype()));
-    // Indices are not range-checked here (that would read them on the host); out-of-range ones give NaN rows.
-    const Tensor idx = indices.to(DType::kI64).contiguous().reshape({-1});
-    Shape out_shape = indices.shape();
-    out_shape.push_back(width);
-    const Tensor w = weight.contiguous();
-    Tensor out = empty(out_shape, {.dtype = weight.dtype(), .device = weight.device()});
-    gpu::DeviceGuard guard(weight.device());
-    dispatch_floating(weight.dtype(), "embedding", [&]<typename T>() {
-      gpu::launch_embedding_forward<T>(w.data<T>(), idx.data<int64_t>(), idx.numel(), vocab, width, out.data<T>(),
-                                       gpu::current_stream(weight.device()));
-    });
-    if (compute_requires_grad({&weight})) {
-      auto node = make_node<EmbeddingBackward>({&weight});
-      node->indices = idx;
-      node->weight_shape = weight.shape();
-      node->weight_dtype = weight.dtype();
-      set_history(out, node);
-    }
-    return out;
-  }
-#endif
-  MT_CHECK(weight.device().is_cpu(), "embedding: no kernel for ", weight.device().str(), " in this build");
-  const Tensor idx = cpu::checked_index(indices, vocab, "embedding", "an embedding table of num_embeddings")
-                         .reshape({-1});
+  kernel_for("embedding", kEmbedding, weight.device());
+  const Tensor idx = dispatch("embedding", kEmbeddingIndex, weight.device(), weight, indices);
   Shape out_shape = indices.shape();
-  out_shape.push_back(width);
+  out_shape.push_back(weight.size(1));
   const Tensor w = weight.contiguous();
   Tensor out = empty(out_shape, {.dtype = weight.dtype(), .device = weight.device()});
-  dispatch_floating(weight.dtype(), "embedding", [&]<typename T>() {
-    cpu::index_select_rows<T>(w.data<T>(), idx.data<int64_t>(), idx.numel(),
-                              {.outer = 1, .size = vocab, .inner = width}, out.data<T>());
-  });
+  dispatch("embedding", kEmbedding, weight.device(), w, idx, out);
   if (compute_requires_grad({&weight})) {
     auto node = make_node<EmbeddingBackward>({&weight});
     node->indices = idx;

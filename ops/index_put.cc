@@ -1,32 +1,40 @@
 // index_put along dim 0 with one integer index tensor, in replace or accumulate mode, and its backward.
 // x is seen as [rows, inner] and values as [n, inner] (n = index.numel()); accumulation sums in fp32 for
-// 16-bit dtypes and rounds once. CUDA tensors use ops/cuda/index.h (row copy, atomic row adds).
+// 16-bit dtypes and rounds once. CUDA tensors use ops/cuda/host/shape.h (row copy, atomic row adds).
 #include <algorithm>
 
 #include "ops/autocast.h"
 #include "framework/autograd.h"
 #include "ops/cpu/shape.h"
+#include "ops/cuda/host/shape.h"
+#include "ops/dispatch.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
-
-#ifdef MANTISSA_WITH_CUDA
-#include "framework/cuda/stream.h"
-#include "ops/cuda/index.h"
-#endif
 
 namespace mantissa {
 namespace {
 
-#ifdef MANTISSA_WITH_CUDA
-// rows[idx[i], :] = values[i, :] on the device (values contiguous [n, inner], rows contiguous).
-void device_index_copy(const Tensor& values, const Tensor& idx, const Tensor& rows, int64_t inner) {
-  gpu::DeviceGuard guard(rows.device());
+// rows[idx[i], :] = values[i, :] (values contiguous [n, inner], rows contiguous).
+void cpu_index_copy(const Tensor& values, const Tensor& idx, const Tensor& rows, int64_t inner) {
   dispatch_floating(rows.dtype(), "index_put", [&]<typename T>() {
-    gpu::launch_index_copy<T>(values.data<T>(), idx.data<int64_t>(), idx.numel(), rows.size(0), inner,
-                              rows.data<T>(), gpu::current_stream(rows.device()));
+    const T* src = values.data<T>();
+    const int64_t* ip = idx.data<int64_t>();
+    T* o = rows.data<T>();
+    for (int64_t i = 0; i < idx.numel(); ++i) std::copy(src + i * inner, src + (i + 1) * inner, o + ip[i] * inner);
   });
 }
-#endif
+
+// acc (f32 for 16-bit) += the rows of src at idx.
+void cpu_index_add(const Tensor& src, const Tensor& idx, const cpu::IndexGeometry& geo, const Tensor& acc) {
+  dispatch_floating(src.dtype(), "index_put", [&]<typename T>() {
+    using C = compute_t<T>;
+    cpu::index_add_rows<T, C>(src.data<T>(), idx.data<int64_t>(), idx.numel(), geo, acc.data<C>());
+  });
+}
+
+constexpr DeviceKernels<decltype(cpu_index_copy)> kIndexCopy{.cpu = &cpu_index_copy,
+                                                              .cuda = MT_CUDA_KERNEL(cuda_index_copy)};
+constexpr DeviceKernels<decltype(cpu_index_add)> kIndexAdd{.cpu = &cpu_index_add, .cuda = MT_CUDA_KERNEL(cuda_index_add)};
 
 struct IndexPutBackward final : Node {
   SavedTensor index{this, "indices"};  // contiguous i64
@@ -43,17 +51,9 @@ struct IndexPutBackward final : Node {
       if (mode == IndexPutMode::kReplace && idx.numel() > 0) {
         gx = g.clone();
         const int64_t inner = g.size(0) == 0 ? 0 : g.numel() / g.size(0);
-#ifdef MANTISSA_WITH_CUDA
-        if (gx.device().is_cuda()) {
-          device_index_copy(zeros({idx.numel(), inner}, {.dtype = g.dtype(), .device = g.device()}), idx, gx, inner);
-          return {gx, next_edges[1].valid() ? values_grad(g, idx) : Tensor()};
-        }
-#endif
-        dispatch_floating(g.dtype(), name(), [&]<typename T>() {
-          T* p = gx.data<T>();
-          const int64_t* ip = idx.data<int64_t>();
-          for (int64_t i = 0; i < idx.numel(); ++i) std::fill(p + ip[i] * inner, p + (ip[i] + 1) * inner, T(0));
-        });
+        // The overwritten rows get zeros: a copy of zero rows, as the forward's copy.
+        const Tensor zero_rows = zeros({idx.numel(), inner}, {.dtype = g.dtype(), .device = g.device()});
+        dispatch(name(), kIndexCopy, gx.device(), zero_rows, idx, gx, inner);
       }
     }
     if (next_edges[1].valid()) gv = values_grad(g, idx);
@@ -74,11 +74,8 @@ Tensor index_put(const Tensor& x_in, const Tensor& index, const Tensor& values_i
   MT_CHECK(x.dim() >= 1, "index_put: input must have at least one dim, got a 0-d tensor");
   MT_CHECK(x.device() == values.device(), "index_put: the input is on ", x.device().str(), " but values are on ",
            values.device().str(), ". HINT: put both on one device");
-  bool cuda = false;
-#ifdef MANTISSA_WITH_CUDA
-  cuda = x.device().is_cuda();
-#endif
-  MT_CHECK(x.device().is_cpu() || cuda, "index_put: no kernel for ", x.device().str(), " in this build");
+  kernel_for("index_put", kIndexCopy, x.device());
+  const bool cuda = x.device().is_cuda();
   MT_CHECK(is_floating(x.dtype()) && x.dtype() == values.dtype(), "index_put: expected floating input and values of ",
            "one dtype, got ", dtype_name(x.dtype()), " and ", dtype_name(values.dtype()),
            ". HINT: cast values with .to(", dtype_name(x.dtype()), "), or run under autocast");
@@ -100,39 +97,22 @@ Tensor index_put(const Tensor& x_in, const Tensor& index, const Tensor& values_i
   }
   MT_CHECK(broadcasts, "index_put: values ", shape_str(values.shape()), " do not broadcast to ", shape_str(expanded),
            " (the index's shape ", shape_str(index.shape()), " followed by the input's trailing dims)");
-  const int64_t n = idx.numel(), rows = x.size(0);
+  const int64_t rows = x.size(0);
   const int64_t inner = rows == 0 ? 0 : x.numel() / rows;
   const Tensor v = values.detach().expand(expanded).contiguous();
-  Tensor out = dispatch_floating(x.dtype(), "index_put", [&]<typename T>() {
-#ifdef MANTISSA_WITH_CUDA
-    if (cuda) {
-      if (mode == IndexPutMode::kReplace) {
-        Tensor o = x.detach().contiguous().clone();
-        device_index_copy(v, idx, o, inner);
-        return o;
-      }
-      using C = compute_t<T>;
-      Tensor acc = empty(x.shape(), {.dtype = dtype_v<C>, .device = x.device()});
-      copy_(acc, x.detach());
-      gpu::DeviceGuard guard(x.device());
-      gpu::launch_index_add<T, C>(v.data<T>(), idx.data<int64_t>(), n, 1, rows, inner, acc.data<C>(),
-                                  gpu::current_stream(x.device()));
-      return acc.to(x.dtype());
-    }
-#endif
-    const int64_t* ip = idx.data<int64_t>();
-    if (mode == IndexPutMode::kReplace) {
-      Tensor o = x.detach().contiguous().clone();
-      const T* src = v.data<T>();
-      for (int64_t i = 0; i < n; ++i) std::copy(src + i * inner, src + (i + 1) * inner, o.data<T>() + ip[i] * inner);
-      return o;
-    }
-    using C = compute_t<T>;
-    Tensor acc = empty(x.shape(), {.dtype = dtype_v<C>});  // fp32 for 16-bit: round once at the end
+  Tensor out;
+  if (mode == IndexPutMode::kReplace) {
+    out = x.detach().contiguous().clone();
+    dispatch("index_put", kIndexCopy, x.device(), v, idx, out, inner);
+  } else {
+    // f32 for 16-bit: round once at the end
+    const DType acc_dtype = is_low_precision(x.dtype()) ? DType::kF32 : x.dtype();
+    Tensor acc = empty(x.shape(), {.dtype = acc_dtype, .device = x.device()});
     copy_(acc, x.detach());
-    cpu::index_add_rows<T, C>(v.data<T>(), ip, n, {.outer = 1, .size = rows, .inner = inner}, acc.data<C>());
-    return acc.to(x.dtype());
-  });
+    const cpu::IndexGeometry geo{.outer = 1, .size = rows, .inner = inner};
+    dispatch("index_put", kIndexAdd, x.device(), v, idx, geo, acc);
+    out = acc.to(x.dtype());
+  }
   if (compute_requires_grad({&x, &values})) {
     auto node = make_node<IndexPutBackward>({&x, &values});
     node->index = idx;

@@ -8,14 +8,10 @@
 
 #include "framework/autograd.h"
 #include "ops/cpu/loss.h"
+#include "ops/cuda/host/loss.h"
 #include "ops/device_map.h"
+#include "ops/dispatch.h"
 #include "ops/reduce.h"
-
-#ifdef MANTISSA_WITH_CUDA
-#include "framework/cuda/stream.h"
-#include "ops/cuda/index.h"
-#include "ops/cuda/softmax.h"
-#endif
 
 namespace mantissa {
 namespace {
@@ -29,28 +25,21 @@ const char* reduction_name(Reduction r) {
   return "?";
 }
 
-struct ClassPlan {
-  Tensor input;   // contiguous
-  Tensor target;  // contiguous i64
-  Shape loss_shape;  // the per-position shape (kNone's output): target's shape
-  cpu::ClassGeometry geometry;
-  int64_t count = 0;  // positions whose target is not ignore_index
-};
+using cpu::ClassLossForward;
+using cpu::ClassLossSaved;
+using cpu::ClassPlan;
 
 // Checks (input, target) for a class-index loss named `op` and validates every target value (CPU tensors;
 // on a GPU that would need a host synchronization, so the kernel turns a bad target into a NaN loss).
-ClassPlan plan_class_loss(const Tensor& input, const Tensor& target, int64_t ignore_index, const char* op,
-                          bool allow_cuda = false) {
+ClassPlan plan_class_loss(const Tensor& input, const Tensor& target, int64_t ignore_index, const char* op) {
   MT_CHECK(input.defined() && target.defined(), op, ": input and target must be defined tensors");
   MT_CHECK(is_floating(input.dtype()), op, ": expected a floating input (f32, f64, f16, bf16), got ",
            dtype_name(input.dtype()), " ", shape_str(input.shape()));
   MT_CHECK(target.dtype() == DType::kI64 || target.dtype() == DType::kI32, op,
            ": expected class-index targets of dtype i64, got ", dtype_name(target.dtype()), " ",
            shape_str(target.shape()), ". HINT: targets are class indices (not probabilities); convert with .to(kInt64)");
-  const bool cuda = allow_cuda && input.device().is_cuda() && target.device() == input.device();
-  MT_CHECK((input.device().is_cpu() && target.device().is_cpu()) || cuda, op, ": no kernel for ",
-           input.device().str(), " / ", target.device().str(), " in this build",
-           input.device() != target.device() ? ". HINT: put the input and the target on one device" : "");
+  MT_CHECK(input.device() == target.device(), op, ": no kernel for ", input.device().str(), " / ",
+           target.device().str(), " in this build. HINT: put the input and the target on one device");
   MT_CHECK(input.dim() >= 1, op, ": expected input [N, C] or [N, C, d1, ...], got a 0-d tensor");
   Shape expected;  // the target shape the input implies
   ClassPlan p;
@@ -71,7 +60,7 @@ ClassPlan plan_class_loss(const Tensor& input, const Tensor& target, int64_t ign
   p.input = input.contiguous();
   p.target = target.to(DType::kI64).contiguous();
   p.loss_shape = expected;
-  if (cuda) return p;  // count stays 0; the kernels count on the device
+  if (!p.target.device().is_cpu()) return p;  // count stays 0; the kernels count on the device
   const int64_t* t = p.target.data<int64_t>();
   const int64_t classes = p.geometry.classes;
   for (int64_t i = 0; i < p.target.numel(); ++i) {
@@ -118,172 +107,100 @@ std::vector<C> position_scale(const Tensor& grad, Reduction reduction, int64_t c
   return scale;
 }
 
+ClassLossForward cpu_cross_entropy(const ClassPlan& p, CrossEntropyOptions options) {
+  const DType dtype = p.input.dtype();
+  ClassLossForward r;
+  dispatch_floating(dtype, "cross_entropy", [&]<typename T>() {
+    using C = compute_t<T>;
+    std::vector<C> loss(static_cast<size_t>(p.geometry.positions()));
+    r.lse = empty({p.geometry.positions()}, {.dtype = dtype_v<C>});
+    if (!loss.empty()) {
+      cpu::cross_entropy_forward<T>(p.input.data<T>(), p.target.data<int64_t>(), p.geometry, options.ignore_index,
+                                    loss.data(), r.lse.data<C>());
+    }
+    r.out = reduce_positions<C>(loss, p.loss_shape, dtype, options.reduction, p.count);
+  });
+  return r;
+}
+
+Tensor cpu_cross_entropy_backward(const Tensor& grad, const ClassLossSaved& s) {
+  const Tensor& x = s.logits;
+  Tensor dx = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  dispatch_floating(x.dtype(), "CrossEntropyBackward", [&]<typename T>() {
+    using C = compute_t<T>;
+    const auto scale = position_scale<C>(grad, s.options.reduction, s.count, s.geometry.positions());
+    cpu::cross_entropy_backward<T>(x.data<T>(), s.target.data<int64_t>(), s.lse.data<C>(), scale.data(), s.geometry,
+                                   s.options.ignore_index, dx.data<T>());
+  });
+  return dx;
+}
+
+ClassLossForward cpu_nll_loss(const ClassPlan& p, CrossEntropyOptions options) {
+  const DType dtype = p.input.dtype();
+  ClassLossForward r;
+  dispatch_floating(dtype, "nll_loss", [&]<typename T>() {
+    using C = compute_t<T>;
+    std::vector<C> loss(static_cast<size_t>(p.geometry.positions()));
+    if (!loss.empty()) {
+      cpu::nll_forward<T>(p.input.data<T>(), p.target.data<int64_t>(), p.geometry, options.ignore_index, loss.data());
+    }
+    r.out = reduce_positions<C>(loss, p.loss_shape, dtype, options.reduction, p.count);
+  });
+  return r;
+}
+
+Tensor cpu_nll_loss_backward(const Tensor& grad, const ClassLossSaved& s) {
+  Tensor dx = empty(s.input_shape, {.dtype = s.input_dtype});
+  dispatch_floating(s.input_dtype, "NllLossBackward", [&]<typename T>() {
+    using C = compute_t<T>;
+    const auto scale = position_scale<C>(grad, s.options.reduction, s.count, s.geometry.positions());
+    cpu::nll_backward<T>(s.target.data<int64_t>(), scale.data(), s.geometry, s.options.ignore_index, dx.data<T>());
+  });
+  return dx;
+}
+
+constexpr DeviceKernels<decltype(cpu_cross_entropy)> kCrossEntropy{
+    .cpu = &cpu_cross_entropy, .cuda = MT_CUDA_KERNEL(cuda_cross_entropy)};
+constexpr DeviceKernels<decltype(cpu_cross_entropy_backward)> kCrossEntropyBackward{
+    .cpu = &cpu_cross_entropy_backward, .cuda = MT_CUDA_KERNEL(cuda_cross_entropy_backward)};
+constexpr DeviceKernels<decltype(cpu_nll_loss)> kNllLoss{.cpu = &cpu_nll_loss, .cuda = MT_CUDA_KERNEL(cuda_nll_loss)};
+constexpr DeviceKernels<decltype(cpu_nll_loss_backward)> kNllLossBackward{
+    .cpu = &cpu_nll_loss_backward, .cuda = MT_CUDA_KERNEL(cuda_nll_loss_backward)};
+
+// The count of non-ignored targets is a host integer for CPU targets and a device scalar (written by the
+// CUDA forward) for device ones: the node keeps whichever its device's kernel reads.
 struct CrossEntropyBackward final : Node {
   SavedTensor logits{this, "logits"};  // contiguous
   SavedTensor target{this, "target"};  // contiguous i64
   SavedTensor lse{this, "logsumexp"};  // [positions] in the compute type (f32 or f64)
+  SavedTensor device_count{this, "count"};  // CUDA: f64 scalar on the device
   cpu::ClassGeometry geometry;
   CrossEntropyOptions options;
-  int64_t count = 0;
+  int64_t count = 0;  // CPU
   std::string_view name() const override { return "CrossEntropyBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    const Tensor& x = logits.get();
-    Tensor dx = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
-    dispatch_floating(x.dtype(), name(), [&]<typename T>() {
-      using C = compute_t<T>;
-      const auto scale = position_scale<C>(grads[0], options.reduction, count, geometry.positions());
-      cpu::cross_entropy_backward<T>(x.data<T>(), target.get().data<int64_t>(), lse.get().data<C>(), scale.data(),
-                                     geometry, options.ignore_index, dx.data<T>());
-    });
-    return {dx};
+    const ClassLossSaved s{.logits = logits.get(), .target = target.get(), .lse = lse.get(),
+                           .device_count = device_count.defined() ? device_count.get() : Tensor(), .count = count,
+                           .geometry = geometry, .options = options};
+    return {dispatch(name(), kCrossEntropyBackward, s.logits.device(), grads[0], s)};
   }
 };
-
-#ifdef MANTISSA_WITH_CUDA
-gpu::LossReduction device_reduction(Reduction r) {
-  switch (r) {
-    case Reduction::kNone: return gpu::LossReduction::kNone;
-    case Reduction::kMean: return gpu::LossReduction::kMean;
-    case Reduction::kSum: return gpu::LossReduction::kSum;
-  }
-  return gpu::LossReduction::kMean;
-}
-gpu::RowGeometry rows_of(const cpu::ClassGeometry& g) {
-  return {.outer = g.batch, .dim = g.classes, .inner = g.inner};
-}
-
-// The CUDA cross-entropy's backward: the count of non-ignored targets stays on the device.
-struct CudaCrossEntropyBackward final : Node {
-  SavedTensor logits{this, "logits"};  // contiguous
-  SavedTensor target{this, "target"};  // contiguous i64
-  SavedTensor lse{this, "logsumexp"};  // [positions], compute dtype
-  SavedTensor count{this, "count"};    // f64 scalar on the device
-  cpu::ClassGeometry geometry;
-  CrossEntropyOptions options;
-  std::string_view name() const override { return "CrossEntropyBackward"; }
-  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    const Tensor& x = logits.get();
-    const Tensor g = grads[0].to(x.dtype()).contiguous();
-    Tensor dx = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
-    gpu::DeviceGuard guard(x.device());
-    dispatch_floating(x.dtype(), name(), [&]<typename T>() {
-      using C = compute_t<T>;
-      gpu::launch_cross_entropy_backward<T, C>(rows_of(geometry), device_reduction(options.reduction), x.data<T>(),
-                                               target.get().data<int64_t>(), lse.get().data<C>(), g.data<T>(),
-                                               count.get().data<double>(), options.ignore_index, dx.data<T>(),
-                                               gpu::current_stream(x.device()));
-    });
-    return {dx};
-  }
-};
-
-// Fused log_softmax + nll on the GPU: per-position losses and logsumexps, then the reduction (mean over
-// the non-ignored targets) on the device, with no host synchronization.
-Tensor cuda_cross_entropy(const Tensor& logits, const ClassPlan& p, CrossEntropyOptions options) {
-  const DType dtype = logits.dtype();
-  const DType cd = dtype == DType::kF64 ? DType::kF64 : DType::kF32;
-  const int64_t positions = p.geometry.positions();
-  const Device device = logits.device();
-  Tensor loss = empty({positions}, {.dtype = cd, .device = device});
-  Tensor lse = empty({positions}, {.dtype = cd, .device = device});
-  Tensor count = empty({}, {.dtype = DType::kF64, .device = device});
-  Tensor out = empty(options.reduction == Reduction::kNone ? p.loss_shape : Shape{}, {.dtype = dtype, .device = device});
-  gpu::DeviceGuard guard(device);
-  const cudaStream_t stream = gpu::current_stream(device);
-  dispatch_floating(dtype, "cross_entropy", [&]<typename T>() {
-    using C = compute_t<T>;
-    gpu::launch_cross_entropy_forward<T, C>(rows_of(p.geometry), p.input.data<T>(), p.target.data<int64_t>(),
-                                            options.ignore_index, loss.data<C>(), lse.data<C>(), stream);
-    gpu::launch_loss_reduce<T, C>(positions, device_reduction(options.reduction), loss.data<C>(),
-                                  p.target.data<int64_t>(), options.ignore_index, out.data<T>(), count.data<double>(),
-                                  stream);
-  });
-  if (compute_requires_grad({&logits})) {
-    auto node = make_node<CudaCrossEntropyBackward>({&logits});
-    node->logits = p.input;
-    node->target = p.target;
-    node->lse = lse;
-    node->count = count;
-    node->geometry = p.geometry;
-    node->options = options;
-    set_history(out, node);
-  }
-  return out;
-}
-
-// nll_loss's backward on the GPU; as the cross-entropy, the count of non-ignored targets stays on the device.
-struct CudaNllLossBackward final : Node {
-  SavedTensor target{this, "target"};  // contiguous i64
-  SavedTensor count{this, "count"};    // f64 scalar on the device (written for kMean / kSum)
-  Shape input_shape;
-  DType input_dtype;
-  cpu::ClassGeometry geometry;
-  CrossEntropyOptions options;
-  std::string_view name() const override { return "NllLossBackward"; }
-  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    const Tensor g = grads[0].to(input_dtype).contiguous();
-    Tensor dx = empty(input_shape, {.dtype = input_dtype, .device = g.device()});
-    gpu::DeviceGuard guard(g.device());
-    dispatch_floating(input_dtype, name(), [&]<typename T>() {
-      using C = compute_t<T>;
-      gpu::launch_nll_backward<T, C>(target.get().data<int64_t>(), g.data<T>(), count.get().data<double>(),
-                                     device_reduction(options.reduction), geometry.batch, geometry.classes,
-                                     geometry.inner, options.ignore_index, dx.data<T>(),
-                                     gpu::current_stream(g.device()));
-    });
-    return {dx};
-  }
-};
-
-// nll_loss on the GPU: per-position losses, then the same device-side reduction as the cross-entropy.
-Tensor cuda_nll_loss(const Tensor& log_probs, const ClassPlan& p, CrossEntropyOptions options) {
-  const DType dtype = log_probs.dtype();
-  const DType cd = dtype == DType::kF64 ? DType::kF64 : DType::kF32;
-  const int64_t positions = p.geometry.positions();
-  const Device device = log_probs.device();
-  Tensor loss = empty({positions}, {.dtype = cd, .device = device});
-  Tensor count = empty({}, {.dtype = DType::kF64, .device = device});
-  Tensor out = empty(options.reduction == Reduction::kNone ? p.loss_shape : Shape{}, {.dtype = dtype, .device = device});
-  gpu::DeviceGuard guard(device);
-  const cudaStream_t stream = gpu::current_stream(device);
-  dispatch_floating(dtype, "nll_loss", [&]<typename T>() {
-    using C = compute_t<T>;
-    gpu::launch_nll_forward<T, C>(p.input.data<T>(), p.target.data<int64_t>(), p.geometry.batch, p.geometry.classes,
-                                  p.geometry.inner, options.ignore_index, loss.data<C>(), stream);
-    gpu::launch_loss_reduce<T, C>(positions, device_reduction(options.reduction), loss.data<C>(),
-                                  p.target.data<int64_t>(), options.ignore_index, out.data<T>(), count.data<double>(),
-                                  stream);
-  });
-  if (compute_requires_grad({&log_probs})) {
-    auto node = make_node<CudaNllLossBackward>({&log_probs});
-    node->target = p.target;
-    node->count = count;
-    node->input_shape = log_probs.shape();
-    node->input_dtype = dtype;
-    node->geometry = p.geometry;
-    node->options = options;
-    set_history(out, node);
-  }
-  return out;
-}
-#endif
 
 struct NllLossBackward final : Node {
   SavedTensor target{this, "target"};  // contiguous i64
+  SavedTensor device_count{this, "count"};  // CUDA: f64 scalar on the device
   Shape input_shape;
   DType input_dtype;
   cpu::ClassGeometry geometry;
   CrossEntropyOptions options;
-  int64_t count = 0;
+  int64_t count = 0;  // CPU
   std::string_view name() const override { return "NllLossBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    Tensor dx = empty(input_shape, {.dtype = input_dtype});
-    dispatch_floating(input_dtype, name(), [&]<typename T>() {
-      using C = compute_t<T>;
-      const auto scale = position_scale<C>(grads[0], options.reduction, count, geometry.positions());
-      cpu::nll_backward<T>(target.get().data<int64_t>(), scale.data(), geometry, options.ignore_index, dx.data<T>());
-    });
-    return {dx};
+    const ClassLossSaved s{.target = target.get(),
+                           .device_count = device_count.defined() ? device_count.get() : Tensor(), .count = count,
+                           .input_shape = input_shape, .input_dtype = input_dtype, .geometry = geometry,
+                           .options = options};
+    return {dispatch(name(), kNllLossBackward, s.target.device(), grads[0], s)};
   }
 };
 
@@ -317,66 +234,64 @@ struct MseLossBackward final : Node {
   }
 };
 
+// mse_loss with kMean / kSum on the CPU: the squared differences summed in f64.
+Tensor cpu_mse_reduced(const Tensor& input, const Tensor& target, Reduction reduction) {
+  const DType dtype = promote_types(input.dtype(), target.dtype());
+  const Tensor a = input.to(dtype).contiguous(), b = target.to(dtype).contiguous();
+  double total = dispatch_floating(dtype, "mse_loss", [&]<typename T>() {
+    return cpu::squared_error_sum<T>(a.data<T>(), b.data<T>(), a.numel());
+  });
+  if (reduction == Reduction::kMean) total /= static_cast<double>(a.numel());  // empty: nan, as PyTorch
+  return full({}, total, {.dtype = dtype});
+}
+
+// The same on a GPU, composed from device ops: the squared differences, then the device sum
+// (accumulated in f32, f64 for f64).
+Tensor device_mse_reduced(const Tensor& input, const Tensor& target, Reduction reduction) {
+  const Tensor sq = map_binary(input.detach(), target.detach(), "mse_loss",
+                               [](auto a, auto b) { return (a - b) * (a - b); }, {gpu::BinaryOp::kSquaredDiff});
+  return reduction == Reduction::kMean ? mean(sq) : sum(sq);
+}
+
+// The device entry has no CUDA code of its own (its ops dispatch), so it needs no MT_CUDA_KERNEL.
+constexpr DeviceKernels<decltype(cpu_mse_reduced)> kMseReduced{.cpu = &cpu_mse_reduced, .cuda = &device_mse_reduced};
+
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, CrossEntropyOptions options) {
   const Tensor logits = amp::cast_input("cross_entropy", logits_in);
-  ClassPlan p = plan_class_loss(logits, target, options.ignore_index, "cross_entropy", /*allow_cuda=*/true);
-#ifdef MANTISSA_WITH_CUDA
-  if (logits.device().is_cuda()) return cuda_cross_entropy(logits, p, options);
-#endif
-  const DType dtype = logits.dtype();
-  Tensor out, lse;
-  dispatch_floating(dtype, "cross_entropy", [&]<typename T>() {
-    using C = compute_t<T>;
-    std::vector<C> loss(static_cast<size_t>(p.geometry.positions()));
-    lse = empty({p.geometry.positions()}, {.dtype = dtype_v<C>});
-    if (!loss.empty()) {
-      cpu::cross_entropy_forward<T>(p.input.data<T>(), p.target.data<int64_t>(), p.geometry, options.ignore_index,
-                                    loss.data(), lse.data<C>());
-    }
-    out = reduce_positions<C>(loss, p.loss_shape, dtype, options.reduction, p.count);
-  });
+  ClassPlan p = plan_class_loss(logits, target, options.ignore_index, "cross_entropy");
+  ClassLossForward r = dispatch("cross_entropy", kCrossEntropy, logits.device(), p, options);
   if (compute_requires_grad({&logits})) {
     auto node = make_node<CrossEntropyBackward>({&logits});
     node->logits = p.input;
     node->target = p.target;
-    node->lse = lse;
+    node->lse = r.lse;
+    if (r.device_count.defined()) node->device_count = r.device_count;
     node->geometry = p.geometry;
     node->options = options;
     node->count = p.count;
-    set_history(out, node);
+    set_history(r.out, node);
   }
-  return out;
+  return r.out;
 }
 
 Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, CrossEntropyOptions options) {
   const Tensor log_probs = amp::cast_input("nll_loss", log_probs_in);
-  ClassPlan p = plan_class_loss(log_probs, target, options.ignore_index, "nll_loss", /*allow_cuda=*/true);
-#ifdef MANTISSA_WITH_CUDA
-  if (log_probs.device().is_cuda()) return cuda_nll_loss(log_probs, p, options);
-#endif
-  const DType dtype = log_probs.dtype();
-  Tensor out;
-  dispatch_floating(dtype, "nll_loss", [&]<typename T>() {
-    using C = compute_t<T>;
-    std::vector<C> loss(static_cast<size_t>(p.geometry.positions()));
-    if (!loss.empty()) {
-      cpu::nll_forward<T>(p.input.data<T>(), p.target.data<int64_t>(), p.geometry, options.ignore_index, loss.data());
-    }
-    out = reduce_positions<C>(loss, p.loss_shape, dtype, options.reduction, p.count);
-  });
+  ClassPlan p = plan_class_loss(log_probs, target, options.ignore_index, "nll_loss");
+  ClassLossForward r = dispatch("nll_loss", kNllLoss, log_probs.device(), p, options);
   if (compute_requires_grad({&log_probs})) {
     auto node = make_node<NllLossBackward>({&log_probs});
     node->target = p.target;
+    if (r.device_count.defined()) node->device_count = r.device_count;
     node->input_shape = log_probs.shape();
-    node->input_dtype = dtype;
+    node->input_dtype = log_probs.dtype();
     node->geometry = p.geometry;
     node->options = options;
     node->count = p.count;
-    set_history(out, node);
+    set_history(r.out, node);
   }
-  return out;
+  return r.out;
 }
 
 Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
@@ -388,24 +303,12 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduc
            "'). HINT: reshape or expand the target explicitly; silent broadcasting in a loss hides bugs");
   MT_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), "mse_loss: expected floating tensors, got ",
            dtype_name(input.dtype()), " and ", dtype_name(target.dtype()));
-  const DType dtype = promote_types(input.dtype(), target.dtype());
   Tensor out;
   if (reduction == Reduction::kNone) {
     out = map_binary(input, target, "mse_loss", [](auto a, auto b) { return (a - b) * (a - b); },
                      {gpu::BinaryOp::kSquaredDiff});
-  } else if (input.device().is_cuda()) {
-    // The squared differences, then the CUDA sum (accumulated in f32, f64 for f64; the CPU adds in f64).
-    const Tensor sq = map_binary(input.detach(), target.detach(), "mse_loss",
-                                 [](auto a, auto b) { return (a - b) * (a - b); }, {gpu::BinaryOp::kSquaredDiff});
-    out = reduction == Reduction::kMean ? mean(sq) : sum(sq);
   } else {
-    const Tensor a = input.to(dtype).contiguous(), b = target.to(dtype).contiguous();
-    MT_CHECK(a.device().is_cpu(), "mse_loss: no kernel for ", a.device().str(), " in this build");
-    double total = dispatch_floating(dtype, "mse_loss", [&]<typename T>() {
-      return cpu::squared_error_sum<T>(a.data<T>(), b.data<T>(), a.numel());
-    });
-    if (reduction == Reduction::kMean) total /= static_cast<double>(a.numel());  // empty: nan, as PyTorch
-    out = full({}, total, {.dtype = dtype});
+    out = dispatch("mse_loss", kMseReduced, input.device(), input, target, reduction);
   }
   if (compute_requires_grad({&input, &target})) {
     auto node = make_node<MseLossBackward>({&input, &target});

@@ -7,6 +7,7 @@
 
 #include "ops/autocast.h"
 #include "framework/autograd.h"
+#include "ops/dispatch.h"
 #include "ops/loss.h"
 #include "ops/map.h"
 #include "ops/reduce.h"
@@ -52,8 +53,9 @@ void check_pair(const char* op, const Tensor& input, const Tensor& target) {
   MT_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), op, ": expected floating tensors, got ",
            dtype_name(input.dtype()), " and ", dtype_name(target.dtype()),
            ". HINT: convert integer targets with .to(kF32)");
-  MT_CHECK(input.device() == target.device() && input.device().is_cpu(), op, ": no kernel for ",
-           input.device().str(), " / ", target.device().str(), " in this build");
+  MT_CHECK(input.device() == target.device(), op, ": no kernel for ", input.device().str(), " / ",
+           target.device().str(), " in this build. HINT: put the input and the target on one device");
+  if (!input.device().is_cpu()) no_kernel(op, input.device());  // the functors run on the CPU only (ops/map.h)
 }
 
 // binary_cross_entropy takes probabilities; PyTorch checks the range too.

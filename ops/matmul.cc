@@ -3,7 +3,7 @@
 // whose node (GemmBackward) holds the only hand-written gradient; views around it carry their own.
 // Simply transposed operands reach the GEMM as transpose flags, never as copies. Each public op casts
 // its inputs by the autocast policy first (all six are lower-precision ops). CUDA tensors run the same
-// primitive through cuBLASLt (ops/cuda/gemm.h) on the device's current stream.
+// primitive through cuBLASLt (ops/cuda/host/matmul.h) on the device's current stream.
 #include "ops/matmul.h"
 
 #include <algorithm>
@@ -13,13 +13,10 @@
 #include "framework/autograd.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/loops.h"
+#include "ops/cuda/host/matmul.h"
+#include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
-
-#ifdef MANTISSA_WITH_CUDA
-#include "framework/cuda/stream.h"
-#include "ops/cuda/gemm.h"
-#endif
 
 namespace mantissa {
 namespace {
@@ -50,6 +47,24 @@ bool is_transposed_layout(const Tensor& x) {
   return l.has_value() && l->trans == cpu::Trans::kYes;
 }
 
+// The CPU GEMM has no bias epilogue: a row bias pre-fills every row of C, which the product is then
+// accumulated onto (beta 1), as for any other bias; one rounding either way.
+template <typename T>
+void cpu_gemm(const cpu::BatchedGemmArgs<T>& args, const T* row_bias, Device /*cpu*/) {
+  if (row_bias == nullptr) return cpu::gemm_batched(args);
+  cpu::BatchedGemmArgs<T> with_bias = args;
+  const cpu::GemmArgs<T>& g = args.gemm;
+  for (int64_t b = 0; b < args.batch; ++b) {
+    for (int64_t i = 0; i < g.m; ++i) std::copy(row_bias, row_bias + g.n, g.c + b * args.stride_c + i * g.ldc);
+  }
+  with_bias.gemm.beta = 1.0;
+  cpu::gemm_batched(with_bias);
+}
+
+template <typename T>
+constexpr DeviceKernels<void(const cpu::BatchedGemmArgs<T>&, const T*, Device)> kGemm{
+    .cpu = &cpu_gemm<T>, .cuda = MT_CUDA_KERNEL(cuda_gemm<T>)};
+
 // The primitive's kernel call, without autograd. a [Ba, m, k], b [Bb, k, n]; bias (optional) broadcasts
 // to [B, m, n] and is read only when beta != 0. Returns a new contiguous [B, m, n].
 Tensor run_gemm(const Tensor& bias, const Tensor& a_in, const Tensor& b_in, double beta, double alpha) {
@@ -68,11 +83,11 @@ Tensor run_gemm(const Tensor& bias, const Tensor& a_in, const Tensor& b_in, doub
   }
   Tensor out = empty({batch, m, n}, {.dtype = a.dtype(), .device = a.device()});
   const bool read_bias = bias.defined() && beta != 0.0;
-  // On a GPU a row-vector bias ([n], linear's) with beta 1 is added by cuBLASLt's epilogue; any other bias
-  // is broadcast into out first and accumulated onto (beta), as on the CPU. Either way one rounding.
+  // A row-vector bias ([n], linear's) with beta 1 goes to the kernel (cuBLASLt's epilogue on a GPU); any
+  // other bias is broadcast into out first and accumulated onto (beta). Either way one rounding.
   Tensor row_bias;
   const bool is_row = bias.defined() && bias.dim() >= 1 && bias.numel() == n && bias.size(-1) == n;
-  if (read_bias && out.device().is_cuda() && beta == 1.0 && is_row) {
+  if (read_bias && beta == 1.0 && is_row) {
     row_bias = bias.detach().reshape({n}).contiguous();
   } else if (read_bias) {
     copy_(out, bias.detach().expand({batch, m, n}));
@@ -86,15 +101,8 @@ Tensor run_gemm(const Tensor& bias, const Tensor& a_in, const Tensor& b_in, doub
         .stride_a = la->batch_stride,
         .stride_b = lb->batch_stride,
         .stride_c = m * n};
-#ifdef MANTISSA_WITH_CUDA
-    if (out.device().is_cuda()) {
-      const int device = out.device().index;
-      gpu::gemm(gpu::GemmArgs<T>{.gemm = args, .bias = row_bias.defined() ? row_bias.data<T>() : nullptr}, device,
-                gpu::current_stream(device));
-      return;
-    }
-#endif
-    cpu::gemm_batched(args);
+    dispatch("matmul", kGemm<T>, out.device(), args, row_bias.defined() ? row_bias.data<T>() : nullptr,
+             out.device());
   });
   return out;
 }
@@ -170,10 +178,7 @@ void check_operand(std::string_view op, const char* what, const Tensor& t) {
   MT_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
   MT_CHECK(is_floating(t.dtype()), op, ": expected a floating ", what, " (f32, f64, f16, bf16), got ",
            dtype_name(t.dtype()), " ", shape_str(t.shape()), ". HINT: convert it with .to(kFloat32)");
-#ifndef MANTISSA_WITH_CUDA
-  MT_CHECK(t.device().is_cpu(), op, ": ", what, " ", shape_str(t.shape()), " is on ", t.device().str(),
-           ", and only the CPU GEMM is built. HINT: move it with .to(kCPU)");
-#endif
+  kernel_for(op, kGemm<float>, t.device());  // every dtype has kernels on the same devices
 }
 
 void check_pair(std::string_view op, const char* a_name, const Tensor& a, const char* b_name, const Tensor& b) {
@@ -333,6 +338,29 @@ struct DotBackward final : Node {
     return {ga, gb};
   }
 };
+
+// dot on the CPU: one strided loop, accumulated in the compute type.
+Tensor cpu_dot(const Tensor& a, const Tensor& b) {
+  Tensor out = empty({}, {.dtype = a.dtype(), .device = a.device()});
+  dispatch_floating(a.dtype(), "dot", [&]<typename T>() {
+    using C = compute_t<T>;
+    const T *ap = a.data<T>(), *bp = b.data<T>();
+    const int64_t sa = a.stride(0), sb = b.stride(0);
+    C acc = 0;
+    for (int64_t i = 0; i < a.size(0); ++i) acc += static_cast<C>(ap[i * sa]) * static_cast<C>(bp[i * sb]);
+    *out.data<T>() = static_cast<T>(acc);
+  });
+  return out;
+}
+
+// On a GPU: the GEMM [1, 1, n] @ [1, n, 1] (strided vectors go in as leading dims, not copies). It has
+// no CUDA code of its own (run_gemm dispatches), so it needs no MT_CUDA_KERNEL.
+Tensor device_dot(const Tensor& a, const Tensor& b) {
+  return run_gemm({}, a.unsqueeze(0).unsqueeze(0), b.unsqueeze(0).unsqueeze(2), 0.0, 1.0).view({});
+}
+
+constexpr DeviceKernels<decltype(cpu_dot)> kDot{.cpu = &cpu_dot, .cuda = &device_dot};
+
 }  // namespace
 
 Tensor dot(const Tensor& a_in, const Tensor& b_in) {
@@ -342,21 +370,7 @@ Tensor dot(const Tensor& a_in, const Tensor& b_in) {
   check_dims("dot", a, b, 1, "dot takes two 1-D vectors; use matmul or mm for matrices");
   MT_CHECK(a.size(0) == b.size(0), "dot: vectors ", shape_str(a.shape()), " and ", shape_str(b.shape()),
            " differ in length");
-  Tensor out;
-  if (a.device().is_cuda()) {
-    // On a GPU: the GEMM [1, 1, n] @ [1, n, 1] (strided vectors go in as leading dims, not copies).
-    out = run_gemm({}, a.unsqueeze(0).unsqueeze(0), b.unsqueeze(0).unsqueeze(2), 0.0, 1.0).view({});
-  } else {
-    out = empty({}, {.dtype = a.dtype(), .device = a.device()});
-    dispatch_floating(a.dtype(), "dot", [&]<typename T>() {
-      using C = compute_t<T>;
-      const T *ap = a.data<T>(), *bp = b.data<T>();
-      const int64_t sa = a.stride(0), sb = b.stride(0);
-      C acc = 0;
-      for (int64_t i = 0; i < a.size(0); ++i) acc += static_cast<C>(ap[i * sa]) * static_cast<C>(bp[i * sb]);
-      *out.data<T>() = static_cast<T>(acc);
-    });
-  }
+  Tensor out = dispatch("dot", kDot, a.device(), a, b);
   if (compute_requires_grad({&a, &b})) {
     auto node = make_node<DotBackward>({&a, &b});
     if (b.requires_grad()) node->self = a;

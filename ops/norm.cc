@@ -1,7 +1,7 @@
 // layer_norm and batch_norm: argument checks, parameter widening, running-statistics updates, and the
 // backward nodes. The fused kernels are in ops/cpu/norm_kernels.cc; tests/ops/norm_test.cc checks them
-// against the same formulas composed from elementwise and reduce ops. CUDA tensors go to ops/cuda/norm.cu
-// and ops/cuda/batch_norm.cu.
+// against the same formulas composed from elementwise and reduce ops. CUDA tensors go to
+// ops/cuda/host/norm.h (ops/cuda/norm.cu and ops/cuda/batch_norm.cu).
 #include "ops/autocast.h"
 #include "ops/norm.h"
 
@@ -10,13 +10,9 @@
 
 #include "framework/autograd.h"
 #include "ops/cpu/norm_kernels.h"
+#include "ops/cuda/host/norm.h"
+#include "ops/dispatch.h"
 #include "ops/elementwise.h"
-
-#ifdef MANTISSA_WITH_CUDA
-#include "framework/cuda/stream.h"
-#include "ops/cuda/batch_norm.h"
-#include "ops/cuda/norm.h"
-#endif
 
 namespace mantissa {
 namespace {
@@ -47,6 +43,100 @@ void check_param(const Tensor& p, const Shape& expected, const Tensor& x, std::s
 // A parameter's gradient computed in the compute dtype, returned in the parameter's shape and dtype.
 Tensor param_grad(const Tensor& g, const Shape& shape, DType dtype) { return g.to(dtype).reshape(shape); }
 
+// running = (1 - momentum) * running + momentum * batch, in place, computed in f64 and stored once.
+void update_running(const Tensor& running, const std::vector<double>& batch, double momentum) {
+  const Tensor old = widened(running, DType::kF64);
+  std::vector<double> next(batch.size());
+  for (size_t c = 0; c < batch.size(); ++c) next[c] = (1.0 - momentum) * old.data<double>()[c] + momentum * batch[c];
+  NoGradGuard no_grad;
+  copy_(running, from_vector<double>(next, running.shape()));
+}
+
+void cpu_layer_norm(const cpu::LayerNormGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b,
+                    const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  dispatch_floating(x.dtype(), "layer_norm", [&]<typename T>() {
+    using C = compute_t<T>;
+    cpu::layer_norm_forward<T>(g, x.data<T>(), ptr_or_null<C>(w), ptr_or_null<C>(b), out.data<T>(), mean.data<C>(),
+                               rstd.data<C>());
+  });
+}
+
+void cpu_layer_norm_backward(const cpu::LayerNormGeometry& g, const Tensor& dy, const Tensor& x, const Tensor& mean,
+                             const Tensor& rstd, const Tensor& w, const Tensor& dx, const Tensor& dw,
+                             const Tensor& db) {
+  dispatch_floating(x.dtype(), "layer_norm_backward", [&]<typename T>() {
+    using C = compute_t<T>;
+    cpu::layer_norm_backward<T>(g, dy.data<T>(), x.data<T>(), mean.data<C>(), rstd.data<C>(), ptr_or_null<C>(w),
+                                ptr_or_null<T>(dx), ptr_or_null<C>(dw), ptr_or_null<C>(db));
+  });
+}
+
+// batch_norm's statistics on the CPU: batch mean/invstd (f64 from the kernel's per-channel sums) and the
+// running update (kTrain), or mean/invstd from the running statistics (kEval).
+void cpu_batch_norm_stats(const Tensor& xc, const cpu::BatchNormGeometry& g, BatchNormMode mode,
+                          const Tensor& running_mean, const Tensor& running_var, double momentum, double eps,
+                          const Tensor& mean, const Tensor& invstd) {
+  const int64_t channels = g.channels;
+  const Shape param_shape{channels};
+  if (mode == BatchNormMode::kTrain) {
+    Tensor var = empty(param_shape, {.dtype = compute_dtype(xc.dtype())});
+    dispatch_floating(xc.dtype(), "batch_norm", [&]<typename T>() {
+      using C = compute_t<T>;
+      cpu::batch_norm_stats<T>(g, xc.data<T>(), mean.data<C>(), var.data<C>());
+    });
+    const Tensor mean64 = mean.to(DType::kF64), var64 = var.to(DType::kF64);
+    std::vector<double> batch_mean(static_cast<size_t>(channels)), unbiased(batch_mean.size()),
+        inv(batch_mean.size());
+    const double bessel = static_cast<double>(g.count()) / static_cast<double>(g.count() - 1);
+    for (int64_t c = 0; c < channels; ++c) {
+      batch_mean[c] = mean64.data<double>()[c];
+      unbiased[c] = var64.data<double>()[c] * bessel;
+      inv[c] = 1.0 / std::sqrt(var64.data<double>()[c] + eps);
+    }
+    copy_(invstd, from_vector<double>(inv, param_shape));
+    if (running_mean.defined()) {
+      update_running(running_mean, batch_mean, momentum);
+      update_running(running_var, unbiased, momentum);
+    }
+  } else {
+    copy_(mean, running_mean.detach());
+    const Tensor rv = widened(running_var, DType::kF64);
+    std::vector<double> inv(static_cast<size_t>(channels));
+    for (int64_t c = 0; c < channels; ++c) inv[c] = 1.0 / std::sqrt(rv.data<double>()[c] + eps);
+    copy_(invstd, from_vector<double>(inv, param_shape));
+  }
+}
+
+void cpu_batch_norm_apply(const cpu::BatchNormGeometry& g, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                          const Tensor& w, const Tensor& b, const Tensor& out) {
+  dispatch_floating(x.dtype(), "batch_norm", [&]<typename T>() {
+    using C = compute_t<T>;
+    cpu::batch_norm_apply<T>(g, x.data<T>(), mean.data<C>(), invstd.data<C>(), ptr_or_null<C>(w), ptr_or_null<C>(b),
+                             out.data<T>());
+  });
+}
+
+void cpu_batch_norm_backward(const cpu::BatchNormGeometry& g, cpu::BatchStats stats, const Tensor& dy,
+                             const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& w,
+                             const Tensor& dx, const Tensor& dw, const Tensor& db) {
+  dispatch_floating(x.dtype(), "batch_norm_backward", [&]<typename T>() {
+    using C = compute_t<T>;
+    cpu::batch_norm_backward<T>(g, stats, dy.data<T>(), x.data<T>(), mean.data<C>(), invstd.data<C>(),
+                                ptr_or_null<C>(w), ptr_or_null<T>(dx), ptr_or_null<C>(dw), ptr_or_null<C>(db));
+  });
+}
+
+constexpr DeviceKernels<decltype(cpu_layer_norm)> kLayerNorm{.cpu = &cpu_layer_norm,
+                                                              .cuda = MT_CUDA_KERNEL(cuda_layer_norm)};
+constexpr DeviceKernels<decltype(cpu_layer_norm_backward)> kLayerNormBackward{
+    .cpu = &cpu_layer_norm_backward, .cuda = MT_CUDA_KERNEL(cuda_layer_norm_backward)};
+constexpr DeviceKernels<decltype(cpu_batch_norm_stats)> kBatchNormStats{
+    .cpu = &cpu_batch_norm_stats, .cuda = MT_CUDA_KERNEL(cuda_batch_norm_stats)};
+constexpr DeviceKernels<decltype(cpu_batch_norm_apply)> kBatchNormApply{
+    .cpu = &cpu_batch_norm_apply, .cuda = MT_CUDA_KERNEL(cuda_batch_norm_apply)};
+constexpr DeviceKernels<decltype(cpu_batch_norm_backward)> kBatchNormBackward{
+    .cpu = &cpu_batch_norm_backward, .cuda = MT_CUDA_KERNEL(cuda_batch_norm_backward)};
+
 struct LayerNormBackward final : Node {
   SavedTensor input{this, "input"};    // contiguous x
   SavedTensor weight{this, "weight"};  // widened to the compute dtype, when given
@@ -65,33 +155,7 @@ struct LayerNormBackward final : Node {
     if (next_edges[1].valid()) dw = empty({geometry.cols}, {.dtype = cd, .device = x.device()});
     if (next_edges[2].valid()) db = empty({geometry.cols}, {.dtype = cd, .device = x.device()});
     const Tensor w = weight.defined() ? weight.get() : Tensor();
-#ifdef MANTISSA_WITH_CUDA
-    if (x.device().is_cuda()) {
-      gpu::DeviceGuard guard(x.device());
-      const cudaStream_t stream = gpu::current_stream(x.device());
-      const int64_t slices = gpu::layer_norm_param_slices(geometry.rows, geometry.cols, x.device().index);
-      const Tensor workspace = (dw.defined() || db.defined()) && slices > 1
-                                   ? empty({2 * slices * geometry.cols}, {.dtype = cd, .device = x.device()})
-                                   : Tensor();
-      dispatch_floating(x.dtype(), "layer_norm_backward", [&]<typename T>() {
-        using C = compute_t<T>;
-        if (dx.defined()) {
-          gpu::launch_layer_norm_backward_input<T>(geometry.rows, geometry.cols, dy.data<T>(), x.data<T>(),
-                                                   mean.get().data<C>(), rstd.get().data<C>(), ptr_or_null<C>(w),
-                                                   dx.data<T>(), stream);
-        }
-        gpu::launch_layer_norm_backward_params<T>(geometry.rows, geometry.cols, slices, dy.data<T>(), x.data<T>(),
-                                                  mean.get().data<C>(), rstd.get().data<C>(), ptr_or_null<C>(workspace),
-                                                  ptr_or_null<C>(dw), ptr_or_null<C>(db), stream);
-      });
-    } else
-#endif
-    dispatch_floating(x.dtype(), "layer_norm_backward", [&]<typename T>() {
-      using C = compute_t<T>;
-      cpu::layer_norm_backward<T>(geometry, dy.data<T>(), x.data<T>(), mean.get().data<C>(), rstd.get().data<C>(),
-                                  ptr_or_null<C>(w), dx.defined() ? dx.data<T>() : nullptr, ptr_or_null<C>(dw),
-                                  ptr_or_null<C>(db));
-    });
+    dispatch(name(), kLayerNormBackward, x.device(), geometry, dy, x, mean.get(), rstd.get(), w, dx, dw, db);
     if (dw.defined()) dw = param_grad(dw, normalized_shape, weight_dtype);
     if (db.defined()) db = param_grad(db, normalized_shape, bias_dtype);
     return {dx, dw, db};
@@ -117,38 +181,12 @@ struct BatchNormBackward final : Node {
     if (next_edges[1].valid()) dw = empty(param_shape, {.dtype = cd, .device = x.device()});
     if (next_edges[2].valid()) db = empty(param_shape, {.dtype = cd, .device = x.device()});
     const Tensor w = weight.defined() ? weight.get() : Tensor();
-#ifdef MANTISSA_WITH_CUDA
-    if (x.device().is_cuda()) {
-      gpu::DeviceGuard guard(x.device());
-      dispatch_floating(x.dtype(), "batch_norm_backward", [&]<typename T>() {
-        using C = compute_t<T>;
-        gpu::launch_batch_norm_backward<T>(geometry, stats, dy.data<T>(), x.data<T>(), mean.get().data<C>(),
-                                           invstd.get().data<C>(), ptr_or_null<C>(w),
-                                           dx.defined() ? dx.data<T>() : nullptr, ptr_or_null<C>(dw),
-                                           ptr_or_null<C>(db), gpu::current_stream(x.device()));
-      });
-    } else
-#endif
-    dispatch_floating(x.dtype(), "batch_norm_backward", [&]<typename T>() {
-      using C = compute_t<T>;
-      cpu::batch_norm_backward<T>(geometry, stats, dy.data<T>(), x.data<T>(), mean.get().data<C>(),
-                                  invstd.get().data<C>(), ptr_or_null<C>(w), dx.defined() ? dx.data<T>() : nullptr,
-                                  ptr_or_null<C>(dw), ptr_or_null<C>(db));
-    });
+    dispatch(name(), kBatchNormBackward, x.device(), geometry, stats, dy, x, mean.get(), invstd.get(), w, dx, dw, db);
     if (dw.defined()) dw = param_grad(dw, param_shape, weight_dtype);
     if (db.defined()) db = param_grad(db, param_shape, bias_dtype);
     return {dx, dw, db};
   }
 };
-
-// running = (1 - momentum) * running + momentum * batch, in place, computed in f64 and stored once.
-void update_running(const Tensor& running, const std::vector<double>& batch, double momentum) {
-  const Tensor old = widened(running, DType::kF64);
-  std::vector<double> next(batch.size());
-  for (size_t c = 0; c < batch.size(); ++c) next[c] = (1.0 - momentum) * old.data<double>()[c] + momentum * batch[c];
-  NoGradGuard no_grad;
-  copy_(running, from_vector<double>(next, running.shape()));
-}
 
 }  // namespace
 
@@ -158,12 +196,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   const Tensor &x = in[0], &weight = in[1], &bias = in[2];
   MT_CHECK(x.defined(), "layer_norm: input is undefined");
   MT_CHECK(is_floating(x.dtype()), "layer_norm: expected a floating input, got ", dtype_name(x.dtype()));
-#ifdef MANTISSA_WITH_CUDA
-  const bool on_cuda = x.device().is_cuda();
-#else
-  const bool on_cuda = false;
-#endif
-  MT_CHECK(x.device().is_cpu() || on_cuda, "layer_norm: no kernel for ", x.device().str(), " in this build");
+  kernel_for("layer_norm", kLayerNorm, x.device());
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   MT_CHECK(k > 0 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
            "layer_norm: normalized_shape ", shape_str(normalized_shape), " must be non-empty and equal the last ",
@@ -181,21 +214,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
   Tensor mean = empty({g.rows}, {.dtype = cd, .device = x.device()});
   Tensor rstd = empty({g.rows}, {.dtype = cd, .device = x.device()});
-#ifdef MANTISSA_WITH_CUDA
-  if (on_cuda) {
-    gpu::DeviceGuard guard(x.device());
-    dispatch_floating(x.dtype(), "layer_norm", [&]<typename T>() {
-      using C = compute_t<T>;
-      gpu::launch_layer_norm_forward<T>(g.rows, g.cols, g.eps, xc.data<T>(), ptr_or_null<C>(wc), ptr_or_null<C>(bc),
-                                        out.data<T>(), mean.data<C>(), rstd.data<C>(), gpu::current_stream(x.device()));
-    });
-  } else
-#endif
-  dispatch_floating(x.dtype(), "layer_norm", [&]<typename T>() {
-    using C = compute_t<T>;
-    cpu::layer_norm_forward<T>(g, xc.data<T>(), ptr_or_null<C>(wc), ptr_or_null<C>(bc), out.data<T>(),
-                               mean.data<C>(), rstd.data<C>());
-  });
+  dispatch("layer_norm", kLayerNorm, x.device(), g, xc, wc, bc, out, mean, rstd);
   if (compute_requires_grad({&x, &weight, &bias})) {
     auto node = make_node<LayerNormBackward>({&x, &weight, &bias});
     node->input = xc;
@@ -235,52 +254,12 @@ Tensor group_norm(const Tensor& x_in, int64_t groups, const Tensor& weight_in, c
   return y.to(x.dtype());
 }
 
-#ifdef MANTISSA_WITH_CUDA
-namespace {
-
-// The CUDA statistics of batch_norm: batch mean/invstd and the in-place running update (kTrain), or
-// mean/invstd from the running statistics (kEval). Running statistics are read and updated in the
-// compute dtype: in place when they already are contiguous tensors of it, else through a widened copy
-// written back.
-void batch_norm_stats_cuda(const Tensor& xc, const cpu::BatchNormGeometry& g, BatchNormMode mode,
-                           const Tensor& running_mean, const Tensor& running_var, double momentum, double eps,
-                           const Tensor& mean, const Tensor& invstd) {
-  const DType cd = compute_dtype(xc.dtype());
-  const Tensor rm = running_mean.defined() ? widened(running_mean, cd) : Tensor();
-  const Tensor rv = running_var.defined() ? widened(running_var, cd) : Tensor();
-  gpu::DeviceGuard guard(xc.device());
-  const cudaStream_t stream = gpu::current_stream(xc.device());
-  dispatch_floating(xc.dtype(), "batch_norm", [&]<typename T>() {
-    using C = compute_t<T>;
-    if (mode == BatchNormMode::kTrain) {
-      gpu::launch_batch_norm_stats<T>(g, eps, momentum, xc.data<T>(), ptr_or_null<C>(rm), ptr_or_null<C>(rv),
-                                      mean.data<C>(), invstd.data<C>(), stream);
-    } else {
-      gpu::launch_batch_norm_eval_stats<T>(g.channels, eps, rm.data<C>(), rv.data<C>(), mean.data<C>(),
-                                           invstd.data<C>(), stream);
-    }
-  });
-  if (mode == BatchNormMode::kTrain && rm.defined()) {
-    NoGradGuard no_grad;
-    if (rm.data_ptr() != running_mean.data_ptr()) copy_(running_mean, rm);
-    if (rv.data_ptr() != running_var.data_ptr()) copy_(running_var, rv);
-  }
-}
-
-}  // namespace
-#endif
-
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, BatchNormMode mode, double momentum, double eps) {
   MT_CHECK(x.defined(), "batch_norm: input is undefined");
   MT_CHECK(x.dim() >= 2, "batch_norm: input must be [N, C] or [N, C, H, W], got ", shape_str(x.shape()));
   MT_CHECK(is_floating(x.dtype()), "batch_norm: expected a floating input, got ", dtype_name(x.dtype()));
-#ifdef MANTISSA_WITH_CUDA
-  const bool on_cuda = x.device().is_cuda();
-#else
-  const bool on_cuda = false;
-#endif
-  MT_CHECK(x.device().is_cpu() || on_cuda, "batch_norm: no kernel for ", x.device().str(), " in this build");
+  kernel_for("batch_norm", kBatchNormStats, x.device());
   const int64_t channels = x.size(1);
   const Shape param_shape{channels};
   check_param(weight, param_shape, x, "batch_norm", "weight");
@@ -299,55 +278,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
            "channel, got input ", shape_str(x.shape()), ". HINT: use a batch larger than 1, or BatchNormMode::kEval");
   MT_CHECK(mode == BatchNormMode::kTrain || running_mean.defined(), "batch_norm: eval mode needs running_mean and ",
            "running_var. HINT: pass the running statistics, or use BatchNormMode::kTrain");
-  if (on_cuda) {
-#ifdef MANTISSA_WITH_CUDA
-    batch_norm_stats_cuda(xc, g, mode, running_mean, running_var, momentum, eps, mean, invstd);
-#endif
-  } else if (mode == BatchNormMode::kTrain) {
-    Tensor var = empty(param_shape, {.dtype = cd});
-    dispatch_floating(x.dtype(), "batch_norm", [&]<typename T>() {
-      using C = compute_t<T>;
-      cpu::batch_norm_stats<T>(g, xc.data<T>(), mean.data<C>(), var.data<C>());
-    });
-    const Tensor mean64 = mean.to(DType::kF64), var64 = var.to(DType::kF64);
-    std::vector<double> batch_mean(static_cast<size_t>(channels)), unbiased(batch_mean.size()),
-        inv(batch_mean.size());
-    const double bessel = static_cast<double>(g.count()) / static_cast<double>(g.count() - 1);
-    for (int64_t c = 0; c < channels; ++c) {
-      batch_mean[c] = mean64.data<double>()[c];
-      unbiased[c] = var64.data<double>()[c] * bessel;
-      inv[c] = 1.0 / std::sqrt(var64.data<double>()[c] + eps);
-    }
-    copy_(invstd, from_vector<double>(inv, param_shape));
-    if (running_mean.defined()) {
-      update_running(running_mean, batch_mean, momentum);
-      update_running(running_var, unbiased, momentum);
-    }
-  } else {
-    copy_(mean, running_mean.detach());
-    const Tensor rv = widened(running_var, DType::kF64);
-    std::vector<double> inv(static_cast<size_t>(channels));
-    for (int64_t c = 0; c < channels; ++c) inv[c] = 1.0 / std::sqrt(rv.data<double>()[c] + eps);
-    copy_(invstd, from_vector<double>(inv, param_shape));
-  }
+  dispatch("batch_norm", kBatchNormStats, x.device(), xc, g, mode, running_mean, running_var, momentum, eps, mean,
+           invstd);
   const Tensor wc = weight.defined() ? widened(weight, cd) : Tensor();
   const Tensor bc = bias.defined() ? widened(bias, cd) : Tensor();
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
-#ifdef MANTISSA_WITH_CUDA
-  if (on_cuda) {
-    gpu::DeviceGuard guard(x.device());
-    dispatch_floating(x.dtype(), "batch_norm", [&]<typename T>() {
-      using C = compute_t<T>;
-      gpu::launch_batch_norm_apply<T>(g, xc.data<T>(), mean.data<C>(), invstd.data<C>(), ptr_or_null<C>(wc),
-                                      ptr_or_null<C>(bc), out.data<T>(), gpu::current_stream(x.device()));
-    });
-  } else
-#endif
-  dispatch_floating(x.dtype(), "batch_norm", [&]<typename T>() {
-    using C = compute_t<T>;
-    cpu::batch_norm_apply<T>(g, xc.data<T>(), mean.data<C>(), invstd.data<C>(), ptr_or_null<C>(wc),
-                             ptr_or_null<C>(bc), out.data<T>());
-  });
+  dispatch("batch_norm", kBatchNormApply, x.device(), g, xc, mean, invstd, wc, bc, out);
   if (compute_requires_grad({&x, &weight, &bias})) {
     auto node = make_node<BatchNormBackward>({&x, &weight, &bias});
     node->input = xc;

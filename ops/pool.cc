@@ -1,31 +1,56 @@
-// max_pool2d and avg_pool2d: argument checks, dispatch to ops/cpu/pool_kernels (ops/cuda/pool.cu for CUDA
-// tensors), and their backward.
+// max_pool2d and avg_pool2d: argument checks, dispatch to ops/cpu/pool_kernels (ops/cuda/host/pool.h for
+// CUDA tensors), and their backward.
 // max_pool2d's node keeps only the argmax indices (i64, one per output); avg_pool2d's keeps nothing.
 #include "ops/pool.h"
 
 #include "framework/autograd.h"
 #include "ops/cpu/pool_kernels.h"
-
-#ifdef MANTISSA_WITH_CUDA
-#include "framework/cuda/stream.h"
-#include "ops/cuda/pool.h"
-#endif
+#include "ops/cuda/host/pool.h"
+#include "ops/dispatch.h"
 
 namespace mantissa {
 namespace {
 
 using cpu::Pool2dGeometry;
 
+void cpu_max_pool2d(const Pool2dGeometry& g, const Tensor& x, const Tensor& out, const Tensor& indices) {
+  dispatch_floating(x.dtype(), "max_pool2d", [&]<typename T>() {
+    cpu::max_pool2d_forward<T>(g, x.data<T>(), out.data<T>(), indices.data<int64_t>());
+  });
+}
+
+void cpu_max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& indices, const Tensor& dx) {
+  dispatch_floating(dx.dtype(), "max_pool2d_backward", [&]<typename T>() {
+    cpu::max_pool2d_backward<T>(g, dy.data<T>(), indices.data<int64_t>(), dx.data<T>());
+  });
+}
+
+void cpu_avg_pool2d(const Pool2dGeometry& g, const Tensor& x, const Tensor& out) {
+  dispatch_floating(x.dtype(), "avg_pool2d", [&]<typename T>() {
+    cpu::avg_pool2d_forward<T>(g, x.data<T>(), out.data<T>());
+  });
+}
+
+void cpu_avg_pool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& dx) {
+  dispatch_floating(dx.dtype(), "avg_pool2d_backward", [&]<typename T>() {
+    cpu::avg_pool2d_backward<T>(g, dy.data<T>(), dx.data<T>());
+  });
+}
+
+constexpr DeviceKernels<decltype(cpu_max_pool2d)> kMaxPool2d{.cpu = &cpu_max_pool2d,
+                                                              .cuda = MT_CUDA_KERNEL(cuda_max_pool2d)};
+constexpr DeviceKernels<decltype(cpu_max_pool2d_backward)> kMaxPool2dBackward{
+    .cpu = &cpu_max_pool2d_backward, .cuda = MT_CUDA_KERNEL(cuda_max_pool2d_backward)};
+constexpr DeviceKernels<decltype(cpu_avg_pool2d)> kAvgPool2d{.cpu = &cpu_avg_pool2d,
+                                                              .cuda = MT_CUDA_KERNEL(cuda_avg_pool2d)};
+constexpr DeviceKernels<decltype(cpu_avg_pool2d_backward)> kAvgPool2dBackward{
+    .cpu = &cpu_avg_pool2d_backward, .cuda = MT_CUDA_KERNEL(cuda_avg_pool2d_backward)};
+
 Pool2dGeometry check_and_plan(const Tensor& x, const Pool2dOptions& opt, std::string_view op) {
   MT_CHECK(x.defined(), op, ": input is undefined");
   MT_CHECK(x.dim() == 4, op, ": input must be [N, C, H, W] or [C, H, W], got ", shape_str(x.shape()));
   MT_CHECK(is_floating(x.dtype()), op, ": expected a floating input, got ", dtype_name(x.dtype()));
-#ifdef MANTISSA_WITH_CUDA
-  const bool on_cuda = x.device().is_cuda();
-#else
-  const bool on_cuda = false;
-#endif
-  MT_CHECK(x.device().is_cpu() || on_cuda, op, ": no kernel for ", x.device().str(), " in this build");
+  kernel_for(op, kMaxPool2d, x.device());  // both pools have kernels on the same devices
   Pool2dGeometry g{.planes = x.size(0) * x.size(1), .h = x.size(2), .w = x.size(3)};
   int64_t k[2], s[2], p[2];
   for (int i = 0; i < 2; ++i) {
@@ -59,19 +84,7 @@ struct MaxPool2dBackward final : Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor dy = grads[0].contiguous();
     Tensor dx = empty(input_shape, {.dtype = dtype, .device = dy.device()});
-#ifdef MANTISSA_WITH_CUDA
-    if (dy.device().is_cuda()) {
-      gpu::DeviceGuard guard(dy.device());
-      dispatch_floating(dtype, "max_pool2d_backward", [&]<typename T>() {
-        gpu::launch_max_pool2d_backward<T>(geometry, dy.data<T>(), indices.get().data<int64_t>(), dx.data<T>(),
-                                           gpu::current_stream(dy.device()));
-      });
-      return {dx};
-    }
-#endif
-    dispatch_floating(dtype, "max_pool2d_backward", [&]<typename T>() {
-      cpu::max_pool2d_backward<T>(geometry, dy.data<T>(), indices.get().data<int64_t>(), dx.data<T>());
-    });
+    dispatch(name(), kMaxPool2dBackward, dy.device(), geometry, dy, indices.get(), dx);
     return {dx};
   }
 };
@@ -84,18 +97,7 @@ struct AvgPool2dBackward final : Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor dy = grads[0].contiguous();
     Tensor dx = empty(input_shape, {.dtype = dtype, .device = dy.device()});
-#ifdef MANTISSA_WITH_CUDA
-    if (dy.device().is_cuda()) {
-      gpu::DeviceGuard guard(dy.device());
-      dispatch_floating(dtype, "avg_pool2d_backward", [&]<typename T>() {
-        gpu::launch_avg_pool2d_backward<T>(geometry, dy.data<T>(), dx.data<T>(), gpu::current_stream(dy.device()));
-      });
-      return {dx};
-    }
-#endif
-    dispatch_floating(dtype, "avg_pool2d_backward", [&]<typename T>() {
-      cpu::avg_pool2d_backward<T>(geometry, dy.data<T>(), dx.data<T>());
-    });
+    dispatch(name(), kAvgPool2dBackward, dy.device(), geometry, dy, dx);
     return {dx};
   }
 };
@@ -108,18 +110,7 @@ Tensor max_pool2d(const Tensor& x, Pool2dOptions options) {
   const Tensor xc = x.contiguous();
   Tensor out = empty(out_shape(x, g), {.dtype = x.dtype(), .device = x.device()});
   Tensor indices = empty(out_shape(x, g), {.dtype = DType::kI64, .device = x.device()});
-#ifdef MANTISSA_WITH_CUDA
-  if (x.device().is_cuda()) {
-    gpu::DeviceGuard guard(x.device());
-    dispatch_floating(x.dtype(), "max_pool2d", [&]<typename T>() {
-      gpu::launch_max_pool2d_forward<T>(g, xc.data<T>(), out.data<T>(), indices.data<int64_t>(),
-                                        gpu::current_stream(x.device()));
-    });
-  } else
-#endif
-  dispatch_floating(x.dtype(), "max_pool2d", [&]<typename T>() {
-    cpu::max_pool2d_forward<T>(g, xc.data<T>(), out.data<T>(), indices.data<int64_t>());
-  });
+  dispatch("max_pool2d", kMaxPool2d, x.device(), g, xc, out, indices);
   if (compute_requires_grad({&x})) {
     auto node = make_node<MaxPool2dBackward>({&x});
     node->indices = indices;
@@ -136,17 +127,7 @@ Tensor avg_pool2d(const Tensor& x, Pool2dOptions options) {
   const Pool2dGeometry g = check_and_plan(x, options, "avg_pool2d");
   const Tensor xc = x.contiguous();
   Tensor out = empty(out_shape(x, g), {.dtype = x.dtype(), .device = x.device()});
-#ifdef MANTISSA_WITH_CUDA
-  if (x.device().is_cuda()) {
-    gpu::DeviceGuard guard(x.device());
-    dispatch_floating(x.dtype(), "avg_pool2d", [&]<typename T>() {
-      gpu::launch_avg_pool2d_forward<T>(g, xc.data<T>(), out.data<T>(), gpu::current_stream(x.device()));
-    });
-  } else
-#endif
-  dispatch_floating(x.dtype(), "avg_pool2d", [&]<typename T>() {
-    cpu::avg_pool2d_forward<T>(g, xc.data<T>(), out.data<T>());
-  });
+  dispatch("avg_pool2d", kAvgPool2d, x.device(), g, xc, out);
   if (compute_requires_grad({&x})) {
     auto node = make_node<AvgPool2dBackward>({&x});
     node->geometry = g;

@@ -1,40 +1,21 @@
-// Reductions and their backward. One plan (ReducePlan) splits the input dims into kept and reduced;
-// every output element reduces its slice with a strided inner walk, in parallel over outputs.
+// Reductions and their backward. One plan (cpu::ReducePlan) splits the input dims into kept and reduced;
+// the kernels (ops/cpu/reduce.h, ops/cuda/host/reduce.h) reduce each output's slice.
 #include "ops/reduce.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
 #include "ops/autocast.h"
 #include "framework/autograd.h"
-#include "framework/parallel.h"
-#include "framework/strided.h"
-#include "ops/cpu/column_sum.h"
+#include "ops/cpu/reduce.h"
+#include "ops/cuda/host/reduce.h"
+#include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/device_map.h"
-
-#ifdef MANTISSA_WITH_CUDA
-#include "framework/cuda/stream.h"
-#include "ops/cuda/elementwise_plan.h"
-#include "ops/cuda/reduce.h"
-#endif
 
 namespace mantissa {
 namespace {
 
-// Accumulator for sums: double for f64, float otherwise (16-bit inputs compute in fp32).
-template <typename T> using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-struct ReducePlan {
-  std::vector<bool> reduce;  // per input dim: reduced
-  Shape out_shape_keep;   // input shape with reduced dims set to 1
-  Shape out_shape;        // as returned (reduced dims dropped unless keepdim)
-  Shape kept_shape, kept_strides;      // outer dims (input strides)
-  Shape reduced_shape, reduced_strides;
-  int64_t reduced_numel = 1;
-  bool leading_reduced = false;  // the reduced dims are exactly dims [0, k) for some k >= 1
-};
+using cpu::ReducePlan;
 
 ReducePlan make_plan(const Tensor& x, const Shape& dims_in, KeepDim keepdim, std::string_view op) {
   const int64_t nd = x.dim();
@@ -69,99 +50,17 @@ ReducePlan make_plan(const Tensor& x, const Shape& dims_in, KeepDim keepdim, std
   return p;
 }
 
-// Calls body(out_index, base_offset) for every output element, in parallel; base_offset is the input
-// element offset (from x's data pointer) where that output's reduced slice starts.
-template <typename F>
-void for_each_output(const ReducePlan& p, int64_t grain, F&& body) {
-  const int64_t n_out = shape_numel(p.kept_shape);
-  parallel_for(n_out, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t o = begin; o < end; ++o) {
-      int64_t rem = o, base = 0;
-      for (size_t d = p.kept_shape.size(); d-- > 0;) {
-        base += (rem % p.kept_shape[d]) * p.kept_strides[d];
-        rem /= p.kept_shape[d];
-      }
-      body(o, base);
-    }
-  });
-}
-
-// Calls f(value) for every element of one output's reduced slice, in memory order of the input.
-template <typename T, typename F>
-void for_each_reduced(const ReducePlan& p, const T* base, F&& f) {
-  std::array<const Shape*, 1> st{&p.reduced_strides};
-  strided_for_each<1>(p.reduced_shape, st, [&](int64_t n, const auto& off, const auto& s) {
-    const T* q = base + off[0];
-    if (s[0] == 1) {
-      for (int64_t i = 0; i < n; ++i) f(q[i]);
-    } else {
-      for (int64_t i = 0; i < n; ++i) f(q[i * s[0]]);
-    }
-  });
-}
-
-int64_t reduce_grain(const ReducePlan& p) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(p.reduced_numel, 1)); }
-
-#ifdef MANTISSA_WITH_CUDA
-// The plan's kept and reduced dims as the CUDA kernels' layout; inputs whose dims do not coalesce into
-// kMaxDims are made contiguous first.
-gpu::ReduceLayout cuda_layout(const Tensor& x, const ReducePlan& p, Tensor& storage) {
-  if (auto l = gpu::plan_reduce(p.kept_shape, p.kept_strides, p.reduced_shape, p.reduced_strides)) {
-    storage = x;
-    return *l;
-  }
-  storage = x.contiguous();
-  Shape kept_strides, reduced_strides;
-  for (int64_t d = 0; d < storage.dim(); ++d) (p.reduce[d] ? reduced_strides : kept_strides).push_back(storage.stride(d));
-  auto l = gpu::plan_reduce(p.kept_shape, kept_strides, p.reduced_shape, reduced_strides);
-  MT_ASSERT(l.has_value(), "cuda_layout: a contiguous input did not plan");
-  return *l;
-}
-
-Tensor cuda_sum(const Tensor& x, const ReducePlan& p, double scale) {
+Tensor cpu_sum(const Tensor& x, const ReducePlan& p, double scale) {
   Tensor out = empty(p.out_shape, {.dtype = x.dtype(), .device = x.device()});
-  if (out.numel() == 0) return out;
-  Tensor xs;
-  const gpu::ReduceLayout l = cuda_layout(x, p, xs);
-  gpu::DeviceGuard guard(x.device());
-  const gpu::ReduceGeometry g = gpu::sum_geometry(l, x.device().index);
-  const DType acc = x.dtype() == DType::kF64 ? DType::kF64 : DType::kF32;
-  const Tensor workspace = g.splits > 1 ? empty({l.n_out * g.splits}, {.dtype = acc, .device = x.device()}) : Tensor();
   dispatch_floating(x.dtype(), "sum", [&]<typename T>() {
-    gpu::launch_sum<T>(l, g, scale, xs.data<T>(), workspace.defined() ? workspace.data_ptr() : nullptr,
-                       out.data<T>(), gpu::current_stream(x.device()));
+    cpu::sum_reduce<T>(p, x.data<T>(), x.is_contiguous(), scale, out.data<T>());
   });
   return out;
 }
-#endif
 
-Tensor sum_impl(const Tensor& x, const ReducePlan& p, double scale) {
-#ifdef MANTISSA_WITH_CUDA
-  if (x.device().is_cuda()) return cuda_sum(x, p, scale);
-#endif
-  MT_CHECK(x.device().is_cpu(), "sum: no kernel for ", x.device().str());
-  Tensor out = empty(p.out_shape, {.dtype = x.dtype(), .device = x.device()});
-  dispatch_floating(x.dtype(), "sum", [&]<typename T>() {
-    using A = acc_t<T>;
-    const T* xp = x.data<T>();
-    T* op = out.data<T>();
-    const int64_t cols = shape_numel(p.kept_shape);
-    if (p.leading_reduced && x.is_contiguous() && cols >= 16) {
-      // [rows, cols] summed over rows, e.g. a bias gradient: the vectorized column sum (same bits).
-      cpu::column_sum<T, A>(xp, p.reduced_numel, cols, static_cast<A>(scale), op);
-      return;
-    }
-    for_each_output(p, reduce_grain(p), [&](int64_t o, int64_t base) {
-      // Blocked (pairwise-ish) summation: partial sums of 8 lanes keep f32 error low and vectorize.
-      A lanes[8] = {};
-      int64_t k = 0;
-      for_each_reduced<T>(p, xp + base, [&](T v) { lanes[k++ & 7] += static_cast<A>(v); });
-      A total = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-      op[o] = static_cast<T>(static_cast<A>(total * static_cast<A>(scale)));
-    });
-  });
-  return out;
-}
+constexpr DeviceKernels<decltype(cpu_sum)> kSum{.cpu = &cpu_sum, .cuda = MT_CUDA_KERNEL(cuda_sum)};
+
+Tensor sum_impl(const Tensor& x, const ReducePlan& p, double scale) { return dispatch("sum", kSum, x.device(), x, p, scale); }
 
 // Gradient of a reduction: g (reduced shape) expanded back to the input shape.
 Tensor expand_back(const Tensor& g, const Shape& keep_shape, const Shape& input_shape) {
@@ -239,6 +138,16 @@ struct VarBackward final : Node {
         {gpu::TernaryOp::kScaledDiffGrad, k})};
   }
 };
+
+Tensor cpu_var(const Tensor& x, const Tensor& mean, const ReducePlan& p, double denom) {
+  Tensor out = empty(p.out_shape, {.dtype = x.dtype(), .device = x.device()});
+  dispatch_floating(x.dtype(), "var", [&]<typename T>() {
+    cpu::var_reduce<T>(p, x.data<T>(), mean.data<T>(), denom, out.data<T>());
+  });
+  return out;
+}
+
+constexpr DeviceKernels<decltype(cpu_var)> kVar{.cpu = &cpu_var, .cuda = MT_CUDA_KERNEL(cuda_var)};
 }  // namespace
 
 Tensor var(const Tensor& x, const Shape& dims, VarOptions options) {
@@ -247,36 +156,8 @@ Tensor var(const Tensor& x, const Shape& dims, VarOptions options) {
   MT_CHECK(is_floating(x.dtype()), "var: expected a floating tensor, got ", dtype_name(x.dtype()));
   const ReducePlan p = make_plan(x, dims, keepdim, "var");
   Tensor m = sum_impl(x, make_plan(x, dims, KeepDim::kYes, "var"), 1.0 / static_cast<double>(p.reduced_numel));
-  Tensor out = empty(p.out_shape, {.dtype = x.dtype(), .device = x.device()});
   const double denom = static_cast<double>(p.reduced_numel - correction);
-  if (!x.device().is_cpu()) {
-    // The same two passes from the device ops: centre on the (dtype-rounded) mean in the accumulation
-    // type (f32, f64 for f64), square, and sum with the scale 1/denom, rounded once to the dtype.
-    NoGradGuard no_grad;
-    const DType ad = x.dtype() == DType::kF64 ? DType::kF64 : DType::kF32;
-    const Tensor d = sub(x.to(ad), m.to(ad));
-    const Tensor sq = mul(d, d);
-    out = denom > 0 ? sum_impl(sq, make_plan(sq, dims, keepdim, "var"), 1.0 / denom).to(x.dtype())
-                    : full(p.out_shape, std::numeric_limits<double>::quiet_NaN(),
-                           {.dtype = x.dtype(), .device = x.device()});
-  } else {
-    dispatch_floating(x.dtype(), "var", [&]<typename T>() {
-      using A = acc_t<T>;
-      const T* xp = x.data<T>();
-      const T* mp = m.data<T>();
-      T* op = out.data<T>();
-      for_each_output(p, reduce_grain(p), [&](int64_t o, int64_t base) {
-        // Two-pass: centre on the (16-bit-rounded for f16/bf16 inputs) mean, then sum squares in A.
-        const A mu = static_cast<A>(mp[o]);
-        A acc = 0;
-        for_each_reduced<T>(p, xp + base, [&](T v) {
-          const A d = static_cast<A>(v) - mu;
-          acc += d * d;
-        });
-        op[o] = static_cast<T>(denom > 0 ? acc / static_cast<A>(denom) : std::numeric_limits<A>::quiet_NaN());
-      });
-    });
-  }
+  Tensor out = dispatch("var", kVar, x.device(), x, m, p, denom);
   if (compute_requires_grad({&x})) {
     auto node = make_node<VarBackward>({&x});
     node->self = x;
@@ -292,6 +173,20 @@ Tensor var(const Tensor& x, VarOptions options) { return var(x, Shape{}, options
 // ---- max ----
 
 namespace {
+Tensor cpu_max_backward(const Tensor& g, const Tensor& indices, const Shape& input_shape, int64_t dim) {
+  Tensor out = zeros(input_shape, {.dtype = g.dtype(), .device = g.device()});
+  const int64_t outer = shape_numel(Shape(input_shape.begin(), input_shape.begin() + dim));
+  const int64_t n = input_shape[dim];
+  const int64_t inner = shape_numel(Shape(input_shape.begin() + dim + 1, input_shape.end()));
+  dispatch_floating(g.dtype(), "max_backward", [&]<typename T>() {
+    cpu::max_backward_scatter<T>(g.data<T>(), indices.data<int64_t>(), outer, n, inner, out.data<T>());
+  });
+  return out;
+}
+
+constexpr DeviceKernels<decltype(cpu_max_backward)> kMaxBackward{.cpu = &cpu_max_backward,
+                                                                  .cuda = MT_CUDA_KERNEL(cuda_max_backward)};
+
 struct MaxDimBackward final : Node {
   SavedTensor indices{this, "indices"};  // keepdim shape
   Shape keep_shape, input_shape;
@@ -299,33 +194,19 @@ struct MaxDimBackward final : Node {
   std::string_view name() const override { return "MaxBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     const Tensor gk = g[0].reshape(keep_shape).contiguous();
-    Tensor out = zeros(input_shape, {.dtype = gk.dtype(), .device = gk.device()});
-    const Tensor& idx = indices.get();
-    // out.select(dim, idx[o]) at each output position o = g[o]
-    const int64_t outer = shape_numel(Shape(input_shape.begin(), input_shape.begin() + dim));
-    const int64_t n = input_shape[dim];
-    const int64_t inner = shape_numel(Shape(input_shape.begin() + dim + 1, input_shape.end()));
-    if (gk.device().is_cuda()) {
-      // g where the position along dim equals the saved index, else 0 (broadcast compare and select).
-      Shape pos_shape(input_shape.size(), 1);
-      pos_shape[dim] = n;
-      const Tensor pos = arange(0.0, static_cast<double>(n)).reshape(pos_shape).to(gk.device());
-      return {where(eq(pos, idx), gk, zeros({}, {.dtype = gk.dtype(), .device = gk.device()}))};
-    }
-    dispatch_floating(gk.dtype(), "max_backward", [&]<typename T>() {
-      const T* gp = gk.data<T>();
-      const int64_t* ip = idx.data<int64_t>();
-      T* op = out.data<T>();
-      for (int64_t a = 0; a < outer; ++a) {
-        for (int64_t c = 0; c < inner; ++c) {
-          const int64_t o = a * inner + c;
-          op[(a * n + ip[o]) * inner + c] = gp[o];
-        }
-      }
-    });
-    return {out};
+    return {dispatch("max_backward", kMaxBackward, gk.device(), gk, indices.get(), input_shape, dim)};
   }
 };
+
+void cpu_max(const Tensor& x, const ReducePlan& p, int64_t dim, const MaxResult& r) {
+  const int64_t step = x.dim() == 0 ? 0 : x.strides()[dim];
+  const int64_t n = x.dim() == 0 ? 1 : x.shape()[dim];
+  dispatch_all(x.dtype(), "max", [&]<typename T>() {
+    cpu::max_reduce<T>(p, x.data<T>(), n, step, r.values.data<T>(), r.indices.data<int64_t>());
+  });
+}
+
+constexpr DeviceKernels<decltype(cpu_max)> kMax{.cpu = &cpu_max, .cuda = MT_CUDA_KERNEL(cuda_max)};
 
 struct MaxAllBackward final : Node {
   SavedTensor self{this, "self"};
@@ -346,46 +227,7 @@ MaxResult max(const Tensor& x, int64_t dim, KeepDim keepdim) {
   const ReducePlan p = make_plan(x, {d}, keepdim, "max");
   MaxResult r{empty(p.out_shape, {.dtype = x.dtype(), .device = x.device()}),
               empty(p.out_shape, {.dtype = DType::kI64, .device = x.device()})};
-#ifdef MANTISSA_WITH_CUDA
-  if (x.device().is_cuda()) {
-    MT_CHECK(x.dtype() != DType::kBool, "max: no CUDA kernel for bool tensors. HINT: convert with .to(kInt32)");
-    Tensor xs;
-    const gpu::ReduceLayout l = cuda_layout(x, p, xs);
-    gpu::DeviceGuard guard(x.device());
-    dispatch_all(x.dtype(), "max", [&]<typename T>() {
-      if constexpr (!std::is_same_v<T, bool>) {
-        gpu::launch_max<T>(l, xs.data<T>(), r.values.data<T>(), r.indices.data<int64_t>(),
-                           gpu::current_stream(x.device()));
-      }
-    });
-  }
-#endif
-  MT_CHECK(x.device().is_cpu() || x.device().is_cuda(), "max: no kernel for ", x.device().str());
-  if (x.device().is_cpu()) {
-    const int64_t step = x.dim() == 0 ? 0 : x.strides()[d];
-    const int64_t n = x.dim() == 0 ? 1 : x.shape()[d];
-    dispatch_all(x.dtype(), "max", [&]<typename T>() {
-      const T* xp = x.data<T>();
-      T* vp = r.values.data<T>();
-      int64_t* ip = r.indices.data<int64_t>();
-      for_each_output(p, reduce_grain(p), [&](int64_t o, int64_t base) {
-        using C = compute_t<T>;
-        C best = static_cast<C>(xp[base]);
-        int64_t bi = 0;
-        for (int64_t i = 1; i < n; ++i) {
-          const C v = static_cast<C>(xp[base + i * step]);
-          if constexpr (std::is_floating_point_v<C>) {
-            if (std::isnan(best)) break;  // nan propagates, as in PyTorch
-            if (std::isnan(v) || v > best) { best = v; bi = i; }
-          } else {
-            if (v > best) { best = v; bi = i; }
-          }
-        }
-        vp[o] = static_cast<T>(best);
-        ip[o] = bi;
-      });
-    });
-  }
+  dispatch("max", kMax, x.device(), x, p, d, r);
   if (is_floating(x.dtype()) && compute_requires_grad({&x})) {
     auto node = make_node<MaxDimBackward>({&x});
     node->indices = r.indices.reshape(p.out_shape_keep);

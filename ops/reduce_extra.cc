@@ -1,8 +1,8 @@
 // logsumexp, prod, norm (all fp32 under autocast) and cumsum, with their backward. The reductions move
 // the reduced dims last and run a row kernel (ops/cpu/reduce_rows.h) over the contiguous [m, n] matrix:
 // m output elements, n reduced elements each. On a GPU, logsumexp and norm (and their backward) are
-// composed from the device ops in the compute type (f32, f64 for f64) and rounded once at the end;
-// cumsum has its own kernel (ops/cuda/scan.h).
+// composed from the device ops in the compute type (f32, f64 for f64) and rounded once at the end (the
+// device entries of their tables); cumsum has its own kernel (ops/cuda/host/scan.h); prod has none.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,14 +10,11 @@
 #include "ops/autocast.h"
 #include "framework/autograd.h"
 #include "ops/cpu/reduce_rows.h"
+#include "ops/cuda/host/scan.h"
+#include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/map.h"
 #include "ops/reduce.h"
-
-#ifdef MANTISSA_WITH_CUDA
-#include "framework/cuda/stream.h"
-#include "ops/cuda/scan.h"
-#endif
 
 namespace mantissa {
 namespace {
@@ -102,16 +99,95 @@ Tensor device_norm(const Tensor& x, const RowPlan& p, double pv) {
   return n.reshape(p.out_shape).to(x.dtype());
 }
 
-// Runs kernel(rows, m, n, out) in x's dtype and returns the result in out_shape.
+// Runs kernel(rows, m, n, out) in x's dtype (a CPU tensor) and returns the result in out_shape.
 template <typename K>
 Tensor reduce_rows(const Tensor& x, const RowPlan& p, std::string_view op, K&& kernel) {
   MT_CHECK(is_floating(x.dtype()), op, ": expected a floating tensor, got ", dtype_name(x.dtype()));
-  MT_CHECK(x.device().is_cpu(), op, ": no kernel for ", x.device().str(), " in this build");
   const Tensor rows = as_rows(x, p);
   Tensor out = empty(p.out_shape, {.dtype = x.dtype(), .device = x.device()});
   dispatch_floating(x.dtype(), op, [&]<typename T>() { kernel(rows.data<T>(), p.m, p.n, out.data<T>()); });
   return out;
 }
+
+Tensor cpu_logsumexp(const Tensor& x, const RowPlan& p) {
+  return reduce_rows(x, p, "logsumexp", [](const auto* rows, int64_t m, int64_t n, auto* o) {
+    cpu::logsumexp_rows(rows, m, n, o);
+  });
+}
+
+Tensor cpu_norm(const Tensor& x, const RowPlan& p, double pv) {
+  return reduce_rows(x, p, "norm", [pv](const auto* rows, int64_t m, int64_t n, auto* o) {
+    cpu::norm_rows(rows, m, n, pv, o);
+  });
+}
+
+Tensor cpu_prod(const Tensor& x, const RowPlan& p) {
+  return reduce_rows(x, p, "prod", [](const auto* rows, int64_t m, int64_t n, auto* o) { cpu::prod_rows(rows, m, n, o); });
+}
+
+// The device entries are composed from device ops (no CUDA code of their own, so no MT_CUDA_KERNEL).
+constexpr DeviceKernels<decltype(cpu_logsumexp)> kLogsumexp{.cpu = &cpu_logsumexp, .cuda = &device_logsumexp};
+constexpr DeviceKernels<decltype(cpu_norm)> kNorm{.cpu = &cpu_norm, .cuda = &device_norm};
+constexpr DeviceKernels<decltype(cpu_prod)> kProd{.cpu = &cpu_prod};
+
+// d/dx logsumexp = exp(x - result): the softmax of the reduced slice (g and result in keep_shape).
+Tensor cpu_logsumexp_backward(const Tensor& g, const Tensor& x, const Tensor& result) {
+  return map_ternary(g, x, result, "logsumexp_backward", [](auto gv, auto xv, auto r) { return gv * std::exp(xv - r); });
+}
+
+// The same from device ops in the compute type.
+Tensor device_logsumexp_backward(const Tensor& g, const Tensor& x, const Tensor& result) {
+  const DType cd = compute_dtype(x.dtype());
+  return mul(g.to(cd), exp(sub(x.to(cd), result.to(cd)))).to(x.dtype());
+}
+
+template <typename T>
+T sign_value(T v) {
+  return v > T(0) ? T(1) : (v < T(0) ? T(-1) : T(0));
+}
+
+// The p-norm's gradient; max |x| (p = inf) shares it evenly among the elements that attain it.
+Tensor cpu_norm_backward(const Tensor& g, const Tensor& x, const Tensor& r, const Shape& dims, double pv) {
+  if (std::isinf(pv)) {
+    const DType compute = x.dtype() == DType::kF64 ? DType::kF64 : DType::kF32;
+    const Tensor hit = eq(abs(x), r).to(compute);
+    const Tensor share = div(g.to(compute), sum(hit, dims, KeepDim::kYes));
+    return map_ternary(share, x, hit, "NormBackward", [](auto gv, auto v, auto h) { return gv * sign_value(v) * h; })
+        .to(x.dtype());
+  }
+  return map_ternary(g, x, r, "NormBackward", [pv](auto gv, auto v, auto n) {
+    using C = decltype(gv);
+    if (pv == 1.0) return gv * sign_value(v);
+    if (n == C(0)) return C(0);
+    if (pv == 2.0) return gv * v / n;
+    return gv * sign_value(v) * std::pow(std::abs(v), C(pv - 1.0)) / std::pow(n, C(pv - 1.0));
+  });
+}
+
+// The same formulas from device ops in the compute type; 0 where the norm is 0 (p > 1).
+Tensor device_norm_backward(const Tensor& g, const Tensor& x, const Tensor& r, const Shape& dims, double pv) {
+  const DType cd = compute_dtype(x.dtype());
+  if (std::isinf(pv)) {
+    const Tensor hit = eq(abs(x), r).to(cd);
+    const Tensor share = div(g.to(cd), sum(hit, dims, KeepDim::kYes));
+    return mul(mul(share, sign_of(x.to(cd))), hit).to(x.dtype());
+  }
+  const Tensor gc = g.to(cd), xc = x.to(cd), nc = r.to(cd);
+  Tensor dx;
+  if (pv == 1.0) {
+    dx = mul(gc, sign_of(xc));
+  } else if (pv == 2.0) {
+    dx = masked_fill(div(mul(gc, xc), nc), eq(nc, 0.0), 0.0);
+  } else {
+    dx = masked_fill(div(mul(mul(gc, sign_of(xc)), pow(abs(xc), pv - 1.0)), pow(nc, pv - 1.0)), eq(nc, 0.0), 0.0);
+  }
+  return dx.to(x.dtype());
+}
+
+constexpr DeviceKernels<decltype(cpu_logsumexp_backward)> kLogsumexpBackward{.cpu = &cpu_logsumexp_backward,
+                                                                              .cuda = &device_logsumexp_backward};
+constexpr DeviceKernels<decltype(cpu_norm_backward)> kNormBackward{.cpu = &cpu_norm_backward,
+                                                                    .cuda = &device_norm_backward};
 
 struct LogsumexpBackward final : Node {
   SavedTensor self{this, "self"};
@@ -119,14 +195,8 @@ struct LogsumexpBackward final : Node {
   Shape keep_shape;
   std::string_view name() const override { return "LogsumexpBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
-    // d/dx logsumexp = exp(x - result): the softmax of the reduced slice.
-    const Tensor& x = self.get();
-    if (!x.device().is_cpu()) {
-      const DType cd = compute_dtype(x.dtype());
-      return {mul(g[0].reshape(keep_shape).to(cd), exp(sub(x.to(cd), result.get().to(cd)))).to(x.dtype())};
-    }
-    return {map_ternary(g[0].reshape(keep_shape), self.get(), result.get(), "logsumexp_backward",
-                        [](auto gv, auto x, auto r) { return gv * std::exp(x - r); })};
+    return {dispatch(name(), kLogsumexpBackward, self.get().device(), g[0].reshape(keep_shape), self.get(),
+                     result.get())};
   }
 };
 
@@ -155,43 +225,8 @@ struct NormBackward final : Node {
   double p = 2.0;
   std::string_view name() const override { return "NormBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    const Tensor &x = self.get(), &r = result.get();
-    const Tensor g = grads[0].reshape(keep_shape);
-    const double pv = p;
-    auto sgn = [](auto v) {
-      using C = decltype(v);
-      return v > C(0) ? C(1) : (v < C(0) ? C(-1) : C(0));
-    };
-    if (!x.device().is_cpu() && !std::isinf(pv)) {
-      // The same formulas from device ops in the compute type; 0 where the norm is 0 (p > 1).
-      const DType cd = compute_dtype(x.dtype());
-      const Tensor gc = g.to(cd), xc = x.to(cd), nc = r.to(cd);
-      Tensor dx;
-      if (pv == 1.0) {
-        dx = mul(gc, sign_of(xc));
-      } else if (pv == 2.0) {
-        dx = masked_fill(div(mul(gc, xc), nc), eq(nc, 0.0), 0.0);
-      } else {
-        dx = masked_fill(div(mul(mul(gc, sign_of(xc)), pow(abs(xc), pv - 1.0)), pow(nc, pv - 1.0)), eq(nc, 0.0), 0.0);
-      }
-      return {dx.to(x.dtype())};
-    }
-    if (std::isinf(pv)) {
-      // max |x|: the gradient is shared evenly among the elements that attain it.
-      const DType compute = x.dtype() == DType::kF64 ? DType::kF64 : DType::kF32;
-      const Tensor hit = eq(abs(x), r).to(compute);
-      const Tensor share = div(g.to(compute), sum(hit, dims, KeepDim::kYes));
-      if (!x.device().is_cpu()) return {mul(mul(share, sign_of(x.to(compute))), hit).to(x.dtype())};
-      return {map_ternary(share, x, hit, name(), [sgn](auto gv, auto v, auto h) { return gv * sgn(v) * h; })
-                  .to(x.dtype())};
-    }
-    return {map_ternary(g, x, r, name(), [pv, sgn](auto gv, auto v, auto n) {
-      using C = decltype(gv);
-      if (pv == 1.0) return gv * sgn(v);
-      if (n == C(0)) return C(0);
-      if (pv == 2.0) return gv * v / n;
-      return gv * sgn(v) * std::pow(std::abs(v), C(pv - 1.0)) / std::pow(n, C(pv - 1.0));
-    })};
+    const Tensor& x = self.get();
+    return {dispatch(name(), kNormBackward, x.device(), grads[0].reshape(keep_shape), x, result.get(), dims, p)};
   }
 };
 
@@ -200,6 +235,15 @@ struct CumsumBackward final : Node {
   std::string_view name() const override { return "CumsumBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override;
 };
+
+void cpu_scan(const Tensor& x, int64_t outer, int64_t n, int64_t inner, cpu::ScanDirection direction,
+              const Tensor& out) {
+  dispatch_floating(x.dtype(), "cumsum", [&]<typename T>() {
+    cpu::cumsum_lines<T>(x.data<T>(), outer, n, inner, direction, out.data<T>());
+  });
+}
+
+constexpr DeviceKernels<decltype(cpu_scan)> kScan{.cpu = &cpu_scan, .cuda = MT_CUDA_KERNEL(cuda_scan)};
 
 // cumsum along `dim` of contiguous x in either direction.
 Tensor scan(const Tensor& x_in, int64_t dim, cpu::ScanDirection direction) {
@@ -214,19 +258,7 @@ Tensor scan(const Tensor& x_in, int64_t dim, cpu::ScanDirection direction) {
     if (d < dim) outer *= x.size(d);
     if (d > dim) inner *= x.size(d);
   }
-  dispatch_floating(x.dtype(), "cumsum", [&]<typename T>() {
-#ifdef MANTISSA_WITH_CUDA
-    if (x.device().is_cuda()) {
-      gpu::DeviceGuard guard(x.device());
-      const gpu::ScanOrder order =
-          direction == cpu::ScanDirection::kForward ? gpu::ScanOrder::kForward : gpu::ScanOrder::kReverse;
-      gpu::launch_cumsum_lines<T>(x.data<T>(), outer, x.size(dim), inner, order, out.data<T>(),
-                                  gpu::current_stream(x.device()));
-      return;
-    }
-#endif
-    cpu::cumsum_lines<T>(x.data<T>(), outer, x.size(dim), inner, direction, out.data<T>());
-  });
+  dispatch("cumsum", kScan, x.device(), x, outer, x.size(dim), inner, direction, out);
   return out;
 }
 
@@ -241,9 +273,7 @@ Tensor norm_impl(const Tensor& x_in, NormOptions options) {
   const RowPlan plan = plan_rows(x, options.dims, options.keepdim, "norm");
   const double p = options.p;
   MT_CHECK(is_floating(x.dtype()), "norm: expected a floating tensor, got ", dtype_name(x.dtype()));
-  Tensor out = !x.device().is_cpu() ? device_norm(x, plan, p) : reduce_rows(x, plan, "norm", [p](const auto* rows, int64_t m, int64_t n, auto* o) {
-    cpu::norm_rows(rows, m, n, p, o);
-  });
+  Tensor out = dispatch("norm", kNorm, x.device(), x, plan, p);
   if (compute_requires_grad({&x})) {
     auto node = make_node<NormBackward>({&x});
     node->self = x;
@@ -259,9 +289,8 @@ Tensor norm_impl(const Tensor& x_in, NormOptions options) {
 Tensor prod_impl(const Tensor& x_in, const Shape& dims, KeepDim keepdim) {
   const Tensor x = amp::cast_input("prod", x_in);
   const RowPlan plan = plan_rows(x, dims, keepdim, "prod");
-  Tensor out = reduce_rows(x, plan, "prod", [](const auto* rows, int64_t m, int64_t n, auto* o) {
-    cpu::prod_rows(rows, m, n, o);
-  });
+  MT_CHECK(is_floating(x.dtype()), "prod: expected a floating tensor, got ", dtype_name(x.dtype()));
+  Tensor out = dispatch("prod", kProd, x.device(), x, plan);
   if (compute_requires_grad({&x})) {
     auto node = make_node<ProdBackward>({&x});
     node->self = x;
@@ -277,9 +306,7 @@ Tensor logsumexp(const Tensor& x_in, const Shape& dims, KeepDim keepdim) {
   const Tensor x = amp::cast_input("logsumexp", x_in);
   const RowPlan plan = plan_rows(x, dims, keepdim, "logsumexp");
   MT_CHECK(is_floating(x.dtype()), "logsumexp: expected a floating tensor, got ", dtype_name(x.dtype()));
-  Tensor out = !x.device().is_cpu() ? device_logsumexp(x, plan) : reduce_rows(x, plan, "logsumexp", [](const auto* rows, int64_t m, int64_t n, auto* o) {
-    cpu::logsumexp_rows(rows, m, n, o);
-  });
+  Tensor out = dispatch("logsumexp", kLogsumexp, x.device(), x, plan);
   if (compute_requires_grad({&x})) {
     auto node = make_node<LogsumexpBackward>({&x});
     node->self = x;
@@ -301,11 +328,7 @@ Tensor norm(const Tensor& x, NormOptions options) { return norm_impl(x, std::mov
 Tensor cumsum(const Tensor& x_in, int64_t dim_in) {
   const Tensor x = amp::cast_input("cumsum", x_in);
   MT_CHECK(is_floating(x.dtype()), "cumsum: expected a floating tensor, got ", dtype_name(x.dtype()));
-  bool cuda = false;
-#ifdef MANTISSA_WITH_CUDA
-  cuda = x.device().is_cuda();
-#endif
-  MT_CHECK(x.device().is_cpu() || cuda, "cumsum: no kernel for ", x.device().str(), " in this build");
+  kernel_for("cumsum", kScan, x.device());
   const int64_t dim = x.dim() == 0 ? 0 : wrap_dim(dim_in, x.dim(), "cumsum");
   Tensor out;
   {

@@ -1,6 +1,6 @@
 // cat, stack, split, index_select, gather, one_hot and the backward of the differentiable ones:
 // cat's gradient is narrowed back per input, index_select's and gather's are scatter-adds. CUDA tensors
-// take cat/stack/split through copy_ and views, the index ops through ops/cuda/index.h.
+// take cat/stack/split through copy_ and views, the index ops through ops/cuda/host/shape.h.
 #include "ops/autocast.h"
 #include "ops/shape.h"
 
@@ -8,22 +8,14 @@
 
 #include "framework/autograd.h"
 #include "ops/cpu/shape.h"
-
-#ifdef MANTISSA_WITH_CUDA
-#include "framework/cuda/stream.h"
-#include "ops/cuda/index.h"
-#endif
+#include "ops/cuda/host/shape.h"
+#include "ops/dispatch.h"
 
 namespace mantissa {
 namespace {
 
-bool is_cuda_tensor([[maybe_unused]] const Tensor& t) {
-#ifdef MANTISSA_WITH_CUDA
-  return t.device().is_cuda();
-#else
-  return false;
-#endif
-}
+// The accumulation dtype of the scatter-adds: f32 for 16-bit (rounded once at the end), else the dtype.
+DType compute_dtype(DType d) { return is_low_precision(d) ? DType::kF32 : d; }
 
 // `index` as a contiguous i64 tensor on `device`. CPU indices are range-checked (no synchronization
 // needed); device indices are not (the kernels turn an out-of-range index into NaN / 0 / a dropped add).
@@ -39,16 +31,6 @@ Tensor index_on(const Tensor& index, int64_t limit, Device device, std::string_v
   return index.to(DType::kI64).contiguous();
 }
 
-#ifdef MANTISSA_WITH_CUDA
-gpu::GatherGeometry gather_geometry(const Shape& index_shape, const Shape& strides, int64_t dim, int64_t dim_size,
-                                    std::string_view op) {
-  const gpu::GatherPlan plan = gpu::plan_gather(index_shape, strides, dim, dim_size);
-  MT_CHECK(plan.ok, op, ": the CUDA kernel handles at most ", gpu::kMaxDims, " dims, got ", shape_str(index_shape),
-           ". HINT: reshape to fewer dims");
-  return plan.geometry;
-}
-#endif
-
 // The kernel geometry of contiguous `shape` around `dim`.
 cpu::IndexGeometry index_geometry(const Shape& shape, int64_t dim) {
   cpu::IndexGeometry g;
@@ -59,6 +41,46 @@ cpu::IndexGeometry index_geometry(const Shape& shape, int64_t dim) {
   g.size = shape.empty() ? 1 : shape[dim];
   return g;
 }
+
+void cpu_index_select(const Tensor& x, const Tensor& idx, const cpu::IndexGeometry& geo, const Tensor& out) {
+  dispatch_all(x.dtype(), "index_select", [&]<typename T>() {
+    cpu::index_select_rows<T>(x.data<T>(), idx.data<int64_t>(), idx.numel(), geo, out.data<T>());
+  });
+}
+
+void cpu_index_add(const Tensor& src, const Tensor& idx, const cpu::IndexGeometry& geo, const Tensor& acc) {
+  dispatch_floating(src.dtype(), "index_add", [&]<typename T>() {
+    using C = compute_t<T>;
+    cpu::index_add_rows<T, C>(src.data<T>(), idx.data<int64_t>(), idx.numel(), geo, acc.data<C>());
+  });
+}
+
+void cpu_gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
+  dispatch_all(x.dtype(), "gather", [&]<typename T>() {
+    cpu::gather_strided<T>(x.data<T>(), x.strides(), dim, idx.data<int64_t>(), idx.shape(), out.data<T>());
+  });
+}
+
+void cpu_scatter_add(const Tensor& src, const Tensor& idx, int64_t dim, const Tensor& acc, std::string_view /*op*/) {
+  dispatch_floating(src.dtype(), "scatter_add", [&]<typename T>() {
+    using C = compute_t<T>;
+    cpu::scatter_add_strided<T, C>(src.data<T>(), idx.data<int64_t>(), idx.shape(), dim, acc.shape(), acc.data<C>());
+  });
+}
+
+void cpu_one_hot(const Tensor& idx, int64_t classes, const Tensor& out) {
+  int64_t* o = out.data<int64_t>();
+  const int64_t* p = idx.data<int64_t>();
+  for (int64_t i = 0; i < idx.numel(); ++i) o[i * classes + p[i]] = 1;
+}
+
+constexpr DeviceKernels<decltype(cpu_index_select)> kIndexSelect{.cpu = &cpu_index_select,
+                                                                  .cuda = MT_CUDA_KERNEL(cuda_index_select)};
+constexpr DeviceKernels<decltype(cpu_index_add)> kIndexAdd{.cpu = &cpu_index_add, .cuda = MT_CUDA_KERNEL(cuda_index_add)};
+constexpr DeviceKernels<decltype(cpu_gather)> kGather{.cpu = &cpu_gather, .cuda = MT_CUDA_KERNEL(cuda_gather)};
+constexpr DeviceKernels<decltype(cpu_scatter_add)> kScatterAdd{.cpu = &cpu_scatter_add,
+                                                                .cuda = MT_CUDA_KERNEL(cuda_scatter_add)};
+constexpr DeviceKernels<decltype(cpu_one_hot)> kOneHot{.cpu = &cpu_one_hot, .cuda = MT_CUDA_KERNEL(cuda_one_hot)};
 
 struct CatBackward final : Node {
   struct Piece {
@@ -88,22 +110,10 @@ struct IndexSelectBackward final : Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor g = grads[0].contiguous();
     const cpu::IndexGeometry geo = index_geometry(input_shape, dim);
-    return {dispatch_floating(input_dtype, name(), [&]<typename T>() {
-      using C = compute_t<T>;
-      // fp32 for 16-bit: round once at the end
-      Tensor acc = zeros(input_shape, {.dtype = dtype_v<C>, .device = g.device()});
-      const Tensor& idx = index.get();
-      if (is_cuda_tensor(g)) {
-#ifdef MANTISSA_WITH_CUDA
-        gpu::DeviceGuard guard(g.device());
-        gpu::launch_index_add<T, C>(g.data<T>(), idx.data<int64_t>(), idx.numel(), geo.outer, geo.size, geo.inner,
-                                    acc.data<C>(), gpu::current_stream(g.device()));
-#endif
-      } else {
-        cpu::index_add_rows<T, C>(g.data<T>(), idx.data<int64_t>(), idx.numel(), geo, acc.data<C>());
-      }
-      return acc.to(input_dtype);
-    })};
+    // fp32 for 16-bit: round once at the end
+    Tensor acc = zeros(input_shape, {.dtype = compute_dtype(input_dtype), .device = g.device()});
+    dispatch(name(), kIndexAdd, g.device(), g, index.get(), geo, acc);
+    return {acc.to(input_dtype)};
   }
 };
 
@@ -115,24 +125,9 @@ struct GatherBackward final : Node {
   std::string_view name() const override { return "GatherBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor g = grads[0].contiguous();
-    return {dispatch_floating(input_dtype, name(), [&]<typename T>() {
-      using C = compute_t<T>;
-      Tensor acc = zeros(input_shape, {.dtype = dtype_v<C>, .device = g.device()});
-      const Tensor& idx = index.get();
-      if (is_cuda_tensor(g)) {
-#ifdef MANTISSA_WITH_CUDA
-        const gpu::GatherGeometry geo = gather_geometry(idx.shape(), contiguous_strides(input_shape), dim,
-                                                        input_shape.empty() ? 1 : input_shape[dim], name());
-        gpu::DeviceGuard guard(g.device());
-        gpu::launch_scatter_add<T, C>(g.data<T>(), idx.data<int64_t>(), geo, acc.data<C>(),
-                                      gpu::current_stream(g.device()));
-#endif
-      } else {
-        cpu::scatter_add_strided<T, C>(g.data<T>(), idx.data<int64_t>(), idx.shape(), dim, input_shape,
-                                       acc.data<C>());
-      }
-      return acc.to(input_dtype);
-    })};
+    Tensor acc = zeros(input_shape, {.dtype = compute_dtype(input_dtype), .device = g.device()});
+    dispatch(name(), kScatterAdd, g.device(), g, index.get(), dim, acc, name());
+    return {acc.to(input_dtype)};
   }
 };
 
@@ -243,8 +238,7 @@ Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {
   MT_CHECK(x.defined(), "index_select: the input is undefined");
   MT_CHECK(index.defined() && index.dim() <= 1, "index_select: expected a 1-D (or 0-d) index, got ",
            index.defined() ? shape_str(index.shape()) : "an undefined tensor");
-  MT_CHECK(x.device().is_cpu() || is_cuda_tensor(x), "index_select: no kernel for ", x.device().str(),
-           " in this build");
+  kernel_for("index_select", kIndexSelect, x.device());
   const int64_t dim = wrap_dim(dim_in, x.dim(), "index_select");
   const int64_t size = x.dim() == 0 ? 1 : x.size(dim);
   const Tensor idx = index_on(index, size, x.device(), "index_select", "a dim of size");
@@ -253,17 +247,7 @@ Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {
   const Tensor xc = x.contiguous();
   Tensor out = empty(out_shape, {.dtype = x.dtype(), .device = x.device()});
   const cpu::IndexGeometry geo = index_geometry(xc.shape(), dim);
-  dispatch_all(x.dtype(), "index_select", [&]<typename T>() {
-    if (is_cuda_tensor(x)) {
-#ifdef MANTISSA_WITH_CUDA
-      gpu::DeviceGuard guard(x.device());
-      gpu::launch_index_select<T>(xc.data<T>(), idx.data<int64_t>(), idx.numel(), geo.outer, geo.size, geo.inner,
-                                  out.data<T>(), gpu::current_stream(x.device()));
-#endif
-    } else {
-      cpu::index_select_rows<T>(xc.data<T>(), idx.data<int64_t>(), idx.numel(), geo, out.data<T>());
-    }
-  });
+  dispatch("index_select", kIndexSelect, x.device(), xc, idx, geo, out);
   if (compute_requires_grad({&x})) {
     auto node = make_node<IndexSelectBackward>({&x});
     node->index = idx;
@@ -277,7 +261,7 @@ Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {
 
 Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& index) {
   MT_CHECK(x.defined() && index.defined(), "gather: input and index must be defined tensors");
-  MT_CHECK(x.device().is_cpu() || is_cuda_tensor(x), "gather: no kernel for ", x.device().str(), " in this build");
+  kernel_for("gather", kGather, x.device());
   const int64_t dim = wrap_dim(dim_in, x.dim(), "gather");
   MT_CHECK(index.dim() == x.dim(), "gather: index ", shape_str(index.shape()), " must have as many dims as the input ",
            shape_str(x.shape()));
@@ -288,19 +272,7 @@ Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& index) {
   const int64_t dim_size = x.dim() == 0 ? 1 : x.size(dim);
   const Tensor idx = index_on(index, dim_size, x.device(), "gather", "a dim of size");
   Tensor out = empty(index.shape(), {.dtype = x.dtype(), .device = x.device()});
-  if (out.numel() > 0) {
-    dispatch_all(x.dtype(), "gather", [&]<typename T>() {
-      if (is_cuda_tensor(x)) {
-#ifdef MANTISSA_WITH_CUDA
-        const gpu::GatherGeometry geo = gather_geometry(idx.shape(), x.strides(), dim, dim_size, "gather");
-        gpu::DeviceGuard guard(x.device());
-        gpu::launch_gather<T>(x.data<T>(), idx.data<int64_t>(), geo, out.data<T>(), gpu::current_stream(x.device()));
-#endif
-      } else {
-        cpu::gather_strided<T>(x.data<T>(), x.strides(), dim, idx.data<int64_t>(), idx.shape(), out.data<T>());
-      }
-    });
-  }
+  if (out.numel() > 0) dispatch("gather", kGather, x.device(), x, dim, idx, out);
   if (compute_requires_grad({&x})) {
     auto node = make_node<GatherBackward>({&x});
     node->index = idx;
@@ -333,8 +305,7 @@ Tensor scatter_add(const Tensor& x_in, int64_t dim_in, const Tensor& index, cons
   MT_CHECK(x.defined() && index.defined() && src.defined(), "scatter_add: input, index and src must be defined");
   MT_CHECK(x.device() == src.device(), "scatter_add: the input is on ", x.device().str(), " but src is on ",
            src.device().str(), ". HINT: put both on one device");
-  MT_CHECK(x.device().is_cpu() || is_cuda_tensor(x), "scatter_add: no kernel for ", x.device().str(),
-           " in this build");
+  kernel_for("scatter_add", kScatterAdd, x.device());
   MT_CHECK(is_floating(x.dtype()) && x.dtype() == src.dtype(), "scatter_add: expected floating input and src of ",
            "one dtype, got ", dtype_name(x.dtype()), " and ", dtype_name(src.dtype()),
            ". HINT: cast src with .to(", dtype_name(x.dtype()), "), or run under autocast");
@@ -350,23 +321,11 @@ Tensor scatter_add(const Tensor& x_in, int64_t dim_in, const Tensor& index, cons
   const int64_t dim_size = x.dim() == 0 ? 1 : x.size(dim);
   const Tensor idx = index_on(index, dim_size, x.device(), "scatter_add", "a dim of size");
   const Tensor src_c = src.contiguous();
-  Tensor out = dispatch_floating(x.dtype(), "scatter_add", [&]<typename T>() {
-    using C = compute_t<T>;
-    // fp32 for 16-bit: round once at the end
-    Tensor acc = empty(x.shape(), {.dtype = dtype_v<C>, .device = x.device()});
-    copy_(acc, x);
-    if (idx.numel() > 0 && is_cuda_tensor(x)) {
-#ifdef MANTISSA_WITH_CUDA
-      const gpu::GatherGeometry geo = gather_geometry(idx.shape(), acc.strides(), dim, dim_size, "scatter_add");
-      gpu::DeviceGuard guard(x.device());
-      gpu::launch_scatter_add<T, C>(src_c.data<T>(), idx.data<int64_t>(), geo, acc.data<C>(),
-                                    gpu::current_stream(x.device()));
-#endif
-    } else if (idx.numel() > 0) {
-      cpu::scatter_add_strided<T, C>(src_c.data<T>(), idx.data<int64_t>(), idx.shape(), dim, x.shape(), acc.data<C>());
-    }
-    return acc.to(x.dtype());
-  });
+  // fp32 for 16-bit: round once at the end
+  Tensor acc = empty(x.shape(), {.dtype = compute_dtype(x.dtype()), .device = x.device()});
+  copy_(acc, x);
+  if (idx.numel() > 0) dispatch("scatter_add", kScatterAdd, x.device(), src_c, idx, dim, acc, "scatter_add");
+  Tensor out = acc.to(x.dtype());
   if (compute_requires_grad({&x, &src})) {
     auto node = make_node<ScatterAddBackward>({&x, &src});
     node->index = idx;
@@ -386,23 +345,12 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
     const int64_t* p = raw.data<int64_t>();
     classes = *std::max_element(p, p + raw.numel()) + 1;
   }
-  MT_CHECK(indices.device().is_cpu() || is_cuda_tensor(indices), "one_hot: no kernel for ",
-           indices.device().str(), " in this build");
+  kernel_for("one_hot", kOneHot, indices.device());
   const Tensor idx = index_on(indices, classes, indices.device(), "one_hot", "num_classes");
   Shape out_shape = indices.shape();
   out_shape.push_back(classes);
   Tensor out = zeros(out_shape, {.dtype = DType::kI64, .device = indices.device()});
-  if (is_cuda_tensor(indices)) {
-#ifdef MANTISSA_WITH_CUDA
-    gpu::DeviceGuard guard(indices.device());
-    gpu::launch_one_hot(idx.data<int64_t>(), idx.numel(), classes, out.data<int64_t>(),
-                        gpu::current_stream(indices.device()));
-#endif
-    return out;
-  }
-  int64_t* o = out.data<int64_t>();
-  const int64_t* p = idx.data<int64_t>();
-  for (int64_t i = 0; i < idx.numel(); ++i) o[i * classes + p[i]] = 1;
+  dispatch("one_hot", kOneHot, indices.device(), idx, classes, out);
   return out;
 }
 

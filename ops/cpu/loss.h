@@ -7,6 +7,8 @@
 #include <cstdint>
 
 #include "framework/dtype.h"
+#include "framework/tensor.h"
+#include "ops/loss.h"
 
 namespace mantissa::cpu {
 
@@ -41,5 +43,35 @@ void nll_backward(const int64_t* target, const compute_t<T>* scale, ClassGeometr
 // sum((a - b)^2) over n contiguous elements, accumulated in double.
 template <typename T>
 double squared_error_sum(const T* a, const T* b, int64_t n);
+
+// The plan of a class-index loss, shared with the CUDA kernels (ops/cuda/host/loss.h): the checked
+// operands and their [batch, classes, inner] geometry.
+struct ClassPlan {
+  Tensor input;   // contiguous
+  Tensor target;  // contiguous i64
+  Shape loss_shape;  // the per-position shape (kNone's output): target's shape
+  ClassGeometry geometry;
+  int64_t count = 0;  // positions whose target is not ignore_index (CPU targets; 0 for device ones)
+};
+
+// A class-index loss's forward: the loss, and what its backward needs besides the plan.
+struct ClassLossForward {
+  Tensor out;
+  Tensor lse;           // cross_entropy: [positions] logsumexp in the compute dtype (f32, f64 for f64)
+  Tensor device_count;  // CUDA: f64 scalar count of non-ignored targets, kept on the device
+};
+
+// What the backward of cross_entropy and nll_loss reads, unpacked from their nodes.
+struct ClassLossSaved {
+  Tensor logits;        // cross_entropy: contiguous logits
+  Tensor target;        // contiguous i64
+  Tensor lse;           // cross_entropy
+  Tensor device_count;  // CUDA
+  int64_t count = 0;    // CPU
+  Shape input_shape;    // nll_loss: the gradient's shape and dtype
+  DType input_dtype = DType::kF32;
+  ClassGeometry geometry;
+  CrossEntropyOptions options;
+};
 
 }  // namespace mantissa::cpu

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "ops/cpu/vec_math.h"
 
@@ -20,6 +21,17 @@ struct SoftmaxGeometry {
   int64_t dim = 1;
   int64_t inner = 1;
 };
+
+// A contiguous tensor of `shape` seen as [outer, size(dim), inner] (one row of one element for 0-d).
+inline SoftmaxGeometry softmax_geometry(const std::vector<int64_t>& shape, int64_t dim) {
+  SoftmaxGeometry g;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d < dim) g.outer *= shape[d];
+    if (d > dim) g.inner *= shape[d];
+  }
+  g.dim = shape.empty() ? 1 : shape[dim];
+  return g;
+}
 
 // y = softmax(x) or log_softmax(x) along the middle axis.
 template <typename T>

@@ -3,7 +3,6 @@
 // statistics and running statistics are P = param_t<T> (f64 for f64, else f32), already widened.
 #pragma once
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -38,5 +37,3 @@ void launch_batch_norm_backward(const cpu::BatchNormGeometry& g, cpu::BatchStats
                                 param_t<T>* dw, param_t<T>* db, cudaStream_t stream);
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA

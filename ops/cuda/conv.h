@@ -1,10 +1,9 @@
 // conv2d on CUDA through cuDNN 9 (its convolution API): forward, backward data, backward filter and the
 // bias gradient, NCHW, over contiguous device buffers. f32 (exact f32 unless set_cuda_conv_tf32(kOn)),
 // f64, and f16/bf16 accumulating in f32 and rounding once. The algorithm is chosen once per shape (cuDNN's
-// heuristics under a workspace limit) and cached. Only for code built with MANTISSA_WITH_CUDA.
+// heuristics under a workspace limit) and cached. Only for CUDA-only files (.cu, host/*.cc).
 #pragma once
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -40,5 +39,3 @@ struct ConvStats {
 ConvStats conv_stats();
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA

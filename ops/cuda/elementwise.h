@@ -3,7 +3,6 @@
 // BFloat16; 16-bit values compute in f32 and round once (round-to-nearest-even) at the store.
 #pragma once
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -33,5 +32,3 @@ void launch_select(int elem_size, const ElementwiseLayout<3>& layout, const bool
                    void* out, cudaStream_t stream);
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA

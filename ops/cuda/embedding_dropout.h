@@ -2,7 +2,6 @@
 // double, Half or BFloat16; A (the gradient accumulator) is float, or double for f64.
 #pragma once
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -31,5 +30,3 @@ template <typename T>
 void launch_dropout_apply(const T* x, const bool* mask, double scale, T* out, int64_t n, cudaStream_t stream);
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA

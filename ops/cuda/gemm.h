@@ -1,10 +1,9 @@
 // GEMM on CUDA through cuBLASLt: row-major, strided-batched, transposes as flags, the same arguments as
 // ops/cpu/gemm.h over device pointers. f16/bf16 operands accumulate in f32 on tensor cores and round once
 // into C; f32 is exact f32 (no TF32) unless set_cuda_matmul_tf32(Tf32::kOn); f64 is f64. Optional bias
-// epilogue for linear. Only for code built with MANTISSA_WITH_CUDA.
+// epilogue for linear. Only for CUDA-only files (.cu, host/*.cc).
 #pragma once
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -39,5 +38,3 @@ struct GemmStats {
 GemmStats gemm_stats();
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA

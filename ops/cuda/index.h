@@ -4,7 +4,6 @@
 // (floating outputs) or 0 (integer outputs) in the forward and is dropped by the scatter-adds.
 #pragma once
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -53,5 +52,3 @@ void launch_nll_backward(const int64_t* target, const T* grad, const double* cou
                          int64_t classes, int64_t inner, int64_t ignore_index, T* dx, cudaStream_t stream);
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA

@@ -1,9 +1,8 @@
 // MT_CUBLAS_CHECK / MT_CUDNN_CHECK: run a cuBLAS(Lt) or cuDNN call and throw mantissa::Error naming the
 // expression, file:line and the library's status name, as MT_CUDA_CHECK does for the runtime. Only for
-// files built with MANTISSA_WITH_CUDA.
+// CUDA-only files (.cu, host/*.cc).
 #pragma once
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cublas_api.h>
 #include <cudnn.h>
 
@@ -27,5 +26,3 @@
                ")");                                                                                \
     }                                                                                               \
   } while (0)
-
-#endif  // MANTISSA_WITH_CUDA

@@ -1,8 +1,7 @@
 // Per-thread, per-device handles of the CUDA libraries (cuBLASLt, cuBLAS, cuDNN) and the per-stream
-// workspace their calls share. Only for files built with MANTISSA_WITH_CUDA.
+// workspace their calls share. Only for CUDA-only files (.cu, host/*.cc).
 #pragma once
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -30,5 +29,3 @@ void* stream_workspace(int device, cudaStream_t stream, size_t bytes);
 inline constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA

@@ -3,7 +3,6 @@
 // arrays, as the CPU kernels take them (ops/cpu/norm_kernels.h).
 #pragma once
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -34,5 +33,3 @@ void launch_layer_norm_backward_params(int64_t rows, int64_t cols, int64_t slice
                                        param_t<T>* dw, param_t<T>* db, cudaStream_t stream);
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA

@@ -3,7 +3,6 @@
 // (ops/cuda/cnn_math.h).
 #pragma once
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -25,5 +24,3 @@ template <typename T>
 void launch_avg_pool2d_backward(const cpu::Pool2dGeometry& g, const T* dy, T* dx, cudaStream_t stream);
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA

@@ -3,7 +3,6 @@
 // scale) and max with its index along one dim.
 #pragma once
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -28,5 +27,3 @@ template <typename T>
 void launch_max(const ReduceLayout& layout, const T* x, T* values, int64_t* indices, cudaStream_t stream);
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA

@@ -2,7 +2,6 @@
 // compute type (f32 for 16-bit, else T) and rounding each output, as cpu::cumsum_lines: the same bits.
 #pragma once
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -20,5 +19,3 @@ void launch_cumsum_lines(const T* x, int64_t outer, int64_t size, int64_t inner,
                          cudaStream_t stream);
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA

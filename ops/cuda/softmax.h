@@ -2,7 +2,6 @@
 // Rows follow a RowGeometry (ops/cuda/row_math.h); values compute in f32 (f64 for f64) and round once.
 #pragma once
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -43,5 +42,3 @@ void launch_cross_entropy_backward(RowGeometry g, LossReduction reduction, const
                                    T* dlogits, cudaStream_t stream);
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA

@@ -6,7 +6,6 @@
 // rounded once, as on the CPU.
 #include "ops/cuda/conv.h"
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cudnn.h>
 
 #include <climits>
@@ -286,5 +285,3 @@ MT_CONV_INSTANTIATE(BFloat16)
 #undef MT_CONV_INSTANTIATE
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA

@@ -1,7 +1,6 @@
 // Library handles per thread and device, and per-stream workspaces (ops/cuda/library_handles.h).
 #include "ops/cuda/library_handles.h"
 
-#ifdef MANTISSA_WITH_CUDA
 #include <algorithm>
 #include <array>
 #include <map>
@@ -98,5 +97,3 @@ void* stream_workspace(int device, cudaStream_t stream, size_t bytes) {
 }
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA

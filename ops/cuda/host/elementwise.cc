@@ -1,13 +1,13 @@
 // The CUDA side of ops/device_map.h: device and dtype checks, broadcasting, the host-planned layout
 // (ops/cuda/elementwise_plan.h) and the launch on the tensors' device's current stream.
-#include "ops/device_map.h"
+#include "ops/cuda/host/elementwise.h"
 
-#ifdef MANTISSA_WITH_CUDA
 #include <array>
 
 #include "framework/cuda/stream.h"
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/elementwise_plan.h"
+#include "ops/map.h"
 
 namespace mantissa {
 namespace {
@@ -114,5 +114,3 @@ Tensor cuda_select(const Tensor& cond, const Tensor& x, const Tensor& y, std::st
 }
 
 }  // namespace mantissa
-
-#endif  // MANTISSA_WITH_CUDA

@@ -1,0 +1,15 @@
+// The CUDA GEMM of ops/matmul.cc: cuBLASLt (ops/cuda/gemm.h) on the device's current stream, with a row
+// bias added by its epilogue. Declared in every build; defined in matmul.cc, CUDA builds only
+// (T: float, double, Half, BFloat16).
+#pragma once
+
+#include "framework/device.h"
+#include "ops/cpu/gemm.h"
+
+namespace mantissa {
+
+// C_i = alpha * op(A_i) op(B_i) + beta * C_i (+ row_bias [n], when not null, with beta 0).
+template <typename T>
+void cuda_gemm(const cpu::BatchedGemmArgs<T>& args, const T* row_bias, Device device);
+
+}  // namespace mantissa

@@ -1,0 +1,15 @@
+// The CUDA kernels of ops/pool.cc (ops/cuda/pool.cu: equal to the CPU kernels bit for bit). Tensors are
+// contiguous and on one device. Declared in every build; defined in pool.cc, CUDA builds only.
+#pragma once
+
+#include "framework/tensor.h"
+#include "ops/cpu/pool_kernels.h"
+
+namespace mantissa {
+
+void cuda_max_pool2d(const cpu::Pool2dGeometry& g, const Tensor& x, const Tensor& out, const Tensor& indices);
+void cuda_max_pool2d_backward(const cpu::Pool2dGeometry& g, const Tensor& dy, const Tensor& indices, const Tensor& dx);
+void cuda_avg_pool2d(const cpu::Pool2dGeometry& g, const Tensor& x, const Tensor& out);
+void cuda_avg_pool2d_backward(const cpu::Pool2dGeometry& g, const Tensor& dy, const Tensor& dx);
+
+}  // namespace mantissa
