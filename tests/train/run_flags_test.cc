@@ -159,7 +159,9 @@ TEST(RunFlags, EnumFlagsNameEveryChoiceInTheirHelp) {
   int enums = 0;
   for (const FlagInfo& f : flag_infos()) {
     enums += !f.choices.empty();
-    for (const std::string& choice : f.choices) EXPECT_TRUE(absl::StrContains(f.help, choice)) << f.name << ": " << choice;
+    for (const std::string& choice : f.choices) {
+      EXPECT_TRUE(absl::StrContains(f.help, choice)) << "--" << f.name << "'s help does not name " << choice;
+    }
   }
   EXPECT_EQ(enums, 5);  // model, data, precision, optimizer, progress
 }
@@ -248,7 +250,8 @@ TEST(RunFlagsDocs, MentionOnlyFlagsThatExist) {
         if (!quoted && !on_command_line) continue;
         ++mentions;
         const std::string name = (*m)[1];
-        EXPECT_TRUE(flags.contains(name) || mpirun_flags.contains(name)) << doc << " mentions --" << name << ":\n" << line;
+        EXPECT_TRUE(flags.contains(name) || mpirun_flags.contains(name))
+            << doc << " mentions --" << name << ", which mantissa-train does not have:\n" << line;
       }
     }
   }
