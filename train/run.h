@@ -1,6 +1,6 @@
 // What mantissa-train does, as a library call: the run's options (one field per flag), their validation,
 // and run(), which loads the data, builds the model, optimizer, loaders and Trainer, trains, and prints
-// the progress and the summary. The flags' names, help and ranges are in train/run_flags.h's table; the
+// the progress and the summary. The flags' names, help and ranges are in train/run_flags.cc's table; the
 // fields here hold their types and defaults. train_main.cc only turns flags into RunOptions.
 #pragma once
 
@@ -53,7 +53,7 @@ struct RunOptions {
   int64_t sample_chars = 400;           // gpt: characters generated at the end
   ProgressMode progress = ProgressMode::kAuto;
   int64_t dist_timeout_s = 1800;        // under mpirun: a collective waiting longer ends the job
-  std::string config_json;              // stored in checkpoints; empty: to_json(*this) (train/run_flags.h)
+  std::string config_json;              // stored in checkpoints; empty: to_json() of the options run() uses
 };
 
 // The first problem with `options` as a one-line message naming the flag, or ok.
