@@ -5,15 +5,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <optional>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_join.h"
+#include "absl/strings/str_cat.h"
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "data/loader.h"
@@ -30,52 +27,16 @@
 #include "optim/sgd.h"
 #include "train/launch.h"
 #include "train/progress.h"
+#include "train/run_flags.h"
 
 namespace mantissa {
-namespace {
-
-const char* model_name(ModelKind m) {
-  switch (m) {
-    case ModelKind::kMLP:
-      return "mlp";
-    case ModelKind::kCNN:
-      return "cnn";
-    case ModelKind::kGPT:
-      return "gpt";
-  }
-  return "?";
-}
 
 DataKind effective_data(const RunOptions& o) {
   if (o.data != DataKind::kDefault) return o.data;
   return o.model == ModelKind::kGPT ? DataKind::kText : DataKind::kFashionMnist;
 }
 
-const char* data_name(DataKind d) {
-  switch (d) {
-    case DataKind::kDefault:
-      return "default";
-    case DataKind::kFashionMnist:
-      return "fashion-mnist";
-    case DataKind::kText:
-      return "text";
-    case DataKind::kSynthetic:
-      return "synthetic";
-  }
-  return "?";
-}
-
-const char* optimizer_name(OptimizerKind o) {
-  switch (o) {
-    case OptimizerKind::kSGD:
-      return "sgd";
-    case OptimizerKind::kAdam:
-      return "adam";
-    case OptimizerKind::kAdamW:
-      return "adamw";
-  }
-  return "?";
-}
+namespace {
 
 // Sizes of the synthetic sets: small, so that start-up is quick (they are for timing steps, not learning).
 constexpr int64_t kSyntheticTrain = 8192, kSyntheticTest = 1024, kSyntheticTextChars = 1 << 20;
@@ -180,21 +141,6 @@ std::unique_ptr<Optimizer> build_optimizer(const RunOptions& o, Module& model) {
   return nullptr;
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += absl::StrFormat("\\u%04x", static_cast<int>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 }  // namespace
 
 // "cpu", "cuda" (GPU 0) or "cuda:N".
@@ -207,6 +153,9 @@ std::optional<Device> parse_device(const std::string& s) {
 }
 
 absl::Status validate(const RunOptions& o) {
+  // Each flag's own range comes from the table (train/run_flags.cc); what is left is the device's form and
+  // the rules that tie two flags together.
+  if (absl::Status s = check_flag_ranges(o); !s.ok()) return s;
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (!parse_device(o.device)) return bad("--device=", o.device, ": expected cpu, cuda or cuda:N");
   const DataKind data = effective_data(o);
@@ -216,87 +165,19 @@ absl::Status validate(const RunOptions& o) {
   if (o.model != ModelKind::kGPT && data == DataKind::kText) {
     return bad("--data=text needs --model=gpt (mlp and cnn classify images)");
   }
-  for (int64_t h : o.mlp_hidden) {
-    if (h <= 0) return bad("--mlp_hidden: every size must be > 0, got ", absl::StrJoin(o.mlp_hidden, ","));
-  }
-  if (o.n_layer <= 0 || o.n_head <= 0 || o.n_embd <= 0 || o.block_size <= 0) {
-    return bad("--n_layer, --n_head, --n_embd and --block_size must be > 0");
-  }
   if (o.n_embd % o.n_head != 0) {
     return bad("--n_embd (", o.n_embd, ") must be a multiple of --n_head (", o.n_head, ")");
   }
-  if (!(o.dropout >= 0.0 && o.dropout < 1.0)) return bad("--dropout must be in [0, 1), got ", o.dropout);
-  if (!(o.lr > 0.0 && std::isfinite(o.lr))) return bad("--lr must be > 0, got ", o.lr);
-  if (!(o.momentum >= 0.0 && o.momentum < 1.0)) return bad("--momentum must be in [0, 1), got ", o.momentum);
-  if (o.weight_decay && !(*o.weight_decay >= 0.0 && std::isfinite(*o.weight_decay))) {
-    return bad("--weight_decay must be >= 0, got ", *o.weight_decay);
-  }
-  if (o.batch_size <= 0) return bad("--batch_size must be > 0, got ", o.batch_size);
-  if (o.epochs < 0) return bad("--epochs must be >= 0, got ", o.epochs);
-  if (o.max_steps < 0) return bad("--max_steps must be >= 0, got ", o.max_steps);
   if (o.epochs == 0 && o.max_steps == 0 && o.model != ModelKind::kGPT) {
     return bad("--epochs=0 and --max_steps=0: the run would never end");
   }
-  if (o.grad_accum <= 0) return bad("--grad_accum must be > 0, got ", o.grad_accum);
-  if (!(o.clip_grad_norm >= 0.0 && std::isfinite(o.clip_grad_norm))) {
-    return bad("--clip_grad_norm must be >= 0 (0: off), got ", o.clip_grad_norm);
-  }
   const amp::GradScalerOptions& s = o.scaler;
-  if (!(s.init_scale > 0.0 && std::isfinite(s.init_scale))) return bad("--init_scale must be > 0, got ", s.init_scale);
-  if (!(s.growth_factor > 1.0)) return bad("--growth_factor must be > 1, got ", s.growth_factor);
-  if (!(s.backoff_factor > 0.0 && s.backoff_factor < 1.0)) {
-    return bad("--backoff_factor must be in (0, 1), got ", s.backoff_factor);
-  }
-  if (s.growth_interval <= 0) return bad("--growth_interval must be > 0, got ", s.growth_interval);
-  if (s.hysteresis <= 0) return bad("--hysteresis must be > 0, got ", s.hysteresis);
   if (!(s.min_scale >= 0.0) || s.min_scale > s.init_scale) {
     return bad("--min_scale must be in [0, --init_scale], got ", s.min_scale);
   }
-  if (o.threads < 0) return bad("--threads must be >= 0 (0: all cores), got ", o.threads);
-  if (o.eval_every < 0) return bad("--eval_every must be >= 0, got ", o.eval_every);
-  if (o.eval_batches < 0) return bad("--eval_batches must be >= 0, got ", o.eval_batches);
-  if (o.checkpoint_every < 0) return bad("--checkpoint_every must be >= 0, got ", o.checkpoint_every);
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty()) return bad("--checkpoint_every needs --checkpoint_dir");
-  if (o.keep_checkpoints <= 0) return bad("--keep_checkpoints must be > 0, got ", o.keep_checkpoints);
   if (o.resume == "latest" && o.checkpoint_dir.empty()) return bad("--resume=latest needs --checkpoint_dir");
-  if (o.sample_chars < 0) return bad("--sample_chars must be >= 0, got ", o.sample_chars);
-  if (o.dist_timeout_s <= 0) return bad("--dist_timeout must be > 0, got ", o.dist_timeout_s);
   return absl::OkStatus();
-}
-
-std::string to_json(const RunOptions& o) {
-  std::vector<std::string> f;
-  auto add = [&](const char* name, const std::string& value) { f.push_back(absl::StrCat("\"", name, "\": ", value)); };
-  auto num = [](double v) { return absl::StrFormat("%.17g", v); };
-  add("model", json_string(model_name(o.model)));
-  add("data", json_string(data_name(effective_data(o))));
-  add("data_path", json_string(o.data_path));
-  add("mlp_hidden", absl::StrCat("[", absl::StrJoin(o.mlp_hidden, ", "), "]"));
-  add("n_layer", absl::StrCat(o.n_layer));
-  add("n_head", absl::StrCat(o.n_head));
-  add("n_embd", absl::StrCat(o.n_embd));
-  add("block_size", absl::StrCat(o.block_size));
-  add("dropout", num(o.dropout));
-  add("precision", json_string(precision_name(o.precision)));
-  add("optimizer", json_string(optimizer_name(o.optimizer)));
-  add("lr", num(o.lr));
-  add("momentum", num(o.momentum));
-  add("weight_decay", o.weight_decay ? num(*o.weight_decay) : "null");
-  add("batch_size", absl::StrCat(o.batch_size));
-  add("epochs", absl::StrCat(o.epochs));
-  add("max_steps", absl::StrCat(o.max_steps));
-  add("grad_accum", absl::StrCat(o.grad_accum));
-  add("clip_grad_norm", num(o.clip_grad_norm));
-  add("init_scale", num(o.scaler.init_scale));
-  add("growth_factor", num(o.scaler.growth_factor));
-  add("backoff_factor", num(o.scaler.backoff_factor));
-  add("growth_interval", absl::StrCat(o.scaler.growth_interval));
-  add("hysteresis", absl::StrCat(o.scaler.hysteresis));
-  add("min_scale", num(o.scaler.min_scale));
-  add("seed", absl::StrCat(o.seed));
-  add("eval_every", absl::StrCat(o.eval_every));
-  add("eval_batches", absl::StrCat(o.eval_batches));
-  return absl::StrCat("{", absl::StrJoin(f, ", "), "}");
 }
 
 absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
@@ -393,8 +274,8 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
   }
 
   const std::string ranks = world > 1 ? absl::StrCat(" per rank x ", world, " ranks (mpi)") : "";
-  std::fprintf(out, "mantissa-train: %s on %s, %s, %s lr %g, batch %lld%s, %lld parameters\n", model_name(o.model),
-               data_name(effective_data(o)), precision_name(o.precision), optimizer_name(o.optimizer), o.lr,
+  std::fprintf(out, "mantissa-train: %s on %s, %s, %s lr %g, batch %lld%s, %lld parameters\n", choice_name(o.model),
+               choice_name(effective_data(o)), precision_name(o.precision), choice_name(o.optimizer), o.lr,
                static_cast<long long>(o.batch_size), ranks.c_str(), static_cast<long long>([&] {
                  int64_t n = 0;
                  for (const NamedTensor& p : model.module->named_parameters()) n += p.tensor.numel();

@@ -1,6 +1,7 @@
 // What mantissa-train does, as a library call: the run's options (one field per flag), their validation,
 // and run(), which loads the data, builds the model, optimizer, loaders and Trainer, trains, and prints
-// the progress and the summary. train_main.cc only turns flags into RunOptions.
+// the progress and the summary. The flags' names, help and ranges are in train/run_flags.cc's table; the
+// fields here hold their types and defaults. train_main.cc only turns flags into RunOptions.
 #pragma once
 
 #include <cstdint>
@@ -52,14 +53,15 @@ struct RunOptions {
   int64_t sample_chars = 400;           // gpt: characters generated at the end
   ProgressMode progress = ProgressMode::kAuto;
   int64_t dist_timeout_s = 1800;        // under mpirun: a collective waiting longer ends the job
-  std::string config_json;              // stored in checkpoints
+  std::string config_json;              // stored in checkpoints; empty: to_json() of the options run() uses
 };
 
 // The first problem with `options` as a one-line message naming the flag, or ok.
 absl::Status validate(const RunOptions& options);
 
-// The options as a JSON object (stored in checkpoints' /meta/config_json).
-std::string to_json(const RunOptions& options);
+// The data the run trains on: options.data, or for DataKind::kDefault the model's usual one (text for gpt,
+// fashion-mnist for the others).
+DataKind effective_data(const RunOptions& options);
 
 // Trains as the options say, printing to `out`. Errors: data files, checkpoints, metrics file. Under mpirun
 // (train/launch.h) every rank trains its shard of each batch; rank 0 alone prints, writes the metrics and
