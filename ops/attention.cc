@@ -15,7 +15,7 @@ namespace mantissa {
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                     AttentionOptions options) {
-  const std::vector<Tensor> in = amp::cast_inputs("scaled_dot_product_attention", {q_in, k_in, v_in});
+  const std::vector<Tensor> in = amp::cast_inputs(ops::scaled_dot_product_attention, {q_in, k_in, v_in});
   AutocastSuspend body;
   const Tensor &q = in[0], &k = in[1], &v = in[2];
   constexpr std::string_view kOp = "scaled_dot_product_attention";

@@ -280,7 +280,7 @@ Conv2dGeometry check_and_plan(const Tensor& x, const Tensor& w, const Tensor& b,
 }  // namespace
 
 Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, Conv2dOptions options) {
-  const std::vector<Tensor> in = amp::cast_inputs("conv2d", {x_in, weight_in, bias_in});
+  const std::vector<Tensor> in = amp::cast_inputs(ops::conv2d, {x_in, weight_in, bias_in});
   const Tensor &x = in[0], &weight = in[1], &bias = in[2];
   MT_CHECK(x.defined() && weight.defined(), "conv2d: input and weight must be defined");
   if (x.dim() == 3) return conv2d(x.unsqueeze(0), weight, bias, options).squeeze(0);  // unbatched [C, H, W]
@@ -303,7 +303,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
 }
 
 Tensor conv1d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, Conv1dOptions options) {
-  const std::vector<Tensor> in = amp::cast_inputs("conv1d", {x_in, weight_in, bias_in});
+  const std::vector<Tensor> in = amp::cast_inputs(ops::conv1d, {x_in, weight_in, bias_in});
   const Tensor &x = in[0], &weight = in[1], &bias = in[2];
   MT_CHECK(x.defined() && weight.defined(), "conv1d: input and weight must be defined");
   MT_CHECK(x.dim() == 2 || x.dim() == 3, "conv1d: expected input [N, C, L] or [C, L], got ", shape_str(x.shape()));

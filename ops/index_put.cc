@@ -68,7 +68,7 @@ struct IndexPutBackward final : Node {
 }  // namespace
 
 Tensor index_put(const Tensor& x_in, const Tensor& index, const Tensor& values_in, IndexPutMode mode) {
-  const std::vector<Tensor> in = amp::cast_inputs("index_put", {x_in, values_in});
+  const std::vector<Tensor> in = amp::cast_inputs(ops::index_put, {x_in, values_in});
   const Tensor &x = in[0], &values = in[1];
   MT_CHECK(x.defined() && index.defined() && values.defined(), "index_put: input, index and values must be defined");
   MT_CHECK(x.dim() >= 1, "index_put: input must have at least one dim, got a 0-d tensor");

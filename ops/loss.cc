@@ -259,7 +259,7 @@ constexpr DeviceKernels<decltype(cpu_mse_reduced)> kMseReduced{.cpu = &cpu_mse_r
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, CrossEntropyOptions options) {
-  const Tensor logits = amp::cast_input("cross_entropy", logits_in);
+  const Tensor logits = amp::cast_input(ops::cross_entropy, logits_in);
   ClassPlan p = plan_class_loss(logits, target, options.ignore_index, "cross_entropy");
   ClassLossForward r = dispatch("cross_entropy", kCrossEntropy, logits.device(), p, options);
   if (compute_requires_grad({&logits})) {
@@ -277,7 +277,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, CrossEntropy
 }
 
 Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, CrossEntropyOptions options) {
-  const Tensor log_probs = amp::cast_input("nll_loss", log_probs_in);
+  const Tensor log_probs = amp::cast_input(ops::nll_loss, log_probs_in);
   ClassPlan p = plan_class_loss(log_probs, target, options.ignore_index, "nll_loss");
   ClassLossForward r = dispatch("nll_loss", kNllLoss, log_probs.device(), p, options);
   if (compute_requires_grad({&log_probs})) {
@@ -295,7 +295,7 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, CrossEntropyOp
 }
 
 Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
-  const std::vector<Tensor> in = amp::cast_inputs("mse_loss", {input_in, target_in});
+  const std::vector<Tensor> in = amp::cast_inputs(ops::mse_loss, {input_in, target_in});
   const Tensor &input = in[0], &target = in[1];
   MT_CHECK(input.defined() && target.defined(), "mse_loss: input and target must be defined tensors");
   MT_CHECK(input.shape() == target.shape(), "mse_loss: input ", shape_str(input.shape()), " and target ",

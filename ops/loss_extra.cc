@@ -45,7 +45,7 @@ struct PointwiseLossBackward final : Node {
   }
 };
 
-void check_pair(const char* op, const Tensor& input, const Tensor& target) {
+void check_pair(std::string_view op, const Tensor& input, const Tensor& target) {
   MT_CHECK(input.defined() && target.defined(), op, ": input and target must be defined tensors");
   MT_CHECK(input.shape() == target.shape(), op, ": input ", shape_str(input.shape()), " and target ",
            shape_str(target.shape()), " must have the same shape. HINT: reshape or expand the target "
@@ -59,7 +59,7 @@ void check_pair(const char* op, const Tensor& input, const Tensor& target) {
 }
 
 // binary_cross_entropy takes probabilities; PyTorch checks the range too.
-void check_probabilities(const char* op, const Tensor& x) {
+void check_probabilities(std::string_view op, const Tensor& x) {
   const Tensor c = x.to(DType::kF64).contiguous();
   const double* p = c.data<double>();
   for (int64_t i = 0; i < c.numel(); ++i) {
@@ -72,9 +72,10 @@ void check_probabilities(const char* op, const Tensor& x) {
 enum class InputDomain { kAny, kProbability };
 
 template <typename F, typename DX, typename DY>
-Tensor pointwise_loss(const char* op, const char* backward_name, const Tensor& input_in, const Tensor& target_in,
+Tensor pointwise_loss(const OpInfo& info, const char* backward_name, const Tensor& input_in, const Tensor& target_in,
                       Reduction reduction, InputDomain domain, F f, DX dx, DY dy) {
-  const std::vector<Tensor> in = amp::cast_inputs(op, {input_in, target_in});
+  const std::vector<Tensor> in = amp::cast_inputs(info, {input_in, target_in});
+  const std::string_view op = info.name;
   const Tensor &input = in[0], &target = in[1];
   check_pair(op, input, target);
   const DType dtype = promote_types(input.dtype(), target.dtype());
@@ -110,7 +111,7 @@ C sign(C v) {
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   return pointwise_loss(
-      "l1_loss", "L1LossBackward", input, target, reduction, InputDomain::kAny,
+      ops::l1_loss, "L1LossBackward", input, target, reduction, InputDomain::kAny,
       [](auto x, auto y) { return std::abs(x - y); },
       [](auto g, auto x, auto y) { return g * sign(x - y); }, [](auto g, auto x, auto y) { return -g * sign(x - y); });
 }
@@ -124,7 +125,7 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, SmoothL1Options
     return std::abs(d) < C(beta) ? d / C(beta) : sign(d);
   };
   return pointwise_loss(
-      "smooth_l1_loss", "SmoothL1LossBackward", input, target, options.reduction, InputDomain::kAny,
+      ops::smooth_l1_loss, "SmoothL1LossBackward", input, target, options.reduction, InputDomain::kAny,
       [beta](auto x, auto y) {
         using C = decltype(x);
         const C d = std::abs(x - y);
@@ -136,7 +137,7 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, SmoothL1Options
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction) {
   return pointwise_loss(
-      "binary_cross_entropy", "BinaryCrossEntropyBackward", input, target, reduction, InputDomain::kProbability,
+      ops::binary_cross_entropy, "BinaryCrossEntropyBackward", input, target, reduction, InputDomain::kProbability,
       [](auto x, auto y) {
         using C = decltype(x);
         const C log_x = std::max(std::log(x), C(-100)), log_1mx = std::max(std::log1p(-x), C(-100));
@@ -155,7 +156,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction) {
   return pointwise_loss(
-      "binary_cross_entropy_with_logits", "BinaryCrossEntropyWithLogitsBackward", input, target, reduction,
+      ops::binary_cross_entropy_with_logits, "BinaryCrossEntropyWithLogitsBackward", input, target, reduction,
       InputDomain::kAny,
       [](auto x, auto y) {
         using C = decltype(x);

@@ -221,7 +221,7 @@ void check_bias(std::string_view op, const Tensor& bias, const Tensor& a, const 
 }  // namespace
 
 Tensor mm(const Tensor& a_in, const Tensor& b_in) {
-  const std::vector<Tensor> in = amp::cast_inputs("mm", {a_in, b_in});
+  const std::vector<Tensor> in = amp::cast_inputs(ops::mm, {a_in, b_in});
   const Tensor &a = in[0], &b = in[1];
   check_pair("mm", "self", a, "mat2", b);
   check_dims("mm", a, b, 2, "use bmm for 3-D or matmul for any rank");
@@ -230,7 +230,7 @@ Tensor mm(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
-  const std::vector<Tensor> in = amp::cast_inputs("bmm", {a_in, b_in});
+  const std::vector<Tensor> in = amp::cast_inputs(ops::bmm, {a_in, b_in});
   const Tensor &a = in[0], &b = in[1];
   check_pair("bmm", "self", a, "mat2", b);
   check_dims("bmm", a, b, 3, "use mm for 2-D or matmul for broadcast batches");
@@ -241,7 +241,7 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor addmm(const Tensor& bias_in, const Tensor& a_in, const Tensor& b_in, double beta, double alpha) {
-  const std::vector<Tensor> in = amp::cast_inputs("addmm", {bias_in, a_in, b_in});
+  const std::vector<Tensor> in = amp::cast_inputs(ops::addmm, {bias_in, a_in, b_in});
   const Tensor &bias = in[0], &a = in[1], &b = in[2];
   check_pair("addmm", "mat1", a, "mat2", b);
   check_dims("addmm", a, b, 2, "use baddbmm for batches");
@@ -251,7 +251,7 @@ Tensor addmm(const Tensor& bias_in, const Tensor& a_in, const Tensor& b_in, doub
 }
 
 Tensor baddbmm(const Tensor& bias_in, const Tensor& a_in, const Tensor& b_in, double beta, double alpha) {
-  const std::vector<Tensor> in = amp::cast_inputs("baddbmm", {bias_in, a_in, b_in});
+  const std::vector<Tensor> in = amp::cast_inputs(ops::baddbmm, {bias_in, a_in, b_in});
   const Tensor &bias = in[0], &a = in[1], &b = in[2];
   check_pair("baddbmm", "batch1", a, "batch2", b);
   check_dims("baddbmm", a, b, 3, "use addmm for 2-D");
@@ -263,7 +263,7 @@ Tensor baddbmm(const Tensor& bias_in, const Tensor& a_in, const Tensor& b_in, do
 }
 
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
-  const std::vector<Tensor> cast = amp::cast_inputs("linear", {x_in, weight_in, bias_in});
+  const std::vector<Tensor> cast = amp::cast_inputs(ops::linear, {x_in, weight_in, bias_in});
   const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   check_pair("linear", "input", x, "weight", weight);
   MT_CHECK(weight.dim() == 2, "linear: expected a 2-D weight [out_features, in_features], got ",
@@ -285,7 +285,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
 }
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
-  const std::vector<Tensor> in = amp::cast_inputs("matmul", {a_in, b_in});
+  const std::vector<Tensor> in = amp::cast_inputs(ops::matmul, {a_in, b_in});
   const Tensor &a = in[0], &b = in[1];
   check_pair("matmul", "self", a, "other", b);
   MT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dim, got ", shape_str(a.shape()),
@@ -364,7 +364,7 @@ constexpr DeviceKernels<decltype(cpu_dot)> kDot{.cpu = &cpu_dot, .cuda = &device
 }  // namespace
 
 Tensor dot(const Tensor& a_in, const Tensor& b_in) {
-  const std::vector<Tensor> in = amp::cast_inputs("dot", {a_in, b_in});
+  const std::vector<Tensor> in = amp::cast_inputs(ops::dot, {a_in, b_in});
   const Tensor &a = in[0], &b = in[1];
   check_pair("dot", "self", a, "other", b);
   check_dims("dot", a, b, 1, "dot takes two 1-D vectors; use matmul or mm for matrices");

@@ -192,7 +192,7 @@ struct BatchNormBackward final : Node {
 
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
                   double eps) {
-  const std::vector<Tensor> in = amp::cast_inputs("layer_norm", {x_in, weight_in, bias_in});
+  const std::vector<Tensor> in = amp::cast_inputs(ops::layer_norm, {x_in, weight_in, bias_in});
   const Tensor &x = in[0], &weight = in[1], &bias = in[2];
   MT_CHECK(x.defined(), "layer_norm: input is undefined");
   MT_CHECK(is_floating(x.dtype()), "layer_norm: expected a floating input, got ", dtype_name(x.dtype()));
@@ -231,7 +231,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
 }
 
 Tensor group_norm(const Tensor& x_in, int64_t groups, const Tensor& weight_in, const Tensor& bias_in, double eps) {
-  const std::vector<Tensor> in = amp::cast_inputs("group_norm", {x_in, weight_in, bias_in});
+  const std::vector<Tensor> in = amp::cast_inputs(ops::group_norm, {x_in, weight_in, bias_in});
   const Tensor &x = in[0], &weight = in[1], &bias = in[2];
   MT_CHECK(x.defined(), "group_norm: input is undefined");
   MT_CHECK(x.dim() >= 2, "group_norm: input must be [N, C, *], got ", shape_str(x.shape()));

@@ -78,8 +78,9 @@ struct SumBackward final : Node {
 };
 
 Tensor sum_or_mean(const Tensor& x_in, const Shape& dims, KeepDim keepdim, bool is_mean) {
-  const std::string_view op = is_mean ? "mean" : "sum";
-  const Tensor x = amp::cast_input(op, x_in);
+  const OpInfo& info = is_mean ? ops::mean : ops::sum;
+  const std::string_view op = info.name;
+  const Tensor x = amp::cast_input(info, x_in);
   MT_CHECK(is_floating(x.dtype()), op, ": expected a floating tensor, got ", dtype_name(x.dtype()));
   const ReducePlan p = make_plan(x, dims, keepdim, op);
   const double scale = is_mean ? 1.0 / static_cast<double>(p.reduced_numel) : 1.0;

@@ -268,7 +268,7 @@ std::vector<Tensor> CumsumBackward::apply(std::vector<Tensor>&& g) {
 }
 
 Tensor norm_impl(const Tensor& x_in, NormOptions options) {
-  const Tensor x = amp::cast_input("norm", x_in);
+  const Tensor x = amp::cast_input(ops::norm, x_in);
   MT_CHECK(options.p > 0.0, "norm: p must be positive (or INFINITY), got ", options.p);
   const RowPlan plan = plan_rows(x, options.dims, options.keepdim, "norm");
   const double p = options.p;
@@ -287,7 +287,7 @@ Tensor norm_impl(const Tensor& x_in, NormOptions options) {
 }
 
 Tensor prod_impl(const Tensor& x_in, const Shape& dims, KeepDim keepdim) {
-  const Tensor x = amp::cast_input("prod", x_in);
+  const Tensor x = amp::cast_input(ops::prod, x_in);
   const RowPlan plan = plan_rows(x, dims, keepdim, "prod");
   MT_CHECK(is_floating(x.dtype()), "prod: expected a floating tensor, got ", dtype_name(x.dtype()));
   Tensor out = dispatch("prod", kProd, x.device(), x, plan);
@@ -303,7 +303,7 @@ Tensor prod_impl(const Tensor& x_in, const Shape& dims, KeepDim keepdim) {
 }  // namespace
 
 Tensor logsumexp(const Tensor& x_in, const Shape& dims, KeepDim keepdim) {
-  const Tensor x = amp::cast_input("logsumexp", x_in);
+  const Tensor x = amp::cast_input(ops::logsumexp, x_in);
   const RowPlan plan = plan_rows(x, dims, keepdim, "logsumexp");
   MT_CHECK(is_floating(x.dtype()), "logsumexp: expected a floating tensor, got ", dtype_name(x.dtype()));
   Tensor out = dispatch("logsumexp", kLogsumexp, x.device(), x, plan);
@@ -326,7 +326,7 @@ Tensor prod(const Tensor& x, int64_t dim, KeepDim keepdim) {
 Tensor norm(const Tensor& x, NormOptions options) { return norm_impl(x, std::move(options)); }
 
 Tensor cumsum(const Tensor& x_in, int64_t dim_in) {
-  const Tensor x = amp::cast_input("cumsum", x_in);
+  const Tensor x = amp::cast_input(ops::cumsum, x_in);
   MT_CHECK(is_floating(x.dtype()), "cumsum: expected a floating tensor, got ", dtype_name(x.dtype()));
   kernel_for("cumsum", kScan, x.device());
   const int64_t dim = x.dim() == 0 ? 0 : wrap_dim(dim_in, x.dim(), "cumsum");

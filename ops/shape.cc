@@ -134,7 +134,7 @@ struct GatherBackward final : Node {
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors_in, int64_t dim_in) {
-  const std::vector<Tensor> tensors = amp::cast_inputs("cat", tensors_in);
+  const std::vector<Tensor> tensors = amp::cast_inputs(ops::cat, tensors_in);
   MT_CHECK(!tensors.empty(), "cat: expected a non-empty list of tensors");
   // As PyTorch, 1-D empty tensors ([0]) are skipped; the first other tensor sets the shape.
   const Tensor* ref = nullptr;
@@ -186,7 +186,7 @@ Tensor cat(const std::vector<Tensor>& tensors_in, int64_t dim_in) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors_in, int64_t dim_in) {
-  const std::vector<Tensor> tensors = amp::cast_inputs("stack", tensors_in);
+  const std::vector<Tensor> tensors = amp::cast_inputs(ops::stack, tensors_in);
   MT_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
   const int64_t dim = wrap_dim(dim_in, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> expanded;
@@ -300,7 +300,7 @@ struct ScatterAddBackward final : Node {
 }  // namespace
 
 Tensor scatter_add(const Tensor& x_in, int64_t dim_in, const Tensor& index, const Tensor& src_in) {
-  const std::vector<Tensor> in = amp::cast_inputs("scatter_add", {x_in, src_in});
+  const std::vector<Tensor> in = amp::cast_inputs(ops::scatter_add, {x_in, src_in});
   const Tensor &x = in[0], &src = in[1];
   MT_CHECK(x.defined() && index.defined() && src.defined(), "scatter_add: input, index and src must be defined");
   MT_CHECK(x.device() == src.device(), "scatter_add: the input is on ", x.device().str(), " but src is on ",

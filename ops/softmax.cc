@@ -52,7 +52,7 @@ struct SoftmaxBackward final : Node {
 
 Tensor softmax_impl(const Tensor& x_uncast, int64_t dim_in, SoftmaxKind kind) {
   const char* op = op_name(kind);
-  const Tensor x_in = amp::cast_input(op, x_uncast);
+  const Tensor x_in = amp::cast_input(kind == SoftmaxKind::kSoftmax ? ops::softmax : ops::log_softmax, x_uncast);
   MT_CHECK(x_in.defined(), op, ": the input is an undefined tensor");
   MT_CHECK(is_floating(x_in.dtype()), op, ": expected a floating tensor (f32, f64, f16, bf16), got ",
            dtype_name(x_in.dtype()), " ", shape_str(x_in.shape()), ". HINT: convert with .to(kFloat32)");
