@@ -7,7 +7,7 @@
 #include <string_view>
 #include <utility>
 
-#include "ops/cuda/pointwise_math.h"
+#include "ops/pointwise_math.h"
 #include "ops/map.h"
 
 namespace mantissa {
