@@ -17,7 +17,7 @@
 //                    VecMath's is the expression a * b + c, which g++ contracts in the CPU op files. A
 //                    call to std::fma there would cost speed: g++ does not version a loop for unit
 //                    strides around a call, so ops/cpu/loops.h's strided loop (broadcasts, slices) would
-//                    no longer vectorize (3x slower for a broadcast f32 addcmul, 6x for bf16).
+//                    no longer vectorize (a broadcast addcmul about 3x slower in f32, 6x in bf16).
 //   rn::fma(a, b, c) where the addend is itself a product (contraction could pick either product) or the
 //                    formula calls libm anyway (tanh, the erf GELU's kernels): explicit on every compiler.
 #pragma once
@@ -112,6 +112,18 @@ MT_HD inline double mul_rn(double a, double b) {
 
 }  // namespace mantissa::gpu
 
+// A formula is always inlined into the loop that calls it, on the host too: in a big translation unit
+// (ops/unary.cc instantiates every op for four dtypes, flat and strided) GCC's inline-unit-growth limit
+// otherwise leaves some as calls, and a call keeps an element loop from vectorizing (sigmoid's serial
+// path ran 7x slower). With the formulas and cpu::VecMath forced, the CPU ops' call graph is the one
+// the lambdas had when they held the formulas; fast_expf/fast_erff stay ordinary inline functions
+// (forcing them as well spent the budget on other loops).
+#if defined(__CUDACC__)
+#define MT_FORMULA __forceinline__ __host__ __device__
+#else
+#define MT_FORMULA [[gnu::always_inline]] inline
+#endif
+
 namespace mantissa::pointwise {
 
 // The math policy of the CUDA kernels and the host tests: libm / CUDA's math library.
@@ -133,73 +145,73 @@ inline constexpr double kGeluTanhKappa = 0.044715;
 
 // ---- arithmetic (tensor-tensor and tensor-scalar)
 
-template <typename C> MT_HD inline C add(C a, C b) { return a + b; }
-template <typename C> MT_HD inline C sub(C a, C b) { return a - b; }
-template <typename C> MT_HD inline C mul(C a, C b) { return a * b; }
-template <typename C> MT_HD inline C div(C a, C b) { return a / b; }
-template <typename C> MT_HD inline C neg(C x) { return -x; }
-template <typename C> MT_HD inline C square(C x) { return x * x; }
-template <typename M, typename C> MT_HD inline C pow(C x, C e) { return M::pow(x, e); }
+template <typename C> MT_FORMULA C add(C a, C b) { return a + b; }
+template <typename C> MT_FORMULA C sub(C a, C b) { return a - b; }
+template <typename C> MT_FORMULA C mul(C a, C b) { return a * b; }
+template <typename C> MT_FORMULA C div(C a, C b) { return a / b; }
+template <typename C> MT_FORMULA C neg(C x) { return -x; }
+template <typename C> MT_FORMULA C square(C x) { return x * x; }
+template <typename M, typename C> MT_FORMULA C pow(C x, C e) { return M::pow(x, e); }
 
 // d/da (a / b) = -g a / b^2 (d/da is div(g, b)).
-template <typename C> MT_HD inline C div_backward_other(C g, C a, C b) { return -g * a / (b * b); }
+template <typename C> MT_FORMULA C div_backward_other(C g, C a, C b) { return -g * a / (b * b); }
 // d/dx x^e = e x^(e - 1); 0 where e == 0 (also for x == 0, where pow would give inf * 0).
-template <typename M, typename C> MT_HD inline C pow_backward_self(C g, C x, C e) {
+template <typename M, typename C> MT_FORMULA C pow_backward_self(C g, C x, C e) {
   return e == C(0) ? C(0) : g * e * M::pow(x, e - C(1));
 }
 // d/de x^e = x^e log(x) = r log(x); 0 where x == 0 (PyTorch's convention).
-template <typename M, typename C> MT_HD inline C pow_backward_exponent(C g, C x, C r) {
+template <typename M, typename C> MT_FORMULA C pow_backward_exponent(C g, C x, C r) {
   return x == C(0) ? C(0) : g * r * M::log(x);
 }
 // d/dx x^e for a scalar e; e_minus_1 is e - 1 computed in double.
-template <typename M, typename C> MT_HD inline C pow_scalar_backward(C g, C x, C e, C e_minus_1) {
+template <typename M, typename C> MT_FORMULA C pow_scalar_backward(C g, C x, C e, C e_minus_1) {
   return g * e * M::pow(x, e_minus_1);
 }
 
 // ---- math and activations; a backward takes (g, saved), saved the input x or the output r.
 
-template <typename M, typename C> MT_HD inline C exp(C x) { return M::exp(x); }
-template <typename C> MT_HD inline C exp_backward(C g, C r) { return g * r; }
+template <typename M, typename C> MT_FORMULA C exp(C x) { return M::exp(x); }
+template <typename C> MT_FORMULA C exp_backward(C g, C r) { return g * r; }
 
-template <typename M, typename C> MT_HD inline C log(C x) { return M::log(x); }
-template <typename C> MT_HD inline C log_backward(C g, C x) { return g / x; }
+template <typename M, typename C> MT_FORMULA C log(C x) { return M::log(x); }
+template <typename C> MT_FORMULA C log_backward(C g, C x) { return g / x; }
 
-template <typename C> MT_HD inline C sqrt(C x) { return rn::sqrt(x); }
-template <typename C> MT_HD inline C sqrt_backward(C g, C r) { return g / (r + r); }
+template <typename C> MT_FORMULA C sqrt(C x) { return rn::sqrt(x); }
+template <typename C> MT_FORMULA C sqrt_backward(C g, C r) { return g / (r + r); }
 
-template <typename C> MT_HD inline C rsqrt(C x) { return C(1) / rn::sqrt(x); }
-template <typename C> MT_HD inline C rsqrt_backward(C g, C r) { return C(-0.5) * g * r * r * r; }
+template <typename C> MT_FORMULA C rsqrt(C x) { return C(1) / rn::sqrt(x); }
+template <typename C> MT_FORMULA C rsqrt_backward(C g, C r) { return C(-0.5) * g * r * r * r; }
 
-template <typename C> MT_HD inline C abs(C x) { return gpu::hd_fabs(x); }
-template <typename C> MT_HD inline C abs_backward(C g, C x) { return x > C(0) ? g : (x < C(0) ? -g : C(0)); }
+template <typename C> MT_FORMULA C abs(C x) { return gpu::hd_fabs(x); }
+template <typename C> MT_FORMULA C abs_backward(C g, C x) { return x > C(0) ? g : (x < C(0) ? -g : C(0)); }
 
 // NaN passes through, as in PyTorch (a NaN activation must reach the loss and the scaler).
-template <typename C> MT_HD inline C relu(C x) { return (x > C(0) || x != x) ? x : C(0); }
-template <typename C> MT_HD inline C relu_backward(C g, C r) { return r > C(0) ? g : C(0); }
+template <typename C> MT_FORMULA C relu(C x) { return (x > C(0) || x != x) ? x : C(0); }
+template <typename C> MT_FORMULA C relu_backward(C g, C r) { return r > C(0) ? g : C(0); }
 
-template <typename M, typename C> MT_HD inline C tanh(C x) { return M::tanh(x); }
-template <typename M, typename C> MT_HD inline C tanh_backward(C g, C r) { return g * M::fma(-r, r, C(1)); }
+template <typename M, typename C> MT_FORMULA C tanh(C x) { return M::tanh(x); }
+template <typename M, typename C> MT_FORMULA C tanh_backward(C g, C r) { return g * M::fma(-r, r, C(1)); }
 
-template <typename M, typename C> MT_HD inline C sigmoid(C x) { return C(1) / (C(1) + M::exp(-x)); }
-template <typename C> MT_HD inline C sigmoid_backward(C g, C r) { return g * r * (C(1) - r); }
+template <typename M, typename C> MT_FORMULA C sigmoid(C x) { return C(1) / (C(1) + M::exp(-x)); }
+template <typename C> MT_FORMULA C sigmoid_backward(C g, C r) { return g * r * (C(1) - r); }
 
 // GELU, erf form: x Phi(x), Phi the standard normal CDF; dx = g (Phi(x) + x phi(x)) with one explicit
 // fma (the CPU's AVX2 and AVX-512 builds of ops/cpu/gelu.cc and its strided path must agree).
-template <typename M, typename C> MT_HD inline C gelu(C x) {
+template <typename M, typename C> MT_FORMULA C gelu(C x) {
   return x * C(0.5) * (C(1) + M::erf(x * C(kInvSqrt2)));
 }
-template <typename M, typename C> MT_HD inline C gelu_backward(C g, C x) {
+template <typename M, typename C> MT_FORMULA C gelu_backward(C g, C x) {
   const C cdf = C(0.5) * (C(1) + M::erf(x * C(kInvSqrt2)));
   const C pdf = M::exp(C(-0.5) * x * x) * C(kInvSqrt2Pi);
   return g * rn::fma(x, pdf, cdf);
 }
 
 // GELU, tanh form: 0.5 x (1 + tanh(beta (x + kappa x^3))), beta = sqrt(2/pi).
-template <typename M, typename C> MT_HD inline C gelu_tanh(C x) {
+template <typename M, typename C> MT_FORMULA C gelu_tanh(C x) {
   const C beta = C(kSqrt2OverPi), kappa = C(kGeluTanhKappa);
   return C(0.5) * x * (C(1) + M::tanh(beta * rn::fma(kappa * x * x, x, x)));
 }
-template <typename M, typename C> MT_HD inline C gelu_tanh_backward(C g, C x) {
+template <typename M, typename C> MT_FORMULA C gelu_tanh_backward(C g, C x) {
   const C beta = C(kSqrt2OverPi), kappa = C(kGeluTanhKappa);
   const C t = M::tanh(beta * rn::fma(kappa * x * x, x, x));
   const C dinner = beta * rn::fma(C(3) * kappa * x, x, C(1));
@@ -208,26 +220,26 @@ template <typename M, typename C> MT_HD inline C gelu_tanh_backward(C g, C x) {
 }
 
 // clamp to [lo, hi]; NaN stays NaN. The gradient passes where lo <= x <= hi.
-template <typename C> MT_HD inline C clamp(C x, C lo, C hi) {
+template <typename C> MT_FORMULA C clamp(C x, C lo, C hi) {
   if (x != x) return x;
   return x < lo ? lo : (x > hi ? hi : x);
 }
-template <typename C> MT_HD inline C clamp_backward(C g, C x, C lo, C hi) { return (x >= lo && x <= hi) ? g : C(0); }
+template <typename C> MT_FORMULA C clamp_backward(C g, C x, C lo, C hi) { return (x >= lo && x <= hi) ? g : C(0); }
 
 // ---- addcmul / addcdiv: s + v a b and s + v a / b, and their backward.
 
-template <typename M, typename C> MT_HD inline C addcmul(C s, C a, C b, C v) { return M::fma(v * a, b, s); }
-template <typename C> MT_HD inline C addcdiv(C s, C a, C b, C v) { return s + v * a / b; }
+template <typename M, typename C> MT_FORMULA C addcmul(C s, C a, C b, C v) { return M::fma(v * a, b, s); }
+template <typename C> MT_FORMULA C addcdiv(C s, C a, C b, C v) { return s + v * a / b; }
 // d/da addcmul = g v b (and g v a for b); d/da addcdiv = g v / b; d/db addcdiv = -g v a / b^2.
-template <typename C> MT_HD inline C scaled_mul(C g, C other, C v) { return g * v * other; }
-template <typename C> MT_HD inline C scaled_div(C g, C b, C v) { return g * v / b; }
-template <typename C> MT_HD inline C addcdiv_backward(C g, C a, C b, C v) { return -g * v * a / (b * b); }
+template <typename C> MT_FORMULA C scaled_mul(C g, C other, C v) { return g * v * other; }
+template <typename C> MT_FORMULA C scaled_div(C g, C b, C v) { return g * v / b; }
+template <typename C> MT_FORMULA C addcdiv_backward(C g, C a, C b, C v) { return -g * v * a / (b * b); }
 
 // ---- used by ops/loss.cc (mse) and ops/reduce.cc (var)
 
-template <typename C> MT_HD inline C squared_diff(C a, C b) { return (a - b) * (a - b); }
+template <typename C> MT_FORMULA C squared_diff(C a, C b) { return (a - b) * (a - b); }
 // k g (a - b): mse's and var's backward.
-template <typename C> MT_HD inline C scaled_diff_grad(C k, C g, C a, C b) { return k * g * (a - b); }
+template <typename C> MT_FORMULA C scaled_diff_grad(C k, C g, C a, C b) { return k * g * (a - b); }
 
 }  // namespace mantissa::pointwise
 
