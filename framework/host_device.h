@@ -1,5 +1,5 @@
-// MT_HD marks a function both nvcc (as __host__ __device__) and the host compiler build, so the CPU tests
-// run the very per-element code the CUDA kernels run. Headers using it include no CUDA header.
+// MT_HD marks a function both nvcc (__host__ __device__) and the host compiler build, so CPU tests run the very
+// per-element code CUDA kernels run (rounded per framework/rounding.h). Headers using it include no CUDA header.
 #pragma once
 
 #ifndef MT_HD

@@ -8,8 +8,8 @@
 #include <utility>
 
 #include "ops/cuda/host/elementwise.h"
-#include "ops/cuda/pointwise_math.h"
 #include "ops/dispatch.h"
+#include "ops/pointwise_math.h"
 #include "ops/map.h"
 
 namespace mantissa {

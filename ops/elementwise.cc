@@ -1,12 +1,15 @@
 // Binary arithmetic with broadcasting, and its backward: the gradient of a broadcast input is summed
-// back to the input's shape and returned in the input's dtype.
+// back to the input's shape and returned in the input's dtype. The element formulas are those of
+// ops/pointwise_math.h (pow's with the CPU's math policy, cpu::VecMath), named again by the op codes.
 #include "ops/elementwise.h"
 
 #include <cmath>
 
 #include "ops/autocast.h"
 #include "framework/autograd.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/device_map.h"
+#include "ops/pointwise_math.h"
 #include "ops/reduce.h"
 
 namespace mantissa {
@@ -59,7 +62,9 @@ struct BinaryBackward final : Node {
         if (need_a) ga = reduce_grad(div(g, b.get()), a_info);
         if (need_b) {
           gb = reduce_grad(map_ternary(g, a.get(), b.get(), "div_backward",
-                                       [](auto gv, auto av, auto bv) { return -gv * av / (bv * bv); },
+                                       [](auto gv, auto av, auto bv) {
+                                         return pointwise::div_backward_other(gv, av, bv);
+                                       },
                                        {gpu::TernaryOp::kDivBackwardOther}),
                            b_info);
         }
@@ -128,8 +133,7 @@ struct PowBackward final : Node {
     if (next_edges[0].valid()) {
       ga = reduce_grad(map_ternary(g, self.get(), exponent.get(), "pow_backward",
                                    [](auto gv, auto x, auto e) {
-                                     using C = decltype(gv);
-                                     return e == C(0) ? C(0) : gv * e * std::pow(x, e - C(1));
+                                     return pointwise::pow_backward_self<cpu::VecMath>(gv, x, e);
                                    },
                                    {gpu::TernaryOp::kPowBackwardSelf}),
                        a_info);
@@ -137,8 +141,7 @@ struct PowBackward final : Node {
     if (next_edges[1].valid()) {
       gb = reduce_grad(map_ternary(g, self.get(), result.get(), "pow_backward",
                                    [](auto gv, auto x, auto r) {
-                                     using C = decltype(gv);
-                                     return (x == C(0)) ? C(0) : gv * r * std::log(x);
+                                     return pointwise::pow_backward_exponent<cpu::VecMath>(gv, x, r);
                                    },
                                    {gpu::TernaryOp::kPowBackwardExp}),
                        b_info);
@@ -158,7 +161,7 @@ struct PowScalarBackward final : Node {
         g[0], self.get(), "pow_backward",
         [e](auto gv, auto x) {
           using C = decltype(gv);
-          return gv * C(e) * std::pow(x, C(e - 1.0));
+          return pointwise::pow_scalar_backward<cpu::VecMath>(gv, x, C(e), C(e - 1.0));
         },
         {gpu::BinaryOp::kPowScalarBackward, e, e - 1.0})};
   }
@@ -167,41 +170,44 @@ struct PowScalarBackward final : Node {
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  return binary(a, b, BinaryOp::kAdd, "add", [](auto x, auto y) { return x + y; });
+  return binary(a, b, BinaryOp::kAdd, "add", [](auto x, auto y) { return pointwise::add(x, y); });
 }
 Tensor sub(const Tensor& a, const Tensor& b) {
-  return binary(a, b, BinaryOp::kSub, "sub", [](auto x, auto y) { return x - y; });
+  return binary(a, b, BinaryOp::kSub, "sub", [](auto x, auto y) { return pointwise::sub(x, y); });
 }
 Tensor mul(const Tensor& a, const Tensor& b) {
-  return binary(a, b, BinaryOp::kMul, "mul", [](auto x, auto y) { return x * y; });
+  return binary(a, b, BinaryOp::kMul, "mul", [](auto x, auto y) { return pointwise::mul(x, y); });
 }
 Tensor div(const Tensor& a, const Tensor& b) {
-  return binary(a, b, BinaryOp::kDiv, "div", [](auto x, auto y) { return x / y; });
+  return binary(a, b, BinaryOp::kDiv, "div", [](auto x, auto y) { return pointwise::div(x, y); });
 }
 
 Tensor add(const Tensor& a, double s) {
-  return scalar_op(a, 1.0, "add", [s](auto x) { return x + static_cast<decltype(x)>(s); },
+  return scalar_op(a, 1.0, "add", [s](auto x) { return pointwise::add(x, static_cast<decltype(x)>(s)); },
                    {gpu::UnaryOp::kAddScalar, s});
 }
 Tensor sub(const Tensor& a, double s) {
-  return scalar_op(a, 1.0, "sub", [s](auto x) { return x - static_cast<decltype(x)>(s); },
+  return scalar_op(a, 1.0, "sub", [s](auto x) { return pointwise::sub(x, static_cast<decltype(x)>(s)); },
                    {gpu::UnaryOp::kSubScalar, s});
 }
 Tensor mul(const Tensor& a, double s) {
-  return scalar_op(a, s, "mul", [s](auto x) { return x * static_cast<decltype(x)>(s); },
+  return scalar_op(a, s, "mul", [s](auto x) { return pointwise::mul(x, static_cast<decltype(x)>(s)); },
                    {gpu::UnaryOp::kMulScalar, s});
 }
 Tensor div(const Tensor& a, double s) {
-  return scalar_op(a, 1.0 / s, "div", [s](auto x) { return x / static_cast<decltype(x)>(s); },
+  return scalar_op(a, 1.0 / s, "div", [s](auto x) { return pointwise::div(x, static_cast<decltype(x)>(s)); },
                    {gpu::UnaryOp::kDivScalar, s});
 }
-Tensor neg(const Tensor& a) { return scalar_op(a, -1.0, "neg", [](auto x) { return -x; }, {gpu::UnaryOp::kNeg}); }
+Tensor neg(const Tensor& a) {
+  return scalar_op(a, -1.0, "neg", [](auto x) { return pointwise::neg(x); }, {gpu::UnaryOp::kNeg});
+}
 
 Tensor pow(const Tensor& a_in, const Tensor& exponent_in) {
   const std::vector<Tensor> in = amp::cast_inputs("pow", {a_in, exponent_in});
   const Tensor& a = in[0];
   const Tensor& exponent = in[1];
-  Tensor out = map_binary(a, exponent, "pow", [](auto x, auto e) { return std::pow(x, e); }, {gpu::BinaryOp::kPow});
+  Tensor out = map_binary(a, exponent, "pow", [](auto x, auto e) { return pointwise::pow<cpu::VecMath>(x, e); },
+                          {gpu::BinaryOp::kPow});
   if (compute_requires_grad({&a, &exponent})) {
     auto node = make_node<PowBackward>({&a, &exponent});
     node->self = a;
@@ -217,9 +223,11 @@ Tensor pow(const Tensor& a_in, const Tensor& exponent_in) {
 Tensor pow(const Tensor& a_in, double e) {
   const Tensor a = amp::cast_input("pow", a_in);
   MT_CHECK(is_floating(a.dtype()), "pow: expected a floating tensor, got ", dtype_name(a.dtype()));
-  Tensor out = e == 2.0 ? map_unary(a, "pow", [](auto x) { return x * x; }, {gpu::UnaryOp::kSquare})
-                        : map_unary(a, "pow", [e](auto x) { return std::pow(x, static_cast<decltype(x)>(e)); },
-                                    {gpu::UnaryOp::kPowScalar, e});
+  Tensor out = e == 2.0 ? map_unary(a, "pow", [](auto x) { return pointwise::square(x); }, {gpu::UnaryOp::kSquare})
+                        : map_unary(
+                              a, "pow",
+                              [e](auto x) { return pointwise::pow<cpu::VecMath>(x, static_cast<decltype(x)>(e)); },
+                              {gpu::UnaryOp::kPowScalar, e});
   if (compute_requires_grad({&a})) {
     auto node = make_node<PowScalarBackward>({&a});
     node->self = a;

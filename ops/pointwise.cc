@@ -1,9 +1,13 @@
 // addcmul and addcdiv (the optimizers' fused pointwise forms) with their backward. Promote category under
-// autocast: all floating inputs go to the widest of their dtypes, as ordinary promotion would give.
+// autocast: all floating inputs go to the widest of their dtypes, as ordinary promotion would give. The
+// element formulas are those of ops/pointwise_math.h (with the CPU's policy, cpu::VecMath), named again by
+// the op codes for CUDA tensors.
 #include "ops/autocast.h"
 #include "framework/autograd.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/elementwise.h"
 #include "ops/device_map.h"
+#include "ops/pointwise_math.h"
 #include "ops/reduce.h"
 
 namespace mantissa {
@@ -26,14 +30,16 @@ struct AddcBackward final : Node {
     Tensor g_self, g_t1, g_t2;
     if (next_edges[0].valid()) g_self = sum_to(g, self_shape).to(self_dtype);
     if (op == AddcOp::kMul) {
-      auto scaled = [v](auto gv, auto other) { return gv * static_cast<decltype(gv)>(v) * other; };
+      auto scaled = [v](auto gv, auto other) { return pointwise::scaled_mul(gv, other, static_cast<decltype(gv)>(v)); };
       const gpu::PointwiseOp<gpu::BinaryOp> code{gpu::BinaryOp::kScaledMul, v};
       if (next_edges[1].valid()) g_t1 = sum_to(map_binary(g, t2.get(), name(), scaled, code), t1_shape).to(t1_dtype);
       if (next_edges[2].valid()) g_t2 = sum_to(map_binary(g, t1.get(), name(), scaled, code), t2_shape).to(t2_dtype);
     } else {
       // d/dt1 = v / t2, d/dt2 = -v t1 / t2^2.
-      auto d_t1 = [v](auto gv, auto b) { return gv * static_cast<decltype(gv)>(v) / b; };
-      auto d_t2 = [v](auto gv, auto a, auto b) { return -gv * static_cast<decltype(gv)>(v) * a / (b * b); };
+      auto d_t1 = [v](auto gv, auto b) { return pointwise::scaled_div(gv, b, static_cast<decltype(gv)>(v)); };
+      auto d_t2 = [v](auto gv, auto a, auto b) {
+        return pointwise::addcdiv_backward(gv, a, b, static_cast<decltype(gv)>(v));
+      };
       if (next_edges[1].valid()) {
         g_t1 = sum_to(map_binary(g, t2.get(), name(), d_t1, {gpu::BinaryOp::kScaledDiv, v}), t1_shape).to(t1_dtype);
       }
@@ -75,13 +81,13 @@ Tensor addc(const char* op_name, AddcOp op, const Tensor& self_in, const Tensor&
 
 Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, double value) {
   return addc("addcmul", AddcOp::kMul, self, t1, t2, value, [value](auto s, auto a, auto b) {
-    return s + static_cast<decltype(s)>(value) * a * b;
+    return pointwise::addcmul<cpu::VecMath>(s, a, b, static_cast<decltype(s)>(value));
   });
 }
 
 Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, double value) {
   return addc("addcdiv", AddcOp::kDiv, self, t1, t2, value, [value](auto s, auto a, auto b) {
-    return s + static_cast<decltype(s)>(value) * a / b;
+    return pointwise::addcdiv(s, a, b, static_cast<decltype(s)>(value));
   });
 }
 

@@ -1,7 +1,7 @@
 // Unary math and activations. Each op is a forward functor and a backward functor of (grad, saved),
-// where `saved` is the input or the output, whichever the derivative is cheaper in.
-#include <cmath>
-#include <numbers>
+// where `saved` is the input or the output, whichever the derivative is cheaper in. The functors call
+// the formulas of ops/pointwise_math.h with the CPU's math policy (cpu::VecMath); the op codes beside
+// them name the same formulas for CUDA tensors.
 #include <type_traits>
 
 #include "ops/autocast.h"
@@ -10,14 +10,15 @@
 #include "ops/device_map.h"
 #include "ops/cpu/gelu.h"
 #include "ops/cpu/vec_math.h"
+#include "ops/pointwise_math.h"
 
 namespace mantissa {
 namespace {
 
 enum class Saves { kInput, kOutput };
 
-// Backward of y = f(x): dx = df(g, saved) elementwise. CUDA tensors run the op codes instead of the
-// functors (ops/cuda/pointwise_math.h holds the same formulas).
+// Backward of y = f(x): dx = df(g, saved) elementwise. CUDA tensors run the op code instead of the
+// functor; both evaluate the same formula of ops/pointwise_math.h.
 template <typename DF>
 struct UnaryBackward final : Node {
   SavedTensor saved;
@@ -49,54 +50,49 @@ Tensor unary(const Tensor& x_in, const char* name, const char* backward_name, Sa
 }  // namespace
 
 Tensor exp(const Tensor& x) {
-  // exp_compute: a vectorizing exp for float (within 2 ulp of std::exp), std::exp for double.
-  return unary(x, "exp", "ExpBackward", Saves::kOutput, [](auto v) { return cpu::exp_compute(v); },
-               [](auto g, auto r) { return g * r; },
+  // VecMath::exp: a vectorizing exp for float (within 2 ulp of std::exp), std::exp for double.
+  return unary(x, "exp", "ExpBackward", Saves::kOutput, [](auto v) { return pointwise::exp<cpu::VecMath>(v); },
+               [](auto g, auto r) { return pointwise::exp_backward(g, r); },
                gpu::UnaryOp::kExp, gpu::BinaryOp::kMulBackward);
 }
 
 Tensor log(const Tensor& x) {
-  return unary(x, "log", "LogBackward", Saves::kInput, [](auto v) { return std::log(v); },
-               [](auto g, auto v) { return g / v; },
+  return unary(x, "log", "LogBackward", Saves::kInput, [](auto v) { return pointwise::log<cpu::VecMath>(v); },
+               [](auto g, auto v) { return pointwise::log_backward(g, v); },
                gpu::UnaryOp::kLog, gpu::BinaryOp::kLogBackward);
 }
 
 Tensor sqrt(const Tensor& x) {
-  return unary(x, "sqrt", "SqrtBackward", Saves::kOutput, [](auto v) { return std::sqrt(v); },
-               [](auto g, auto r) { return g / (r + r); },
+  return unary(x, "sqrt", "SqrtBackward", Saves::kOutput, [](auto v) { return pointwise::sqrt(v); },
+               [](auto g, auto r) { return pointwise::sqrt_backward(g, r); },
                gpu::UnaryOp::kSqrt, gpu::BinaryOp::kSqrtBackward);
 }
 
 Tensor rsqrt(const Tensor& x) {
-  return unary(x, "rsqrt", "RsqrtBackward", Saves::kOutput,
-               [](auto v) { return decltype(v)(1) / std::sqrt(v); },
-               [](auto g, auto r) { return decltype(g)(-0.5) * g * r * r * r; },
+  return unary(x, "rsqrt", "RsqrtBackward", Saves::kOutput, [](auto v) { return pointwise::rsqrt(v); },
+               [](auto g, auto r) { return pointwise::rsqrt_backward(g, r); },
                gpu::UnaryOp::kRsqrt, gpu::BinaryOp::kRsqrtBackward);
 }
 
 Tensor abs(const Tensor& x) {
-  return unary(x, "abs", "AbsBackward", Saves::kInput, [](auto v) { return std::abs(v); },
-               [](auto g, auto v) {
-                 using C = decltype(g);
-                 return v > C(0) ? g : (v < C(0) ? -g : C(0));
-               },
+  return unary(x, "abs", "AbsBackward", Saves::kInput, [](auto v) { return pointwise::abs(v); },
+               [](auto g, auto v) { return pointwise::abs_backward(g, v); },
                gpu::UnaryOp::kAbs, gpu::BinaryOp::kAbsBackward);
 }
 
 Tensor relu(const Tensor& x) {
-  return unary(x, "relu", "ReluBackward", Saves::kOutput,
-               // NaN passes through, as in PyTorch (a NaN activation must reach the loss and the scaler).
-               [](auto v) { return (v > decltype(v)(0) || v != v) ? v : decltype(v)(0); },
-               [](auto g, auto r) { return r > decltype(g)(0) ? g : decltype(g)(0); },
+  // NaN passes through, as in PyTorch (a NaN activation must reach the loss and the scaler).
+  return unary(x, "relu", "ReluBackward", Saves::kOutput, [](auto v) { return pointwise::relu(v); },
+               [](auto g, auto r) { return pointwise::relu_backward(g, r); },
                gpu::UnaryOp::kRelu, gpu::BinaryOp::kReluBackward);
 }
 
 namespace {
 
 // GELU, erf form: x * Phi(x), Phi the standard normal CDF. erf and exp are the vectorizable float ones
-// for f32/f16/bf16 (ops/cpu/vec_math.h, within 2 ulp of libm), libm's for f64. Contiguous CPU f32/f16/bf16
+// for f32/f16/bf16 (cpu::VecMath, within 2 ulp of libm), libm's for f64. Contiguous CPU f32/f16/bf16
 // operands take the block kernels of ops/cpu/gelu.h; others (f64, strided) the elementwise maps, with
-// the same per-element formulas.
+// the same per-element formulas (pointwise::gelu and gelu_backward).
 bool gelu_kernel_applies(const Tensor& t) {
   return t.device().is_cpu() && t.is_contiguous() && t.dtype() != DType::kF64;
 }
@@ -116,8 +112,9 @@ struct GeluErfBackward final : Node {
       });
       return {dx};
     }
-    return {map_binary(g[0], x, "GeluBackward", [](auto gv, auto v) { return cpu::gelu_erf_grad(gv, v); },
-                       {gpu::BinaryOp::kGeluBackward})};
+    return {map_binary(
+        g[0], x, "GeluBackward", [](auto gv, auto v) { return pointwise::gelu_backward<cpu::VecMath>(gv, v); },
+        {gpu::BinaryOp::kGeluBackward})};
   }
 };
 
@@ -131,7 +128,7 @@ Tensor gelu_erf(const Tensor& x_in) {
       if constexpr (!std::is_same_v<T, double>) cpu::gelu_erf_forward<T>(x.data<T>(), out.data<T>(), x.numel());
     });
   } else {
-    out = map_unary(x, "gelu", [](auto v) { return cpu::gelu_erf_value(v); }, {gpu::UnaryOp::kGelu});
+    out = map_unary(x, "gelu", [](auto v) { return pointwise::gelu<cpu::VecMath>(v); }, {gpu::UnaryOp::kGelu});
   }
   if (compute_requires_grad({&x})) {
     auto node = make_node<GeluErfBackward>({&x});
@@ -146,38 +143,23 @@ Tensor gelu_erf(const Tensor& x_in) {
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   if (approximate == GeluApproximation::kTanh) {
     // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-    return unary(
-        x, "gelu", "GeluBackward", Saves::kInput,
-        [](auto v) {
-          using C = decltype(v);
-          const C beta = C(std::numbers::sqrt2 * std::numbers::inv_sqrtpi), kappa = C(0.044715);
-          return C(0.5) * v * (C(1) + std::tanh(beta * (v + kappa * v * v * v)));
-        },
-        [](auto g, auto v) {
-          using C = decltype(g);
-          const C beta = C(std::numbers::sqrt2 * std::numbers::inv_sqrtpi), kappa = C(0.044715);
-          const C t = std::tanh(beta * (v + kappa * v * v * v));
-          const C dinner = beta * (C(1) + C(3) * kappa * v * v);
-          return g * (C(0.5) * (C(1) + t) + C(0.5) * v * (C(1) - t * t) * dinner);
-        },
-               gpu::UnaryOp::kGeluTanh, gpu::BinaryOp::kGeluTanhBackward);
+    return unary(x, "gelu", "GeluBackward", Saves::kInput, [](auto v) { return pointwise::gelu_tanh<cpu::VecMath>(v); },
+                 [](auto g, auto v) { return pointwise::gelu_tanh_backward<cpu::VecMath>(g, v); },
+                 gpu::UnaryOp::kGeluTanh, gpu::BinaryOp::kGeluTanhBackward);
   }
   return gelu_erf(x);
 }
 
 Tensor tanh(const Tensor& x) {
-  return unary(x, "tanh", "TanhBackward", Saves::kOutput, [](auto v) { return std::tanh(v); },
-               [](auto g, auto r) { return g * (decltype(g)(1) - r * r); },
+  return unary(x, "tanh", "TanhBackward", Saves::kOutput, [](auto v) { return pointwise::tanh<cpu::VecMath>(v); },
+               [](auto g, auto r) { return pointwise::tanh_backward<cpu::VecMath>(g, r); },
                gpu::UnaryOp::kTanh, gpu::BinaryOp::kTanhBackward);
 }
 
 Tensor sigmoid(const Tensor& x) {
   return unary(x, "sigmoid", "SigmoidBackward", Saves::kOutput,
-               [](auto v) {
-                 using C = decltype(v);
-                 return C(1) / (C(1) + cpu::exp_compute(-v));
-               },
-               [](auto g, auto r) { return g * r * (decltype(g)(1) - r); },
+               [](auto v) { return pointwise::sigmoid<cpu::VecMath>(v); },
+               [](auto g, auto r) { return pointwise::sigmoid_backward(g, r); },
                gpu::UnaryOp::kSigmoid, gpu::BinaryOp::kSigmoidBackward);
 }
 

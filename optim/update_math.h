@@ -9,91 +9,16 @@
 #include <cstdint>
 
 #include "framework/host_device.h"
+#include "framework/rounding.h"
 
 namespace mantissa::update_math {
 
-// Rounded float/double ops. On the device the _rn intrinsics are never contracted (nvcc fuses a plain
-// a * b + c into an FMA by default). On the host a product is pinned in a register before it is used,
-// so g++ cannot contract it either, whatever -ffp-contract the including file is compiled with.
-template <typename T>
-MT_HD inline T pinned(T v) {
-#if !defined(__CUDA_ARCH__) && defined(__x86_64__)
-  __asm__("" : "+x"(v));
-#endif
-  return v;
-}
-
-MT_HD inline float mul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return pinned(a * b);
-#endif
-}
-MT_HD inline double mul(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return pinned(a * b);
-#endif
-}
-MT_HD inline float add(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return pinned(a + b);
-#endif
-}
-MT_HD inline double add(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-  return pinned(a + b);
-#endif
-}
-MT_HD inline float div(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return pinned(a / b);
-#endif
-}
-MT_HD inline double div(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __ddiv_rn(a, b);
-#else
-  return pinned(a / b);
-#endif
-}
-// a * b + c rounded once.
-MT_HD inline float fma(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
-MT_HD inline double fma(double a, double b, double c) {
-#if defined(__CUDA_ARCH__)
-  return __fma_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
-MT_HD inline float sqrt(float a) {
-#if defined(__CUDA_ARCH__)
-  return __fsqrt_rn(a);
-#else
-  return std::sqrt(a);
-#endif
-}
-MT_HD inline double sqrt(double a) {
-#if defined(__CUDA_ARCH__)
-  return __dsqrt_rn(a);
-#else
-  return std::sqrt(a);
-#endif
-}
+// The rounded operations of framework/rounding.h, under the names the update code uses.
+using rn::add;
+using rn::div;
+using rn::fma;
+using rn::mul;
+using rn::sqrt;
 
 // torch.maximum: nan wins (the CPU kernel returns a + b, the nan, when either is nan).
 template <typename T>

@@ -8,6 +8,8 @@
 
 #include "framework/convert.h"
 #include "framework/parallel.h"
+#include "ops/cpu/vec_math.h"
+#include "ops/pointwise_math.h"
 
 namespace mantissa::cpu {
 namespace {
@@ -15,13 +17,13 @@ namespace {
 using ForwardBlock = void (*)(const float*, float*, int64_t);
 using BackwardBlock = void (*)(const float*, const float*, float*, int64_t);
 
-#define MT_GELU_BLOCKS_(SUFFIX, ATTR)                                                                 \
-  ATTR void forward_block_##SUFFIX(const float* __restrict x, float* __restrict y, int64_t n) {       \
-    for (int64_t i = 0; i < n; ++i) y[i] = gelu_erf_value(x[i]);                                      \
-  }                                                                                                  \
-  ATTR void backward_block_##SUFFIX(const float* __restrict g, const float* __restrict x,             \
-                                    float* __restrict dx, int64_t n) {                                \
-    for (int64_t i = 0; i < n; ++i) dx[i] = gelu_erf_grad(g[i], x[i]);                               \
+#define MT_GELU_BLOCKS_(SUFFIX, ATTR)                                                                  \
+  ATTR void forward_block_##SUFFIX(const float* __restrict x, float* __restrict y, int64_t n) {        \
+    for (int64_t i = 0; i < n; ++i) y[i] = pointwise::gelu<VecMath>(x[i]);                            \
+  }                                                                                                   \
+  ATTR void backward_block_##SUFFIX(const float* __restrict g, const float* __restrict x,              \
+                                    float* __restrict dx, int64_t n) {                                 \
+    for (int64_t i = 0; i < n; ++i) dx[i] = pointwise::gelu_backward<VecMath>(g[i], x[i]);            \
   }
 MT_GELU_BLOCKS_(avx2, )
 MT_GELU_BLOCKS_(avx512, __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))))

@@ -103,4 +103,20 @@ inline C exp_compute(C v) {
   }
 }
 
+// The math policy the CPU ops hand to the formulas of ops/pointwise_math.h: exp and erf above (loops
+// over them vectorize; within 2 ulp of libm), libm for the rest. The CUDA kernels take
+// pointwise::LibMath there, so only these primitives differ between the devices, never the formulas.
+// fma is a * b + c rounded once through g++'s contraction (on by default in C++; x86-64-v3 has FMA),
+// not a call to std::fma, which would keep the strided loops of ops/cpu/loops.h from vectorizing (see
+// ops/pointwise_math.h); the host tests check it against LibMath's explicit fma bit for bit. Always
+// inlined, as the formulas are: each is one call in an element loop (see MT_FORMULA there).
+struct VecMath {
+  template <typename C> [[gnu::always_inline]] static C fma(C a, C b, C c) { return a * b + c; }
+  template <typename C> [[gnu::always_inline]] static C exp(C x) { return exp_compute(x); }
+  template <typename C> [[gnu::always_inline]] static C erf(C x) { return erf_compute(x); }
+  template <typename C> [[gnu::always_inline]] static C log(C x) { return std::log(x); }
+  template <typename C> [[gnu::always_inline]] static C tanh(C x) { return std::tanh(x); }
+  template <typename C> [[gnu::always_inline]] static C pow(C x, C e) { return std::pow(x, e); }
+};
+
 }  // namespace mantissa::cpu

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "ops/cpu/pool_kernels.h"
-#include "ops/cuda/pointwise_math.h"
+#include "ops/pointwise_math.h"
 
 namespace mantissa::gpu {
 

@@ -1,7 +1,8 @@
 // CUDA elementwise kernels: a contiguous path that moves 16-byte vectors (alignment checked on the
 // host, scalar tail in the same kernel) and a broadcast/strided path whose threads turn their output
 // index into input offsets with an OffsetCalc (32-bit index math when it fits). The per-element math
-// is ops/cuda/pointwise_math.h, shared with the host tests.
+// is ops/pointwise_math.h: an op code names the formula the CPU op calls, evaluated here with CUDA's
+// math library (pointwise::LibMath).
 #include "ops/cuda/elementwise.h"
 
 #include <array>

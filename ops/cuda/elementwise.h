@@ -9,6 +9,7 @@
 
 #include "framework/half.h"
 #include "ops/cuda/offset_calc.h"
+#include "ops/pointwise_math.h"
 
 namespace mantissa::gpu {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "framework/cuda/copy_math.h"  // kMaxDims, shared with the copy kernels
-#include "ops/cuda/pointwise_math.h"
+#include "ops/pointwise_math.h"
 
 namespace mantissa::gpu {
 

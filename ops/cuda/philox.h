@@ -7,7 +7,7 @@
 
 #include "framework/generator.h"
 #include "framework/philox.h"
-#include "ops/cuda/pointwise_math.h"
+#include "ops/pointwise_math.h"
 
 namespace mantissa::gpu {
 

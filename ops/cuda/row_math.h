@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "ops/cuda/pointwise_math.h"
+#include "ops/pointwise_math.h"
 
 namespace mantissa::gpu {
 

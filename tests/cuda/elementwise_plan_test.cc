@@ -1,6 +1,6 @@
 // Host-side parts of the CUDA elementwise kernels, run on the CPU: the broadcast/coalescing planner and
 // the offset calculator the threads use (every output index maps to the element the CPU reads), launch
-// geometry and alignment checks, and the per-element math of ops/cuda/pointwise_math.h against the CPU
+// geometry and alignment checks, and the per-element math of ops/pointwise_math.h against the CPU
 // ops, compiled here by g++.
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include "framework/autograd.h"
 #include "ops/cuda/elementwise_plan.h"
 #include "ops/cuda/offset_calc.h"
-#include "ops/cuda/pointwise_math.h"
+#include "ops/pointwise_math.h"
 #include "ops/elementwise.h"
 #include "tests/cuda/cuda_compare.h"
 

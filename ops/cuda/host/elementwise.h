@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "framework/tensor.h"
-#include "ops/cuda/pointwise_math.h"
+#include "ops/pointwise_math.h"
 
 namespace mantissa {
 
