@@ -203,7 +203,7 @@ Tensor neg(const Tensor& a) {
 }
 
 Tensor pow(const Tensor& a_in, const Tensor& exponent_in) {
-  const std::vector<Tensor> in = amp::cast_inputs("pow", {a_in, exponent_in});
+  const std::vector<Tensor> in = amp::cast_inputs(ops::pow, {a_in, exponent_in});
   const Tensor& a = in[0];
   const Tensor& exponent = in[1];
   Tensor out = map_binary(a, exponent, "pow", [](auto x, auto e) { return pointwise::pow<cpu::VecMath>(x, e); },
@@ -221,7 +221,7 @@ Tensor pow(const Tensor& a_in, const Tensor& exponent_in) {
 }
 
 Tensor pow(const Tensor& a_in, double e) {
-  const Tensor a = amp::cast_input("pow", a_in);
+  const Tensor a = amp::cast_input(ops::pow, a_in);
   MT_CHECK(is_floating(a.dtype()), "pow: expected a floating tensor, got ", dtype_name(a.dtype()));
   Tensor out = e == 2.0 ? map_unary(a, "pow", [](auto x) { return pointwise::square(x); }, {gpu::UnaryOp::kSquare})
                         : map_unary(

@@ -54,9 +54,10 @@ struct AddcBackward final : Node {
 };
 
 template <typename F>
-Tensor addc(const char* op_name, AddcOp op, const Tensor& self_in, const Tensor& t1_in, const Tensor& t2_in,
+Tensor addc(const OpInfo& info, AddcOp op, const Tensor& self_in, const Tensor& t1_in, const Tensor& t2_in,
             double value, F&& f) {
-  const std::vector<Tensor> in = amp::cast_inputs(op_name, {self_in, t1_in, t2_in});
+  const std::vector<Tensor> in = amp::cast_inputs(info, {self_in, t1_in, t2_in});
+  const std::string_view op_name = info.name;
   const Tensor &self = in[0], &t1 = in[1], &t2 = in[2];
   MT_CHECK(self.defined() && t1.defined() && t2.defined(), op_name, ": self, tensor1 and tensor2 must be defined");
   Tensor out = map_ternary(self, t1, t2, op_name, f,
@@ -80,13 +81,13 @@ Tensor addc(const char* op_name, AddcOp op, const Tensor& self_in, const Tensor&
 }  // namespace
 
 Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, double value) {
-  return addc("addcmul", AddcOp::kMul, self, t1, t2, value, [value](auto s, auto a, auto b) {
+  return addc(ops::addcmul, AddcOp::kMul, self, t1, t2, value, [value](auto s, auto a, auto b) {
     return pointwise::addcmul<cpu::VecMath>(s, a, b, static_cast<decltype(s)>(value));
   });
 }
 
 Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, double value) {
-  return addc("addcdiv", AddcOp::kDiv, self, t1, t2, value, [value](auto s, auto a, auto b) {
+  return addc(ops::addcdiv, AddcOp::kDiv, self, t1, t2, value, [value](auto s, auto a, auto b) {
     return pointwise::addcdiv(s, a, b, static_cast<decltype(s)>(value));
   });
 }

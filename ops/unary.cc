@@ -34,9 +34,10 @@ struct UnaryBackward final : Node {
 };
 
 template <typename F, typename DF>
-Tensor unary(const Tensor& x_in, const char* name, const char* backward_name, Saves saves, F&& f, DF df,
+Tensor unary(const Tensor& x_in, const OpInfo& op, const char* backward_name, Saves saves, F&& f, DF df,
              gpu::UnaryOp device_f, gpu::BinaryOp device_df) {
-  const Tensor x = amp::cast_input(name, x_in);
+  const Tensor x = amp::cast_input(op, x_in);
+  const std::string_view name = op.name;
   MT_CHECK(is_floating(x.dtype()), name, ": expected a floating tensor, got ", dtype_name(x.dtype()));
   Tensor out = map_unary(x, name, f, {device_f});
   if (compute_requires_grad({&x})) {
@@ -51,38 +52,38 @@ Tensor unary(const Tensor& x_in, const char* name, const char* backward_name, Sa
 
 Tensor exp(const Tensor& x) {
   // VecMath::exp: a vectorizing exp for float (within 2 ulp of std::exp), std::exp for double.
-  return unary(x, "exp", "ExpBackward", Saves::kOutput, [](auto v) { return pointwise::exp<cpu::VecMath>(v); },
+  return unary(x, ops::exp, "ExpBackward", Saves::kOutput, [](auto v) { return pointwise::exp<cpu::VecMath>(v); },
                [](auto g, auto r) { return pointwise::exp_backward(g, r); },
                gpu::UnaryOp::kExp, gpu::BinaryOp::kMulBackward);
 }
 
 Tensor log(const Tensor& x) {
-  return unary(x, "log", "LogBackward", Saves::kInput, [](auto v) { return pointwise::log<cpu::VecMath>(v); },
+  return unary(x, ops::log, "LogBackward", Saves::kInput, [](auto v) { return pointwise::log<cpu::VecMath>(v); },
                [](auto g, auto v) { return pointwise::log_backward(g, v); },
                gpu::UnaryOp::kLog, gpu::BinaryOp::kLogBackward);
 }
 
 Tensor sqrt(const Tensor& x) {
-  return unary(x, "sqrt", "SqrtBackward", Saves::kOutput, [](auto v) { return pointwise::sqrt(v); },
+  return unary(x, ops::sqrt, "SqrtBackward", Saves::kOutput, [](auto v) { return pointwise::sqrt(v); },
                [](auto g, auto r) { return pointwise::sqrt_backward(g, r); },
                gpu::UnaryOp::kSqrt, gpu::BinaryOp::kSqrtBackward);
 }
 
 Tensor rsqrt(const Tensor& x) {
-  return unary(x, "rsqrt", "RsqrtBackward", Saves::kOutput, [](auto v) { return pointwise::rsqrt(v); },
+  return unary(x, ops::rsqrt, "RsqrtBackward", Saves::kOutput, [](auto v) { return pointwise::rsqrt(v); },
                [](auto g, auto r) { return pointwise::rsqrt_backward(g, r); },
                gpu::UnaryOp::kRsqrt, gpu::BinaryOp::kRsqrtBackward);
 }
 
 Tensor abs(const Tensor& x) {
-  return unary(x, "abs", "AbsBackward", Saves::kInput, [](auto v) { return pointwise::abs(v); },
+  return unary(x, ops::abs, "AbsBackward", Saves::kInput, [](auto v) { return pointwise::abs(v); },
                [](auto g, auto v) { return pointwise::abs_backward(g, v); },
                gpu::UnaryOp::kAbs, gpu::BinaryOp::kAbsBackward);
 }
 
 Tensor relu(const Tensor& x) {
   // NaN passes through, as in PyTorch (a NaN activation must reach the loss and the scaler).
-  return unary(x, "relu", "ReluBackward", Saves::kOutput, [](auto v) { return pointwise::relu(v); },
+  return unary(x, ops::relu, "ReluBackward", Saves::kOutput, [](auto v) { return pointwise::relu(v); },
                [](auto g, auto r) { return pointwise::relu_backward(g, r); },
                gpu::UnaryOp::kRelu, gpu::BinaryOp::kReluBackward);
 }
@@ -119,7 +120,7 @@ struct GeluErfBackward final : Node {
 };
 
 Tensor gelu_erf(const Tensor& x_in) {
-  const Tensor x = amp::cast_input("gelu", x_in);
+  const Tensor x = amp::cast_input(ops::gelu, x_in);
   MT_CHECK(is_floating(x.dtype()), "gelu: expected a floating tensor, got ", dtype_name(x.dtype()));
   Tensor out;
   if (gelu_kernel_applies(x)) {
@@ -143,7 +144,7 @@ Tensor gelu_erf(const Tensor& x_in) {
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   if (approximate == GeluApproximation::kTanh) {
     // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-    return unary(x, "gelu", "GeluBackward", Saves::kInput, [](auto v) { return pointwise::gelu_tanh<cpu::VecMath>(v); },
+    return unary(x, ops::gelu, "GeluBackward", Saves::kInput, [](auto v) { return pointwise::gelu_tanh<cpu::VecMath>(v); },
                  [](auto g, auto v) { return pointwise::gelu_tanh_backward<cpu::VecMath>(g, v); },
                  gpu::UnaryOp::kGeluTanh, gpu::BinaryOp::kGeluTanhBackward);
   }
@@ -151,13 +152,13 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
 }
 
 Tensor tanh(const Tensor& x) {
-  return unary(x, "tanh", "TanhBackward", Saves::kOutput, [](auto v) { return pointwise::tanh<cpu::VecMath>(v); },
+  return unary(x, ops::tanh, "TanhBackward", Saves::kOutput, [](auto v) { return pointwise::tanh<cpu::VecMath>(v); },
                [](auto g, auto r) { return pointwise::tanh_backward<cpu::VecMath>(g, r); },
                gpu::UnaryOp::kTanh, gpu::BinaryOp::kTanhBackward);
 }
 
 Tensor sigmoid(const Tensor& x) {
-  return unary(x, "sigmoid", "SigmoidBackward", Saves::kOutput,
+  return unary(x, ops::sigmoid, "SigmoidBackward", Saves::kOutput,
                [](auto v) { return pointwise::sigmoid<cpu::VecMath>(v); },
                [](auto g, auto r) { return pointwise::sigmoid_backward(g, r); },
                gpu::UnaryOp::kSigmoid, gpu::BinaryOp::kSigmoidBackward);
