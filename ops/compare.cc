@@ -118,7 +118,7 @@ struct ClampBackward final : Node {
         g[0], self.get(), "clamp_backward",
         [l, h](auto gv, auto x) {
           using C = decltype(gv);
-          return (x >= C(l) && x <= C(h)) ? gv : C(0);
+          return pointwise::clamp_backward(gv, x, C(l), C(h));
         },
         {gpu::BinaryOp::kClampBackward, l, h})};
   }
@@ -179,8 +179,7 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
       x, "clamp",
       [l, h](auto v) {
         using C = decltype(v);
-        if (v != v) return v;  // nan stays nan
-        return v < C(l) ? C(l) : (v > C(h) ? C(h) : v);
+        return pointwise::clamp(v, C(l), C(h));
       },
       {gpu::UnaryOp::kClamp, l, h});
   if (compute_requires_grad({&x})) {

@@ -219,14 +219,14 @@ struct MseLossBackward final : Node {
     if (next_edges[0].valid()) {
       ga = map_ternary(
                grads[0], a, b, "mse_loss_backward",
-               [k](auto g, auto av, auto bv) { return static_cast<decltype(g)>(k) * g * (av - bv); },
+               [k](auto g, auto av, auto bv) { return pointwise::scaled_diff_grad(static_cast<decltype(g)>(k), g, av, bv); },
                {gpu::TernaryOp::kScaledDiffGrad, k})
                .to(a.dtype());
     }
     if (next_edges[1].valid()) {
       gb = map_ternary(
                grads[0], b, a, "mse_loss_backward",
-               [k](auto g, auto bv, auto av) { return static_cast<decltype(g)>(k) * g * (bv - av); },
+               [k](auto g, auto bv, auto av) { return pointwise::scaled_diff_grad(static_cast<decltype(g)>(k), g, bv, av); },
                {gpu::TernaryOp::kScaledDiffGrad, k})
                .to(b.dtype());
     }
@@ -249,7 +249,7 @@ Tensor cpu_mse_reduced(const Tensor& input, const Tensor& target, Reduction redu
 // (accumulated in f32, f64 for f64).
 Tensor device_mse_reduced(const Tensor& input, const Tensor& target, Reduction reduction) {
   const Tensor sq = map_binary(input.detach(), target.detach(), "mse_loss",
-                               [](auto a, auto b) { return (a - b) * (a - b); }, {gpu::BinaryOp::kSquaredDiff});
+                               [](auto a, auto b) { return pointwise::squared_diff(a, b); }, {gpu::BinaryOp::kSquaredDiff});
   return reduction == Reduction::kMean ? mean(sq) : sum(sq);
 }
 
@@ -305,7 +305,7 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduc
            dtype_name(input.dtype()), " and ", dtype_name(target.dtype()));
   Tensor out;
   if (reduction == Reduction::kNone) {
-    out = map_binary(input, target, "mse_loss", [](auto a, auto b) { return (a - b) * (a - b); },
+    out = map_binary(input, target, "mse_loss", [](auto a, auto b) { return pointwise::squared_diff(a, b); },
                      {gpu::BinaryOp::kSquaredDiff});
   } else {
     out = dispatch("mse_loss", kMseReduced, input.device(), input, target, reduction);

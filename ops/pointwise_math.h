@@ -235,7 +235,7 @@ template <typename C> MT_FORMULA C scaled_mul(C g, C other, C v) { return g * v 
 template <typename C> MT_FORMULA C scaled_div(C g, C b, C v) { return g * v / b; }
 template <typename C> MT_FORMULA C addcdiv_backward(C g, C a, C b, C v) { return -g * v * a / (b * b); }
 
-// ---- used by ops/loss.cc (mse) and ops/reduce.cc (var)
+// ---- used by ops/loss.cc (mse), ops/reduce.cc (var) and ops/compare.cc (clamp)
 
 template <typename C> MT_FORMULA C squared_diff(C a, C b) { return (a - b) * (a - b); }
 // k g (a - b): mse's and var's backward.

@@ -135,7 +135,7 @@ struct VarBackward final : Node {
     Tensor gk = g[0].reshape(keep_shape);
     return {map_ternary(
         gk, self.get(), mean_keep.get(), "var_backward",
-        [k](auto gv, auto x, auto m) { return gv * static_cast<decltype(gv)>(k) * (x - m); },
+        [k](auto gv, auto x, auto m) { return pointwise::scaled_diff_grad(static_cast<decltype(gv)>(k), gv, x, m); },
         {gpu::TernaryOp::kScaledDiffGrad, k})};
   }
 };

@@ -191,7 +191,7 @@ TEST(CudaElementwise, AddcmulAddcdivForwardAndBackward) {
       t1 = t1.detach();
       t2 = t2.detach();
       for (Tensor* p : {&s, &t1, &t2, &sd, &t1d, &t2d}) p->set_requires_grad(true);
-      // The forward is the CPU's formula with the product kept unfused: exact.
+      // The forward is the CPU's formula, its product fused into the add on both devices: exact.
       const Tensor y = fn(s, t1, t2), yd = fn(sd, t1d, t2d);
       EXPECT_TRUE(within_ulps(y, yd, 0)) << dtype_name(dt) << is_div;
       const Tensor g = random_tensor({6, 9}, dt, 118);
