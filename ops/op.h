@@ -1,7 +1,7 @@
 // An op's descriptor: what the rest of the library needs to know about an op besides its code. Each op
 // that autocast may touch declares one beside its public function, with MT_OP(name, policy):
 //
-//   MT_OP(softmax, kFp32)                  // ops::softmax, named "softmax", computed in fp32 under autocast
+//   MT_OP(softmax, kFp32);                 // ops::softmax, named "softmax", computed in fp32 under autocast
 //   Tensor softmax(const Tensor& x, int64_t dim);
 //
 // and its entry point hands the descriptor to amp::cast_inputs (ops/autocast.h), which applies the policy.
@@ -33,10 +33,12 @@ struct OpInfo {
 // Every descriptor, grouped by family header (for views such as amp::policy_table() and for tests).
 const std::vector<const OpInfo*>& all_ops();
 
-// Declares the descriptor ops::<name> with the autocast policy amp::CastPolicy::<policy>.
-#define MT_OP(name, policy) \
-  namespace ops {           \
+// Declares the descriptor ops::<name> with the autocast policy amp::CastPolicy::<policy>. The trailing
+// static_assert lets a use end in a semicolon like any declaration.
+#define MT_OP(name, policy)                                                  \
+  namespace ops {                                                            \
   inline constexpr OpInfo name{#name, ::mantissa::amp::CastPolicy::policy}; \
-  }
+  }                                                                          \
+  static_assert(true)
 
 }  // namespace mantissa
