@@ -3,17 +3,17 @@
 
 #include <cmath>
 
+#include "amp/grad_scaling.h"
 #include "framework/dist/process_group.h"
 #include "framework/error.h"
 #include "ops/elementwise.h"
-#include "amp/grad_scaling.h"
 
 namespace mantissa::amp {
 namespace {
 
 const char* const kPyTorchKeys[] = {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"};
-const char* const kExtensionKeys[] = {"hysteresis", "min_scale", "max_scale", "_consecutive_overflows",
-                                      "_steps", "_skipped_steps", "_last_overflow_step"};
+const char* const kExtensionKeys[] = {"hysteresis", "min_scale",      "max_scale",          "_consecutive_overflows",
+                                      "_steps",     "_skipped_steps", "_last_overflow_step"};
 
 // The grads the passes may touch: fp32/f64 (a 16-bit grad would lose what unscaling recovers) and
 // contiguous. A strided grad (a transposed or sliced view) is replaced by a contiguous copy first: the
@@ -53,13 +53,12 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options) {
   MT_CHECK(o.backoff_factor > 0.0 && o.backoff_factor < 1.0, "GradScaler: backoff_factor must be in (0, 1), got ",
            o.backoff_factor);
   MT_CHECK(o.growth_interval > 0, "GradScaler: growth_interval must be > 0, got ", o.growth_interval);
-  MT_CHECK(o.hysteresis > 0, "GradScaler: hysteresis must be >= 1 (1: back off at every overflow), got ",
-           o.hysteresis);
+  MT_CHECK(o.hysteresis > 0, "GradScaler: hysteresis must be >= 1 (1: back off at every overflow), got ", o.hysteresis);
   // Compared as stored (f32), so a saved scale sitting at min_scale loads back.
   const float init = static_cast<float>(o.init_scale);
   MT_CHECK(o.min_scale >= 0.0 && static_cast<float>(o.min_scale) <= init && init <= static_cast<float>(o.max_scale),
-           "GradScaler: need 0 <= min_scale <= init_scale <= max_scale, got min_scale ", o.min_scale,
-           ", init_scale ", o.init_scale, ", max_scale ", o.max_scale);
+           "GradScaler: need 0 <= min_scale <= init_scale <= max_scale, got min_scale ", o.min_scale, ", init_scale ",
+           o.init_scale, ", max_scale ", o.max_scale);
   scale_ = scalar_tensor(o.init_scale, {.dtype = DType::kF32});
   stats_.history.push_back({0, get_scale()});
 }
@@ -175,9 +174,9 @@ void GradScaler::update() {
     if (consecutive_overflows_ >= options_.hysteresis) {
       // Compared as stored (f32): f32(0.1) is above 0.1.
       const bool at_floor = static_cast<float>(scale) <= static_cast<float>(options_.min_scale);
-      MT_CHECK(!(options_.on_min_scale == OnMinScale::kThrow && at_floor),
-               "GradScaler.update: an overflow at step ", iteration, " with the scale already at min_scale ",
-               options_.min_scale, " (", stats_.consecutive_skips, " skipped steps in a row): the gradients ",
+      MT_CHECK(!(options_.on_min_scale == OnMinScale::kThrow && at_floor), "GradScaler.update: an overflow at step ",
+               iteration, " with the scale already at min_scale ", options_.min_scale, " (", stats_.consecutive_skips,
+               " skipped steps in a row): the gradients ",
                "are inf/nan whatever the scale, so training is diverging. HINT: lower the learning rate, ",
                "check the data for inf/nan, or train in bf16");
       // PyTorch: float scale times double factor, stored as float.

@@ -39,7 +39,7 @@ struct GradScalerOptions {
   // Beyond PyTorch. hysteresis: overflowing steps in a row before a backoff (1 = PyTorch; DeepSpeed and
   // Megatron use 2); every overflow still skips its step and resets the growth tracker.
   int64_t hysteresis = 1;
-  double min_scale = 0.0;  // backoff never goes below (0: no floor)
+  double min_scale = 0.0;                                      // backoff never goes below (0: no floor)
   double max_scale = std::numeric_limits<double>::infinity();  // growth never goes above
   OnMinScale on_min_scale = OnMinScale::kContinue;
   size_t history_capacity = 256;  // scale changes kept by stats().history (the oldest dropped first)
@@ -62,11 +62,11 @@ struct ScaleChange {
 };
 
 struct GradScalerStats {
-  int64_t steps = 0;               // update() calls that combined inf checks (training iterations)
-  int64_t skipped_steps = 0;       // of those, iterations whose step was skipped (an inf or nan grad)
-  int64_t consecutive_skips = 0;   // skipped iterations since the last clean one
-  int64_t last_overflow_step = -1; // index (0-based, counting update() calls) of the last skip; -1: none
-  double scale = 1.0;              // the current scale
+  int64_t steps = 0;                 // update() calls that combined inf checks (training iterations)
+  int64_t skipped_steps = 0;         // of those, iterations whose step was skipped (an inf or nan grad)
+  int64_t consecutive_skips = 0;     // skipped iterations since the last clean one
+  int64_t last_overflow_step = -1;   // index (0-based, counting update() calls) of the last skip; -1: none
+  double scale = 1.0;                // the current scale
   std::vector<ScaleChange> history;  // starts with {0, init_scale}; on CUDA sampled when the host asks
 };
 

@@ -5,15 +5,15 @@
 #include <cmath>
 
 #include "amp/grad_scaler.h"
-#include "framework/error.h"
 #include "amp/grad_scaling.h"
 #include "amp/loss_scale_rule.h"
+#include "framework/error.h"
 #ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
 
+#include "amp/cuda/amp_kernels.h"
 #include "framework/cuda/check.h"
 #include "framework/cuda/stream.h"
-#include "amp/cuda/amp_kernels.h"
 #endif
 
 namespace mantissa::amp {
@@ -60,12 +60,9 @@ void GradScaler::to_device(Device device) {
 }
 
 void GradScaler::counters_to_device() {
-  const std::vector<int64_t> values{growth_tracker_,
-                                    consecutive_overflows_,
-                                    stats_.steps,
-                                    stats_.skipped_steps,
-                                    stats_.last_overflow_step,
-                                    -1};  // kFloorOverflowStep: none pending
+  const std::vector<int64_t> values{
+      growth_tracker_,      consecutive_overflows_,    stats_.steps,
+      stats_.skipped_steps, stats_.last_overflow_step, -1};  // kFloorOverflowStep: none pending
   static_assert(um::kNumLossScaleCounters == 6);
   copy_(counters_dev_, from_vector(values, {um::kNumLossScaleCounters}));
   fill_(inv_scale_dev_, inverse(scale_.item()));
@@ -110,8 +107,8 @@ void prepare_cuda_grads(const Optimizer& optimizer) {
     for (const auto& p : optimizer.group_params(g)) {
       const Tensor& grad = p.tensor.grad();
       if (!grad.defined()) continue;
-      MT_CHECK(grad.dtype() == DType::kF32, "GradScaler: attempting to unscale FP16 gradients: the grad of '",
-               p.name, "' is ", dtype_name(grad.dtype()), " ", shape_str(grad.shape()),
+      MT_CHECK(grad.dtype() == DType::kF32, "GradScaler: attempting to unscale FP16 gradients: the grad of '", p.name,
+               "' is ", dtype_name(grad.dtype()), " ", shape_str(grad.shape()),
                ". HINT: keep fp32 master weights; autocast makes the 16-bit copies and hands back fp32 grads");
       if (!grad.is_contiguous()) {
         Tensor param = p.tensor;
@@ -160,8 +157,8 @@ void GradScaler::update_cuda() {
                                .throw_at_min_scale = options_.on_min_scale == OnMinScale::kThrow};
   const Device device = scale_.device();
   gpu::DeviceGuard guard(device);
-  gpu::update_loss_scale(scale_.data<float>(), inv_scale_dev_.data<float>(), counters_dev_.data<int64_t>(), flags,
-                         rule, gpu::current_stream(device));
+  gpu::update_loss_scale(scale_.data<float>(), inv_scale_dev_.data<float>(), counters_dev_.data<int64_t>(), flags, rule,
+                         gpu::current_stream(device));
   if (options_.on_min_scale != OnMinScale::kThrow) return;
   // kThrow asks the host to look every iteration (one read): the kernel only records the iteration.
   const int64_t floor_step = counters_dev_.to(kCPU).data<int64_t>()[um::kFloorOverflowStep];

@@ -5,11 +5,11 @@
 #include <map>
 #include <vector>
 
-#include "framework/error.h"
 #include "amp/cpu/amp_kernels.h"
+#include "framework/error.h"
 #ifdef MANTISSA_WITH_CUDA
-#include "framework/cuda/stream.h"
 #include "amp/cuda/amp_kernels.h"
+#include "framework/cuda/stream.h"
 #endif
 
 namespace mantissa {

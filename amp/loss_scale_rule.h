@@ -25,7 +25,7 @@ enum LossScaleCounter : int {
   kConsecutiveOverflows,  // also GradScalerStats::consecutive_skips (the CPU scaler keeps both equal)
   kSteps,
   kSkippedSteps,
-  kLastOverflowStep,  // -1: none
+  kLastOverflowStep,   // -1: none
   kFloorOverflowStep,  // -1, or the iteration whose overflow found the scale at min_scale under kThrow
   kNumLossScaleCounters
 };

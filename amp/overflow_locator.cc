@@ -121,8 +121,12 @@ void OverflowLocator::begin_forward(int64_t step) {
     if (!locked || locked->finding || !is_floating(out.dtype())) return;
     const Scan sc = scan(out);
     if (sc.bad.empty()) return;
-    OverflowFinding f{.step = locked->step, .op = op_name(&node), .module = module_for(&node, locked->param_names),
-                      .value = sc.bad, .dtype = out.dtype(), .max_abs_before = sc.max_abs};
+    OverflowFinding f{.step = locked->step,
+                      .op = op_name(&node),
+                      .module = module_for(&node, locked->param_names),
+                      .value = sc.bad,
+                      .dtype = out.dtype(),
+                      .max_abs_before = sc.max_abs};
     f.message = format_message(f, "forward", "max finite |x| there");
     locked->finding = f;
   });
@@ -162,28 +166,28 @@ void OverflowLocator::watch(const Tensor& root, int64_t step) {
   for (Node* n : nodes) {
     for (uint32_t k = 0; k < n->outputs.size(); ++k) {
       n->pre_hooks.push_back({k, [weak = std::weak_ptr<Shared>(shared_), n](const Tensor& g) -> Tensor {
-        auto locked = weak.lock();
-        if (!locked || !g.defined()) return Tensor();
-        Shared& sh = *locked;
-        const Scan sc = scan(g);
-        sh.max_in[n] = std::max(sh.max_in[n], sc.max_abs);
-        if (sc.bad.empty() || sh.finding) return Tensor();
-        OverflowFinding f{.step = sh.step, .value = sc.bad, .dtype = g.dtype()};
-        const auto& from = sh.consumers[n];
-        if (from.empty()) {  // the gradient handed to backward itself
-          f.op = "the gradient given to backward";
-          f.module = sh.module_of[n];
-        } else {
-          for (const Node* c : from) {
-            f.op += (f.op.empty() ? "" : " or ") + op_name(c);
-            f.max_abs_before = std::max(f.max_abs_before, sh.max_in[c]);
-          }
-          f.module = sh.module_of[from.front()];
-        }
-        f.message = format_message(f, "backward", "max |x| before");
-        sh.finding = f;
-        return Tensor();
-      }});
+                                auto locked = weak.lock();
+                                if (!locked || !g.defined()) return Tensor();
+                                Shared& sh = *locked;
+                                const Scan sc = scan(g);
+                                sh.max_in[n] = std::max(sh.max_in[n], sc.max_abs);
+                                if (sc.bad.empty() || sh.finding) return Tensor();
+                                OverflowFinding f{.step = sh.step, .value = sc.bad, .dtype = g.dtype()};
+                                const auto& from = sh.consumers[n];
+                                if (from.empty()) {  // the gradient handed to backward itself
+                                  f.op = "the gradient given to backward";
+                                  f.module = sh.module_of[n];
+                                } else {
+                                  for (const Node* c : from) {
+                                    f.op += (f.op.empty() ? "" : " or ") + op_name(c);
+                                    f.max_abs_before = std::max(f.max_abs_before, sh.max_in[c]);
+                                  }
+                                  f.module = sh.module_of[from.front()];
+                                }
+                                f.message = format_message(f, "backward", "max |x| before");
+                                sh.finding = f;
+                                return Tensor();
+                              }});
     }
   }
 }

@@ -28,12 +28,12 @@ namespace mantissa::amp {
 
 struct OverflowFinding {
   int64_t step = 0;
-  std::string op;      // the node's name without "Backward" ("Linear", "Softmax"); "a or b" when two ops
-                       // fed the same gradient and only their sum is seen
-  std::string module;  // dotted module name; "" for the model's root module
-  std::string value;   // "inf" or "nan"
-  DType dtype = DType::kF32;      // of the non-finite gradient
-  double max_abs_before = 0.0;    // the largest finite |gradient| the op received
+  std::string op;               // the node's name without "Backward" ("Linear", "Softmax"); "a or b" when two ops
+                                // fed the same gradient and only their sum is seen
+  std::string module;           // dotted module name; "" for the model's root module
+  std::string value;            // "inf" or "nan"
+  DType dtype = DType::kF32;    // of the non-finite gradient
+  double max_abs_before = 0.0;  // the largest finite |gradient| the op received
   std::string message;
 };
 

@@ -24,7 +24,8 @@ void BM_CnnStep(benchmark::State& state, Precision precision) {
   Generator gen(1);
   const Tensor x = randn({kBatch, 1, CNN::kImageSize, CNN::kImageSize}, {}, &gen);
   const Tensor y = bench::random_labels(kBatch, 10, gen);
-  bench::time_training_step(state, precision, opt, kBatch, [&](const Tensor& in) { return model.forward(in); }, x, y);
+  bench::time_training_step(
+      state, precision, opt, kBatch, [&](const Tensor& in) { return model.forward(in); }, x, y);
 }
 
 BENCHMARK_CAPTURE(BM_CnnStep, f32, Precision::kF32)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -5,7 +5,6 @@
 #include <benchmark/benchmark.h>
 
 #include <cstring>
-
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "framework/autograd.h"
@@ -27,8 +26,8 @@ Tensor filled(const Shape& shape, DType dtype, uint64_t seed) {
 }
 
 void set_flops(benchmark::State& state, double flops_per_iter) {
-  state.counters["GFLOP/s"] = benchmark::Counter(flops_per_iter * static_cast<double>(state.iterations()) * 1e-9,
-                                                 benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops_per_iter * static_cast<double>(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
 }
 
 void BM_Conv2dForward(benchmark::State& state, DType dtype) {
@@ -58,10 +57,10 @@ void BM_OneDnnConv2dForward(benchmark::State& state, dnnl::memory::data_type dt)
   engine eng(engine::kind::cpu, 0);
   stream s(eng);
   const memory::dims src_dims{kN, kC, kHW, kHW}, w_dims{kO, kC, kK, kK}, b_dims{kO}, dst_dims{kN, kO, kHW, kHW};
-  auto conv_desc = convolution_forward::desc(
-      prop_kind::forward_training, algorithm::convolution_direct, memory::desc(src_dims, dt, tag::any),
-      memory::desc(w_dims, dt, tag::any), memory::desc(b_dims, memory::data_type::f32, tag::a),
-      memory::desc(dst_dims, dt, tag::any), {1, 1}, {1, 1}, {1, 1});
+  auto conv_desc = convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                             memory::desc(src_dims, dt, tag::any), memory::desc(w_dims, dt, tag::any),
+                                             memory::desc(b_dims, memory::data_type::f32, tag::a),
+                                             memory::desc(dst_dims, dt, tag::any), {1, 1}, {1, 1}, {1, 1});
   convolution_forward::primitive_desc pd(conv_desc, eng);
   memory src_plain({src_dims, dt, tag::nchw}, eng), w_plain({w_dims, dt, tag::oihw}, eng),
       dst_plain({dst_dims, dt, tag::nchw}, eng), bias({b_dims, memory::data_type::f32, tag::a}, eng);
@@ -86,8 +85,12 @@ BENCHMARK_CAPTURE(BM_Conv2dForward, f32, kFloat32)->Unit(benchmark::kMillisecond
 BENCHMARK_CAPTURE(BM_Conv2dForward, bf16, kBFloat16)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Conv2dForwardBackward, f32, kFloat32)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Conv2dForwardBackward, bf16, kBFloat16)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_OneDnnConv2dForward, f32, dnnl::memory::data_type::f32)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_OneDnnConv2dForward, bf16, dnnl::memory::data_type::bf16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_OneDnnConv2dForward, f32, dnnl::memory::data_type::f32)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_OneDnnConv2dForward, bf16, dnnl::memory::data_type::bf16)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace mantissa

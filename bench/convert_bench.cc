@@ -38,7 +38,7 @@ void BM_Convert(benchmark::State& state, ConvertIsa isa, Direction dir) {
   state.SetBytesProcessed(state.iterations() * n * 6);
 }
 
-#define MT_CONVERT_BENCH(isa, dir)                                                        \
+#define MT_CONVERT_BENCH(isa, dir) \
   BENCHMARK_CAPTURE(BM_Convert, isa##_##dir, ConvertIsa::isa, Direction::dir)->Arg(1 << 16)->Arg(1 << 24)
 
 MT_CONVERT_BENCH(kScalar, kF32ToF16);

@@ -16,7 +16,6 @@
 
 #ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
-
 #include <random>
 
 #include "framework/half.h"
@@ -44,13 +43,13 @@ std::vector<GemmShape> shapes() {
   };
 }
 
-#define BENCH_CUDA_CHECK(expr)                                                       \
-  do {                                                                               \
-    const cudaError_t err_ = (expr);                                                 \
-    if (err_ != cudaSuccess) {                                                       \
+#define BENCH_CUDA_CHECK(expr)                                                             \
+  do {                                                                                     \
+    const cudaError_t err_ = (expr);                                                       \
+    if (err_ != cudaSuccess) {                                                             \
       state.SkipWithError((std::string(#expr) + ": " + cudaGetErrorString(err_)).c_str()); \
-      return;                                                                        \
-    }                                                                                \
+      return;                                                                              \
+    }                                                                                      \
   } while (0)
 
 template <typename T>
@@ -77,8 +76,16 @@ void BM_cuda_gemm(benchmark::State& state, GemmShape s, Tf32 tf32) {
   const Tf32 saved = cuda_matmul_tf32();
   set_cuda_matmul_tf32(tf32);
   const bool tb = s.trans_b == cpu::Trans::kYes;
-  const gpu::GemmArgs<T> args{.gemm = {.gemm = {.trans_b = s.trans_b, .m = s.m, .n = s.n, .k = s.k, .a = a,
-                                                .lda = s.k, .b = b, .ldb = tb ? s.k : s.n, .c = c, .ldc = s.n}}};
+  const gpu::GemmArgs<T> args{.gemm = {.gemm = {.trans_b = s.trans_b,
+                                                .m = s.m,
+                                                .n = s.n,
+                                                .k = s.k,
+                                                .a = a,
+                                                .lda = s.k,
+                                                .b = b,
+                                                .ldb = tb ? s.k : s.n,
+                                                .c = c,
+                                                .ldc = s.n}}};
   for (int i = 0; i < 3; ++i) gpu::gemm(args, 0, stream);  // plan, workspace, clocks
   constexpr int kCalls = 20;
   for (auto _ : state) {
@@ -91,11 +98,10 @@ void BM_cuda_gemm(benchmark::State& state, GemmShape s, Tf32 tf32) {
     state.SetIterationTime(ms * 1e-3 / kCalls);
   }
   set_cuda_matmul_tf32(saved);
-  state.counters["TFLOP/s"] = benchmark::Counter(2e-12 * static_cast<double>(s.m) * static_cast<double>(s.n) *
-                                                     static_cast<double>(s.k),
-                                                 benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
-                 (tb ? " (B^T)" : ""));
+  state.counters["TFLOP/s"] =
+      benchmark::Counter(2e-12 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k),
+                         benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + (tb ? " (B^T)" : ""));
   (void)cudaEventDestroy(start);
   (void)cudaEventDestroy(stop);
   (void)cudaStreamDestroy(stream);

@@ -100,12 +100,11 @@ void BM_Dropout(benchmark::State& state, DType dt) {
   if (cuda_device_count() == 0) return run(state, 0, [] {});
   const Shape s{8192, 3072};
   const Tensor x = device_randn(s, dt);
-  run(state, 2 * bytes_of(s, dt) + static_cast<double>(shape_numel(s)), [&] {
-    benchmark::DoNotOptimize(dropout(x, 0.1));
-  });
+  run(state, 2 * bytes_of(s, dt) + static_cast<double>(shape_numel(s)),
+      [&] { benchmark::DoNotOptimize(dropout(x, 0.1)); });
 }
 
-#define MT_BENCH_DTYPES(FN)                                                   \
+#define MT_BENCH_DTYPES(FN)                                                              \
   BENCHMARK_CAPTURE(FN, f32, DType::kF32)->UseRealTime()->Unit(benchmark::kMicrosecond); \
   BENCHMARK_CAPTURE(FN, bf16, DType::kBF16)->UseRealTime()->Unit(benchmark::kMicrosecond)
 MT_BENCH_DTYPES(BM_Add);

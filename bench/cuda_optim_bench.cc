@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "amp/grad_scaler.h"
+#include "amp/grad_scaling.h"
 #include "framework/cuda/device.h"
 #include "optim/adam.h"
-#include "amp/grad_scaling.h"
 #include "optim/sgd.h"
 
 namespace mantissa {
@@ -36,11 +36,18 @@ std::vector<NamedTensor> gpt2_small_params() {
   std::vector<std::pair<std::string, Shape>> shapes{{"wte", {50304, 768}}, {"wpe", {1024, 768}}};
   for (int l = 0; l < 12; ++l) {
     const std::string h = "h." + std::to_string(l) + ".";
-    for (auto [name, shape] : std::vector<std::pair<std::string, Shape>>{
-             {"ln_1.weight", {768}}, {"ln_1.bias", {768}}, {"attn.c_attn.weight", {2304, 768}}, {"attn.c_attn.bias", {2304}},
-             {"attn.c_proj.weight", {768, 768}}, {"attn.c_proj.bias", {768}}, {"ln_2.weight", {768}}, {"ln_2.bias", {768}},
-             {"mlp.c_fc.weight", {3072, 768}}, {"mlp.c_fc.bias", {3072}}, {"mlp.c_proj.weight", {768, 3072}},
-             {"mlp.c_proj.bias", {768}}})
+    for (auto [name, shape] : std::vector<std::pair<std::string, Shape>>{{"ln_1.weight", {768}},
+                                                                         {"ln_1.bias", {768}},
+                                                                         {"attn.c_attn.weight", {2304, 768}},
+                                                                         {"attn.c_attn.bias", {2304}},
+                                                                         {"attn.c_proj.weight", {768, 768}},
+                                                                         {"attn.c_proj.bias", {768}},
+                                                                         {"ln_2.weight", {768}},
+                                                                         {"ln_2.bias", {768}},
+                                                                         {"mlp.c_fc.weight", {3072, 768}},
+                                                                         {"mlp.c_fc.bias", {3072}},
+                                                                         {"mlp.c_proj.weight", {768, 3072}},
+                                                                         {"mlp.c_proj.bias", {768}}})
       shapes.push_back({h + name, shape});
   }
   shapes.push_back({"ln_f.weight", {768}});

@@ -6,13 +6,12 @@
 //   ./build/bench/elementwise_bench --benchmark_min_time=0.5s
 #include <benchmark/benchmark.h>
 
-#include <omp.h>
-
 #include <algorithm>
-#include <cmath>
-#include <type_traits>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <omp.h>
+#include <type_traits>
 #include <vector>
 
 #include "framework/parallel.h"
@@ -84,13 +83,15 @@ void BM_Binary(benchmark::State& state, Tensor (*op)(const Tensor&, const Tensor
 Tensor gelu_erf(const Tensor& x) { return gelu(x); }
 // exp through the same shared loop (ops/map.h) with the vectorizable cpu::fast_expf instead of
 // std::exp: shows what the loop delivers once the functor itself vectorizes.
-Tensor exp_fast(const Tensor& x) { return map_unary(x, "exp", [](auto v) {
-  if constexpr (std::is_same_v<decltype(v), float>) {
-    return cpu::fast_expf(v);
-  } else {
-    return std::exp(v);
-  }
-}); }
+Tensor exp_fast(const Tensor& x) {
+  return map_unary(x, "exp", [](auto v) {
+    if constexpr (std::is_same_v<decltype(v), float>) {
+      return cpu::fast_expf(v);
+    } else {
+      return std::exp(v);
+    }
+  });
+}
 Tensor add_tt(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor mul_tt(const Tensor& a, const Tensor& b) { return mul(a, b); }
 

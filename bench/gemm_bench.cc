@@ -7,13 +7,13 @@
 // "keep" to leave the environment alone. The core OpenBLAS used is printed in the context.
 //   ./build/bench/gemm_bench --benchmark_filter=2048
 #include <benchmark/benchmark.h>
-#include <cblas.h>
-#include <omp.h>
-#include <unistd.h>
 
+#include <cblas.h>
 #include <cstdlib>
 #include <cstring>
+#include <omp.h>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "framework/half.h"
@@ -26,13 +26,14 @@ namespace {
 template <typename T>
 std::vector<T> filled(int64_t n, float scale) {
   std::vector<T> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = T(scale * static_cast<float>((i * 7919) % 1000 - 500) / 500.0f);
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] = T(scale * static_cast<float>((i * 7919) % 1000 - 500) / 500.0f);
   return v;
 }
 
 void set_flops(benchmark::State& state, int64_t n) {
-  state.counters["GFLOP"] = benchmark::Counter(2e-9 * static_cast<double>(n * n * n),
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP"] =
+      benchmark::Counter(2e-9 * static_cast<double>(n * n * n), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 template <typename T>
@@ -40,8 +41,8 @@ void BM_mantissa_gemm(benchmark::State& state) {
   const int64_t n = state.range(0);
   const std::vector<T> a = filled<T>(n * n, 1.0f), b = filled<T>(n * n, 0.5f);
   std::vector<T> c(static_cast<size_t>(n * n));
-  const cpu::GemmArgs<T> args{.m = n, .n = n, .k = n, .a = a.data(), .lda = n, .b = b.data(), .ldb = n,
-                              .c = c.data(), .ldc = n};
+  const cpu::GemmArgs<T> args{
+      .m = n, .n = n, .k = n, .a = a.data(), .lda = n, .b = b.data(), .ldb = n, .c = c.data(), .ldc = n};
   for (auto _ : state) {
     cpu::gemm(args);
     benchmark::DoNotOptimize(c.data());

@@ -52,7 +52,7 @@ double bf16_peak_tflops() {
 struct Workload {
   std::function<Tensor()> loss;  // forward + mean cross-entropy on the fixed batch
   std::vector<NamedTensor> params;
-  double items = 0;              // tokens or samples per step
+  double items = 0;  // tokens or samples per step
   double flops_per_item = 0;
 };
 
@@ -87,8 +87,8 @@ std::string run(std::string_view model, std::string_view precision, int steps, d
     owner = cnn;
   }
   AdamW opt(owner->named_parameters(), AdamWOptions{.lr = 1e-4});
-  amp::GradScaler scaler(amp::GradScalerOptions{
-      .state = precision == "fp16" ? amp::ScalerState::kEnabled : amp::ScalerState::kDisabled});
+  amp::GradScaler scaler(
+      amp::GradScalerOptions{.state = precision == "fp16" ? amp::ScalerState::kEnabled : amp::ScalerState::kDisabled});
   const bool autocast = precision != "fp32";
   const DType low = precision == "fp16" ? DType::kF16 : DType::kBF16;
   std::vector<double> times;
@@ -100,7 +100,8 @@ std::string run(std::string_view model, std::string_view precision, int steps, d
     opt.zero_grad();
     Tensor loss;
     {
-      amp::AutocastGuard guard({.device = DeviceType::kCUDA, .dtype = low,
+      amp::AutocastGuard guard({.device = DeviceType::kCUDA,
+                                .dtype = low,
                                 .state = autocast ? amp::AutocastState::kEnabled : amp::AutocastState::kDisabled});
       loss = w.loss();
     }

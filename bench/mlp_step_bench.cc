@@ -36,7 +36,8 @@ void run_step(benchmark::State& state, Precision precision, Opt which) {
   Generator gen(1);
   const Tensor x = randn({kBatch, 784}, {}, &gen);
   const Tensor y = bench::random_labels(kBatch, 10, gen);
-  bench::time_training_step(state, precision, opt, kBatch, [&](const Tensor& in) { return model.forward(in); }, x, y);
+  bench::time_training_step(
+      state, precision, opt, kBatch, [&](const Tensor& in) { return model.forward(in); }, x, y);
 }
 
 void BM_MlpStep(benchmark::State& state, Precision precision) { run_step(state, precision, Opt::kAdam); }

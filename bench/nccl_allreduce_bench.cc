@@ -22,7 +22,8 @@ void BM_AllReduce(benchmark::State& state, DType dtype) {
   }
   ProcessGroup* pg = nccl_group();
   const int64_t bytes = state.range(0);
-  Tensor t = zeros({bytes / static_cast<int64_t>(element_size(dtype))}, {.dtype = dtype, .device = cuda(pg->local_rank())});
+  Tensor t =
+      zeros({bytes / static_cast<int64_t>(element_size(dtype))}, {.dtype = dtype, .device = cuda(pg->local_rank())});
   pg->all_reduce(t, ReduceOp::kSum);  // warm-up: NCCL sets up its channels on the first call
   pg->barrier();
   for (auto _ : state) {
@@ -33,8 +34,9 @@ void BM_AllReduce(benchmark::State& state, DType dtype) {
   // Rates per second of wall time, 10 all-reduces per iteration.
   state.counters["algbw_GBps"] =
       benchmark::Counter(static_cast<double>(bytes) * 10 / 1e9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["busbw_GBps"] = benchmark::Counter(
-      static_cast<double>(bytes) * 10 / 1e9 * (n > 1 ? 2 * (n - 1) / n : 1.0), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["busbw_GBps"] =
+      benchmark::Counter(static_cast<double>(bytes) * 10 / 1e9 * (n > 1 ? 2 * (n - 1) / n : 1.0),
+                         benchmark::Counter::kIsIterationInvariantRate);
 }
 
 BENCHMARK_CAPTURE(BM_AllReduce, f32, DType::kF32)->RangeMultiplier(8)->Range(1 << 20, 1 << 30)->UseRealTime();

@@ -14,10 +14,10 @@
 #include <cstdio>
 #include <vector>
 
+#include "amp/grad_scaling.h"
 #include "framework/parallel.h"
 #include "framework/random.h"
 #include "optim/adam.h"
-#include "amp/grad_scaling.h"
 #include "optim/sgd.h"
 
 namespace mantissa {
@@ -39,14 +39,12 @@ void run(benchmark::State& state, Options options, Variant variant, int64_t step
   Opt opt({{"w", w}}, options);
   if (variant == Variant::kWorkingCopy) opt.enable_working_copies(DType::kBF16);
   const Tensor separate_copy = empty({kParams}, {.dtype = DType::kBF16});
-  opt.step();  // allocates the state
+  opt.step();                                   // allocates the state
   const Tensor inv_scale = scalar_tensor(1.0);  // 1: the grads and weights stay in range over many steps
   const Tensor found_inf = scalar_tensor(0.0);
   for (auto _ : state) {
     switch (variant) {
-      case Variant::kPlain:
-        opt.step();
-        break;
+      case Variant::kPlain: opt.step(); break;
       case Variant::kUnfusedScaler:
         unscale_grads_(opt, inv_scale, found_inf);
         opt.step();
@@ -55,9 +53,7 @@ void run(benchmark::State& state, Options options, Variant variant, int64_t step
         check_grads_finite_(opt, found_inf);
         opt.step({.inv_scale = inv_scale, .found_inf = found_inf});
         break;
-      case Variant::kWorkingCopy:
-        opt.step();
-        break;
+      case Variant::kWorkingCopy: opt.step(); break;
       case Variant::kSeparateCopy:
         opt.step();
         copy_(separate_copy, w.detach());

@@ -72,8 +72,12 @@ void shapes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_SoftmaxForward)->Apply(shapes);
 BENCHMARK(BM_LogSoftmaxForward)->Apply(shapes);
 BENCHMARK(BM_SoftmaxBackward)->Apply(shapes);
-BENCHMARK(BM_CrossEntropy)->Args({4096, 1024, -1, 0})->Args({512, 32000, -1, 0})->Args({512, 32000, -1, 1})
-    ->ArgNames({"rows", "cols", "dim", "bf16"})->UseRealTime();
+BENCHMARK(BM_CrossEntropy)
+    ->Args({4096, 1024, -1, 0})
+    ->Args({512, 32000, -1, 0})
+    ->Args({512, 32000, -1, 1})
+    ->ArgNames({"rows", "cols", "dim", "bf16"})
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace mantissa

@@ -51,8 +51,9 @@ inline void time_training_step(benchmark::State& state, Precision precision, Opt
   }
   state.SetItemsProcessed(state.iterations() * batch);  // items_per_second = samples/s
   // A steady-state step should take no memory from the operating system (caching allocator).
-  state.counters["os_allocs_per_step"] = benchmark::Counter(
-      static_cast<double>(cpu_allocator_stats().system_allocations - sys_before) / static_cast<double>(state.iterations()));
+  state.counters["os_allocs_per_step"] =
+      benchmark::Counter(static_cast<double>(cpu_allocator_stats().system_allocations - sys_before) /
+                         static_cast<double>(state.iterations()));
 }
 
 }  // namespace mantissa::bench

@@ -99,8 +99,8 @@ std::vector<int64_t> epoch_order(int64_t n, Shuffle shuffle, uint64_t seed, int6
 }
 
 int64_t shard_size(int64_t n, ShardOptions shard) {
-  MT_CHECK(shard.world_size >= 1 && shard.rank >= 0 && shard.rank < shard.world_size, "shard_order: rank ",
-           shard.rank, " must be in [0, world_size ", shard.world_size, ")");
+  MT_CHECK(shard.world_size >= 1 && shard.rank >= 0 && shard.rank < shard.world_size, "shard_order: rank ", shard.rank,
+           " must be in [0, world_size ", shard.world_size, ")");
   MT_CHECK(n >= 0, "shard_order: n ", n, " must be >= 0");
   return shard.drop_last == DropLast::kYes ? n / shard.world_size : (n + shard.world_size - 1) / shard.world_size;
 }

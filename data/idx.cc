@@ -1,11 +1,10 @@
 // IDX (MNIST format) reading through zlib's gz interface, with every malformation reported as a Status.
 #include "data/idx.h"
 
-#include <zlib.h>
-
 #include <cstdint>
 #include <memory>
 #include <vector>
+#include <zlib.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -42,8 +41,8 @@ absl::Status read_exact(gzFile f, const std::string& path, void* dst, size_t n, 
       return absl::DataLossError(absl::StrCat(path, ": corrupt compressed data while reading ", what, ": ", msg));
     }
     if (got == 0) {
-      return absl::DataLossError(absl::StrCat(path, ": truncated: ", what, " needs ", n, " bytes, file ends after ",
-                                              done));
+      return absl::DataLossError(
+          absl::StrCat(path, ": truncated: ", what, " needs ", n, " bytes, file ends after ", done));
     }
     done += static_cast<size_t>(got);
   }

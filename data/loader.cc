@@ -83,8 +83,8 @@ std::optional<Example> DataLoader::next() {
 
 void DataLoader::set_position(LoaderPosition position) {
   MT_CHECK(position.epoch >= 0 && position.batch >= 0 && position.batch <= batches_per_epoch(),
-           "DataLoader: position {epoch ", position.epoch, ", batch ", position.batch,
-           "} out of range (", batches_per_epoch(), " batches per epoch)");
+           "DataLoader: position {epoch ", position.epoch, ", batch ", position.batch, "} out of range (",
+           batches_per_epoch(), " batches per epoch)");
   stop_worker();
   position_ = position;
   start_worker();
@@ -112,9 +112,7 @@ void DataLoader::worker_loop() {
   const int64_t per_epoch = batches_per_epoch();
   std::unique_lock lock(mutex_);
   while (true) {
-    cv_.wait(lock, [&] {
-      return stop_ || (!failed_ && static_cast<int64_t>(queue_.size()) < options_.prefetch);
-    });
+    cv_.wait(lock, [&] { return stop_ || (!failed_ && static_cast<int64_t>(queue_.size()) < options_.prefetch); });
     if (stop_) return;
     // The worker runs on into the next epoch, so the first batches of an epoch are ready when it starts.
     if (produce_.batch >= per_epoch) produce_ = {.epoch = produce_.epoch + 1, .batch = 0};

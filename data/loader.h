@@ -23,8 +23,8 @@ struct DataLoaderOptions {
   Shuffle shuffle = Shuffle::kNone;
   uint64_t seed = 0;
   DropLast drop_last = DropLast::kNo;  // the last partial batch of an epoch
-  ShardOptions shard = {};  // rank / world_size / drop_last: PyTorch's DistributedSampler sharding
-  int64_t prefetch = 2;     // batches prepared ahead by the worker thread; 0: no thread, batches built in next()
+  ShardOptions shard = {};             // rank / world_size / drop_last: PyTorch's DistributedSampler sharding
+  int64_t prefetch = 2;  // batches prepared ahead by the worker thread; 0: no thread, batches built in next()
   // kYes: batches are built in pinned (page-locked) host memory (framework/cuda/allocator.h), so that
   // moving them to a GPU with .to(cuda(i)) is an asynchronous copy. Needs a CUDA build and a GPU.
   PinMemory pin_memory = PinMemory::kNo;
@@ -88,7 +88,7 @@ class DataLoader {
   std::deque<Item> queue_;
   LoaderPosition produce_;  // next batch the worker prepares
   bool stop_ = false;
-  bool failed_ = false;     // the worker hit an error and waits for a new position
+  bool failed_ = false;  // the worker hit an error and waits for a new position
   std::thread worker_;
 };
 

@@ -136,15 +136,15 @@ absl::StatusOr<Vocabulary> Vocabulary::parse(std::string_view text, const std::s
   std::vector<absl::string_view> lines = absl::StrSplit(absl::string_view(text.data(), text.size()), '\n');
   if (!lines.empty() && lines.back().empty()) lines.pop_back();
   if (lines.empty() || lines[0] != kVocabHeader) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": not a vocabulary file (first line must be \"",
-                                                   kVocabHeader, "\")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": not a vocabulary file (first line must be \"", kVocabHeader, "\")"));
   }
   std::u32string chars;
   for (size_t n = 1; n < lines.size(); ++n) {
     uint32_t cp = 0;
     if (!absl::SimpleHexAtoi(lines[n], &cp) || cp > 0x10FFFF || (!chars.empty() && cp <= chars.back())) {
-      return absl::InvalidArgumentError(absl::StrCat(source, ": line ", n + 1, " \"", lines[n],
-                                                     "\" is not a hex code point above the previous one"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": line ", n + 1, " \"", lines[n], "\" is not a hex code point above the previous one"));
     }
     chars.push_back(cp);
   }
@@ -195,8 +195,8 @@ Example CharDataset::get_batch(std::span<const int64_t> indices) const {
 
 absl::StatusOr<TextData> load_text(const TextOptions& options) {
   if (options.val_fraction < 0 || options.val_fraction >= 1) {
-    return absl::InvalidArgumentError(absl::StrCat("load_text: val_fraction must be in [0, 1), got ",
-                                                   options.val_fraction));
+    return absl::InvalidArgumentError(
+        absl::StrCat("load_text: val_fraction must be in [0, 1), got ", options.val_fraction));
   }
   auto text = read_utf8_text(options.path);
   if (!text.ok()) return text.status();

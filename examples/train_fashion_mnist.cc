@@ -31,8 +31,8 @@ int main(int argc, char** argv) {
   MLP model(784, {256, 256}, 10);
   Adam adam(model.named_parameters(), {.lr = 1e-3});
   Trainer trainer({.precision = Precision::kF16, .epochs = epochs}, model,
-                  classification_task([&](const Tensor& x) { return model.forward(x.flatten(1)); }), adam,
-                  train, &test);
+                  classification_task([&](const Tensor& x) { return model.forward(x.flatten(1)); }), adam, train,
+                  &test);
   trainer.on_eval_end([](const EvalMetrics& m) {
     std::printf("step %lld: test accuracy %.2f%%\n", static_cast<long long>(m.step), 100 * m.accuracy.value());
   });

@@ -3,13 +3,13 @@
 // by sequence number, and gradient accumulation into leaves.
 #include "framework/autograd.h"
 
-#include "framework/autocast_state.h"
-
 #include <atomic>
 #include <limits>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "framework/autocast_state.h"
 
 namespace mantissa {
 namespace {
@@ -21,8 +21,8 @@ thread_local ForwardObserver t_forward_observer;
 
 // True when `t` is the only handle to its data, so the engine may reuse it in place.
 bool exclusively_owned(const Tensor& t) {
-  return t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && t.is_contiguous() &&
-         t.offset() == 0 && !t.requires_grad();
+  return t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && t.is_contiguous() && t.offset() == 0 &&
+         !t.requires_grad();
 }
 
 // Returns a + b without changing either operand unless `a` is exclusively owned.
@@ -40,9 +40,7 @@ Tensor add_grads(Tensor a, const Tensor& b) {
 
 // ---- SavedTensor ----
 
-SavedTensor::SavedTensor(Node* owner, const char* name) : owner_(owner), name_(name) {
-  owner->saved_.push_back(this);
-}
+SavedTensor::SavedTensor(Node* owner, const char* name) : owner_(owner), name_(name) { owner->saved_.push_back(this); }
 
 SavedTensor& SavedTensor::operator=(const Tensor& t) {
   value_ = t.defined() ? t.detach() : Tensor();
@@ -52,7 +50,8 @@ SavedTensor& SavedTensor::operator=(const Tensor& t) {
 
 const Tensor& SavedTensor::get() const {
   MT_CHECK(!released_, "backward: trying to backward through the graph a second time: ", owner_->name(),
-           "'s saved tensor '", name_, "' was already freed. HINT: pass {.retain_graph = true} to the first "
+           "'s saved tensor '", name_,
+           "' was already freed. HINT: pass {.retain_graph = true} to the first "
            "backward() if you need to walk the graph again");
   return value_;
 }
@@ -171,9 +170,8 @@ bool has_forward_observer() { return static_cast<bool>(t_forward_observer); }
 // ---- the engine ----
 
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, BackwardOptions options) {
-  MT_CHECK(roots.size() == grads.size(), "backward: got ", roots.size(), " outputs but ", grads.size(),
-           " gradients");
-  NoGradGuard no_grad;  // backward formulas run without recording (no higher-order gradients)
+  MT_CHECK(roots.size() == grads.size(), "backward: got ", roots.size(), " outputs but ", grads.size(), " gradients");
+  NoGradGuard no_grad;          // backward formulas run without recording (no higher-order gradients)
   AutocastSuspend no_autocast;  // and in the dtypes the forward chose (a hook may re-enter autocast)
 
   std::vector<Edge> root_edges;
@@ -186,8 +184,11 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
              "do none of its inputs require grad?");
     Tensor g = grads[i];
     if (!g.defined()) {
-      MT_CHECK(r.numel() == 1, "backward: a gradient can be created implicitly only for one-element outputs; "
-               "output ", i, " has shape ", shape_str(r.shape()), ". HINT: pass backward(gradient) with a "
+      MT_CHECK(r.numel() == 1,
+               "backward: a gradient can be created implicitly only for one-element outputs; "
+               "output ",
+               i, " has shape ", shape_str(r.shape()),
+               ". HINT: pass backward(gradient) with a "
                "tensor of that shape");
       g = ones_like(r);
     } else {
@@ -233,9 +234,9 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     MT_ASSERT(e.input_nr < buf.size(), e.fn->name(), " got a gradient for output ", e.input_nr);
     if (!g.defined()) return;
     const Node::OutputInfo& info = e.fn->outputs[e.input_nr];
-    MT_ASSERT(g.shape() == info.shape && g.dtype() == info.dtype, "gradient for ", e.fn->name(), " output ",
-              e.input_nr, " is ", shape_str(g.shape()), " ", dtype_name(g.dtype()), ", expected ",
-              shape_str(info.shape), " ", dtype_name(info.dtype));
+    MT_ASSERT(g.shape() == info.shape && g.dtype() == info.dtype, "gradient for ", e.fn->name(), " output ", e.input_nr,
+              " is ", shape_str(g.shape()), " ", dtype_name(g.dtype()), ", expected ", shape_str(info.shape), " ",
+              dtype_name(info.dtype));
     Tensor& slot = buf[e.input_nr];
     slot = slot.defined() ? add_grads(std::move(slot), g) : std::move(g);
   };

@@ -154,7 +154,6 @@ void set_forward_observer(ForwardObserver observer);
 bool has_forward_observer();
 
 // Runs backward from `roots` with `grads` (undefined entries allowed only for one-element roots).
-void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
-                  BackwardOptions options = {});
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, BackwardOptions options = {});
 
 }  // namespace mantissa

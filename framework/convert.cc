@@ -147,11 +147,9 @@ MT_AVX512 void bf16_to_f32_avx512(const BFloat16* src, float* dst, int64_t n) {
 #pragma GCC diagnostic pop
 #undef MT_AVX512
 
-constexpr ConvertKernels kScalarKernels{f32_to_f16_scalar, f16_to_f32_scalar, f32_to_bf16_scalar,
-                                        bf16_to_f32_scalar};
+constexpr ConvertKernels kScalarKernels{f32_to_f16_scalar, f16_to_f32_scalar, f32_to_bf16_scalar, bf16_to_f32_scalar};
 constexpr ConvertKernels kAvx2Kernels{f32_to_f16_avx2, f16_to_f32_avx2, f32_to_bf16_avx2, bf16_to_f32_avx2};
-constexpr ConvertKernels kAvx512Kernels{f32_to_f16_avx512, f16_to_f32_avx512, f32_to_bf16_avx512,
-                                        bf16_to_f32_avx512};
+constexpr ConvertKernels kAvx512Kernels{f32_to_f16_avx512, f16_to_f32_avx512, f32_to_bf16_avx512, bf16_to_f32_avx512};
 
 const ConvertKernels& best_kernels() {
   static const ConvertKernels& k = convert_kernels(convert_isa());
@@ -189,8 +187,8 @@ bool convert_isa_supported(ConvertIsa isa) {
 
 ConvertIsa convert_isa() {
   static const ConvertIsa best = convert_isa_supported(ConvertIsa::kAvx512) ? ConvertIsa::kAvx512
-                                 : convert_isa_supported(ConvertIsa::kAvx2)  ? ConvertIsa::kAvx2
-                                                                              : ConvertIsa::kScalar;
+                                 : convert_isa_supported(ConvertIsa::kAvx2) ? ConvertIsa::kAvx2
+                                                                            : ConvertIsa::kScalar;
   return best;
 }
 

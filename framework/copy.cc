@@ -29,9 +29,10 @@ inline To cast_value(From v) {
 
 // The dtype pairs convert() handles in bulk.
 template <typename D, typename S>
-inline constexpr bool kBulkConvertible =
-    (std::is_same_v<S, float> && (std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>)) ||
-    (std::is_same_v<D, float> && (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>));
+inline constexpr bool kBulkConvertible = (std::is_same_v<S, float> &&
+                                          (std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>)) ||
+                                         (std::is_same_v<D, float> &&
+                                          (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>));
 
 void check_cpu(const Tensor& t, std::string_view op) {
   MT_CHECK(t.device().is_cpu(), op, ": the CPU kernel got a tensor on ", t.device().str());
@@ -67,8 +68,8 @@ void fill_(const Tensor& dst, double value) {
 }
 
 void copy_(const Tensor& dst, const Tensor& src) {
-  MT_CHECK(dst.shape() == src.shape(), "copy_: shapes differ: destination ", shape_str(dst.shape()),
-           ", source ", shape_str(src.shape()));
+  MT_CHECK(dst.shape() == src.shape(), "copy_: shapes differ: destination ", shape_str(dst.shape()), ", source ",
+           shape_str(src.shape()));
 #ifdef MANTISSA_WITH_CUDA
   if (dst.device().is_cuda() || src.device().is_cuda()) return gpu::copy_cuda(dst, src);
 #endif
@@ -120,10 +121,10 @@ void copy_(const Tensor& dst, const Tensor& src) {
 }
 
 void accumulate_(const Tensor& dst, const Tensor& src) {
-  MT_CHECK(dst.shape() == src.shape(), "accumulate_: shapes differ: ", shape_str(dst.shape()), " += ",
-           shape_str(src.shape()));
-  MT_CHECK(dst.dtype() == src.dtype(), "accumulate_: dtypes differ: ", dtype_name(dst.dtype()), " += ",
-           dtype_name(src.dtype()));
+  MT_CHECK(dst.shape() == src.shape(), "accumulate_: shapes differ: ", shape_str(dst.shape()),
+           " += ", shape_str(src.shape()));
+  MT_CHECK(dst.dtype() == src.dtype(), "accumulate_: dtypes differ: ", dtype_name(dst.dtype()),
+           " += ", dtype_name(src.dtype()));
 #ifdef MANTISSA_WITH_CUDA
   if (dst.device().is_cuda() || src.device().is_cuda()) return gpu::accumulate_cuda(dst, src);
 #endif

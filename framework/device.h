@@ -15,9 +15,7 @@ struct Device {
   constexpr bool is_cpu() const { return type == DeviceType::kCPU; }
   constexpr bool is_cuda() const { return type == DeviceType::kCUDA; }
   friend constexpr bool operator==(Device a, Device b) = default;
-  std::string str() const {
-    return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(static_cast<int>(index));
-  }
+  std::string str() const { return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(static_cast<int>(index)); }
 };
 
 inline constexpr Device kCPU{DeviceType::kCPU, 0};

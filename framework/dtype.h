@@ -37,9 +37,12 @@ constexpr std::string_view dtype_name(DType d) {
 
 constexpr size_t element_size(DType d) {
   switch (d) {
-    case DType::kF64: case DType::kI64: return 8;
-    case DType::kF32: case DType::kI32: return 4;
-    case DType::kF16: case DType::kBF16: return 2;
+    case DType::kF64:
+    case DType::kI64: return 8;
+    case DType::kF32:
+    case DType::kI32: return 4;
+    case DType::kF16:
+    case DType::kBF16: return 2;
     case DType::kBool: return 1;
   }
   return 0;
@@ -59,7 +62,8 @@ constexpr DType promote_types(DType a, DType b) {
       case DType::kBool: return 0;
       case DType::kI32: return 1;
       case DType::kI64: return 2;
-      case DType::kF16: case DType::kBF16: return 3;
+      case DType::kF16:
+      case DType::kBF16: return 3;
       case DType::kF32: return 4;
       case DType::kF64: return 5;
     }
@@ -69,21 +73,54 @@ constexpr DType promote_types(DType a, DType b) {
   return rank(a) >= rank(b) ? a : b;
 }
 
-template <typename T> struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = DType::kF32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::kF64; };
-template <> struct dtype_of<Half> { static constexpr DType value = DType::kF16; };
-template <> struct dtype_of<BFloat16> { static constexpr DType value = DType::kBF16; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::kI64; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = DType::kI32; };
-template <> struct dtype_of<bool> { static constexpr DType value = DType::kBool; };
-template <typename T> inline constexpr DType dtype_v = dtype_of<T>::value;
+template <typename T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::kF32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::kF64;
+};
+template <>
+struct dtype_of<Half> {
+  static constexpr DType value = DType::kF16;
+};
+template <>
+struct dtype_of<BFloat16> {
+  static constexpr DType value = DType::kBF16;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = DType::kI64;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr DType value = DType::kI32;
+};
+template <>
+struct dtype_of<bool> {
+  static constexpr DType value = DType::kBool;
+};
+template <typename T>
+inline constexpr DType dtype_v = dtype_of<T>::value;
 
 // The type a kernel computes in: 16-bit floats compute in float and round once at the output.
-template <typename T> struct compute_type { using type = T; };
-template <> struct compute_type<Half> { using type = float; };
-template <> struct compute_type<BFloat16> { using type = float; };
-template <typename T> using compute_t = typename compute_type<T>::type;
+template <typename T>
+struct compute_type {
+  using type = T;
+};
+template <>
+struct compute_type<Half> {
+  using type = float;
+};
+template <>
+struct compute_type<BFloat16> {
+  using type = float;
+};
+template <typename T>
+using compute_t = typename compute_type<T>::type;
 
 // Dispatch: call f.template operator()<T>() with the C++ type of `d`. `op` names the caller for the
 // error when `d` is not one of the allowed types.

@@ -32,21 +32,21 @@ std::string cat(const Args&... args) {
 #define MT_CHECK(cond, ...)                                          \
   do {                                                               \
     if (!(cond)) [[unlikely]] {                                      \
-      throw ::mantissa::Error(::mantissa::detail::cat(__VA_ARGS__));          \
+      throw ::mantissa::Error(::mantissa::detail::cat(__VA_ARGS__)); \
     }                                                                \
   } while (0)
 
 // MT_THROW(pieces...): unconditional form of MT_CHECK.
-#define MT_THROW(...)                                                \
-  do {                                                               \
-    throw ::mantissa::Error(::mantissa::detail::cat(__VA_ARGS__));            \
+#define MT_THROW(...)                                              \
+  do {                                                             \
+    throw ::mantissa::Error(::mantissa::detail::cat(__VA_ARGS__)); \
   } while (0)
 
 // MT_ASSERT(cond, pieces...): internal invariant; prints expression, file:line and aborts. Always on.
-#define MT_ASSERT(cond, ...)                                                            \
-  do {                                                                                  \
-    if (!(cond)) [[unlikely]] {                                                         \
-      ::mantissa::detail::assert_fail(#cond, __FILE__, __LINE__,                        \
-                                      ::mantissa::detail::cat("" __VA_OPT__(, ) __VA_ARGS__));   \
-    }                                                                                   \
+#define MT_ASSERT(cond, ...)                                                                   \
+  do {                                                                                         \
+    if (!(cond)) [[unlikely]] {                                                                \
+      ::mantissa::detail::assert_fail(#cond, __FILE__, __LINE__,                               \
+                                      ::mantissa::detail::cat("" __VA_OPT__(, ) __VA_ARGS__)); \
+    }                                                                                          \
   } while (0)

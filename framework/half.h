@@ -71,9 +71,7 @@ constexpr uint16_t float_to_bf16_bits(float f) {
   return static_cast<uint16_t>((x + rounding) >> 16);
 }
 
-constexpr float bf16_bits_to_float(uint16_t b) {
-  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
-}
+constexpr float bf16_bits_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
 struct FromBits {};
 

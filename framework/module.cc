@@ -84,7 +84,8 @@ void Module::visit(const std::string& prefix, bool parameters, F&& fn) const {
     for (const auto& e : parameters ? item.module->parameters_ : item.module->buffers_)
       fn(item.prefix + e.name, e.tensor);
     const auto& kids = item.module->children_;
-    for (auto it = kids.rbegin(); it != kids.rend(); ++it) stack.push_back({it->second.get(), item.prefix + it->first + "."});
+    for (auto it = kids.rbegin(); it != kids.rend(); ++it)
+      stack.push_back({it->second.get(), item.prefix + it->first + "."});
   }
 }
 
@@ -139,8 +140,8 @@ void Module::set_training(bool training) {
 Module& Module::to(Device device) {
   if (device.is_cuda()) {
     const int count = cuda_device_count();
-    MT_CHECK(device.index >= 0 && device.index < count, type_name(), ".to(", device.str(),
-             "): no such CUDA device (", count, " present", count == 0 ? ": " + cuda_unavailable_reason() : "",
+    MT_CHECK(device.index >= 0 && device.index < count, type_name(), ".to(", device.str(), "): no such CUDA device (",
+             count, " present", count == 0 ? ": " + cuda_unavailable_reason() : "",
              "). HINT: run on a machine with an NVIDIA GPU and a build with -DMANTISSA_CUDA=ON, or stay on the CPU");
   }
   for (const NamedTensor& p : named_parameters()) {
@@ -192,8 +193,8 @@ LoadResult Module::load_state_dict(const std::map<std::string, Tensor>& state, L
   for (const auto& [name, t] : state)
     if (!own_names.contains(name)) result.unexpected.push_back(name);
   if (strictness == LoadStrictness::kStrict) {
-    MT_CHECK(result.missing.empty() && result.unexpected.empty(), "load_state_dict: error loading into ",
-             type_name(), ": missing names [", join(result.missing), "], unexpected names [", join(result.unexpected),
+    MT_CHECK(result.missing.empty() && result.unexpected.empty(), "load_state_dict: error loading into ", type_name(),
+             ": missing names [", join(result.missing), "], unexpected names [", join(result.unexpected),
              "]. HINT: names are PyTorch's dotted state_dict names; pass LoadStrictness::kNonStrict to load a subset");
   }
   // Everything checked: copy in place, so handles the layers hold (and optimizers key on) stay valid.

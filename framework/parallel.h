@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-
 #include <omp.h>
 
 namespace mantissa {

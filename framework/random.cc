@@ -15,17 +15,19 @@ Generator& generator_or_default(Generator* g) { return g != nullptr ? *g : defau
 
 void check_fill_target(const Tensor& t, std::string_view op) {
   MT_CHECK(t.defined(), op, ": the tensor is undefined");
-  MT_CHECK(is_floating(t.dtype()), op, ": expected a floating tensor (f32, f64, f16, bf16), got ",
-           shape_str(t.shape()), " ", dtype_name(t.dtype()), ". HINT: fill a floating tensor and convert with to()");
+  MT_CHECK(is_floating(t.dtype()), op, ": expected a floating tensor (f32, f64, f16, bf16), got ", shape_str(t.shape()),
+           " ", dtype_name(t.dtype()), ". HINT: fill a floating tensor and convert with to()");
   MT_CHECK(t.device().is_cpu(), op, ": random fills run on the CPU; the tensor is on ", t.device().str(),
            ". HINT: fill a CPU tensor and copy it over");
   MT_CHECK(t.is_leaf() || !t.requires_grad() || !GradMode::is_enabled(), op,
            ": cannot overwrite a tensor that was computed by a differentiable op (", shape_str(t.shape()), " ",
-           dtype_name(t.dtype()), "); its graph would no longer match its values. HINT: fill it under NoGradGuard "
+           dtype_name(t.dtype()),
+           "); its graph would no longer match its values. HINT: fill it under NoGradGuard "
            "or fill a detach()ed copy");
   for (int64_t d = 0; d < t.dim(); ++d) {
     MT_CHECK(t.stride(d) != 0 || t.size(d) <= 1, op, ": the tensor ", shape_str(t.shape()), " with strides ",
-             shape_str(t.strides()), " has several elements in one memory location (an expand()ed view), so "
+             shape_str(t.strides()),
+             " has several elements in one memory location (an expand()ed view), so "
              "they cannot get independent values. HINT: call contiguous() or clone() first");
   }
 }
@@ -72,8 +74,7 @@ void uniform_(const Tensor& t, double low, double high, Generator* generator) {
     using C = compute_t<T>;  // f64 draws in double; f32, f16 and bf16 in float
     const C lo = static_cast<C>(low);
     const C range = static_cast<C>(high) - lo;
-    MT_CHECK(std::isfinite(range), "uniform_: the range [", low, ", ", high, ") overflows ",
-             dtype_name(dtype_v<C>));
+    MT_CHECK(std::isfinite(range), "uniform_: the range [", low, ", ", high, ") overflows ", dtype_name(dtype_v<C>));
     // low + range * u can round up to high (in C, or when rounding to a 16-bit T): such a value is
     // replaced by the largest T below high, so the interval stays half-open.
     const T below_high = high > low ? largest_below<T>(high) : static_cast<T>(lo);

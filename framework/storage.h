@@ -11,7 +11,9 @@ namespace mantissa {
 class Storage {
  public:
   Storage(size_t nbytes, Device device, Allocator* allocator)
-      : nbytes_(nbytes), device_(device), allocator_(allocator),
+      : nbytes_(nbytes),
+        device_(device),
+        allocator_(allocator),
         data_(nbytes ? allocator->allocate(nbytes) : nullptr) {}
   ~Storage() { allocator_->deallocate(data_, nbytes_); }
   Storage(const Storage&) = delete;

@@ -13,8 +13,8 @@ namespace mantissa {
 
 template <size_t N>
 struct StridedLayout {
-  std::vector<int64_t> shape;                       // coalesced, innermost last
-  std::array<std::vector<int64_t>, N> strides;      // per operand, in elements
+  std::vector<int64_t> shape;                   // coalesced, innermost last
+  std::array<std::vector<int64_t>, N> strides;  // per operand, in elements
 };
 
 template <size_t N>

@@ -44,17 +44,35 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op) {
 #define MT_REQUIRE_DEFINED() \
   MT_CHECK(impl_ != nullptr, "tensor: this tensor is undefined (default-constructed or moved from)")
 
-const Shape& Tensor::shape() const { MT_REQUIRE_DEFINED(); return impl_->shape; }
-const Shape& Tensor::strides() const { MT_REQUIRE_DEFINED(); return impl_->strides; }
-int64_t Tensor::offset() const { MT_REQUIRE_DEFINED(); return impl_->offset; }
+const Shape& Tensor::shape() const {
+  MT_REQUIRE_DEFINED();
+  return impl_->shape;
+}
+const Shape& Tensor::strides() const {
+  MT_REQUIRE_DEFINED();
+  return impl_->strides;
+}
+int64_t Tensor::offset() const {
+  MT_REQUIRE_DEFINED();
+  return impl_->offset;
+}
 int64_t Tensor::dim() const { return static_cast<int64_t>(shape().size()); }
 int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size")]; }
 int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
 int64_t Tensor::numel() const { return shape_numel(shape()); }
-DType Tensor::dtype() const { MT_REQUIRE_DEFINED(); return impl_->dtype; }
-Device Tensor::device() const { MT_REQUIRE_DEFINED(); return impl_->storage->device(); }
+DType Tensor::dtype() const {
+  MT_REQUIRE_DEFINED();
+  return impl_->dtype;
+}
+Device Tensor::device() const {
+  MT_REQUIRE_DEFINED();
+  return impl_->storage->device();
+}
 size_t Tensor::nbytes() const { return static_cast<size_t>(numel()) * element_size(dtype()); }
-const std::shared_ptr<Storage>& Tensor::storage() const { MT_REQUIRE_DEFINED(); return impl_->storage; }
+const std::shared_ptr<Storage>& Tensor::storage() const {
+  MT_REQUIRE_DEFINED();
+  return impl_->storage;
+}
 bool Tensor::shares_storage(const Tensor& o) const {
   return defined() && o.defined() && impl_->storage == o.impl_->storage;
 }
@@ -73,18 +91,17 @@ bool Tensor::is_contiguous() const {
 
 void* Tensor::data_ptr() const {
   MT_REQUIRE_DEFINED();
-  return static_cast<char*>(impl_->storage->data()) +
-         impl_->offset * static_cast<int64_t>(element_size(impl_->dtype));
+  return static_cast<char*>(impl_->storage->data()) + impl_->offset * static_cast<int64_t>(element_size(impl_->dtype));
 }
 
 void Tensor::check_dtype_for_data(DType requested) const {
-  MT_CHECK(dtype() == requested, "data<T>(): the tensor holds ", dtype_name(dtype()),
-           " but the pointer asked for is ", dtype_name(requested));
+  MT_CHECK(dtype() == requested, "data<T>(): the tensor holds ", dtype_name(dtype()), " but the pointer asked for is ",
+           dtype_name(requested));
 }
 
 double Tensor::item() const {
-  MT_CHECK(numel() == 1, "item(): expected a tensor with one element, got shape ", shape_str(shape()),
-           " (", numel(), " elements)");
+  MT_CHECK(numel() == 1, "item(): expected a tensor with one element, got shape ", shape_str(shape()), " (", numel(),
+           " elements)");
   if (!device().is_cpu()) return detach().to(kCPU).item();  // a copy to the host: a sync point
   return dispatch_all(dtype(), "item", [&]<typename T>() {
     return static_cast<double>(static_cast<compute_t<T>>(*static_cast<const T*>(data_ptr())));
@@ -245,7 +262,8 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
   Tensor t = empty({n}, {.dtype = options.dtype});
   dispatch_all(options.dtype, "arange", [&]<typename T>() {
     T* p = t.data<T>();
-    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<compute_t<T>>(start + step * static_cast<double>(i)));
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = static_cast<T>(static_cast<compute_t<T>>(start + step * static_cast<double>(i)));
   });
   if (!options.device.is_cpu()) t = t.to(options.device);  // computed on the host, then copied
   if (options.requires_grad) t.set_requires_grad(true);

@@ -26,15 +26,15 @@ class Node;
 class Tensor;
 
 using TensorHook = std::function<Tensor(const Tensor&)>;  // returns a replacement grad or undefined
-using PostAccumulateHook = std::function<void(Tensor&)>;   // sees the leaf after .grad is updated
+using PostAccumulateHook = std::function<void(Tensor&)>;  // sees the leaf after .grad is updated
 
 struct AutogradMeta {
-  std::shared_ptr<Tensor> grad;        // .grad of a leaf (shared so grad() can return a reference)
-  std::shared_ptr<Node> grad_fn;       // the node that made this tensor; null for leaves
-  uint32_t output_nr = 0;              // which output of grad_fn this tensor is
+  std::shared_ptr<Tensor> grad;   // .grad of a leaf (shared so grad() can return a reference)
+  std::shared_ptr<Node> grad_fn;  // the node that made this tensor; null for leaves
+  uint32_t output_nr = 0;         // which output of grad_fn this tensor is
   bool requires_grad = false;
   std::weak_ptr<Node> grad_accumulator;  // a leaf's AccumulateGrad, shared by all its uses
-  std::vector<TensorHook> hooks;          // leaf hooks; a non-leaf's hooks live on its grad_fn
+  std::vector<TensorHook> hooks;         // leaf hooks; a non-leaf's hooks live on its grad_fn
   std::vector<PostAccumulateHook> post_accumulate_hooks;
   // A 16-bit copy that stands for this fp32 leaf in autocast's casts: the optimizer that keeps it equal
   // to the rounded master hands it over (amp::set_working_copy); autocast reads it here.
@@ -44,7 +44,7 @@ struct AutogradMeta {
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape shape;
-  Shape strides;  // in elements
+  Shape strides;       // in elements
   int64_t offset = 0;  // in elements
   DType dtype = DType::kF32;
   std::unique_ptr<AutogradMeta> autograd;  // created on first use
@@ -91,14 +91,18 @@ class Tensor {
 
   // Element pointer at the tensor's offset; data<T>() checks that T matches the dtype.
   void* data_ptr() const;
-  template <typename T> T* data() const {
+  template <typename T>
+  T* data() const {
     check_dtype_for_data(dtype_v<T>);
     return static_cast<T*>(data_ptr());
   }
 
   // The single value of a one-element tensor (any shape with numel 1).
   double item() const;
-  template <typename T> T item() const { return static_cast<T>(item()); }
+  template <typename T>
+  T item() const {
+    return static_cast<T>(item());
+  }
 
   // Autograd.
   bool requires_grad() const;
@@ -126,12 +130,12 @@ class Tensor {
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
   Tensor select(int64_t dim, int64_t index) const;  // removes `dim`
-  Tensor expand(const Shape& shape) const;           // -1 keeps a size; size-1 dims broadcast
+  Tensor expand(const Shape& shape) const;          // -1 keeps a size; size-1 dims broadcast
   Tensor squeeze() const;
   Tensor squeeze(int64_t dim) const;
   Tensor unsqueeze(int64_t dim) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
-  Tensor contiguous() const;  // this tensor when already contiguous
+  Tensor contiguous() const;     // this tensor when already contiguous
   Tensor to(DType dtype) const;  // this tensor when already `dtype`
   // A copy on `device` (same dtype and shape, contiguous); this tensor when already there. Differentiable:
   // the gradient goes back to this tensor's device.
@@ -177,8 +181,7 @@ Tensor arange(double end, TensorOptions options = {.dtype = DType::kI64});
 template <typename T>
 Tensor from_data(std::span<const T> values, const Shape& shape, TensorOptions options);
 template <typename T>
-Tensor from_vector(const std::vector<T>& values, const Shape& shape,
-                   TensorOptions options = {.dtype = dtype_v<T>}) {
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptions options = {.dtype = dtype_v<T>}) {
   if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> is bit-packed: no span over it
     const std::unique_ptr<bool[]> plain(new bool[values.size()]);
     std::copy(values.begin(), values.end(), plain.get());

@@ -30,9 +30,9 @@ Tensor CNN::forward(const Tensor& x) {
   // but the ReLU then touches a quarter of the values. (A NaN in a window gives 0 here and the window's
   // positive maximum in relu-then-pool, since relu maps NaN to 0.)
   const Pool2dOptions pool{.kernel_size = {2, 2}};
-  Tensor h = relu(max_pool2d(bn1->forward(conv1->forward(x)), pool));   // [N, 32, 13, 13]
-  h = relu(max_pool2d(bn2->forward(conv2->forward(h)), pool));          // [N, 64, 5, 5]
-  h = h.reshape({h.size(0), kFlatFeatures});                             // [N, 1600]
+  Tensor h = relu(max_pool2d(bn1->forward(conv1->forward(x)), pool));  // [N, 32, 13, 13]
+  h = relu(max_pool2d(bn2->forward(conv2->forward(h)), pool));         // [N, 64, 5, 5]
+  h = h.reshape({h.size(0), kFlatFeatures});                           // [N, 1600]
   return fc2->forward(relu(fc1->forward(h)));
 }
 

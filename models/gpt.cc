@@ -41,7 +41,7 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, const GPTOptions& o
 
 Tensor CausalSelfAttention::forward(const Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), D = C / n_head;
-  const std::vector<Tensor> qkv = split(c_attn->forward(x), C, 2);  // 3 x [B, T, C]
+  const std::vector<Tensor> qkv = split(c_attn->forward(x), C, 2);                             // 3 x [B, T, C]
   auto heads = [&](const Tensor& t) { return t.reshape({B, T, n_head, D}).transpose(1, 2); };  // [B, H, T, D]
   const Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
   Tensor y;
@@ -83,24 +83,24 @@ Tensor GPTBlock::forward(const Tensor& x) {
 GPT::GPT(GPTConfig config, GPTOptions o) : config_(config) {
   const GPTConfig& c = config_;
   MT_CHECK(c.vocab_size > 0 && c.n_layer >= 0 && c.n_head > 0 && c.n_embd > 0 && c.block_size > 0,
-           "GPT: sizes must be positive, got vocab_size ", c.vocab_size, " n_layer ", c.n_layer, " n_head ",
-           c.n_head, " n_embd ", c.n_embd, " block_size ", c.block_size);
+           "GPT: sizes must be positive, got vocab_size ", c.vocab_size, " n_layer ", c.n_layer, " n_head ", c.n_head,
+           " n_embd ", c.n_embd, " block_size ", c.block_size);
   MT_CHECK(c.n_embd % c.n_head == 0, "GPT: n_embd ", c.n_embd, " is not divisible by n_head ", c.n_head,
            ". HINT: each head gets n_embd / n_head channels");
   MT_CHECK(c.dropout >= 0.0 && c.dropout < 1.0, "GPT: dropout must be in [0, 1), got ", c.dropout);
   // A plain container module gives the "transformer." prefix; "h" holds the blocks as "0", "1", ...
   auto transformer = register_module("transformer", std::make_shared<Module>());
-  wte = transformer->register_module("wte", std::make_shared<Embedding>(c.vocab_size, c.n_embd,
-                                                                        EmbeddingOptions{o.dtype, o.generator}));
-  wpe = transformer->register_module("wpe", std::make_shared<Embedding>(c.block_size, c.n_embd,
-                                                                        EmbeddingOptions{o.dtype, o.generator}));
+  wte = transformer->register_module(
+      "wte", std::make_shared<Embedding>(c.vocab_size, c.n_embd, EmbeddingOptions{o.dtype, o.generator}));
+  wpe = transformer->register_module(
+      "wpe", std::make_shared<Embedding>(c.block_size, c.n_embd, EmbeddingOptions{o.dtype, o.generator}));
   drop = transformer->register_module("drop", std::make_shared<Dropout>(DropoutOptions{c.dropout, o.generator}));
   auto blocks = transformer->register_module("h", std::make_shared<Module>());
   for (int64_t i = 0; i < c.n_layer; ++i) {
     h.push_back(blocks->register_module(std::to_string(i), std::make_shared<GPTBlock>(c, o)));
   }
-  ln_f = transformer->register_module("ln_f", std::make_shared<LayerNorm>(Shape{c.n_embd}, LayerNormOptions{
-                                                                              .dtype = o.dtype}));
+  ln_f = transformer->register_module("ln_f",
+                                      std::make_shared<LayerNorm>(Shape{c.n_embd}, LayerNormOptions{.dtype = o.dtype}));
   // Weight tying: lm_head.weight is wte.weight itself, so both uses accumulate into one grad.
   auto lm_head = register_module("lm_head", std::make_shared<Module>());
   lm_head_weight = lm_head->register_parameter("weight", wte->weight);
@@ -125,10 +125,10 @@ GPTOutput GPT::forward(const Tensor& idx, const Tensor& targets) {
   MT_CHECK(T >= 1 && T <= config_.block_size, "GPT: sequence length ", T, " is outside [1, block_size ",
            config_.block_size, "]. HINT: crop the context to the last block_size tokens");
   const Tensor pos = arange(static_cast<double>(T)).to(idx.device());  // [T] i64, on the tokens' device
-  Tensor x = drop->forward(wte->forward(idx) + wpe->forward(pos));    // [B, T, C] + [T, C]
+  Tensor x = drop->forward(wte->forward(idx) + wpe->forward(pos));     // [B, T, C] + [T, C]
   for (auto& block : h) x = block->forward(x);
   GPTOutput out;
-  out.logits = linear(ln_f->forward(x), lm_head_weight);              // [B, T, V]
+  out.logits = linear(ln_f->forward(x), lm_head_weight);  // [B, T, V]
   if (targets.defined()) {
     MT_CHECK(targets.shape() == idx.shape() && targets.dtype() == DType::kI64, "GPT: targets must be i64 ",
              shape_str(idx.shape()), " like idx, got ", shape_str(targets.shape()), " ", dtype_name(targets.dtype()));
@@ -139,11 +139,11 @@ GPTOutput GPT::forward(const Tensor& idx, const Tensor& targets) {
 
 Tensor GPT::generate(const Tensor& prompt, int64_t n, GenerateOptions options) {
   MT_CHECK((prompt.dim() == 1 || prompt.dim() == 2) && prompt.dtype() == DType::kI64 && prompt.numel() > 0,
-           "GPT.generate: expected a non-empty prompt [T] or [B, T] of i64 ids, got ", shape_str(prompt.shape()),
-           " ", dtype_name(prompt.dtype()));
+           "GPT.generate: expected a non-empty prompt [T] or [B, T] of i64 ids, got ", shape_str(prompt.shape()), " ",
+           dtype_name(prompt.dtype()));
   MT_CHECK(n >= 0 && options.temperature >= 0.0 && options.top_k >= 0,
-           "GPT.generate: n, temperature and top_k must be non-negative, got ", n, ", ", options.temperature,
-           ", ", options.top_k);
+           "GPT.generate: n, temperature and top_k must be non-negative, got ", n, ", ", options.temperature, ", ",
+           options.top_k);
   Generator& gen = options.generator ? *options.generator : default_generator();
   NoGradGuard no_grad;
   const bool was_training = is_training();

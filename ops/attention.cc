@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "ops/autocast.h"
 #include "framework/autocast_state.h"
+#include "ops/autocast.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/softmax.h"

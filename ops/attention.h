@@ -16,7 +16,6 @@ struct AttentionOptions {
 
 MT_OP(scaled_dot_product_attention, kLowerPrecision);
 // q [..., L, D], k [..., S, D], v [..., S, Dv] -> [..., L, Dv]; batch dims broadcast.
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    AttentionOptions options = {});
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionOptions options = {});
 
 }  // namespace mantissa

@@ -64,8 +64,8 @@ Tensor working_copy_for(const Tensor& t, DType target) {
 
 Tensor cast_to(const Tensor& t, DType target) {
   if (t.dtype() == target) return t;
-  const bool cacheable = autocast_tls().cache_enabled && t.is_leaf() && t.requires_grad() &&
-                         t.dtype() == DType::kF32 && is_low_precision(target);
+  const bool cacheable = autocast_tls().cache_enabled && t.is_leaf() && t.requires_grad() && t.dtype() == DType::kF32 &&
+                         is_low_precision(target);
   if (!cacheable) return t.to(target);
   const CacheKey key{t.impl(), target};
   auto it = t_cache.find(key);
@@ -159,8 +159,7 @@ std::vector<Tensor> cast_inputs(const OpInfo& info, std::vector<Tensor> inputs) 
   if (!found || !tls.enabled[static_cast<int>(device)]) return out;
   const CastPolicy policy = info.autocast;
   switch (policy) {
-    case CastPolicy::kNone:
-      return out;
+    case CastPolicy::kNone: return out;
     case CastPolicy::kRefused:
       MT_THROW(op, ": unsafe to autocast: its gradient and loss lose accuracy in ",
                dtype_name(tls.dtype[static_cast<int>(device)]),

@@ -4,9 +4,9 @@
 #include <cstdint>
 
 #include "framework/autograd.h"
-#include "ops/elementwise.h"
 #include "ops/device_map.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
 #include "ops/reduce.h"
 
 namespace mantissa {
@@ -20,11 +20,24 @@ void check_bool(const Tensor& t, std::string_view op, std::string_view arg) {
 }
 
 // The unsigned integer of a size, read through may_alias so that any element type's bits can be moved.
-template <size_t kBytes> struct SameSizeBits;
-template <> struct SameSizeBits<1> { using type __attribute__((may_alias)) = uint8_t; };
-template <> struct SameSizeBits<2> { using type __attribute__((may_alias)) = uint16_t; };
-template <> struct SameSizeBits<4> { using type __attribute__((may_alias)) = uint32_t; };
-template <> struct SameSizeBits<8> { using type __attribute__((may_alias)) = uint64_t; };
+template <size_t kBytes>
+struct SameSizeBits;
+template <>
+struct SameSizeBits<1> {
+  using type __attribute__((may_alias)) = uint8_t;
+};
+template <>
+struct SameSizeBits<2> {
+  using type __attribute__((may_alias)) = uint16_t;
+};
+template <>
+struct SameSizeBits<4> {
+  using type __attribute__((may_alias)) = uint32_t;
+};
+template <>
+struct SameSizeBits<8> {
+  using type __attribute__((may_alias)) = uint64_t;
+};
 
 // out[i] = cond[i] ? a[i * SA] : b[i * SB] over n elements (SA, SB in {0, 1}), as a bit-mask select on
 // the elements' bits with the condition's bytes (0 or 1) read as integers: a ?: on a bool or between
@@ -94,8 +107,10 @@ struct WhereBackward final : Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     const Tensor zero = scalar_like(g[0], 0.0);
     Tensor ga, gb;
-    if (next_edges[0].valid()) ga = sum_to(select_kernel(cond.get(), g[0], zero, "where_backward"), a_shape).to(a_dtype);
-    if (next_edges[1].valid()) gb = sum_to(select_kernel(cond.get(), zero, g[0], "where_backward"), b_shape).to(b_dtype);
+    if (next_edges[0].valid())
+      ga = sum_to(select_kernel(cond.get(), g[0], zero, "where_backward"), a_shape).to(a_dtype);
+    if (next_edges[1].valid())
+      gb = sum_to(select_kernel(cond.get(), zero, g[0], "where_backward"), b_shape).to(b_dtype);
     return {ga, gb};
   }
 };
@@ -114,22 +129,22 @@ struct ClampBackward final : Node {
   std::string_view name() const override { return "ClampBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     const double l = lo.value_or(-INFINITY), h = hi.value_or(INFINITY);
-    return {map_binary(
-        g[0], self.get(), "clamp_backward",
-        [l, h](auto gv, auto x) {
-          using C = decltype(gv);
-          return pointwise::clamp_backward(gv, x, C(l), C(h));
-        },
-        {gpu::BinaryOp::kClampBackward, l, h})};
+    return {map_binary(g[0], self.get(), "clamp_backward",
+                       [l, h](auto gv, auto x) {
+                         using C = decltype(gv);
+                         return pointwise::clamp_backward(gv, x, C(l), C(h));
+                       },
+                       {gpu::BinaryOp::kClampBackward, l, h})};
   }
 };
 
 }  // namespace
 
-#define MT_COMPARE_OP(NAME, EXPR, CODE)                                                   \
-  Tensor NAME(const Tensor& a, const Tensor& b) {                                        \
-    return map_compare(a, b, #NAME, [](auto x, auto y) { return EXPR; }, CODE);         \
-  }                                                                                      \
+#define MT_COMPARE_OP(NAME, EXPR, CODE)                          \
+  Tensor NAME(const Tensor& a, const Tensor& b) {                \
+    return map_compare(                                          \
+        a, b, #NAME, [](auto x, auto y) { return EXPR; }, CODE); \
+  }                                                              \
   Tensor NAME(const Tensor& a, double b) { return NAME(a, scalar_like(a, b)); }
 
 MT_COMPARE_OP(eq, x == y, gpu::CompareOp::kEq)
@@ -175,13 +190,12 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
   MT_CHECK(lo.has_value() || hi.has_value(), "clamp: at least one of min and max must be given");
   MT_CHECK(!lo || !hi || *lo <= *hi, "clamp: min ", *lo, " is greater than max ", *hi);
   const double l = lo.value_or(-INFINITY), h = hi.value_or(INFINITY);
-  Tensor out = map_unary(
-      x, "clamp",
-      [l, h](auto v) {
-        using C = decltype(v);
-        return pointwise::clamp(v, C(l), C(h));
-      },
-      {gpu::UnaryOp::kClamp, l, h});
+  Tensor out = map_unary(x, "clamp",
+                         [l, h](auto v) {
+                           using C = decltype(v);
+                           return pointwise::clamp(v, C(l), C(h));
+                         },
+                         {gpu::UnaryOp::kClamp, l, h});
   if (compute_requires_grad({&x})) {
     auto node = make_node<ClampBackward>({&x});
     node->self = x;

@@ -15,13 +15,13 @@
 // 18x faster. oneDNN accumulates in f32 and converts once, so the 16-bit contract holds; its bf16 weight
 // gradient is requested in f32 and rounded once here.
 // CUDA tensors go to cuDNN (ops/cuda/host/conv.h) on the device's current stream, forward and backward.
-#include "ops/autocast.h"
 #include "ops/conv.h"
 
 #include <type_traits>
 #include <vector>
 
 #include "framework/autograd.h"
+#include "ops/autocast.h"
 #include "ops/cpu/compute_buffer.h"
 #include "ops/cpu/conv_direct.h"
 #include "ops/cpu/conv_kernels.h"
@@ -88,8 +88,16 @@ void conv_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* b, T
       if (b) {
         for (int64_t o = 0; o < opg; ++o) std::fill(yg + o * P, yg + (o + 1) * P, b[grp * opg + o]);
       }
-      cpu::gemm(GemmArgs<T>{.m = opg, .n = P, .k = K, .a = w + grp * opg * K, .lda = K, .b = colp, .ldb = P,
-                            .c = yg, .ldc = P, .beta = b ? 1.0f : 0.0f});
+      cpu::gemm(GemmArgs<T>{.m = opg,
+                            .n = P,
+                            .k = K,
+                            .a = w + grp * opg * K,
+                            .lda = K,
+                            .b = colp,
+                            .ldb = P,
+                            .c = yg,
+                            .ldc = P,
+                            .beta = b ? 1.0f : 0.0f});
     }
   }
 }
@@ -114,8 +122,16 @@ void conv_backward_im2col(const Conv2dGeometry& g, const T* x, const T* w, const
         A* dxg = dx_acc.data() + grp * cpg * plane;
         // dcol [K, P] = W_g^T [K, O/G] @ dy_g [O/G, P]; a pointwise conv writes dx directly.
         A* dcol = is_pointwise(g) ? dxg : col.data();
-        cpu::gemm(GemmArgs<A>{.trans_a = Trans::kYes, .m = K, .n = P, .k = opg, .a = wA + grp * opg * K,
-                              .lda = K, .b = dyg, .ldb = P, .c = dcol, .ldc = P});
+        cpu::gemm(GemmArgs<A>{.trans_a = Trans::kYes,
+                              .m = K,
+                              .n = P,
+                              .k = opg,
+                              .a = wA + grp * opg * K,
+                              .lda = K,
+                              .b = dyg,
+                              .ldb = P,
+                              .c = dcol,
+                              .ldc = P});
         if (!is_pointwise(g)) cpu::col2im(col.data(), g, cpg, dxg);
       }
       cpu::from_compute(dx_acc.data(), dx + n * g.c * plane, g.c * plane);
@@ -134,9 +150,17 @@ void conv_backward_im2col(const Conv2dGeometry& g, const T* x, const T* w, const
           colp = col.data();
         }
         // dW_g [O/G, K] += dy_g [O/G, P] @ col_g^T [P, K]
-        cpu::gemm(GemmArgs<A>{.trans_b = Trans::kYes, .m = opg, .n = K, .k = P,
-                              .a = dyA + (n * g.o + grp * opg) * P, .lda = P, .b = colp, .ldb = P,
-                              .c = dw_acc.data() + grp * opg * K, .ldc = K, .beta = 1.0f});
+        cpu::gemm(GemmArgs<A>{.trans_b = Trans::kYes,
+                              .m = opg,
+                              .n = K,
+                              .k = P,
+                              .a = dyA + (n * g.o + grp * opg) * P,
+                              .lda = P,
+                              .b = colp,
+                              .ldb = P,
+                              .c = dw_acc.data() + grp * opg * K,
+                              .ldc = K,
+                              .beta = 1.0f});
       }
     }
     cpu::from_compute(dw_acc.data(), dw, g.o * K);
@@ -162,8 +186,8 @@ void conv_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy,
     std::vector<float> x32 = widened(x, nx), w32 = widened(w, nw), dy32 = widened(dy, g.n * g.o * g.out_plane());
     std::vector<float> dx32(dx ? static_cast<size_t>(nx) : 0), dw32(dw ? static_cast<size_t>(nw) : 0),
         db32(db ? static_cast<size_t>(g.o) : 0);
-    conv_backward<float>(g, data_or_null(x32), data_or_null(w32), dy32.data(), data_or_null(dx32),
-                         data_or_null(dw32), data_or_null(db32));
+    conv_backward<float>(g, data_or_null(x32), data_or_null(w32), dy32.data(), data_or_null(dx32), data_or_null(dw32),
+                         data_or_null(db32));
     if (dx) cpu::from_compute(dx32.data(), dx, nx);
     if (dw) cpu::from_compute(dw32.data(), dw, nw);
     if (db) cpu::from_compute(db32.data(), db, g.o);
@@ -209,8 +233,8 @@ void cpu_conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor&
 }
 
 constexpr DeviceKernels<decltype(cpu_conv2d)> kConv2d{.cpu = &cpu_conv2d, .cuda = MT_CUDA_KERNEL(cuda_conv2d)};
-constexpr DeviceKernels<decltype(cpu_conv2d_backward)> kConv2dBackward{
-    .cpu = &cpu_conv2d_backward, .cuda = MT_CUDA_KERNEL(cuda_conv2d_backward)};
+constexpr DeviceKernels<decltype(cpu_conv2d_backward)> kConv2dBackward{.cpu = &cpu_conv2d_backward,
+                                                                       .cuda = MT_CUDA_KERNEL(cuda_conv2d_backward)};
 
 struct Conv2dBackward final : Node {
   SavedTensor input{this, "input"};    // contiguous x, saved when the weight needs a grad
@@ -241,33 +265,43 @@ Conv2dGeometry check_and_plan(const Tensor& x, const Tensor& w, const Tensor& b,
   MT_CHECK(x.dim() == 4, "conv2d: input must be [N, C, H, W], got ", shape_str(x.shape()));
   MT_CHECK(w.dim() == 4, "conv2d: weight must be [O, C/groups, KH, KW], got ", shape_str(w.shape()));
   MT_CHECK(is_floating(x.dtype()), "conv2d: expected a floating input, got ", dtype_name(x.dtype()));
-  MT_CHECK(x.dtype() == w.dtype(), "conv2d: input is ", dtype_name(x.dtype()), " but weight is ",
-           dtype_name(w.dtype()), ". HINT: cast both to one dtype (or run under autocast)");
+  MT_CHECK(x.dtype() == w.dtype(), "conv2d: input is ", dtype_name(x.dtype()), " but weight is ", dtype_name(w.dtype()),
+           ". HINT: cast both to one dtype (or run under autocast)");
   MT_CHECK(w.device() == x.device() && (!b.defined() || b.device() == x.device()), "conv2d: input is on ",
            x.device().str(), " but weight is on ", w.device().str(),
            b.defined() ? " and bias on " + b.device().str() : "", ". HINT: move them to one device with .to(device)");
   kernel_for("conv2d", kConv2d, x.device());
   for (int i = 0; i < 2; ++i) {
     MT_CHECK(opt.stride[i] > 0 && opt.dilation[i] > 0 && opt.padding[i] >= 0,
-             "conv2d: stride and dilation must be positive and padding non-negative, got stride [", opt.stride[0],
-             ", ", opt.stride[1], "], padding [", opt.padding[0], ", ", opt.padding[1], "], dilation [",
-             opt.dilation[0], ", ", opt.dilation[1], "]");
+             "conv2d: stride and dilation must be positive and padding non-negative, got stride [", opt.stride[0], ", ",
+             opt.stride[1], "], padding [", opt.padding[0], ", ", opt.padding[1], "], dilation [", opt.dilation[0],
+             ", ", opt.dilation[1], "]");
   }
-  Conv2dGeometry g{.n = x.size(0), .c = x.size(1), .h = x.size(2), .w = x.size(3), .o = w.size(0),
-                   .kh = w.size(2), .kw = w.size(3), .stride_h = opt.stride[0], .stride_w = opt.stride[1],
-                   .pad_h = opt.padding[0], .pad_w = opt.padding[1], .dil_h = opt.dilation[0],
-                   .dil_w = opt.dilation[1], .groups = opt.groups};
+  Conv2dGeometry g{.n = x.size(0),
+                   .c = x.size(1),
+                   .h = x.size(2),
+                   .w = x.size(3),
+                   .o = w.size(0),
+                   .kh = w.size(2),
+                   .kw = w.size(3),
+                   .stride_h = opt.stride[0],
+                   .stride_w = opt.stride[1],
+                   .pad_h = opt.padding[0],
+                   .pad_w = opt.padding[1],
+                   .dil_h = opt.dilation[0],
+                   .dil_w = opt.dilation[1],
+                   .groups = opt.groups};
   MT_CHECK(g.groups > 0, "conv2d: groups must be positive, got ", g.groups);
   MT_CHECK(g.c % g.groups == 0 && g.o % g.groups == 0, "conv2d: groups=", g.groups,
            " must divide both input channels (", g.c, ") and output channels (", g.o, ")");
-  MT_CHECK(w.size(1) * g.groups == g.c, "conv2d: input ", shape_str(x.shape()), " has ", g.c,
-           " channels but weight ", shape_str(w.shape()), " expects ", w.size(1) * g.groups, " (", w.size(1),
-           " per group x ", g.groups, " groups). HINT: weight is [out_channels, in_channels/groups, KH, KW]");
+  MT_CHECK(w.size(1) * g.groups == g.c, "conv2d: input ", shape_str(x.shape()), " has ", g.c, " channels but weight ",
+           shape_str(w.shape()), " expects ", w.size(1) * g.groups, " (", w.size(1), " per group x ", g.groups,
+           " groups). HINT: weight is [out_channels, in_channels/groups, KH, KW]");
   if (b.defined()) {
-    MT_CHECK(b.dim() == 1 && b.size(0) == g.o, "conv2d: bias must be [", g.o, "] for weight ",
-             shape_str(w.shape()), ", got ", shape_str(b.shape()));
-    MT_CHECK(b.dtype() == x.dtype(), "conv2d: bias is ", dtype_name(b.dtype()), " but input is ",
-             dtype_name(x.dtype()), ". HINT: cast the bias to the input's dtype");
+    MT_CHECK(b.dim() == 1 && b.size(0) == g.o, "conv2d: bias must be [", g.o, "] for weight ", shape_str(w.shape()),
+             ", got ", shape_str(b.shape()));
+    MT_CHECK(b.dtype() == x.dtype(), "conv2d: bias is ", dtype_name(b.dtype()), " but input is ", dtype_name(x.dtype()),
+             ". HINT: cast the bias to the input's dtype");
   }
   g.oh = out_size(g.h, g.kh, g.stride_h, g.pad_h, g.dil_h);
   g.ow = out_size(g.w, g.kw, g.stride_w, g.pad_w, g.dil_w);
@@ -310,8 +344,10 @@ Tensor conv1d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   MT_CHECK(weight.dim() == 3, "conv1d: expected weight [O, C/groups, K], got ", shape_str(weight.shape()));
   if (x.dim() == 2) return conv1d(x.unsqueeze(0), weight, bias, options).squeeze(0);  // unbatched [C, L]
   // [N, C, L] -> [N, C, 1, L]; the height dim has kernel 1, stride 1, no padding.
-  const Conv2dOptions o2{.stride = {1, options.stride}, .padding = {0, options.padding},
-                         .dilation = {1, options.dilation}, .groups = options.groups};
+  const Conv2dOptions o2{.stride = {1, options.stride},
+                         .padding = {0, options.padding},
+                         .dilation = {1, options.dilation},
+                         .groups = options.groups};
   return conv2d(x.unsqueeze(2), weight.unsqueeze(2), bias, o2).squeeze(2);
 }
 

@@ -9,17 +9,15 @@
 
 #include "ops/cuda/host/elementwise.h"
 #include "ops/dispatch.h"
-#include "ops/pointwise_math.h"
 #include "ops/map.h"
+#include "ops/pointwise_math.h"
 
 namespace mantissa {
 
 inline constexpr DeviceKernels<decltype(cuda_map_unary)> kMapUnaryCode{.cuda = MT_CUDA_KERNEL(cuda_map_unary)};
 inline constexpr DeviceKernels<decltype(cuda_map_binary)> kMapBinaryCode{.cuda = MT_CUDA_KERNEL(cuda_map_binary)};
-inline constexpr DeviceKernels<decltype(cuda_map_ternary)> kMapTernaryCode{
-    .cuda = MT_CUDA_KERNEL(cuda_map_ternary)};
-inline constexpr DeviceKernels<decltype(cuda_map_compare)> kMapCompareCode{
-    .cuda = MT_CUDA_KERNEL(cuda_map_compare)};
+inline constexpr DeviceKernels<decltype(cuda_map_ternary)> kMapTernaryCode{.cuda = MT_CUDA_KERNEL(cuda_map_ternary)};
+inline constexpr DeviceKernels<decltype(cuda_map_compare)> kMapCompareCode{.cuda = MT_CUDA_KERNEL(cuda_map_compare)};
 
 namespace detail {
 // The operand whose device picks the kernel: the first CUDA one (its kernel checks that all agree).
@@ -38,8 +36,7 @@ Tensor map_unary(const Tensor& x, std::string_view op, F&& f, gpu::PointwiseOp<g
 }
 
 template <typename F>
-Tensor map_binary(const Tensor& a, const Tensor& b, std::string_view op, F&& f,
-                  gpu::PointwiseOp<gpu::BinaryOp> code) {
+Tensor map_binary(const Tensor& a, const Tensor& b, std::string_view op, F&& f, gpu::PointwiseOp<gpu::BinaryOp> code) {
   if (const Tensor* t = detail::first_cuda({&a, &b})) return dispatch(op, kMapBinaryCode, t->device(), a, b, op, code);
   return map_binary(a, b, op, std::forward<F>(f));
 }

@@ -42,8 +42,7 @@ Fn* kernel_for(std::string_view op, const DeviceKernels<Fn>& kernels, const Devi
 }
 
 template <typename Fn, typename... Args>
-decltype(auto) dispatch(std::string_view op, const DeviceKernels<Fn>& kernels, const Device& device,
-                        Args&&... args) {
+decltype(auto) dispatch(std::string_view op, const DeviceKernels<Fn>& kernels, const Device& device, Args&&... args) {
   return kernel_for(op, kernels, device)(std::forward<Args>(args)...);
 }
 

@@ -23,7 +23,7 @@ void cpu_dropout(const Tensor& x, float keep, double scale, Generator& gen, cons
 }
 
 constexpr DeviceKernels<decltype(cpu_masked_scale)> kMaskedScale{.cpu = &cpu_masked_scale,
-                                                                  .cuda = MT_CUDA_KERNEL(cuda_masked_scale)};
+                                                                 .cuda = MT_CUDA_KERNEL(cuda_masked_scale)};
 constexpr DeviceKernels<decltype(cpu_dropout)> kDropout{.cpu = &cpu_dropout, .cuda = MT_CUDA_KERNEL(cuda_dropout)};
 
 // out = mask ? t * scale : 0, in t's dtype (t is made contiguous).
@@ -38,7 +38,9 @@ struct DropoutBackward final : Node {
   SavedTensor mask{this, "mask"};  // bool, contiguous, x's shape
   double scale = 1.0;
   std::string_view name() const override { return "DropoutBackward"; }
-  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override { return {masked_scale(grads[0], mask.get(), scale)}; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    return {masked_scale(grads[0], mask.get(), scale)};
+  }
 };
 
 }  // namespace

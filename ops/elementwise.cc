@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "ops/autocast.h"
 #include "framework/autograd.h"
+#include "ops/autocast.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/device_map.h"
 #include "ops/pointwise_math.h"
@@ -29,7 +29,7 @@ enum class BinaryOp { kAdd, kSub, kMul, kDiv };
 struct BinaryBackward final : Node {
   BinaryOp op;
   InputInfo a_info, b_info;
-  SavedTensor a{this, "self"};   // saved only for mul and div
+  SavedTensor a{this, "self"};  // saved only for mul and div
   SavedTensor b{this, "other"};
   explicit BinaryBackward(BinaryOp o) : op(o) {}
   std::string_view name() const override {
@@ -61,12 +61,11 @@ struct BinaryBackward final : Node {
       case BinaryOp::kDiv:
         if (need_a) ga = reduce_grad(div(g, b.get()), a_info);
         if (need_b) {
-          gb = reduce_grad(map_ternary(g, a.get(), b.get(), "div_backward",
-                                       [](auto gv, auto av, auto bv) {
-                                         return pointwise::div_backward_other(gv, av, bv);
-                                       },
-                                       {gpu::TernaryOp::kDivBackwardOther}),
-                           b_info);
+          gb = reduce_grad(
+              map_ternary(g, a.get(), b.get(), "div_backward",
+                          [](auto gv, auto av, auto bv) { return pointwise::div_backward_other(gv, av, bv); },
+                          {gpu::TernaryOp::kDivBackwardOther}),
+              b_info);
         }
         break;
     }
@@ -104,9 +103,7 @@ Tensor binary(const Tensor& a, const Tensor& b, BinaryOp op, std::string_view na
 struct ScaleBackward final : Node {
   double scale = 1.0;
   std::string_view name() const override { return "ScalarOpBackward"; }
-  std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
-    return {scale == 1.0 ? g[0] : mul(g[0], scale)};
-  }
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override { return {scale == 1.0 ? g[0] : mul(g[0], scale)}; }
 };
 
 template <typename F>
@@ -131,20 +128,18 @@ struct PowBackward final : Node {
     const Tensor& g = grads[0];
     Tensor ga, gb;
     if (next_edges[0].valid()) {
-      ga = reduce_grad(map_ternary(g, self.get(), exponent.get(), "pow_backward",
-                                   [](auto gv, auto x, auto e) {
-                                     return pointwise::pow_backward_self<cpu::VecMath>(gv, x, e);
-                                   },
-                                   {gpu::TernaryOp::kPowBackwardSelf}),
-                       a_info);
+      ga = reduce_grad(
+          map_ternary(g, self.get(), exponent.get(), "pow_backward",
+                      [](auto gv, auto x, auto e) { return pointwise::pow_backward_self<cpu::VecMath>(gv, x, e); },
+                      {gpu::TernaryOp::kPowBackwardSelf}),
+          a_info);
     }
     if (next_edges[1].valid()) {
-      gb = reduce_grad(map_ternary(g, self.get(), result.get(), "pow_backward",
-                                   [](auto gv, auto x, auto r) {
-                                     return pointwise::pow_backward_exponent<cpu::VecMath>(gv, x, r);
-                                   },
-                                   {gpu::TernaryOp::kPowBackwardExp}),
-                       b_info);
+      gb = reduce_grad(
+          map_ternary(g, self.get(), result.get(), "pow_backward",
+                      [](auto gv, auto x, auto r) { return pointwise::pow_backward_exponent<cpu::VecMath>(gv, x, r); },
+                      {gpu::TernaryOp::kPowBackwardExp}),
+          b_info);
     }
     return {ga, gb};
   }
@@ -157,13 +152,12 @@ struct PowScalarBackward final : Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     const double e = exponent;
     if (e == 0.0) return {zeros_like(g[0])};
-    return {map_binary(
-        g[0], self.get(), "pow_backward",
-        [e](auto gv, auto x) {
-          using C = decltype(gv);
-          return pointwise::pow_scalar_backward<cpu::VecMath>(gv, x, C(e), C(e - 1.0));
-        },
-        {gpu::BinaryOp::kPowScalarBackward, e, e - 1.0})};
+    return {map_binary(g[0], self.get(), "pow_backward",
+                       [e](auto gv, auto x) {
+                         using C = decltype(gv);
+                         return pointwise::pow_scalar_backward<cpu::VecMath>(gv, x, C(e), C(e - 1.0));
+                       },
+                       {gpu::BinaryOp::kPowScalarBackward, e, e - 1.0})};
   }
 };
 
@@ -223,11 +217,11 @@ Tensor pow(const Tensor& a_in, const Tensor& exponent_in) {
 Tensor pow(const Tensor& a_in, double e) {
   const Tensor a = amp::cast_input(ops::pow, a_in);
   MT_CHECK(is_floating(a.dtype()), "pow: expected a floating tensor, got ", dtype_name(a.dtype()));
-  Tensor out = e == 2.0 ? map_unary(a, "pow", [](auto x) { return pointwise::square(x); }, {gpu::UnaryOp::kSquare})
-                        : map_unary(
-                              a, "pow",
-                              [e](auto x) { return pointwise::pow<cpu::VecMath>(x, static_cast<decltype(x)>(e)); },
-                              {gpu::UnaryOp::kPowScalar, e});
+  Tensor out =
+      e == 2.0
+          ? map_unary(a, "pow", [](auto x) { return pointwise::square(x); }, {gpu::UnaryOp::kSquare})
+          : map_unary(a, "pow", [e](auto x) { return pointwise::pow<cpu::VecMath>(x, static_cast<decltype(x)>(e)); },
+                      {gpu::UnaryOp::kPowScalar, e});
   if (compute_requires_grad({&a})) {
     auto node = make_node<PowScalarBackward>({&a});
     node->self = a;

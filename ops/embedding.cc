@@ -12,15 +12,14 @@ namespace {
 
 // The flattened i64 indices of a CPU table, range-checked.
 Tensor cpu_embedding_index(const Tensor& weight, const Tensor& indices) {
-  return cpu::checked_index(indices, weight.size(0), "embedding", "an embedding table of num_embeddings")
-      .reshape({-1});
+  return cpu::checked_index(indices, weight.size(0), "embedding", "an embedding table of num_embeddings").reshape({-1});
 }
 
 // The flattened i64 indices of a device table: on its device, and not range-checked here (that would
 // read them on the host); out-of-range ones give NaN rows.
 Tensor device_embedding_index(const Tensor& weight, const Tensor& indices) {
-  MT_CHECK(indices.device() == weight.device(), "embedding: indices on ", indices.device().str(),
-           " but weight on ", weight.device().str(), ". HINT: move the indices to the weight's device");
+  MT_CHECK(indices.device() == weight.device(), "embedding: indices on ", indices.device().str(), " but weight on ",
+           weight.device().str(), ". HINT: move the indices to the weight's device");
   MT_CHECK(indices.dtype() == DType::kI64 || indices.dtype() == DType::kI32,
            "embedding: expected integer indices (i64 or i32), got ", dtype_name(indices.dtype()));
   return indices.to(DType::kI64).contiguous().reshape({-1});
@@ -45,7 +44,7 @@ Tensor cpu_embedding_backward(const Tensor& g, const Tensor& idx, const Shape& w
 
 // The device index check has no CUDA code of its own; the kernels do.
 constexpr DeviceKernels<decltype(cpu_embedding_index)> kEmbeddingIndex{.cpu = &cpu_embedding_index,
-                                                                        .cuda = &device_embedding_index};
+                                                                       .cuda = &device_embedding_index};
 constexpr DeviceKernels<decltype(cpu_embedding)> kEmbedding{.cpu = &cpu_embedding,
                                                             .cuda = MT_CUDA_KERNEL(cuda_embedding)};
 constexpr DeviceKernels<decltype(cpu_embedding_backward)> kEmbeddingBackward{

@@ -3,8 +3,8 @@
 // 16-bit dtypes and rounds once. CUDA tensors use ops/cuda/host/shape.h (row copy, atomic row adds).
 #include <algorithm>
 
-#include "ops/autocast.h"
 #include "framework/autograd.h"
+#include "ops/autocast.h"
 #include "ops/cpu/shape.h"
 #include "ops/cuda/host/shape.h"
 #include "ops/dispatch.h"
@@ -33,8 +33,9 @@ void cpu_index_add(const Tensor& src, const Tensor& idx, const cpu::IndexGeometr
 }
 
 constexpr DeviceKernels<decltype(cpu_index_copy)> kIndexCopy{.cpu = &cpu_index_copy,
-                                                              .cuda = MT_CUDA_KERNEL(cuda_index_copy)};
-constexpr DeviceKernels<decltype(cpu_index_add)> kIndexAdd{.cpu = &cpu_index_add, .cuda = MT_CUDA_KERNEL(cuda_index_add)};
+                                                             .cuda = MT_CUDA_KERNEL(cuda_index_copy)};
+constexpr DeviceKernels<decltype(cpu_index_add)> kIndexAdd{.cpu = &cpu_index_add,
+                                                           .cuda = MT_CUDA_KERNEL(cuda_index_add)};
 
 struct IndexPutBackward final : Node {
   SavedTensor index{this, "indices"};  // contiguous i64

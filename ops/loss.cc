@@ -1,12 +1,12 @@
 // Typed entries and backward nodes for cross_entropy, nll_loss and mse_loss. The class-index losses
 // share one plan (shape checks, target validation, [batch, classes, inner] geometry) and one way of
 // turning the upstream gradient into a per-position scale.
-#include "ops/autocast.h"
 #include "ops/loss.h"
 
 #include <vector>
 
 #include "framework/autograd.h"
+#include "ops/autocast.h"
 #include "ops/cpu/loss.h"
 #include "ops/cuda/host/loss.h"
 #include "ops/device_map.h"
@@ -37,7 +37,8 @@ ClassPlan plan_class_loss(const Tensor& input, const Tensor& target, int64_t ign
            dtype_name(input.dtype()), " ", shape_str(input.shape()));
   MT_CHECK(target.dtype() == DType::kI64 || target.dtype() == DType::kI32, op,
            ": expected class-index targets of dtype i64, got ", dtype_name(target.dtype()), " ",
-           shape_str(target.shape()), ". HINT: targets are class indices (not probabilities); convert with .to(kInt64)");
+           shape_str(target.shape()),
+           ". HINT: targets are class indices (not probabilities); convert with .to(kInt64)");
   MT_CHECK(input.device() == target.device(), op, ": no kernel for ", input.device().str(), " / ",
            target.device().str(), " in this build. HINT: put the input and the target on one device");
   MT_CHECK(input.dim() >= 1, op, ": expected input [N, C] or [N, C, d1, ...], got a 0-d tensor");
@@ -65,9 +66,8 @@ ClassPlan plan_class_loss(const Tensor& input, const Tensor& target, int64_t ign
   const int64_t classes = p.geometry.classes;
   for (int64_t i = 0; i < p.target.numel(); ++i) {
     if (t[i] == ignore_index) continue;
-    MT_CHECK(t[i] >= 0 && t[i] < classes, op, ": target ", t[i], " (at flat position ", i,
-             ") is out of range for ", classes, " classes; expected a class index in [0, ", classes - 1,
-             "] or ignore_index ", ignore_index);
+    MT_CHECK(t[i] >= 0 && t[i] < classes, op, ": target ", t[i], " (at flat position ", i, ") is out of range for ",
+             classes, " classes; expected a class index in [0, ", classes - 1, "] or ignore_index ", ignore_index);
     ++p.count;
   }
   return p;
@@ -159,8 +159,8 @@ Tensor cpu_nll_loss_backward(const Tensor& grad, const ClassLossSaved& s) {
   return dx;
 }
 
-constexpr DeviceKernels<decltype(cpu_cross_entropy)> kCrossEntropy{
-    .cpu = &cpu_cross_entropy, .cuda = MT_CUDA_KERNEL(cuda_cross_entropy)};
+constexpr DeviceKernels<decltype(cpu_cross_entropy)> kCrossEntropy{.cpu = &cpu_cross_entropy,
+                                                                   .cuda = MT_CUDA_KERNEL(cuda_cross_entropy)};
 constexpr DeviceKernels<decltype(cpu_cross_entropy_backward)> kCrossEntropyBackward{
     .cpu = &cpu_cross_entropy_backward, .cuda = MT_CUDA_KERNEL(cuda_cross_entropy_backward)};
 constexpr DeviceKernels<decltype(cpu_nll_loss)> kNllLoss{.cpu = &cpu_nll_loss, .cuda = MT_CUDA_KERNEL(cuda_nll_loss)};
@@ -170,24 +170,28 @@ constexpr DeviceKernels<decltype(cpu_nll_loss_backward)> kNllLossBackward{
 // The count of non-ignored targets is a host integer for CPU targets and a device scalar (written by the
 // CUDA forward) for device ones: the node keeps whichever its device's kernel reads.
 struct CrossEntropyBackward final : Node {
-  SavedTensor logits{this, "logits"};  // contiguous
-  SavedTensor target{this, "target"};  // contiguous i64
-  SavedTensor lse{this, "logsumexp"};  // [positions] in the compute type (f32 or f64)
+  SavedTensor logits{this, "logits"};       // contiguous
+  SavedTensor target{this, "target"};       // contiguous i64
+  SavedTensor lse{this, "logsumexp"};       // [positions] in the compute type (f32 or f64)
   SavedTensor device_count{this, "count"};  // CUDA: f64 scalar on the device
   cpu::ClassGeometry geometry;
   CrossEntropyOptions options;
   int64_t count = 0;  // CPU
   std::string_view name() const override { return "CrossEntropyBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    const ClassLossSaved s{.logits = logits.get(), .target = target.get(), .lse = lse.get(),
-                           .device_count = device_count.defined() ? device_count.get() : Tensor(), .count = count,
-                           .geometry = geometry, .options = options};
+    const ClassLossSaved s{.logits = logits.get(),
+                           .target = target.get(),
+                           .lse = lse.get(),
+                           .device_count = device_count.defined() ? device_count.get() : Tensor(),
+                           .count = count,
+                           .geometry = geometry,
+                           .options = options};
     return {dispatch(name(), kCrossEntropyBackward, s.logits.device(), grads[0], s)};
   }
 };
 
 struct NllLossBackward final : Node {
-  SavedTensor target{this, "target"};  // contiguous i64
+  SavedTensor target{this, "target"};       // contiguous i64
   SavedTensor device_count{this, "count"};  // CUDA: f64 scalar on the device
   Shape input_shape;
   DType input_dtype;
@@ -197,8 +201,11 @@ struct NllLossBackward final : Node {
   std::string_view name() const override { return "NllLossBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const ClassLossSaved s{.target = target.get(),
-                           .device_count = device_count.defined() ? device_count.get() : Tensor(), .count = count,
-                           .input_shape = input_shape, .input_dtype = input_dtype, .geometry = geometry,
+                           .device_count = device_count.defined() ? device_count.get() : Tensor(),
+                           .count = count,
+                           .input_shape = input_shape,
+                           .input_dtype = input_dtype,
+                           .geometry = geometry,
                            .options = options};
     return {dispatch(name(), kNllLossBackward, s.target.device(), grads[0], s)};
   }
@@ -217,17 +224,19 @@ struct MseLossBackward final : Node {
     const double k = reduction == Reduction::kMean ? 2.0 / static_cast<double>(a.numel()) : 2.0;
     Tensor ga, gb;
     if (next_edges[0].valid()) {
-      ga = map_ternary(
-               grads[0], a, b, "mse_loss_backward",
-               [k](auto g, auto av, auto bv) { return pointwise::scaled_diff_grad(static_cast<decltype(g)>(k), g, av, bv); },
-               {gpu::TernaryOp::kScaledDiffGrad, k})
+      ga = map_ternary(grads[0], a, b, "mse_loss_backward",
+                       [k](auto g, auto av, auto bv) {
+                         return pointwise::scaled_diff_grad(static_cast<decltype(g)>(k), g, av, bv);
+                       },
+                       {gpu::TernaryOp::kScaledDiffGrad, k})
                .to(a.dtype());
     }
     if (next_edges[1].valid()) {
-      gb = map_ternary(
-               grads[0], b, a, "mse_loss_backward",
-               [k](auto g, auto bv, auto av) { return pointwise::scaled_diff_grad(static_cast<decltype(g)>(k), g, bv, av); },
-               {gpu::TernaryOp::kScaledDiffGrad, k})
+      gb = map_ternary(grads[0], b, a, "mse_loss_backward",
+                       [k](auto g, auto bv, auto av) {
+                         return pointwise::scaled_diff_grad(static_cast<decltype(g)>(k), g, bv, av);
+                       },
+                       {gpu::TernaryOp::kScaledDiffGrad, k})
                .to(b.dtype());
     }
     return {ga, gb};
@@ -238,9 +247,8 @@ struct MseLossBackward final : Node {
 Tensor cpu_mse_reduced(const Tensor& input, const Tensor& target, Reduction reduction) {
   const DType dtype = promote_types(input.dtype(), target.dtype());
   const Tensor a = input.to(dtype).contiguous(), b = target.to(dtype).contiguous();
-  double total = dispatch_floating(dtype, "mse_loss", [&]<typename T>() {
-    return cpu::squared_error_sum<T>(a.data<T>(), b.data<T>(), a.numel());
-  });
+  double total = dispatch_floating(
+      dtype, "mse_loss", [&]<typename T>() { return cpu::squared_error_sum<T>(a.data<T>(), b.data<T>(), a.numel()); });
   if (reduction == Reduction::kMean) total /= static_cast<double>(a.numel());  // empty: nan, as PyTorch
   return full({}, total, {.dtype = dtype});
 }
@@ -248,8 +256,9 @@ Tensor cpu_mse_reduced(const Tensor& input, const Tensor& target, Reduction redu
 // The same on a GPU, composed from device ops: the squared differences, then the device sum
 // (accumulated in f32, f64 for f64).
 Tensor device_mse_reduced(const Tensor& input, const Tensor& target, Reduction reduction) {
-  const Tensor sq = map_binary(input.detach(), target.detach(), "mse_loss",
-                               [](auto a, auto b) { return pointwise::squared_diff(a, b); }, {gpu::BinaryOp::kSquaredDiff});
+  const Tensor sq =
+      map_binary(input.detach(), target.detach(), "mse_loss",
+                 [](auto a, auto b) { return pointwise::squared_diff(a, b); }, {gpu::BinaryOp::kSquaredDiff});
   return reduction == Reduction::kMean ? mean(sq) : sum(sq);
 }
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ops/autocast.h"
 #include "framework/autograd.h"
+#include "ops/autocast.h"
 #include "ops/dispatch.h"
 #include "ops/loss.h"
 #include "ops/map.h"
@@ -48,7 +48,8 @@ struct PointwiseLossBackward final : Node {
 void check_pair(std::string_view op, const Tensor& input, const Tensor& target) {
   MT_CHECK(input.defined() && target.defined(), op, ": input and target must be defined tensors");
   MT_CHECK(input.shape() == target.shape(), op, ": input ", shape_str(input.shape()), " and target ",
-           shape_str(target.shape()), " must have the same shape. HINT: reshape or expand the target "
+           shape_str(target.shape()),
+           " must have the same shape. HINT: reshape or expand the target "
            "explicitly; silent broadcasting in a loss hides bugs");
   MT_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), op, ": expected floating tensors, got ",
            dtype_name(input.dtype()), " and ", dtype_name(target.dtype()),
@@ -112,8 +113,8 @@ C sign(C v) {
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   return pointwise_loss(
       ops::l1_loss, "L1LossBackward", input, target, reduction, InputDomain::kAny,
-      [](auto x, auto y) { return std::abs(x - y); },
-      [](auto g, auto x, auto y) { return g * sign(x - y); }, [](auto g, auto x, auto y) { return -g * sign(x - y); });
+      [](auto x, auto y) { return std::abs(x - y); }, [](auto g, auto x, auto y) { return g * sign(x - y); },
+      [](auto g, auto x, auto y) { return -g * sign(x - y); });
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, SmoothL1Options options) {

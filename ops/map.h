@@ -24,9 +24,7 @@ template <typename F>
 Tensor map_unary(const Tensor& x, std::string_view op, F&& f) {
   detail::check_same_device(op, x, x);
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
-  dispatch_floating(x.dtype(), op, [&]<typename T>() {
-    cpu::elementwise_loop<T, T, 1>(out, {&x}, f);
-  });
+  dispatch_floating(x.dtype(), op, [&]<typename T>() { cpu::elementwise_loop<T, T, 1>(out, {&x}, f); });
   return out;
 }
 
@@ -49,8 +47,8 @@ Tensor map_ternary(const Tensor& a, const Tensor& b, const Tensor& c, std::strin
   detail::check_same_device(op, a, b);
   detail::check_same_device(op, a, c);
   const DType dt = promote_types(promote_types(a.dtype(), b.dtype()), c.dtype());
-  MT_CHECK(is_floating(dt), op, ": expected floating tensors, got ", dtype_name(a.dtype()), ", ",
-           dtype_name(b.dtype()), " and ", dtype_name(c.dtype()));
+  MT_CHECK(is_floating(dt), op, ": expected floating tensors, got ", dtype_name(a.dtype()), ", ", dtype_name(b.dtype()),
+           " and ", dtype_name(c.dtype()));
   const Tensor a2 = detail::as_dtype(a, dt), b2 = detail::as_dtype(b, dt), c2 = detail::as_dtype(c, dt);
   const Shape shape = cpu::broadcast_shapes(cpu::broadcast_shapes(a.shape(), b.shape(), op), c.shape(), op);
   Tensor out = empty(shape, {.dtype = dt, .device = a.device()});

@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <optional>
 
-#include "ops/autocast.h"
 #include "framework/autograd.h"
+#include "ops/autocast.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/loops.h"
 #include "ops/cuda/host/matmul.h"
@@ -69,7 +69,8 @@ constexpr DeviceKernels<void(const cpu::BatchedGemmArgs<T>&, const T*, Device)> 
 // to [B, m, n] and is read only when beta != 0. Returns a new contiguous [B, m, n].
 Tensor run_gemm(const Tensor& bias, const Tensor& a_in, const Tensor& b_in, double beta, double alpha) {
   Tensor a = a_in.detach(), b = b_in.detach();
-  const int64_t batch = a.size(0) == 0 || b.size(0) == 0 ? 0 : std::max(a.size(0), b.size(0)), m = a.size(1), k = a.size(2), n = b.size(2);
+  const int64_t batch = a.size(0) == 0 || b.size(0) == 0 ? 0 : std::max(a.size(0), b.size(0)), m = a.size(1),
+                k = a.size(2), n = b.size(2);
   MT_ASSERT(b.size(1) == k && (a.size(0) == batch || a.size(0) == 1) && (b.size(0) == batch || b.size(0) == 1),
             "run_gemm: ", shape_str(a.shape()), " @ ", shape_str(b.shape()));
   std::optional<MatLayout> la = layout_of(a), lb = layout_of(b);
@@ -93,16 +94,24 @@ Tensor run_gemm(const Tensor& bias, const Tensor& a_in, const Tensor& b_in, doub
     copy_(out, bias.detach().expand({batch, m, n}));
   }
   dispatch_floating(a.dtype(), "matmul", [&]<typename T>() {
-    const cpu::BatchedGemmArgs<T> args{
-        .gemm = {.trans_a = la->trans, .trans_b = lb->trans, .m = m, .n = n, .k = k, .a = a.data<T>(),
-                 .lda = la->ld, .b = b.data<T>(), .ldb = lb->ld, .c = out.data<T>(), .ldc = n, .alpha = alpha,
-                 .beta = read_bias && !row_bias.defined() ? beta : 0.0},
-        .batch = batch,
-        .stride_a = la->batch_stride,
-        .stride_b = lb->batch_stride,
-        .stride_c = m * n};
-    dispatch("matmul", kGemm<T>, out.device(), args, row_bias.defined() ? row_bias.data<T>() : nullptr,
-             out.device());
+    const cpu::BatchedGemmArgs<T> args{.gemm = {.trans_a = la->trans,
+                                                .trans_b = lb->trans,
+                                                .m = m,
+                                                .n = n,
+                                                .k = k,
+                                                .a = a.data<T>(),
+                                                .lda = la->ld,
+                                                .b = b.data<T>(),
+                                                .ldb = lb->ld,
+                                                .c = out.data<T>(),
+                                                .ldc = n,
+                                                .alpha = alpha,
+                                                .beta = read_bias && !row_bias.defined() ? beta : 0.0},
+                                       .batch = batch,
+                                       .stride_a = la->batch_stride,
+                                       .stride_b = lb->batch_stride,
+                                       .stride_c = m * n};
+    dispatch("matmul", kGemm<T>, out.device(), args, row_bias.defined() ? row_bias.data<T>() : nullptr, out.device());
   });
   return out;
 }
@@ -135,8 +144,8 @@ struct GemmBackward final : Node {
       if (a_transposed) return run_gemm({}, bv, g.transpose(1, 2), 0.0, alpha).transpose(1, 2);
       return run_gemm({}, g, bv.transpose(1, 2), 0.0, alpha);
     }
-    return run_gemm({}, g.permute({1, 0, 2}).reshape({1, m, batch * n}),
-                    bv.transpose(1, 2).reshape({1, batch * n, k}), 0.0, alpha);
+    return run_gemm({}, g.permute({1, 0, 2}).reshape({1, m, batch * n}), bv.transpose(1, 2).reshape({1, batch * n, k}),
+                    0.0, alpha);
   }
 
   // alpha * a^T @ g, or for a broadcast b: [k, B*m] @ [B*m, n].
@@ -193,8 +202,8 @@ void check_pair(std::string_view op, const char* a_name, const Tensor& a, const 
 }
 
 void check_inner(std::string_view op, const Tensor& a, const Tensor& b, int64_t ka, int64_t kb) {
-  MT_CHECK(ka == kb, op, ": cannot multiply ", shape_str(a.shape()), " by ", shape_str(b.shape()), ": inner sizes ",
-           ka, " and ", kb, " differ");
+  MT_CHECK(ka == kb, op, ": cannot multiply ", shape_str(a.shape()), " by ", shape_str(b.shape()), ": inner sizes ", ka,
+           " and ", kb, " differ");
 }
 
 void check_dims(std::string_view op, const Tensor& a, const Tensor& b, int64_t want, const char* hint) {
@@ -255,8 +264,8 @@ Tensor baddbmm(const Tensor& bias_in, const Tensor& a_in, const Tensor& b_in, do
   const Tensor &bias = in[0], &a = in[1], &b = in[2];
   check_pair("baddbmm", "batch1", a, "batch2", b);
   check_dims("baddbmm", a, b, 3, "use addmm for 2-D");
-  MT_CHECK(a.size(0) == b.size(0), "baddbmm: batch sizes ", a.size(0), " and ", b.size(0), " of ",
-           shape_str(a.shape()), " and ", shape_str(b.shape()), " differ");
+  MT_CHECK(a.size(0) == b.size(0), "baddbmm: batch sizes ", a.size(0), " and ", b.size(0), " of ", shape_str(a.shape()),
+           " and ", shape_str(b.shape()), " differ");
   check_inner("baddbmm", a, b, a.size(2), b.size(1));
   check_bias("baddbmm", bias, a, {a.size(0), a.size(1), b.size(2)});
   return gemm_op(bias, a, b, beta, alpha);

@@ -2,13 +2,13 @@
 // backward nodes. The fused kernels are in ops/cpu/norm_kernels.cc; tests/ops/norm_test.cc checks them
 // against the same formulas composed from elementwise and reduce ops. CUDA tensors go to
 // ops/cuda/host/norm.h (ops/cuda/norm.cu and ops/cuda/batch_norm.cu).
-#include "ops/autocast.h"
 #include "ops/norm.h"
 
 #include <cmath>
 #include <vector>
 
 #include "framework/autograd.h"
+#include "ops/autocast.h"
 #include "ops/cpu/norm_kernels.h"
 #include "ops/cuda/host/norm.h"
 #include "ops/dispatch.h"
@@ -31,13 +31,12 @@ C* ptr_or_null(const Tensor& t) {
 // A [size]-shaped per-feature argument: its shape, and its dtype either x's or f32 (the mixed case).
 void check_param(const Tensor& p, const Shape& expected, const Tensor& x, std::string_view op, std::string_view arg) {
   if (!p.defined()) return;
-  MT_CHECK(p.shape() == expected, op, ": ", arg, " must be ", shape_str(expected), " for input ",
-           shape_str(x.shape()), ", got ", shape_str(p.shape()));
-  MT_CHECK(p.dtype() == x.dtype() || (is_low_precision(x.dtype()) && p.dtype() == DType::kF32), op, ": ", arg,
-           " is ", dtype_name(p.dtype()), " but input is ", dtype_name(x.dtype()),
+  MT_CHECK(p.shape() == expected, op, ": ", arg, " must be ", shape_str(expected), " for input ", shape_str(x.shape()),
+           ", got ", shape_str(p.shape()));
+  MT_CHECK(p.dtype() == x.dtype() || (is_low_precision(x.dtype()) && p.dtype() == DType::kF32), op, ": ", arg, " is ",
+           dtype_name(p.dtype()), " but input is ", dtype_name(x.dtype()),
            ". HINT: use the input's dtype (or f32 parameters with f16/bf16 input)");
-  MT_CHECK(p.device() == x.device(), op, ": ", arg, " is on ", p.device().str(), " but input is on ",
-           x.device().str());
+  MT_CHECK(p.device() == x.device(), op, ": ", arg, " is on ", p.device().str(), " but input is on ", x.device().str());
 }
 
 // A parameter's gradient computed in the compute dtype, returned in the parameter's shape and dtype.
@@ -85,8 +84,7 @@ void cpu_batch_norm_stats(const Tensor& xc, const cpu::BatchNormGeometry& g, Bat
       cpu::batch_norm_stats<T>(g, xc.data<T>(), mean.data<C>(), var.data<C>());
     });
     const Tensor mean64 = mean.to(DType::kF64), var64 = var.to(DType::kF64);
-    std::vector<double> batch_mean(static_cast<size_t>(channels)), unbiased(batch_mean.size()),
-        inv(batch_mean.size());
+    std::vector<double> batch_mean(static_cast<size_t>(channels)), unbiased(batch_mean.size()), inv(batch_mean.size());
     const double bessel = static_cast<double>(g.count()) / static_cast<double>(g.count() - 1);
     for (int64_t c = 0; c < channels; ++c) {
       batch_mean[c] = mean64.data<double>()[c];
@@ -116,9 +114,9 @@ void cpu_batch_norm_apply(const cpu::BatchNormGeometry& g, const Tensor& x, cons
   });
 }
 
-void cpu_batch_norm_backward(const cpu::BatchNormGeometry& g, cpu::BatchStats stats, const Tensor& dy,
-                             const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& w,
-                             const Tensor& dx, const Tensor& dw, const Tensor& db) {
+void cpu_batch_norm_backward(const cpu::BatchNormGeometry& g, cpu::BatchStats stats, const Tensor& dy, const Tensor& x,
+                             const Tensor& mean, const Tensor& invstd, const Tensor& w, const Tensor& dx,
+                             const Tensor& dw, const Tensor& db) {
   dispatch_floating(x.dtype(), "batch_norm_backward", [&]<typename T>() {
     using C = compute_t<T>;
     cpu::batch_norm_backward<T>(g, stats, dy.data<T>(), x.data<T>(), mean.data<C>(), invstd.data<C>(),
@@ -127,13 +125,13 @@ void cpu_batch_norm_backward(const cpu::BatchNormGeometry& g, cpu::BatchStats st
 }
 
 constexpr DeviceKernels<decltype(cpu_layer_norm)> kLayerNorm{.cpu = &cpu_layer_norm,
-                                                              .cuda = MT_CUDA_KERNEL(cuda_layer_norm)};
+                                                             .cuda = MT_CUDA_KERNEL(cuda_layer_norm)};
 constexpr DeviceKernels<decltype(cpu_layer_norm_backward)> kLayerNormBackward{
     .cpu = &cpu_layer_norm_backward, .cuda = MT_CUDA_KERNEL(cuda_layer_norm_backward)};
-constexpr DeviceKernels<decltype(cpu_batch_norm_stats)> kBatchNormStats{
-    .cpu = &cpu_batch_norm_stats, .cuda = MT_CUDA_KERNEL(cuda_batch_norm_stats)};
-constexpr DeviceKernels<decltype(cpu_batch_norm_apply)> kBatchNormApply{
-    .cpu = &cpu_batch_norm_apply, .cuda = MT_CUDA_KERNEL(cuda_batch_norm_apply)};
+constexpr DeviceKernels<decltype(cpu_batch_norm_stats)> kBatchNormStats{.cpu = &cpu_batch_norm_stats,
+                                                                        .cuda = MT_CUDA_KERNEL(cuda_batch_norm_stats)};
+constexpr DeviceKernels<decltype(cpu_batch_norm_apply)> kBatchNormApply{.cpu = &cpu_batch_norm_apply,
+                                                                        .cuda = MT_CUDA_KERNEL(cuda_batch_norm_apply)};
 constexpr DeviceKernels<decltype(cpu_batch_norm_backward)> kBatchNormBackward{
     .cpu = &cpu_batch_norm_backward, .cuda = MT_CUDA_KERNEL(cuda_batch_norm_backward)};
 
@@ -200,8 +198,8 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   MT_CHECK(k > 0 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
            "layer_norm: normalized_shape ", shape_str(normalized_shape), " must be non-empty and equal the last ",
-           "dims of input ", shape_str(x.shape()), ". HINT: pass the trailing sizes, e.g. {", x.dim() > 0 ? x.size(-1) : 0,
-           "} to normalize over the last dim");
+           "dims of input ", shape_str(x.shape()), ". HINT: pass the trailing sizes, e.g. {",
+           x.dim() > 0 ? x.size(-1) : 0, "} to normalize over the last dim");
   check_param(weight, normalized_shape, x, "layer_norm", "weight");
   check_param(bias, normalized_shape, x, "layer_norm", "bias");
   const int64_t cols = shape_numel(normalized_shape);
@@ -245,8 +243,8 @@ Tensor group_norm(const Tensor& x_in, int64_t groups, const Tensor& weight_in, c
   // the normalization and the affine step round once, at the end.
   const DType cd = compute_dtype(x.dtype());
   const int64_t per_group = n == 0 ? 0 : x.numel() / (n * groups);
-  Tensor y = layer_norm(x.to(cd).reshape({n, groups, per_group}), {per_group}, Tensor(), Tensor(), eps)
-                 .reshape(x.shape());
+  Tensor y =
+      layer_norm(x.to(cd).reshape({n, groups, per_group}), {per_group}, Tensor(), Tensor(), eps).reshape(x.shape());
   Shape param_view(static_cast<size_t>(x.dim() - 1), 1);  // [C, 1, ...] broadcasts over [N, C, *]
   param_view[0] = channels;
   if (weight.defined()) y = mul(y, weight.to(cd).reshape(param_view));
@@ -268,7 +266,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   check_param(running_var, param_shape, x, "batch_norm", "running_var");
   MT_CHECK(running_mean.defined() == running_var.defined(),
            "batch_norm: give both running_mean and running_var, or neither");
-  const cpu::BatchNormGeometry g{.n = x.size(0), .channels = channels,
+  const cpu::BatchNormGeometry g{.n = x.size(0),
+                                 .channels = channels,
                                  .spatial = channels == 0 || x.size(0) == 0 ? 1 : x.numel() / (x.size(0) * channels)};
   const DType cd = compute_dtype(x.dtype());
   const Tensor xc = x.contiguous();

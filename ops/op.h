@@ -35,10 +35,10 @@ const std::vector<const OpInfo*>& all_ops();
 
 // Declares the descriptor ops::<name> with the autocast policy amp::CastPolicy::<policy>. The trailing
 // static_assert lets a use end in a semicolon like any declaration.
-#define MT_OP(name, policy)                                                  \
-  namespace ops {                                                            \
+#define MT_OP(name, policy)                                                 \
+  namespace ops {                                                           \
   inline constexpr OpInfo name{#name, ::mantissa::amp::CastPolicy::policy}; \
-  }                                                                          \
+  }                                                                         \
   static_assert(true)
 
 }  // namespace mantissa

@@ -16,23 +16,57 @@ namespace mantissa {
 const std::vector<const OpInfo*>& all_ops() {
   static const std::vector<const OpInfo*> kOps = {
       // ops/matmul.h
-      &ops::mm, &ops::bmm, &ops::matmul, &ops::linear, &ops::addmm, &ops::baddbmm, &ops::dot,
+      &ops::mm,
+      &ops::bmm,
+      &ops::matmul,
+      &ops::linear,
+      &ops::addmm,
+      &ops::baddbmm,
+      &ops::dot,
       // ops/conv.h
-      &ops::conv2d, &ops::conv1d,
+      &ops::conv2d,
+      &ops::conv1d,
       // ops/attention.h
       &ops::scaled_dot_product_attention,
       // ops/elementwise.h
-      &ops::pow, &ops::addcmul, &ops::addcdiv, &ops::exp, &ops::log, &ops::sqrt, &ops::rsqrt, &ops::abs, &ops::relu, &ops::gelu, &ops::tanh, &ops::sigmoid,
+      &ops::pow,
+      &ops::addcmul,
+      &ops::addcdiv,
+      &ops::exp,
+      &ops::log,
+      &ops::sqrt,
+      &ops::rsqrt,
+      &ops::abs,
+      &ops::relu,
+      &ops::gelu,
+      &ops::tanh,
+      &ops::sigmoid,
       // ops/softmax.h
-      &ops::softmax, &ops::log_softmax,
+      &ops::softmax,
+      &ops::log_softmax,
       // ops/norm.h
-      &ops::layer_norm, &ops::group_norm,
+      &ops::layer_norm,
+      &ops::group_norm,
       // ops/reduce.h
-      &ops::sum, &ops::mean, &ops::logsumexp, &ops::prod, &ops::norm, &ops::cumsum,
+      &ops::sum,
+      &ops::mean,
+      &ops::logsumexp,
+      &ops::prod,
+      &ops::norm,
+      &ops::cumsum,
       // ops/loss.h
-      &ops::cross_entropy, &ops::nll_loss, &ops::mse_loss, &ops::l1_loss, &ops::smooth_l1_loss, &ops::binary_cross_entropy, &ops::binary_cross_entropy_with_logits,
+      &ops::cross_entropy,
+      &ops::nll_loss,
+      &ops::mse_loss,
+      &ops::l1_loss,
+      &ops::smooth_l1_loss,
+      &ops::binary_cross_entropy,
+      &ops::binary_cross_entropy_with_logits,
       // ops/shape.h
-      &ops::cat, &ops::stack, &ops::scatter_add, &ops::index_put,
+      &ops::cat,
+      &ops::stack,
+      &ops::scatter_add,
+      &ops::index_put,
   };
   return kOps;
 }

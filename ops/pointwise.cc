@@ -2,11 +2,11 @@
 // autocast: all floating inputs go to the widest of their dtypes, as ordinary promotion would give. The
 // element formulas are those of ops/pointwise_math.h (with the CPU's policy, cpu::VecMath), named again by
 // the op codes for CUDA tensors.
-#include "ops/autocast.h"
 #include "framework/autograd.h"
+#include "ops/autocast.h"
 #include "ops/cpu/vec_math.h"
-#include "ops/elementwise.h"
 #include "ops/device_map.h"
+#include "ops/elementwise.h"
 #include "ops/pointwise_math.h"
 #include "ops/reduce.h"
 
@@ -44,8 +44,7 @@ struct AddcBackward final : Node {
         g_t1 = sum_to(map_binary(g, t2.get(), name(), d_t1, {gpu::BinaryOp::kScaledDiv, v}), t1_shape).to(t1_dtype);
       }
       if (next_edges[2].valid()) {
-        g_t2 = sum_to(map_ternary(g, t1.get(), t2.get(), name(), d_t2, {gpu::TernaryOp::kAddcdivBackward, v}),
-                      t2_shape)
+        g_t2 = sum_to(map_ternary(g, t1.get(), t2.get(), name(), d_t2, {gpu::TernaryOp::kAddcdivBackward, v}), t2_shape)
                    .to(t2_dtype);
       }
     }
@@ -87,9 +86,8 @@ Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, double va
 }
 
 Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, double value) {
-  return addc(ops::addcdiv, AddcOp::kDiv, self, t1, t2, value, [value](auto s, auto a, auto b) {
-    return pointwise::addcdiv(s, a, b, static_cast<decltype(s)>(value));
-  });
+  return addc(ops::addcdiv, AddcOp::kDiv, self, t1, t2, value,
+              [value](auto s, auto a, auto b) { return pointwise::addcdiv(s, a, b, static_cast<decltype(s)>(value)); });
 }
 
 }  // namespace mantissa

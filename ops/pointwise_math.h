@@ -22,9 +22,8 @@
 //                    formula calls libm anyway (tanh, the erf GELU's kernels): explicit on every compiler.
 #pragma once
 
-#include <math.h>
-
 #include <cstdint>
+#include <math.h>
 #include <numbers>
 
 #include "framework/host_device.h"
@@ -34,19 +33,39 @@ namespace mantissa::gpu {
 
 // y = f(x [, s0, s1]) with scalars s0, s1 from the op (add's scalar, clamp's bounds, ...).
 enum class UnaryOp : uint8_t {
-  kNeg, kExp, kLog, kSqrt, kRsqrt, kAbs, kRelu, kGelu, kGeluTanh, kTanh, kSigmoid,
-  kAddScalar, kSubScalar, kMulScalar, kDivScalar, kPowScalar, kSquare, kClamp,
+  kNeg,
+  kExp,
+  kLog,
+  kSqrt,
+  kRsqrt,
+  kAbs,
+  kRelu,
+  kGelu,
+  kGeluTanh,
+  kTanh,
+  kSigmoid,
+  kAddScalar,
+  kSubScalar,
+  kMulScalar,
+  kDivScalar,
+  kPowScalar,
+  kSquare,
+  kClamp,
 };
 // z = f(a, b [, s0, s1]). The *Backward codes take (grad, saved) as the CPU's backward functors do.
 enum class BinaryOp : uint8_t {
-  kAdd, kSub, kMul, kDiv, kPow,
-  kMulBackward,        // g * saved (exp's backward, with the output saved)
-  kLogBackward,        // g / x
-  kSqrtBackward,       // g / (r + r)
-  kRsqrtBackward,      // -0.5 g r^3
-  kAbsBackward,        // sign(x) g
-  kReluBackward,       // r > 0 ? g : 0
-  kGeluBackward,       // g (Phi(x) + x phi(x))
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kPow,
+  kMulBackward,    // g * saved (exp's backward, with the output saved)
+  kLogBackward,    // g / x
+  kSqrtBackward,   // g / (r + r)
+  kRsqrtBackward,  // -0.5 g r^3
+  kAbsBackward,    // sign(x) g
+  kReluBackward,   // r > 0 ? g : 0
+  kGeluBackward,   // g (Phi(x) + x phi(x))
   kGeluTanhBackward,
   kTanhBackward,       // g (1 - r^2)
   kSigmoidBackward,    // g r (1 - r)
@@ -128,12 +147,30 @@ namespace mantissa::pointwise {
 
 // The math policy of the CUDA kernels and the host tests: libm / CUDA's math library.
 struct LibMath {
-  template <typename C> MT_HD static C fma(C a, C b, C c) { return rn::fma(a, b, c); }
-  template <typename C> MT_HD static C exp(C x) { return gpu::hd_exp(x); }
-  template <typename C> MT_HD static C log(C x) { return gpu::hd_log(x); }
-  template <typename C> MT_HD static C tanh(C x) { return gpu::hd_tanh(x); }
-  template <typename C> MT_HD static C erf(C x) { return gpu::hd_erf(x); }
-  template <typename C> MT_HD static C pow(C x, C e) { return gpu::hd_pow(x, e); }
+  template <typename C>
+  MT_HD static C fma(C a, C b, C c) {
+    return rn::fma(a, b, c);
+  }
+  template <typename C>
+  MT_HD static C exp(C x) {
+    return gpu::hd_exp(x);
+  }
+  template <typename C>
+  MT_HD static C log(C x) {
+    return gpu::hd_log(x);
+  }
+  template <typename C>
+  MT_HD static C tanh(C x) {
+    return gpu::hd_tanh(x);
+  }
+  template <typename C>
+  MT_HD static C erf(C x) {
+    return gpu::hd_erf(x);
+  }
+  template <typename C>
+  MT_HD static C pow(C x, C e) {
+    return gpu::hd_pow(x, e);
+  }
 };
 
 // GELU constants, spelled as the CPU ops always computed them (in double, then rounded to C):
@@ -145,73 +182,152 @@ inline constexpr double kGeluTanhKappa = 0.044715;
 
 // ---- arithmetic (tensor-tensor and tensor-scalar)
 
-template <typename C> MT_FORMULA C add(C a, C b) { return a + b; }
-template <typename C> MT_FORMULA C sub(C a, C b) { return a - b; }
-template <typename C> MT_FORMULA C mul(C a, C b) { return a * b; }
-template <typename C> MT_FORMULA C div(C a, C b) { return a / b; }
-template <typename C> MT_FORMULA C neg(C x) { return -x; }
-template <typename C> MT_FORMULA C square(C x) { return x * x; }
-template <typename M, typename C> MT_FORMULA C pow(C x, C e) { return M::pow(x, e); }
+template <typename C>
+MT_FORMULA C add(C a, C b) {
+  return a + b;
+}
+template <typename C>
+MT_FORMULA C sub(C a, C b) {
+  return a - b;
+}
+template <typename C>
+MT_FORMULA C mul(C a, C b) {
+  return a * b;
+}
+template <typename C>
+MT_FORMULA C div(C a, C b) {
+  return a / b;
+}
+template <typename C>
+MT_FORMULA C neg(C x) {
+  return -x;
+}
+template <typename C>
+MT_FORMULA C square(C x) {
+  return x * x;
+}
+template <typename M, typename C>
+MT_FORMULA C pow(C x, C e) {
+  return M::pow(x, e);
+}
 
 // d/da (a / b) = -g a / b^2 (d/da is div(g, b)).
-template <typename C> MT_FORMULA C div_backward_other(C g, C a, C b) { return -g * a / (b * b); }
+template <typename C>
+MT_FORMULA C div_backward_other(C g, C a, C b) {
+  return -g * a / (b * b);
+}
 // d/dx x^e = e x^(e - 1); 0 where e == 0 (also for x == 0, where pow would give inf * 0).
-template <typename M, typename C> MT_FORMULA C pow_backward_self(C g, C x, C e) {
+template <typename M, typename C>
+MT_FORMULA C pow_backward_self(C g, C x, C e) {
   return e == C(0) ? C(0) : g * e * M::pow(x, e - C(1));
 }
 // d/de x^e = x^e log(x) = r log(x); 0 where x == 0 (PyTorch's convention).
-template <typename M, typename C> MT_FORMULA C pow_backward_exponent(C g, C x, C r) {
+template <typename M, typename C>
+MT_FORMULA C pow_backward_exponent(C g, C x, C r) {
   return x == C(0) ? C(0) : g * r * M::log(x);
 }
 // d/dx x^e for a scalar e; e_minus_1 is e - 1 computed in double.
-template <typename M, typename C> MT_FORMULA C pow_scalar_backward(C g, C x, C e, C e_minus_1) {
+template <typename M, typename C>
+MT_FORMULA C pow_scalar_backward(C g, C x, C e, C e_minus_1) {
   return g * e * M::pow(x, e_minus_1);
 }
 
 // ---- math and activations; a backward takes (g, saved), saved the input x or the output r.
 
-template <typename M, typename C> MT_FORMULA C exp(C x) { return M::exp(x); }
-template <typename C> MT_FORMULA C exp_backward(C g, C r) { return g * r; }
+template <typename M, typename C>
+MT_FORMULA C exp(C x) {
+  return M::exp(x);
+}
+template <typename C>
+MT_FORMULA C exp_backward(C g, C r) {
+  return g * r;
+}
 
-template <typename M, typename C> MT_FORMULA C log(C x) { return M::log(x); }
-template <typename C> MT_FORMULA C log_backward(C g, C x) { return g / x; }
+template <typename M, typename C>
+MT_FORMULA C log(C x) {
+  return M::log(x);
+}
+template <typename C>
+MT_FORMULA C log_backward(C g, C x) {
+  return g / x;
+}
 
-template <typename C> MT_FORMULA C sqrt(C x) { return rn::sqrt(x); }
-template <typename C> MT_FORMULA C sqrt_backward(C g, C r) { return g / (r + r); }
+template <typename C>
+MT_FORMULA C sqrt(C x) {
+  return rn::sqrt(x);
+}
+template <typename C>
+MT_FORMULA C sqrt_backward(C g, C r) {
+  return g / (r + r);
+}
 
-template <typename C> MT_FORMULA C rsqrt(C x) { return C(1) / rn::sqrt(x); }
-template <typename C> MT_FORMULA C rsqrt_backward(C g, C r) { return C(-0.5) * g * r * r * r; }
+template <typename C>
+MT_FORMULA C rsqrt(C x) {
+  return C(1) / rn::sqrt(x);
+}
+template <typename C>
+MT_FORMULA C rsqrt_backward(C g, C r) {
+  return C(-0.5) * g * r * r * r;
+}
 
-template <typename C> MT_FORMULA C abs(C x) { return gpu::hd_fabs(x); }
-template <typename C> MT_FORMULA C abs_backward(C g, C x) { return x > C(0) ? g : (x < C(0) ? -g : C(0)); }
+template <typename C>
+MT_FORMULA C abs(C x) {
+  return gpu::hd_fabs(x);
+}
+template <typename C>
+MT_FORMULA C abs_backward(C g, C x) {
+  return x > C(0) ? g : (x < C(0) ? -g : C(0));
+}
 
 // NaN passes through, as in PyTorch (a NaN activation must reach the loss and the scaler).
-template <typename C> MT_FORMULA C relu(C x) { return (x > C(0) || x != x) ? x : C(0); }
-template <typename C> MT_FORMULA C relu_backward(C g, C r) { return r > C(0) ? g : C(0); }
+template <typename C>
+MT_FORMULA C relu(C x) {
+  return (x > C(0) || x != x) ? x : C(0);
+}
+template <typename C>
+MT_FORMULA C relu_backward(C g, C r) {
+  return r > C(0) ? g : C(0);
+}
 
-template <typename M, typename C> MT_FORMULA C tanh(C x) { return M::tanh(x); }
-template <typename M, typename C> MT_FORMULA C tanh_backward(C g, C r) { return g * M::fma(-r, r, C(1)); }
+template <typename M, typename C>
+MT_FORMULA C tanh(C x) {
+  return M::tanh(x);
+}
+template <typename M, typename C>
+MT_FORMULA C tanh_backward(C g, C r) {
+  return g * M::fma(-r, r, C(1));
+}
 
-template <typename M, typename C> MT_FORMULA C sigmoid(C x) { return C(1) / (C(1) + M::exp(-x)); }
-template <typename C> MT_FORMULA C sigmoid_backward(C g, C r) { return g * r * (C(1) - r); }
+template <typename M, typename C>
+MT_FORMULA C sigmoid(C x) {
+  return C(1) / (C(1) + M::exp(-x));
+}
+template <typename C>
+MT_FORMULA C sigmoid_backward(C g, C r) {
+  return g * r * (C(1) - r);
+}
 
 // GELU, erf form: x Phi(x), Phi the standard normal CDF; dx = g (Phi(x) + x phi(x)) with one explicit
 // fma (the CPU's AVX2 and AVX-512 builds of ops/cpu/gelu.cc and its strided path must agree).
-template <typename M, typename C> MT_FORMULA C gelu(C x) {
+template <typename M, typename C>
+MT_FORMULA C gelu(C x) {
   return x * C(0.5) * (C(1) + M::erf(x * C(kInvSqrt2)));
 }
-template <typename M, typename C> MT_FORMULA C gelu_backward(C g, C x) {
+template <typename M, typename C>
+MT_FORMULA C gelu_backward(C g, C x) {
   const C cdf = C(0.5) * (C(1) + M::erf(x * C(kInvSqrt2)));
   const C pdf = M::exp(C(-0.5) * x * x) * C(kInvSqrt2Pi);
   return g * rn::fma(x, pdf, cdf);
 }
 
 // GELU, tanh form: 0.5 x (1 + tanh(beta (x + kappa x^3))), beta = sqrt(2/pi).
-template <typename M, typename C> MT_FORMULA C gelu_tanh(C x) {
+template <typename M, typename C>
+MT_FORMULA C gelu_tanh(C x) {
   const C beta = C(kSqrt2OverPi), kappa = C(kGeluTanhKappa);
   return C(0.5) * x * (C(1) + M::tanh(beta * rn::fma(kappa * x * x, x, x)));
 }
-template <typename M, typename C> MT_FORMULA C gelu_tanh_backward(C g, C x) {
+template <typename M, typename C>
+MT_FORMULA C gelu_tanh_backward(C g, C x) {
   const C beta = C(kSqrt2OverPi), kappa = C(kGeluTanhKappa);
   const C t = M::tanh(beta * rn::fma(kappa * x * x, x, x));
   const C dinner = beta * rn::fma(C(3) * kappa * x, x, C(1));
@@ -220,26 +336,51 @@ template <typename M, typename C> MT_FORMULA C gelu_tanh_backward(C g, C x) {
 }
 
 // clamp to [lo, hi]; NaN stays NaN. The gradient passes where lo <= x <= hi.
-template <typename C> MT_FORMULA C clamp(C x, C lo, C hi) {
+template <typename C>
+MT_FORMULA C clamp(C x, C lo, C hi) {
   if (x != x) return x;
   return x < lo ? lo : (x > hi ? hi : x);
 }
-template <typename C> MT_FORMULA C clamp_backward(C g, C x, C lo, C hi) { return (x >= lo && x <= hi) ? g : C(0); }
+template <typename C>
+MT_FORMULA C clamp_backward(C g, C x, C lo, C hi) {
+  return (x >= lo && x <= hi) ? g : C(0);
+}
 
 // ---- addcmul / addcdiv: s + v a b and s + v a / b, and their backward.
 
-template <typename M, typename C> MT_FORMULA C addcmul(C s, C a, C b, C v) { return M::fma(v * a, b, s); }
-template <typename C> MT_FORMULA C addcdiv(C s, C a, C b, C v) { return s + v * a / b; }
+template <typename M, typename C>
+MT_FORMULA C addcmul(C s, C a, C b, C v) {
+  return M::fma(v * a, b, s);
+}
+template <typename C>
+MT_FORMULA C addcdiv(C s, C a, C b, C v) {
+  return s + v * a / b;
+}
 // d/da addcmul = g v b (and g v a for b); d/da addcdiv = g v / b; d/db addcdiv = -g v a / b^2.
-template <typename C> MT_FORMULA C scaled_mul(C g, C other, C v) { return g * v * other; }
-template <typename C> MT_FORMULA C scaled_div(C g, C b, C v) { return g * v / b; }
-template <typename C> MT_FORMULA C addcdiv_backward(C g, C a, C b, C v) { return -g * v * a / (b * b); }
+template <typename C>
+MT_FORMULA C scaled_mul(C g, C other, C v) {
+  return g * v * other;
+}
+template <typename C>
+MT_FORMULA C scaled_div(C g, C b, C v) {
+  return g * v / b;
+}
+template <typename C>
+MT_FORMULA C addcdiv_backward(C g, C a, C b, C v) {
+  return -g * v * a / (b * b);
+}
 
 // ---- used by ops/loss.cc (mse), ops/reduce.cc (var) and ops/compare.cc (clamp)
 
-template <typename C> MT_FORMULA C squared_diff(C a, C b) { return (a - b) * (a - b); }
+template <typename C>
+MT_FORMULA C squared_diff(C a, C b) {
+  return (a - b) * (a - b);
+}
 // k g (a - b): mse's and var's backward.
-template <typename C> MT_FORMULA C scaled_diff_grad(C k, C g, C a, C b) { return k * g * (a - b); }
+template <typename C>
+MT_FORMULA C scaled_diff_grad(C k, C g, C a, C b) {
+  return k * g * (a - b);
+}
 
 }  // namespace mantissa::pointwise
 

@@ -26,23 +26,21 @@ void cpu_max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Te
 }
 
 void cpu_avg_pool2d(const Pool2dGeometry& g, const Tensor& x, const Tensor& out) {
-  dispatch_floating(x.dtype(), "avg_pool2d", [&]<typename T>() {
-    cpu::avg_pool2d_forward<T>(g, x.data<T>(), out.data<T>());
-  });
+  dispatch_floating(x.dtype(), "avg_pool2d",
+                    [&]<typename T>() { cpu::avg_pool2d_forward<T>(g, x.data<T>(), out.data<T>()); });
 }
 
 void cpu_avg_pool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& dx) {
-  dispatch_floating(dx.dtype(), "avg_pool2d_backward", [&]<typename T>() {
-    cpu::avg_pool2d_backward<T>(g, dy.data<T>(), dx.data<T>());
-  });
+  dispatch_floating(dx.dtype(), "avg_pool2d_backward",
+                    [&]<typename T>() { cpu::avg_pool2d_backward<T>(g, dy.data<T>(), dx.data<T>()); });
 }
 
 constexpr DeviceKernels<decltype(cpu_max_pool2d)> kMaxPool2d{.cpu = &cpu_max_pool2d,
-                                                              .cuda = MT_CUDA_KERNEL(cuda_max_pool2d)};
+                                                             .cuda = MT_CUDA_KERNEL(cuda_max_pool2d)};
 constexpr DeviceKernels<decltype(cpu_max_pool2d_backward)> kMaxPool2dBackward{
     .cpu = &cpu_max_pool2d_backward, .cuda = MT_CUDA_KERNEL(cuda_max_pool2d_backward)};
 constexpr DeviceKernels<decltype(cpu_avg_pool2d)> kAvgPool2d{.cpu = &cpu_avg_pool2d,
-                                                              .cuda = MT_CUDA_KERNEL(cuda_avg_pool2d)};
+                                                             .cuda = MT_CUDA_KERNEL(cuda_avg_pool2d)};
 constexpr DeviceKernels<decltype(cpu_avg_pool2d_backward)> kAvgPool2dBackward{
     .cpu = &cpu_avg_pool2d_backward, .cuda = MT_CUDA_KERNEL(cuda_avg_pool2d_backward)};
 
@@ -57,10 +55,9 @@ Pool2dGeometry check_and_plan(const Tensor& x, const Pool2dOptions& opt, std::st
     k[i] = opt.kernel_size[i];
     s[i] = opt.stride[i] == 0 ? k[i] : opt.stride[i];
     p[i] = opt.padding[i];
-    MT_CHECK(k[i] > 0, op, ": kernel_size must be positive, got [", opt.kernel_size[0], ", ", opt.kernel_size[1],
+    MT_CHECK(k[i] > 0, op, ": kernel_size must be positive, got [", opt.kernel_size[0], ", ", opt.kernel_size[1], "]");
+    MT_CHECK(s[i] > 0, op, ": stride must be positive (0 means = kernel), got [", opt.stride[0], ", ", opt.stride[1],
              "]");
-    MT_CHECK(s[i] > 0, op, ": stride must be positive (0 means = kernel), got [", opt.stride[0], ", ",
-             opt.stride[1], "]");
     MT_CHECK(p[i] >= 0 && 2 * p[i] <= k[i], op, ": padding must be between 0 and half the kernel, got padding [",
              opt.padding[0], ", ", opt.padding[1], "] for kernel [", opt.kernel_size[0], ", ", opt.kernel_size[1], "]");
   }

@@ -4,13 +4,13 @@
 
 #include <algorithm>
 
-#include "ops/autocast.h"
 #include "framework/autograd.h"
+#include "ops/autocast.h"
 #include "ops/cpu/reduce.h"
 #include "ops/cuda/host/reduce.h"
+#include "ops/device_map.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
-#include "ops/device_map.h"
 
 namespace mantissa {
 namespace {
@@ -52,15 +52,16 @@ ReducePlan make_plan(const Tensor& x, const Shape& dims_in, KeepDim keepdim, std
 
 Tensor cpu_sum(const Tensor& x, const ReducePlan& p, double scale) {
   Tensor out = empty(p.out_shape, {.dtype = x.dtype(), .device = x.device()});
-  dispatch_floating(x.dtype(), "sum", [&]<typename T>() {
-    cpu::sum_reduce<T>(p, x.data<T>(), x.is_contiguous(), scale, out.data<T>());
-  });
+  dispatch_floating(x.dtype(), "sum",
+                    [&]<typename T>() { cpu::sum_reduce<T>(p, x.data<T>(), x.is_contiguous(), scale, out.data<T>()); });
   return out;
 }
 
 constexpr DeviceKernels<decltype(cpu_sum)> kSum{.cpu = &cpu_sum, .cuda = MT_CUDA_KERNEL(cuda_sum)};
 
-Tensor sum_impl(const Tensor& x, const ReducePlan& p, double scale) { return dispatch("sum", kSum, x.device(), x, p, scale); }
+Tensor sum_impl(const Tensor& x, const ReducePlan& p, double scale) {
+  return dispatch("sum", kSum, x.device(), x, p, scale);
+}
 
 // Gradient of a reduction: g (reduced shape) expanded back to the input shape.
 Tensor expand_back(const Tensor& g, const Shape& keep_shape, const Shape& input_shape) {
@@ -142,9 +143,8 @@ struct VarBackward final : Node {
 
 Tensor cpu_var(const Tensor& x, const Tensor& mean, const ReducePlan& p, double denom) {
   Tensor out = empty(p.out_shape, {.dtype = x.dtype(), .device = x.device()});
-  dispatch_floating(x.dtype(), "var", [&]<typename T>() {
-    cpu::var_reduce<T>(p, x.data<T>(), mean.data<T>(), denom, out.data<T>());
-  });
+  dispatch_floating(x.dtype(), "var",
+                    [&]<typename T>() { cpu::var_reduce<T>(p, x.data<T>(), mean.data<T>(), denom, out.data<T>()); });
   return out;
 }
 
@@ -186,7 +186,7 @@ Tensor cpu_max_backward(const Tensor& g, const Tensor& indices, const Shape& inp
 }
 
 constexpr DeviceKernels<decltype(cpu_max_backward)> kMaxBackward{.cpu = &cpu_max_backward,
-                                                                  .cuda = MT_CUDA_KERNEL(cuda_max_backward)};
+                                                                 .cuda = MT_CUDA_KERNEL(cuda_max_backward)};
 
 struct MaxDimBackward final : Node {
   SavedTensor indices{this, "indices"};  // keepdim shape

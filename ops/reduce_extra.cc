@@ -7,8 +7,8 @@
 #include <cmath>
 #include <limits>
 
-#include "ops/autocast.h"
 #include "framework/autograd.h"
+#include "ops/autocast.h"
 #include "ops/cpu/reduce_rows.h"
 #include "ops/cuda/host/scan.h"
 #include "ops/dispatch.h"
@@ -110,19 +110,18 @@ Tensor reduce_rows(const Tensor& x, const RowPlan& p, std::string_view op, K&& k
 }
 
 Tensor cpu_logsumexp(const Tensor& x, const RowPlan& p) {
-  return reduce_rows(x, p, "logsumexp", [](const auto* rows, int64_t m, int64_t n, auto* o) {
-    cpu::logsumexp_rows(rows, m, n, o);
-  });
+  return reduce_rows(x, p, "logsumexp",
+                     [](const auto* rows, int64_t m, int64_t n, auto* o) { cpu::logsumexp_rows(rows, m, n, o); });
 }
 
 Tensor cpu_norm(const Tensor& x, const RowPlan& p, double pv) {
-  return reduce_rows(x, p, "norm", [pv](const auto* rows, int64_t m, int64_t n, auto* o) {
-    cpu::norm_rows(rows, m, n, pv, o);
-  });
+  return reduce_rows(x, p, "norm",
+                     [pv](const auto* rows, int64_t m, int64_t n, auto* o) { cpu::norm_rows(rows, m, n, pv, o); });
 }
 
 Tensor cpu_prod(const Tensor& x, const RowPlan& p) {
-  return reduce_rows(x, p, "prod", [](const auto* rows, int64_t m, int64_t n, auto* o) { cpu::prod_rows(rows, m, n, o); });
+  return reduce_rows(x, p, "prod",
+                     [](const auto* rows, int64_t m, int64_t n, auto* o) { cpu::prod_rows(rows, m, n, o); });
 }
 
 // The device entries are composed from device ops (no CUDA code of their own, so no MT_CUDA_KERNEL).
@@ -132,7 +131,8 @@ constexpr DeviceKernels<decltype(cpu_prod)> kProd{.cpu = &cpu_prod};
 
 // d/dx logsumexp = exp(x - result): the softmax of the reduced slice (g and result in keep_shape).
 Tensor cpu_logsumexp_backward(const Tensor& g, const Tensor& x, const Tensor& result) {
-  return map_ternary(g, x, result, "logsumexp_backward", [](auto gv, auto xv, auto r) { return gv * std::exp(xv - r); });
+  return map_ternary(g, x, result, "logsumexp_backward",
+                     [](auto gv, auto xv, auto r) { return gv * std::exp(xv - r); });
 }
 
 // The same from device ops in the compute type.
@@ -185,9 +185,9 @@ Tensor device_norm_backward(const Tensor& g, const Tensor& x, const Tensor& r, c
 }
 
 constexpr DeviceKernels<decltype(cpu_logsumexp_backward)> kLogsumexpBackward{.cpu = &cpu_logsumexp_backward,
-                                                                              .cuda = &device_logsumexp_backward};
+                                                                             .cuda = &device_logsumexp_backward};
 constexpr DeviceKernels<decltype(cpu_norm_backward)> kNormBackward{.cpu = &cpu_norm_backward,
-                                                                    .cuda = &device_norm_backward};
+                                                                   .cuda = &device_norm_backward};
 
 struct LogsumexpBackward final : Node {
   SavedTensor self{this, "self"};
@@ -195,8 +195,8 @@ struct LogsumexpBackward final : Node {
   Shape keep_shape;
   std::string_view name() const override { return "LogsumexpBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
-    return {dispatch(name(), kLogsumexpBackward, self.get().device(), g[0].reshape(keep_shape), self.get(),
-                     result.get())};
+    return {
+        dispatch(name(), kLogsumexpBackward, self.get().device(), g[0].reshape(keep_shape), self.get(), result.get())};
   }
 };
 

@@ -1,12 +1,12 @@
 // cat, stack, split, index_select, gather, one_hot and the backward of the differentiable ones:
 // cat's gradient is narrowed back per input, index_select's and gather's are scatter-adds. CUDA tensors
 // take cat/stack/split through copy_ and views, the index ops through ops/cuda/host/shape.h.
-#include "ops/autocast.h"
 #include "ops/shape.h"
 
 #include <algorithm>
 
 #include "framework/autograd.h"
+#include "ops/autocast.h"
 #include "ops/cpu/shape.h"
 #include "ops/cuda/host/shape.h"
 #include "ops/dispatch.h"
@@ -27,7 +27,8 @@ Tensor index_on(const Tensor& index, int64_t limit, Device device, std::string_v
   MT_CHECK(index.device() == device, op, ": the index is on ", index.device().str(), " but the input is on ",
            device.str(), ". HINT: move the index to the input's device");
   MT_CHECK(index.dtype() == DType::kI64 || index.dtype() == DType::kI32, op, ": expected an index of dtype i64 ",
-           "or i32, got ", dtype_name(index.dtype()), " ", shape_str(index.shape()), ". HINT: convert with .to(kInt64)");
+           "or i32, got ", dtype_name(index.dtype()), " ", shape_str(index.shape()),
+           ". HINT: convert with .to(kInt64)");
   return index.to(DType::kI64).contiguous();
 }
 
@@ -75,11 +76,12 @@ void cpu_one_hot(const Tensor& idx, int64_t classes, const Tensor& out) {
 }
 
 constexpr DeviceKernels<decltype(cpu_index_select)> kIndexSelect{.cpu = &cpu_index_select,
-                                                                  .cuda = MT_CUDA_KERNEL(cuda_index_select)};
-constexpr DeviceKernels<decltype(cpu_index_add)> kIndexAdd{.cpu = &cpu_index_add, .cuda = MT_CUDA_KERNEL(cuda_index_add)};
+                                                                 .cuda = MT_CUDA_KERNEL(cuda_index_select)};
+constexpr DeviceKernels<decltype(cpu_index_add)> kIndexAdd{.cpu = &cpu_index_add,
+                                                           .cuda = MT_CUDA_KERNEL(cuda_index_add)};
 constexpr DeviceKernels<decltype(cpu_gather)> kGather{.cpu = &cpu_gather, .cuda = MT_CUDA_KERNEL(cuda_gather)};
 constexpr DeviceKernels<decltype(cpu_scatter_add)> kScatterAdd{.cpu = &cpu_scatter_add,
-                                                                .cuda = MT_CUDA_KERNEL(cuda_scatter_add)};
+                                                               .cuda = MT_CUDA_KERNEL(cuda_scatter_add)};
 constexpr DeviceKernels<decltype(cpu_one_hot)> kOneHot{.cpu = &cpu_one_hot, .cuda = MT_CUDA_KERNEL(cuda_one_hot)};
 
 struct CatBackward final : Node {
@@ -156,11 +158,11 @@ Tensor cat(const std::vector<Tensor>& tensors_in, int64_t dim_in) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     if (t.dim() == 1 && t.numel() == 0 && &t != ref) continue;
-    MT_CHECK(t.dim() == ref->dim(), "cat: tensor ", i, " has ", t.dim(), " dims ", shape_str(t.shape()),
-             " but tensor ", ref_i, " has ", ref->dim(), " dims ", shape_str(ref->shape()));
+    MT_CHECK(t.dim() == ref->dim(), "cat: tensor ", i, " has ", t.dim(), " dims ", shape_str(t.shape()), " but tensor ",
+             ref_i, " has ", ref->dim(), " dims ", shape_str(ref->shape()));
     for (int64_t d = 0; d < t.dim(); ++d) {
-      MT_CHECK(d == dim || t.size(d) == ref->size(d), "cat: sizes must match except in dim ", dim, ", but tensor ",
-               i, " has shape ", shape_str(t.shape()), " and tensor ", ref_i, " has shape ", shape_str(ref->shape()),
+      MT_CHECK(d == dim || t.size(d) == ref->size(d), "cat: sizes must match except in dim ", dim, ", but tensor ", i,
+               " has shape ", shape_str(t.shape()), " and tensor ", ref_i, " has shape ", shape_str(ref->shape()),
                " (they differ in dim ", d, ": ", t.size(d), " vs ", ref->size(d), ")");
     }
     MT_CHECK(t.device() == ref->device(), "cat: tensor ", i, " is on ", t.device().str(), " but tensor ", ref_i,
@@ -193,9 +195,8 @@ Tensor stack(const std::vector<Tensor>& tensors_in, int64_t dim_in) {
   expanded.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
     MT_CHECK(tensors[i].defined(), "stack: tensor ", i, " is undefined");
-    MT_CHECK(tensors[i].shape() == tensors[0].shape(), "stack: all tensors must have the same shape, but tensor ",
-             i, " has shape ", shape_str(tensors[i].shape()), " and tensor 0 has shape ",
-             shape_str(tensors[0].shape()));
+    MT_CHECK(tensors[i].shape() == tensors[0].shape(), "stack: all tensors must have the same shape, but tensor ", i,
+             " has shape ", shape_str(tensors[i].shape()), " and tensor 0 has shape ", shape_str(tensors[0].shape()));
     expanded.push_back(tensors[i].unsqueeze(dim));  // a view; its backward squeezes the gradient back
   }
   return cat(expanded, dim);
@@ -223,8 +224,8 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
     MT_CHECK(s >= 0, "split: sizes must be non-negative, got ", shape_str(sizes));
     total += s;
   }
-  MT_CHECK(total == x.size(dim), "split: sizes ", shape_str(sizes), " add up to ", total, " but ",
-           shape_str(x.shape()), " has size ", x.size(dim), " in dim ", dim);
+  MT_CHECK(total == x.size(dim), "split: sizes ", shape_str(sizes), " add up to ", total, " but ", shape_str(x.shape()),
+           " has size ", x.size(dim), " in dim ", dim);
   std::vector<Tensor> out;
   int64_t start = 0;
   for (int64_t s : sizes) {
@@ -307,8 +308,8 @@ Tensor scatter_add(const Tensor& x_in, int64_t dim_in, const Tensor& index, cons
            src.device().str(), ". HINT: put both on one device");
   kernel_for("scatter_add", kScatterAdd, x.device());
   MT_CHECK(is_floating(x.dtype()) && x.dtype() == src.dtype(), "scatter_add: expected floating input and src of ",
-           "one dtype, got ", dtype_name(x.dtype()), " and ", dtype_name(src.dtype()),
-           ". HINT: cast src with .to(", dtype_name(x.dtype()), "), or run under autocast");
+           "one dtype, got ", dtype_name(x.dtype()), " and ", dtype_name(src.dtype()), ". HINT: cast src with .to(",
+           dtype_name(x.dtype()), "), or run under autocast");
   const int64_t dim = wrap_dim(dim_in, x.dim(), "scatter_add");
   MT_CHECK(index.shape() == src.shape(), "scatter_add: index ", shape_str(index.shape()), " and src ",
            shape_str(src.shape()), " must have the same shape. HINT: narrow src to the index's shape");

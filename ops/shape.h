@@ -35,7 +35,8 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 // With repeated indices kReplace keeps the last write and kAccumulate adds them all.
 enum class IndexPutMode { kReplace, kAccumulate };
 MT_OP(index_put, kPromote);
-Tensor index_put(const Tensor& x, const Tensor& index, const Tensor& values, IndexPutMode mode = IndexPutMode::kReplace);
+Tensor index_put(const Tensor& x, const Tensor& index, const Tensor& values,
+                 IndexPutMode mode = IndexPutMode::kReplace);
 // i64 [..., num_classes] with a 1 at each index; num_classes -1 means max(indices) + 1.
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 

@@ -1,9 +1,9 @@
 // Typed entries for softmax / log_softmax: argument checks, the [outer, dim, inner] geometry, the
 // kernels per device (ops/cpu/softmax.h, ops/cuda/host/softmax.h) and the backward node, which keeps only the output.
-#include "ops/autocast.h"
 #include "ops/softmax.h"
 
 #include "framework/autograd.h"
+#include "ops/autocast.h"
 #include "ops/cpu/softmax.h"
 #include "ops/cuda/host/softmax.h"
 #include "ops/dispatch.h"
@@ -22,15 +22,15 @@ void cpu_softmax(const Tensor& x, const Tensor& y, int64_t dim, SoftmaxKind kind
 }
 
 void cpu_softmax_backward(const Tensor& dy, const Tensor& y, const Tensor& dx, int64_t dim, SoftmaxKind kind) {
-  dispatch_floating(y.dtype(), kind == SoftmaxKind::kSoftmax ? "SoftmaxBackward" : "LogSoftmaxBackward",
-                    [&]<typename T>() {
-    cpu::softmax_backward<T>(dy.data<T>(), y.data<T>(), dx.data<T>(), cpu::softmax_geometry(y.shape(), dim), kind);
-  });
+  dispatch_floating(
+      y.dtype(), kind == SoftmaxKind::kSoftmax ? "SoftmaxBackward" : "LogSoftmaxBackward", [&]<typename T>() {
+        cpu::softmax_backward<T>(dy.data<T>(), y.data<T>(), dx.data<T>(), cpu::softmax_geometry(y.shape(), dim), kind);
+      });
 }
 
 constexpr DeviceKernels<decltype(cpu_softmax)> kSoftmax{.cpu = &cpu_softmax, .cuda = MT_CUDA_KERNEL(cuda_softmax)};
-constexpr DeviceKernels<decltype(cpu_softmax_backward)> kSoftmaxBackward{
-    .cpu = &cpu_softmax_backward, .cuda = MT_CUDA_KERNEL(cuda_softmax_backward)};
+constexpr DeviceKernels<decltype(cpu_softmax_backward)> kSoftmaxBackward{.cpu = &cpu_softmax_backward,
+                                                                         .cuda = MT_CUDA_KERNEL(cuda_softmax_backward)};
 
 struct SoftmaxBackward final : Node {
   SavedTensor result{this, "result"};

@@ -4,12 +4,12 @@
 // them name the same formulas for CUDA tensors.
 #include <type_traits>
 
-#include "ops/autocast.h"
 #include "framework/autograd.h"
-#include "ops/elementwise.h"
-#include "ops/device_map.h"
+#include "ops/autocast.h"
 #include "ops/cpu/gelu.h"
 #include "ops/cpu/vec_math.h"
+#include "ops/device_map.h"
+#include "ops/elementwise.h"
 #include "ops/pointwise_math.h"
 
 namespace mantissa {
@@ -52,40 +52,41 @@ Tensor unary(const Tensor& x_in, const OpInfo& op, const char* backward_name, Sa
 
 Tensor exp(const Tensor& x) {
   // VecMath::exp: a vectorizing exp for float (within 2 ulp of std::exp), std::exp for double.
-  return unary(x, ops::exp, "ExpBackward", Saves::kOutput, [](auto v) { return pointwise::exp<cpu::VecMath>(v); },
-               [](auto g, auto r) { return pointwise::exp_backward(g, r); },
-               gpu::UnaryOp::kExp, gpu::BinaryOp::kMulBackward);
+  return unary(
+      x, ops::exp, "ExpBackward", Saves::kOutput, [](auto v) { return pointwise::exp<cpu::VecMath>(v); },
+      [](auto g, auto r) { return pointwise::exp_backward(g, r); }, gpu::UnaryOp::kExp, gpu::BinaryOp::kMulBackward);
 }
 
 Tensor log(const Tensor& x) {
-  return unary(x, ops::log, "LogBackward", Saves::kInput, [](auto v) { return pointwise::log<cpu::VecMath>(v); },
-               [](auto g, auto v) { return pointwise::log_backward(g, v); },
-               gpu::UnaryOp::kLog, gpu::BinaryOp::kLogBackward);
+  return unary(
+      x, ops::log, "LogBackward", Saves::kInput, [](auto v) { return pointwise::log<cpu::VecMath>(v); },
+      [](auto g, auto v) { return pointwise::log_backward(g, v); }, gpu::UnaryOp::kLog, gpu::BinaryOp::kLogBackward);
 }
 
 Tensor sqrt(const Tensor& x) {
-  return unary(x, ops::sqrt, "SqrtBackward", Saves::kOutput, [](auto v) { return pointwise::sqrt(v); },
-               [](auto g, auto r) { return pointwise::sqrt_backward(g, r); },
-               gpu::UnaryOp::kSqrt, gpu::BinaryOp::kSqrtBackward);
+  return unary(
+      x, ops::sqrt, "SqrtBackward", Saves::kOutput, [](auto v) { return pointwise::sqrt(v); },
+      [](auto g, auto r) { return pointwise::sqrt_backward(g, r); }, gpu::UnaryOp::kSqrt, gpu::BinaryOp::kSqrtBackward);
 }
 
 Tensor rsqrt(const Tensor& x) {
-  return unary(x, ops::rsqrt, "RsqrtBackward", Saves::kOutput, [](auto v) { return pointwise::rsqrt(v); },
-               [](auto g, auto r) { return pointwise::rsqrt_backward(g, r); },
-               gpu::UnaryOp::kRsqrt, gpu::BinaryOp::kRsqrtBackward);
+  return unary(
+      x, ops::rsqrt, "RsqrtBackward", Saves::kOutput, [](auto v) { return pointwise::rsqrt(v); },
+      [](auto g, auto r) { return pointwise::rsqrt_backward(g, r); }, gpu::UnaryOp::kRsqrt,
+      gpu::BinaryOp::kRsqrtBackward);
 }
 
 Tensor abs(const Tensor& x) {
-  return unary(x, ops::abs, "AbsBackward", Saves::kInput, [](auto v) { return pointwise::abs(v); },
-               [](auto g, auto v) { return pointwise::abs_backward(g, v); },
-               gpu::UnaryOp::kAbs, gpu::BinaryOp::kAbsBackward);
+  return unary(
+      x, ops::abs, "AbsBackward", Saves::kInput, [](auto v) { return pointwise::abs(v); },
+      [](auto g, auto v) { return pointwise::abs_backward(g, v); }, gpu::UnaryOp::kAbs, gpu::BinaryOp::kAbsBackward);
 }
 
 Tensor relu(const Tensor& x) {
   // NaN passes through, as in PyTorch (a NaN activation must reach the loss and the scaler).
-  return unary(x, ops::relu, "ReluBackward", Saves::kOutput, [](auto v) { return pointwise::relu(v); },
-               [](auto g, auto r) { return pointwise::relu_backward(g, r); },
-               gpu::UnaryOp::kRelu, gpu::BinaryOp::kReluBackward);
+  return unary(
+      x, ops::relu, "ReluBackward", Saves::kOutput, [](auto v) { return pointwise::relu(v); },
+      [](auto g, auto r) { return pointwise::relu_backward(g, r); }, gpu::UnaryOp::kRelu, gpu::BinaryOp::kReluBackward);
 }
 
 namespace {
@@ -103,8 +104,7 @@ struct GeluErfBackward final : Node {
   std::string_view name() const override { return "GeluBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     const Tensor& x = self.get();
-    if (gelu_kernel_applies(x) && gelu_kernel_applies(g[0]) && g[0].dtype() == x.dtype() &&
-        g[0].shape() == x.shape()) {
+    if (gelu_kernel_applies(x) && gelu_kernel_applies(g[0]) && g[0].dtype() == x.dtype() && g[0].shape() == x.shape()) {
       Tensor dx = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
       dispatch_floating(x.dtype(), "gelu_backward", [&]<typename T>() {
         if constexpr (!std::is_same_v<T, double>) {
@@ -113,9 +113,9 @@ struct GeluErfBackward final : Node {
       });
       return {dx};
     }
-    return {map_binary(
-        g[0], x, "GeluBackward", [](auto gv, auto v) { return pointwise::gelu_backward<cpu::VecMath>(gv, v); },
-        {gpu::BinaryOp::kGeluBackward})};
+    return {map_binary(g[0], x, "GeluBackward",
+                       [](auto gv, auto v) { return pointwise::gelu_backward<cpu::VecMath>(gv, v); },
+                       {gpu::BinaryOp::kGeluBackward})};
   }
 };
 
@@ -144,24 +144,26 @@ Tensor gelu_erf(const Tensor& x_in) {
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   if (approximate == GeluApproximation::kTanh) {
     // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-    return unary(x, ops::gelu, "GeluBackward", Saves::kInput, [](auto v) { return pointwise::gelu_tanh<cpu::VecMath>(v); },
-                 [](auto g, auto v) { return pointwise::gelu_tanh_backward<cpu::VecMath>(g, v); },
-                 gpu::UnaryOp::kGeluTanh, gpu::BinaryOp::kGeluTanhBackward);
+    return unary(
+        x, ops::gelu, "GeluBackward", Saves::kInput, [](auto v) { return pointwise::gelu_tanh<cpu::VecMath>(v); },
+        [](auto g, auto v) { return pointwise::gelu_tanh_backward<cpu::VecMath>(g, v); }, gpu::UnaryOp::kGeluTanh,
+        gpu::BinaryOp::kGeluTanhBackward);
   }
   return gelu_erf(x);
 }
 
 Tensor tanh(const Tensor& x) {
-  return unary(x, ops::tanh, "TanhBackward", Saves::kOutput, [](auto v) { return pointwise::tanh<cpu::VecMath>(v); },
-               [](auto g, auto r) { return pointwise::tanh_backward<cpu::VecMath>(g, r); },
-               gpu::UnaryOp::kTanh, gpu::BinaryOp::kTanhBackward);
+  return unary(
+      x, ops::tanh, "TanhBackward", Saves::kOutput, [](auto v) { return pointwise::tanh<cpu::VecMath>(v); },
+      [](auto g, auto r) { return pointwise::tanh_backward<cpu::VecMath>(g, r); }, gpu::UnaryOp::kTanh,
+      gpu::BinaryOp::kTanhBackward);
 }
 
 Tensor sigmoid(const Tensor& x) {
-  return unary(x, ops::sigmoid, "SigmoidBackward", Saves::kOutput,
-               [](auto v) { return pointwise::sigmoid<cpu::VecMath>(v); },
-               [](auto g, auto r) { return pointwise::sigmoid_backward(g, r); },
-               gpu::UnaryOp::kSigmoid, gpu::BinaryOp::kSigmoidBackward);
+  return unary(
+      x, ops::sigmoid, "SigmoidBackward", Saves::kOutput, [](auto v) { return pointwise::sigmoid<cpu::VecMath>(v); },
+      [](auto g, auto r) { return pointwise::sigmoid_backward(g, r); }, gpu::UnaryOp::kSigmoid,
+      gpu::BinaryOp::kSigmoidBackward);
 }
 
 }  // namespace mantissa

@@ -279,8 +279,8 @@ Tensor Tensor::expand(const Shape& shape_in) const {
     }
     const int64_t have = shape()[i - lead];
     const int64_t want = shape_in[i] == -1 ? have : shape_in[i];
-    MT_CHECK(have == want || have == 1, "expand: the size ", have, " at dim ", i - lead, " of ",
-             shape_str(shape()), " cannot become ", want, " (only size-1 dims can be expanded)");
+    MT_CHECK(have == want || have == 1, "expand: the size ", have, " at dim ", i - lead, " of ", shape_str(shape()),
+             " cannot become ", want, " (only size-1 dims can be expanded)");
     new_shape[i] = want;
     new_strides[i] = have == want ? strides()[i - lead] : 0;
   }

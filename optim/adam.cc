@@ -31,7 +31,8 @@ void adam_update(ParamState& s, const NamedTensor& param, const Tensor& grad, co
   if (!o.amsgrad) s.erase("max_exp_avg_sq");
   if (p.device().is_cuda()) {
     MT_CHECK(cuda.tensors.empty() || cuda.device == p.device(), "Adam.step: parameter '", param.name, "' is on ",
-             p.device().str(), " but others of its group on ", cuda.device.str(), ". HINT: one param group, one device");
+             p.device().str(), " but others of its group on ", cuda.device.str(),
+             ". HINT: one param group, one device");
     cuda.device = p.device();
     cuda.tensors.push_back({.param = p.data<float>(),
                             .grad = grad.data<float>(),

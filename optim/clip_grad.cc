@@ -22,8 +22,8 @@ std::vector<Tensor> grads_of(const std::vector<Tensor>& params, const char* op) 
     MT_CHECK(g.dtype() == DType::kF32 || g.dtype() == DType::kF64, op, ": a grad is ", dtype_name(g.dtype()), " ",
              shape_str(g.shape()), "; clipping works on the fp32 (or f64) grads of the master weights");
     MT_CHECK(g.is_contiguous(), op, ": a grad ", shape_str(g.shape()), " is not contiguous (it is clipped in place)");
-    MT_CHECK(grads.empty() || g.device() == grads.front().device(), op, ": grads on ",
-             g.device().str(), " and ", grads.front().device().str(), ". HINT: keep the model on one device");
+    MT_CHECK(grads.empty() || g.device() == grads.front().device(), op, ": grads on ", g.device().str(), " and ",
+             grads.front().device().str(), ". HINT: keep the model on one device");
     grads.push_back(g);
   }
   return grads;

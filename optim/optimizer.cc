@@ -1,6 +1,5 @@
 // Optimizer base: groups, name-keyed state, zero_grad, and state_dict / load_state_dict with errors that
 // name the entry at fault.
-#include "ops/autocast.h"
 #include "optim/optimizer.h"
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 
 #include "framework/autograd.h"
 #include "framework/error.h"
+#include "ops/autocast.h"
 
 namespace mantissa {
 namespace {
@@ -32,8 +32,8 @@ void check_hyperparameter_names(const char* optimizer, const std::map<std::strin
     MT_CHECK(h.count(name), optimizer, ".load_state_dict: hyperparameter '", name, "' is missing");
   const std::set<std::string> known(names.begin(), names.end());
   for (const auto& [name, value] : h)
-    MT_CHECK(known.count(name), optimizer, ".load_state_dict: unexpected hyperparameter '", name, "' = ", value,
-             "; ", optimizer, " has ", join(names), ". HINT: was this state saved by another optimizer?");
+    MT_CHECK(known.count(name), optimizer, ".load_state_dict: unexpected hyperparameter '", name, "' = ", value, "; ",
+             optimizer, " has ", join(names), ". HINT: was this state saved by another optimizer?");
 }
 
 size_t Optimizer::add_group_params(std::vector<NamedTensor> params) {
@@ -50,7 +50,8 @@ size_t Optimizer::add_group_params(std::vector<NamedTensor> params) {
     MT_CHECK(t.defined() && t.is_leaf() && t.requires_grad(), type, ": parameter '", name,
              "' must be a leaf tensor that requires grad. HINT: pass model.named_parameters()");
     MT_CHECK(t.dtype() == DType::kF32 || t.dtype() == DType::kF64, type, ": parameter '", name, "' is ",
-             dtype_name(t.dtype()), " ", shape_str(t.shape()), "; optimizers update fp32 (or f64) master weights "
+             dtype_name(t.dtype()), " ", shape_str(t.shape()),
+             "; optimizers update fp32 (or f64) master weights "
              "only. HINT: keep the masters in fp32 and let autocast make the 16-bit working copies");
     MT_CHECK(t.is_contiguous(), type, ": parameter '", name, "' ", shape_str(t.shape()), " is not contiguous. ",
              "HINT: register a contiguous tensor (x.contiguous()) as the parameter");
@@ -68,8 +69,8 @@ ParamState& Optimizer::state_or_init(const NamedTensor& param, const std::vector
   ParamState& s = state_[param.name];
   if (s.empty()) {
     s["step"] = zeros({}, {.dtype = DType::kI64, .device = param.tensor.device()});
-    for (const auto& b : buffers) s[b] = zeros(param.tensor.shape(), {.dtype = param.tensor.dtype(),
-                                                                       .device = param.tensor.device()});
+    for (const auto& b : buffers)
+      s[b] = zeros(param.tensor.shape(), {.dtype = param.tensor.dtype(), .device = param.tensor.device()});
   }
   return s;
 }

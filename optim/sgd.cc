@@ -39,8 +39,7 @@ void SGD::step_group(size_t group, const GradScaling* scaling) {
     const Tensor buf = o.momentum != 0.0 ? s.at("momentum_buffer") : Tensor();
     if (p.device().is_cuda()) {
       MT_CHECK(on_device.empty() || device == p.device(), "SGD.step: parameter '", param.name, "' is on ",
-               p.device().str(), " but others of its group on ", device.str(),
-               ". HINT: one param group, one device");
+               p.device().str(), " but others of its group on ", device.str(), ". HINT: one param group, one device");
       device = p.device();
       on_device.push_back({.param = p.data<float>(),
                            .grad = grad.data<float>(),

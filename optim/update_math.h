@@ -47,8 +47,8 @@ struct SgdFlags {
 template <typename T>
 MT_HD inline T sgd_element(T p, T g, T& buf, const SgdConstants<T>& c, SgdFlags f) {
   T d = g;
-  if (f.scaled) d = mul(d, c.inv);           // what unscale_ writes into the grad
-  if (f.decay) d = fma(c.wd, p, d);          // d_p.add(param, alpha=weight_decay)
+  if (f.scaled) d = mul(d, c.inv);   // what unscale_ writes into the grad
+  if (f.decay) d = fma(c.wd, p, d);  // d_p.add(param, alpha=weight_decay)
   if (f.momentum) {
     // buf.mul_(momentum).add_(d_p, alpha=1 - dampening); the first step: buf = d_p
     const T b = f.use_buffer ? fma(c.one_minus_dampening, d, mul(buf, c.momentum)) : d;
@@ -103,9 +103,9 @@ MT_HD inline AdamConstants<T> adam_constants(double lr, double beta1, double bet
 template <typename T>
 MT_HD inline T adam_element(T p, T g, T& m, T& v, T& vmax, const AdamConstants<T>& c, AdamFlags f) {
   T gi = f.scaled ? mul(g, c.inv) : g;
-  T pi = f.decoupled ? mul(p, c.decay) : p;  // param.mul_(1 - lr * weight_decay)
-  if (f.l2) gi = fma(c.wd, pi, gi);          // grad.add(param, alpha=weight_decay)
-  m = fma(c.one_minus_beta1, gi, mul(m, c.beta1));          // exp_avg.mul_(b1).add_(g, alpha=1-b1)
+  T pi = f.decoupled ? mul(p, c.decay) : p;                  // param.mul_(1 - lr * weight_decay)
+  if (f.l2) gi = fma(c.wd, pi, gi);                          // grad.add(param, alpha=weight_decay)
+  m = fma(c.one_minus_beta1, gi, mul(m, c.beta1));           // exp_avg.mul_(b1).add_(g, alpha=1-b1)
   v = fma(mul(c.one_minus_beta2, gi), gi, mul(v, c.beta2));  // exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2)
   T second = v;
   if (f.amsgrad) {
@@ -113,7 +113,7 @@ MT_HD inline T adam_element(T p, T g, T& m, T& v, T& vmax, const AdamConstants<T
     vmax = second;
   }
   const T denom = add(div(sqrt(second), c.bc2_sqrt), c.eps);  // (v.sqrt() / bc2_sqrt).add_(eps)
-  return add(pi, div(mul(c.neg_step_size, m), denom));       // param.addcdiv_(exp_avg, denom, -step_size)
+  return add(pi, div(mul(c.neg_step_size, m), denom));        // param.addcdiv_(exp_avg, denom, -step_size)
 }
 
 // The non-finite test of the unscale pass: exponent bits all ones (inf or nan).

@@ -2,9 +2,6 @@
 // checkpoint folder with its `latest` pointer.
 #include "train/checkpoint.h"
 
-#include <hdf5.h>
-#include <signal.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -12,6 +9,8 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <hdf5.h>
+#include <signal.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -56,8 +55,7 @@ absl::Status write_tensors(const h5::Writer& w, const Obj& root, const std::stri
   return absl::OkStatus();
 }
 
-absl::Status write_optimizer(const h5::Writer& w, const Obj& root, const std::string& path,
-                             const OptimizerState& o) {
+absl::Status write_optimizer(const h5::Writer& w, const Obj& root, const std::string& path, const OptimizerState& o) {
   CK_ASSIGN_OR_RETURN(Obj opt, w.group(root, "optimizer"));
   CK_RETURN_IF_ERROR(w.attr_string(opt, "type", o.optimizer));
   CK_ASSIGN_OR_RETURN(Obj groups, w.group(opt, "groups", /*ordered=*/true));
@@ -71,8 +69,8 @@ absl::Status write_optimizer(const h5::Writer& w, const Obj& root, const std::st
   for (const auto& [key, t] : o.tensors) {
     const size_t slash = key.find('/');
     if (slash == std::string::npos)
-      return absl::InvalidArgumentError(absl::StrCat(path, ": optimizer state entry '", key,
-                                                     "' is not '<param name>/<state name>'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": optimizer state entry '", key, "' is not '<param name>/<state name>'"));
     const std::string name = key.substr(0, slash), what = key.substr(slash + 1);
     CK_RETURN_IF_ERROR(check_name(path, state.path, name));
     CK_RETURN_IF_ERROR(check_name(path, state.child(name), what));
@@ -153,8 +151,8 @@ absl::Status write_file(const std::string& tmp, const std::string& path, const C
 }  // namespace
 
 absl::Status save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
-  return checkpoint_file::write_atomically(
-      path, [&](const std::string& tmp) { return write_file(tmp, path, checkpoint); });
+  return checkpoint_file::write_atomically(path,
+                                           [&](const std::string& tmp) { return write_file(tmp, path, checkpoint); });
 }
 
 absl::Status reseal_checkpoint(const std::string& path) {
@@ -164,11 +162,9 @@ absl::Status reseal_checkpoint(const std::string& path) {
     if (!file.valid()) return absl::InvalidArgumentError(path + ": not a readable HDF5 file");
     h5::Id fcpl(H5Fget_create_plist(file.get()), H5Pclose);
     hsize_t userblock = 0;
-    if (!fcpl.valid() || H5Pget_userblock(fcpl.get(), &userblock) < 0 ||
-        userblock != checkpoint_file::kHeaderBytes)
-      return absl::InvalidArgumentError(absl::StrCat(path, ": its HDF5 user block is ", userblock,
-                                                     " bytes, not ", checkpoint_file::kHeaderBytes,
-                                                     ": not a mantissa checkpoint"));
+    if (!fcpl.valid() || H5Pget_userblock(fcpl.get(), &userblock) < 0 || userblock != checkpoint_file::kHeaderBytes)
+      return absl::InvalidArgumentError(absl::StrCat(path, ": its HDF5 user block is ", userblock, " bytes, not ",
+                                                     checkpoint_file::kHeaderBytes, ": not a mantissa checkpoint"));
   }
   CK_RETURN_IF_ERROR(checkpoint_file::seal(path));
   return absl::OkStatus();
@@ -220,12 +216,11 @@ std::string free_space_note(const std::string& dir) {
 std::string what_is_kept(const CheckpointDir& dir) {
   const std::string latest = (fs::path(dir.dir()) / "latest").string();
   const absl::StatusOr<std::string> previous = dir.latest();
-  if (!previous.ok())
-    return absl::StrCat("No earlier checkpoint is in ", dir.dir(), ", and no partial file is left");
+  if (!previous.ok()) return absl::StrCat("No earlier checkpoint is in ", dir.dir(), ", and no partial file is left");
   const absl::StatusOr<uint64_t> size = checkpoint_file::verify(*previous);
   if (!size.ok())
-    return absl::StrCat("No partial file is left, but the checkpoint ", latest, " names does not verify either: ",
-                        size.status().message());
+    return absl::StrCat("No partial file is left, but the checkpoint ", latest,
+                        " names does not verify either: ", size.status().message());
   return absl::StrCat("Nothing is lost: ", latest, " still names ", fs::path(*previous).filename().string(),
                       ", which is intact (", megabytes(*size), ", checksum verified), and no partial file is left");
 }
@@ -244,8 +239,7 @@ absl::StatusOr<std::string> CheckpointDir::write(const Checkpoint& checkpoint) {
   if (absl::Status st = save_checkpoint(path, checkpoint); !st.ok()) {
     // The user's question is "what did I lose?": answer it, after the reason in plain words.
     std::string reason(st.message());
-    if (const size_t cause = reason.rfind(": ");
-        absl::IsResourceExhausted(st) && cause != std::string::npos) {
+    if (const size_t cause = reason.rfind(": "); absl::IsResourceExhausted(st) && cause != std::string::npos) {
       // os_error's "<file>: <HDF5 object>: <strerror>": keep the OS's words, drop the HDF5 object path.
       reason = reason.substr(cause + 2);
       if (!reason.empty()) reason[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(reason[0])));
@@ -257,9 +251,9 @@ absl::StatusOr<std::string> CheckpointDir::write(const Checkpoint& checkpoint) {
   if (absl::Status st = checkpoint_file::write_atomically(
           latest, [&](const std::string& tmp) { return checkpoint_file::write_text(tmp, name + "\n"); });
       !st.ok()) {
-    return absl::Status(st.code(), absl::StrCat(st.message(), free_space_note(dir_), ". ", path,
-                                                " is written and complete, but ", latest,
-                                                " was left as it was: resume from ", name, " by its path"));
+    return absl::Status(st.code(),
+                        absl::StrCat(st.message(), free_space_note(dir_), ". ", path, " is written and complete, but ",
+                                     latest, " was left as it was: resume from ", name, " by its path"));
   }
   // Keep the file just written and the newest keep - 1 others (by step number; keep <= 0 keeps all).
   if (keep_ > 0) {

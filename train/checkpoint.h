@@ -52,7 +52,7 @@ struct Checkpoint {
   std::vector<NamedTensor> buffers;  // in named_buffers() order
   OptimizerState optimizer;
   std::optional<LRSchedulerState> schedule;
-  amp::GradScalerState scaler;       // empty when the run has no (enabled) scaler
+  amp::GradScalerState scaler;  // empty when the run has no (enabled) scaler
   TrainerProgress trainer;
   std::map<std::string, std::string> data;  // named text blobs
   CheckpointMeta meta;

@@ -1,17 +1,16 @@
 // Atomic replacement of a file and the checksummed header (seal) of checkpoint files.
 #include "train/checkpoint_file.h"
 
-#include <fcntl.h>
-#include <hdf5.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <zlib.h>
-
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
+#include <hdf5.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
+#include <zlib.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -127,14 +126,15 @@ absl::StatusOr<uint64_t> verify(const std::string& path) {
     if (size >= kHeaderBytes || std::string(kMagic).compare(0, h.size(), h) != 0) {
       h5::QuietErrors quiet;
       if (H5Fis_hdf5(path.c_str()) > 0)
-        return absl::InvalidArgumentError(path + ": an HDF5 file but not a mantissa checkpoint (no checkpoint "
+        return absl::InvalidArgumentError(path +
+                                          ": an HDF5 file but not a mantissa checkpoint (no checkpoint "
                                           "header in its first 512 bytes)");
       return absl::InvalidArgumentError(path + ": not an HDF5 file");
     }
   }
   if (size < kHeaderBytes)
-    return absl::DataLossError(absl::StrCat(path, ": truncated: ", size, " bytes, less than its ", kHeaderBytes,
-                                            "-byte header"));
+    return absl::DataLossError(
+        absl::StrCat(path, ": truncated: ", size, " bytes, less than its ", kHeaderBytes, "-byte header"));
   uint64_t bytes = 0, crc = 0;
   size_t pos = sizeof(kPrefix) - 1;
   const bool parsed = h.compare(0, pos, kPrefix) == 0 && parse_number(h, &pos, 10, &bytes) &&

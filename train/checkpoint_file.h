@@ -38,7 +38,6 @@ absl::Status write_text(const std::string& path, std::string_view contents);
 // Writes `path` atomically: `fill` writes and closes the temporary file it is given (in the same folder,
 // named .<name>.tmp.<pid>); then it is fsynced, renamed over `path`, and the folder fsynced. On any error
 // the temporary file is removed and `path` is untouched.
-absl::Status write_atomically(const std::string& path,
-                              const std::function<absl::Status(const std::string& tmp)>& fill);
+absl::Status write_atomically(const std::string& path, const std::function<absl::Status(const std::string& tmp)>& fill);
 
 }  // namespace mantissa::checkpoint_file

@@ -14,9 +14,9 @@
 namespace mantissa::h5 {
 namespace {
 
-constexpr int kMaxRank = 32;                    // H5S_MAX_RANK
-constexpr hsize_t kMaxMembers = 1 << 20;        // links or attributes of one object
-constexpr size_t kMaxNameBytes = 1 << 16;       // a link or attribute name
+constexpr int kMaxRank = 32;               // H5S_MAX_RANK
+constexpr hsize_t kMaxMembers = 1 << 20;   // links or attributes of one object
+constexpr size_t kMaxNameBytes = 1 << 16;  // a link or attribute name
 
 Id space_id(hid_t id) { return Id(id, H5Sclose); }
 Id type_id(hid_t id) { return Id(id, H5Tclose); }
@@ -108,8 +108,7 @@ absl::StatusOr<Obj> Writer::group(const Obj& parent, const std::string& name, bo
   return Obj{std::move(g), parent.child(name)};
 }
 
-absl::Status Writer::attr(const Obj& o, const std::string& name, hid_t file_type, hid_t mem_type,
-                          const void* v) const {
+absl::Status Writer::attr(const Obj& o, const std::string& name, hid_t file_type, hid_t mem_type, const void* v) const {
   Id space = space_id(H5Screate(H5S_SCALAR));
   Id a = attr_id(H5Acreate2(o.id.get(), name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT));
   if (!a.valid() || H5Awrite(a.get(), mem_type, v) < 0) return fail(o, "", "attribute '" + name + "'");
@@ -142,8 +141,7 @@ absl::Status Writer::tensor(const Obj& o, const std::string& name, const Tensor&
   Id space = space_id(c.dim() == 0 ? H5Screate(H5S_SCALAR)
                                    : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
   if (!space.valid()) return fail(o, name, "dataspace of shape " + shape_str(c.shape()));
-  Id ds = dataset_id(H5Dcreate2(o.id.get(), name.c_str(), ty.file, space.get(), H5P_DEFAULT, H5P_DEFAULT,
-                                H5P_DEFAULT));
+  Id ds = dataset_id(H5Dcreate2(o.id.get(), name.c_str(), ty.file, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   if (!ds.valid()) return fail(o, name, "cannot create the dataset");
   if (c.numel() > 0 && H5Dwrite(ds.get(), ty.mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, c.data_ptr()) < 0)
     return fail(o, name, "cannot write the data");
@@ -154,8 +152,7 @@ absl::Status Writer::tensor(const Obj& o, const std::string& name, const Tensor&
 absl::Status Writer::text(const Obj& o, const std::string& name, const std::string& v) const {
   Id t = fixed_string_type(v.empty() ? 1 : v.size());
   Id space = space_id(H5Screate(H5S_SCALAR));
-  Id ds = dataset_id(H5Dcreate2(o.id.get(), name.c_str(), t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT,
-                                H5P_DEFAULT));
+  Id ds = dataset_id(H5Dcreate2(o.id.get(), name.c_str(), t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   const std::string padded = v.empty() ? std::string(1, '\0') : v;
   if (!ds.valid() || H5Dwrite(ds.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, padded.data()) < 0)
     return fail(o, name, "cannot write the text");
@@ -170,8 +167,7 @@ absl::Status Writer::strings(const Obj& o, const std::string& name, const std::v
   Id t = fixed_string_type(width);
   const hsize_t n = v.size();
   Id space = space_id(H5Screate_simple(1, &n, nullptr));
-  Id ds = dataset_id(H5Dcreate2(o.id.get(), name.c_str(), t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT,
-                                H5P_DEFAULT));
+  Id ds = dataset_id(H5Dcreate2(o.id.get(), name.c_str(), t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   if (!ds.valid() || (n > 0 && H5Dwrite(ds.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, packed.data()) < 0))
     return fail(o, name, "cannot write the strings");
   return absl::OkStatus();
@@ -180,8 +176,8 @@ absl::Status Writer::strings(const Obj& o, const std::string& name, const std::v
 absl::Status Writer::f64s(const Obj& o, const std::string& name, const std::vector<double>& v) const {
   const hsize_t n = v.size();
   Id space = space_id(H5Screate_simple(1, &n, nullptr));
-  Id ds = dataset_id(H5Dcreate2(o.id.get(), name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT,
-                                H5P_DEFAULT));
+  Id ds = dataset_id(
+      H5Dcreate2(o.id.get(), name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   if (!ds.valid() || (n > 0 && H5Dwrite(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0))
     return fail(o, name, "cannot write the numbers");
   return absl::OkStatus();
@@ -200,9 +196,7 @@ bool Reader::has(const Obj& parent, const std::string& name) const {
          H5Lget_info(parent.id.get(), name.c_str(), &link, H5P_DEFAULT) >= 0 && link.type == H5L_TYPE_HARD;
 }
 
-bool Reader::has_attr(const Obj& o, const std::string& name) const {
-  return H5Aexists(o.id.get(), name.c_str()) > 0;
-}
+bool Reader::has_attr(const Obj& o, const std::string& name) const { return H5Aexists(o.id.get(), name.c_str()) > 0; }
 
 absl::StatusOr<Obj> Reader::group(const Obj& parent, const std::string& name) const {
   if (!has(parent, name)) return error(parent.path, "has no group '" + name + "'");
@@ -223,7 +217,10 @@ absl::StatusOr<std::vector<std::string>> Reader::members(const Obj& o) const {
     ok = true;
     for (hsize_t i = 0; i < info.nlinks && ok; ++i) {
       const ssize_t len = H5Lget_name_by_idx(o.id.get(), ".", idx, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
-      if (len <= 0 || static_cast<size_t>(len) > kMaxNameBytes) { ok = false; break; }
+      if (len <= 0 || static_cast<size_t>(len) > kMaxNameBytes) {
+        ok = false;
+        break;
+      }
       std::string s(static_cast<size_t>(len) + 1, '\0');
       if (H5Lget_name_by_idx(o.id.get(), ".", idx, H5_ITER_INC, i, s.data(), s.size(), H5P_DEFAULT) != len) ok = false;
       s.resize(static_cast<size_t>(len));
@@ -308,8 +305,8 @@ absl::StatusOr<std::string> Reader::read_fixed_string(hid_t obj, hid_t type, boo
   Id mem = fixed_string_type(size);
   if (!mem.valid()) return error(what, "string type");
   std::string s(size, '\0');
-  const herr_t rc = is_attr ? H5Aread(obj, mem.get(), s.data())
-                            : H5Dread(obj, mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, s.data());
+  const herr_t rc =
+      is_attr ? H5Aread(obj, mem.get(), s.data()) : H5Dread(obj, mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, s.data());
   if (rc < 0) return error(what, with_detail("cannot be read"));
   return s;
 }
@@ -360,8 +357,8 @@ absl::StatusOr<Tensor> Reader::tensor(const Obj& o, const std::string& name) con
   const std::string path = o.child(name);
   std::string tag;
   if (H5Aexists(d->dataset.get(), "dtype") > 0) {
-    absl::StatusOr<std::string> t = attr_string(Obj{dataset_id(H5Dopen2(o.id.get(), name.c_str(), H5P_DEFAULT)), path},
-                                                "dtype");
+    absl::StatusOr<std::string> t =
+        attr_string(Obj{dataset_id(H5Dopen2(o.id.get(), name.c_str(), H5P_DEFAULT)), path}, "dtype");
     if (!t.ok()) return t.status();
     tag = *t;
   }
@@ -370,23 +367,29 @@ absl::StatusOr<Tensor> Reader::tensor(const Obj& o, const std::string& name) con
   const size_t size = H5Tget_size(type);
   const H5T_sign_t sign = cls == H5T_INTEGER ? H5Tget_sign(type) : H5T_SGN_ERROR;
   DType dtype;
-  if (cls == H5T_FLOAT && size == 4 && tag.empty()) dtype = DType::kF32;
-  else if (cls == H5T_FLOAT && size == 8 && tag.empty()) dtype = DType::kF64;
-  else if (cls == H5T_INTEGER && size == 8 && sign == H5T_SGN_2 && tag.empty()) dtype = DType::kI64;
-  else if (cls == H5T_INTEGER && size == 4 && sign == H5T_SGN_2 && tag.empty()) dtype = DType::kI32;
-  else if (cls == H5T_INTEGER && size == 2 && sign == H5T_SGN_NONE && tag == "f16") dtype = DType::kF16;
-  else if (cls == H5T_INTEGER && size == 2 && sign == H5T_SGN_NONE && tag == "bf16") dtype = DType::kBF16;
-  else if (cls == H5T_INTEGER && size == 1 && sign == H5T_SGN_NONE && tag == "bool") dtype = DType::kBool;
+  if (cls == H5T_FLOAT && size == 4 && tag.empty())
+    dtype = DType::kF32;
+  else if (cls == H5T_FLOAT && size == 8 && tag.empty())
+    dtype = DType::kF64;
+  else if (cls == H5T_INTEGER && size == 8 && sign == H5T_SGN_2 && tag.empty())
+    dtype = DType::kI64;
+  else if (cls == H5T_INTEGER && size == 4 && sign == H5T_SGN_2 && tag.empty())
+    dtype = DType::kI32;
+  else if (cls == H5T_INTEGER && size == 2 && sign == H5T_SGN_NONE && tag == "f16")
+    dtype = DType::kF16;
+  else if (cls == H5T_INTEGER && size == 2 && sign == H5T_SGN_NONE && tag == "bf16")
+    dtype = DType::kBF16;
+  else if (cls == H5T_INTEGER && size == 1 && sign == H5T_SGN_NONE && tag == "bool")
+    dtype = DType::kBool;
   else
-    return error(path, absl::StrCat("has an unsupported type (HDF5 class ", static_cast<int>(cls), ", ", size,
-                                    " bytes", tag.empty() ? "" : ", dtype '" + tag + "'",
+    return error(path, absl::StrCat("has an unsupported type (HDF5 class ", static_cast<int>(cls), ", ", size, " bytes",
+                                    tag.empty() ? "" : ", dtype '" + tag + "'",
                                     "); expected f32, f64, i64, i32, or u16/u8 tagged f16, bf16, bool"));
   const uint64_t bytes = static_cast<uint64_t>(d->numel) * element_size(dtype);
   if (bytes > file_size_)
     return error(path, absl::StrCat("declares ", bytes, " bytes of data, more than the file's ", file_size_));
   Tensor t = empty(d->shape, {.dtype = dtype});
-  if (d->numel > 0 &&
-      H5Dread(d->dataset.get(), type_for(dtype).mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr()) < 0)
+  if (d->numel > 0 && H5Dread(d->dataset.get(), type_for(dtype).mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr()) < 0)
     return error(path, with_detail("cannot be read"));
   if (dtype == DType::kBool) {
     const auto* p = static_cast<const unsigned char*>(t.data_ptr());
@@ -440,8 +443,7 @@ absl::StatusOr<std::vector<double>> Reader::f64s(const Obj& o, const std::string
   const std::string path = o.child(name);
   if (H5Tget_class(d->type.get()) != H5T_FLOAT || d->shape.size() != 1)
     return error(path, "is not a 1-D list of floating-point numbers");
-  if (static_cast<uint64_t>(d->numel) * sizeof(double) > file_size_)
-    return error(path, "is larger than the file");
+  if (static_cast<uint64_t>(d->numel) * sizeof(double) > file_size_) return error(path, "is larger than the file");
   std::vector<double> v(static_cast<size_t>(d->numel));
   if (!v.empty() && H5Dread(d->dataset.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
     return error(path, with_detail("cannot be read"));

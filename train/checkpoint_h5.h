@@ -3,9 +3,8 @@
 // the object ("<file>: /optimizer/groups/0 has no attribute 'lr'"). Internal to train/.
 #pragma once
 
-#include <hdf5.h>
-
 #include <cstdint>
+#include <hdf5.h>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,9 +15,9 @@
 
 // Status plumbing for the checkpoint code: return the error of `expr`, or assign its value to `lhs`.
 // CK_ASSIGN_OR_RETURN declares `lhs` in the caller's scope, so it cannot be wrapped in do/while.
-#define CK_RETURN_IF_ERROR(expr)      \
-  do {                                \
-    absl::Status ck_status_ = (expr); \
+#define CK_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    absl::Status ck_status_ = (expr);        \
     if (!ck_status_.ok()) return ck_status_; \
   } while (0)
 #define CK_CONCAT_INNER(a, b) a##b

@@ -1,8 +1,7 @@
 // load_checkpoint (the seal, then every group, attribute, dtype and shape, then the file's own consistency)
 // and check_compatible (a loaded checkpoint against the run's model and optimizer).
-#include <hdf5.h>
-
 #include <algorithm>
+#include <hdf5.h>
 #include <map>
 #include <set>
 
@@ -93,8 +92,7 @@ absl::StatusOr<CheckpointMeta> read_meta(const Reader& r, const Obj& root) {
   if (m.format_version > kCheckpointFormatVersion) {
     const absl::StatusOr<std::string> by = r.attr_string(g, "library_version");
     return absl::FailedPreconditionError(absl::StrCat(
-        r.file(), ": format version ",
-        m.format_version, " is newer than this library's ", kCheckpointFormatVersion,
+        r.file(), ": format version ", m.format_version, " is newer than this library's ", kCheckpointFormatVersion,
         by.ok() ? " (written by mantissa " + *by + ")" : "", ". HINT: read it with a newer mantissa"));
   }
   if (m.format_version < 1) return r.error(g.path, absl::StrCat("has format_version ", m.format_version));
@@ -225,16 +223,16 @@ absl::Status check_compatible(const std::string& path, const Checkpoint& checkpo
     std::vector<std::string> names;
     for (const NamedTensor& p : optimizer.group_params(g)) names.push_back(p.name);
     if (names != o.groups[g].params)
-      return absl::FailedPreconditionError(absl::StrCat(
-          group, " has parameters [", absl::StrJoin(o.groups[g].params, ", "),
-          "], the run's optimizer has [", absl::StrJoin(names, ", "), "]"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(group, " has parameters [", absl::StrJoin(o.groups[g].params, ", "),
+                       "], the run's optimizer has [", absl::StrJoin(names, ", "), "]"));
     for (const auto& [name, value] : current.groups[g].hyperparameters)
       if (!o.groups[g].hyperparameters.count(name))
         return absl::FailedPreconditionError(absl::StrCat(group, " has no attribute '", name, "'"));
     for (const auto& [name, value] : o.groups[g].hyperparameters)
       if (!current.groups[g].hyperparameters.count(name))
-        return absl::FailedPreconditionError(absl::StrCat(group, " has attribute '", name, "', which ",
-                                                          optimizer.type_name(), " does not know"));
+        return absl::FailedPreconditionError(
+            absl::StrCat(group, " has attribute '", name, "', which ", optimizer.type_name(), " does not know"));
   }
   return absl::OkStatus();
 }

@@ -125,8 +125,9 @@ DistributedDataParallel::~DistributedDataParallel() = default;
 void DistributedDataParallel::finish() {
   State& s = *state_;
   if (!s.sync) return;
-  MT_CHECK(s.any_ready, "DistributedDataParallel::finish: no backward ran since the last finish(). HINT: "
-                        "call it once after each backward outside no_sync()");
+  MT_CHECK(s.any_ready,
+           "DistributedDataParallel::finish: no backward ran since the last finish(). HINT: "
+           "call it once after each backward outside no_sync()");
   std::string unused;
   for (size_t i = 0; i < s.params.size(); ++i) {
     if (!s.ready[i]) unused += (unused.empty() ? "'" : ", '") + s.params[i].name + "'";
@@ -158,8 +159,9 @@ DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp) : ddp_(ddp
 DistributedDataParallel::NoSync::~NoSync() { ddp_.state_->sync = previous_; }
 
 DistributedDataParallel::NoSync DistributedDataParallel::no_sync() {
-  MT_CHECK(!state_->any_ready, "DistributedDataParallel::no_sync: a synced backward has not been finished. "
-                               "HINT: call finish() before entering no_sync()");
+  MT_CHECK(!state_->any_ready,
+           "DistributedDataParallel::no_sync: a synced backward has not been finished. "
+           "HINT: call finish() before entering no_sync()");
   return NoSync(*this);
 }
 

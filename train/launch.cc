@@ -36,8 +36,8 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> process_group_from_launcher(Proces
   std::unique_ptr<ProcessGroup> group = init_process_group(options);
   if (group->size() != info.world_size) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "started by mpirun as one of ", info.world_size, " processes, but the process group has ", group->size(),
-        " (", std::string(group->backend()), "): was mantissa built without MPI? (cmake -DMANTISSA_MPI=ON)"));
+        "started by mpirun as one of ", info.world_size, " processes, but the process group has ", group->size(), " (",
+        std::string(group->backend()), "): was mantissa built without MPI? (cmake -DMANTISSA_MPI=ON)"));
   }
   return group;
 }

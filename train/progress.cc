@@ -2,13 +2,12 @@
 // and epoch end), the evaluation lines and the summary block.
 #include "train/progress.h"
 
-#include <sys/ioctl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -80,8 +79,8 @@ double ProgressReporter::now() const {
 std::string ProgressReporter::status_text(const StepMetrics& m) const {
   const int64_t total = options_.total_steps;
   std::string text = total > 0 ? absl::StrCat("step ", m.step, "/", total) : absl::StrCat("step ", m.step);
-  absl::StrAppend(&text, " epoch ", m.epoch, " loss ", losses_.empty() ? "nan" : loss_text(mean_of(losses_)),
-                  " scale ", scale_text(m.scale));
+  absl::StrAppend(&text, " epoch ", m.epoch, " loss ", losses_.empty() ? "nan" : loss_text(mean_of(losses_)), " scale ",
+                  scale_text(m.scale));
   if (skipped_ > 0) absl::StrAppend(&text, " skipped ", skipped_);
   if (!rates_.empty()) {
     absl::StrAppend(&text, " ", with_thousands(std::llround(mean_of(rates_))), " samples/s");

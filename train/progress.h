@@ -45,8 +45,8 @@ class ProgressReporter {
   double now() const;
   std::string status_text(const StepMetrics& m) const;  // step, epoch, loss, scale, rate, ETA
   std::string bar_text(const StepMetrics& m) const;
-  void draw_bar();       // '\r' + the bar over the previous one
-  void end_bar_line();   // ends a drawn bar with '\n' so that other text starts on a fresh line
+  void draw_bar();      // '\r' + the bar over the previous one
+  void end_bar_line();  // ends a drawn bar with '\n' so that other text starts on a fresh line
   void put(const std::string& text);
 
   std::FILE* out_;
@@ -54,17 +54,17 @@ class ProgressReporter {
   ProgressStyle style_;
   int columns_ = 80;  // kBar: a drawn line stays shorter than this, or the terminal wraps it and '\r' breaks
 
-  StepMetrics last_;          // the latest step
+  StepMetrics last_;  // the latest step
   bool have_step_ = false;
-  int64_t first_step_ = 0;    // the first step seen (a resumed run starts past 1)
-  double first_time_ = 0.0;   // when it was seen: steps/s and the ETA count from there
+  int64_t first_step_ = 0;   // the first step seen (a resumed run starts past 1)
+  double first_time_ = 0.0;  // when it was seen: steps/s and the ETA count from there
   int64_t skipped_ = 0;
   std::deque<double> losses_;  // the last `window` finite losses
   std::deque<double> rates_;   // the last `window` finite samples/s
 
-  double last_draw_ = 0.0;     // kBar: time of the latest redraw
-  size_t drawn_width_ = 0;     // kBar: width of the bar on screen (0: none on the current line)
-  double last_line_ = 0.0;     // kLines: time of the latest line
+  double last_draw_ = 0.0;  // kBar: time of the latest redraw
+  size_t drawn_width_ = 0;  // kBar: width of the bar on screen (0: none on the current line)
+  double last_line_ = 0.0;  // kLines: time of the latest line
 };
 
 // Helpers, shared with the tests: 4512 -> "4,512"; seconds -> "M:SS" or "H:MM:SS".

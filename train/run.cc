@@ -1,12 +1,11 @@
 // mantissa-train's run: data, model, optimizer, loaders and Trainer from RunOptions; progress and summary.
 #include "train/run.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <omp.h>
 #include <optional>
 
 #include "absl/strings/numbers.h"
@@ -212,9 +211,9 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
   if (o.device == "cuda" && world > 1) device = cuda((*group)->local_rank());
   if (device.is_cuda()) {
     if (device.index >= cuda_device_count()) {
-      return absl::FailedPreconditionError(absl::StrCat("--device=", o.device, ": ", cuda_device_count(),
-                                                        " CUDA devices present",
-                                                        cuda_device_count() == 0 ? ": " + cuda_unavailable_reason() : ""));
+      return absl::FailedPreconditionError(
+          absl::StrCat("--device=", o.device, ": ", cuda_device_count(), " CUDA devices present",
+                       cuda_device_count() == 0 ? ": " + cuda_unavailable_reason() : ""));
     }
     model.module->to(device);  // before the optimizer: it keeps the parameters it is given
     if (world > 1) {

@@ -32,28 +32,28 @@ struct RunOptions {
   Precision precision = Precision::kF16;
   OptimizerKind optimizer = OptimizerKind::kAdam;
   double lr = 1e-3;
-  double momentum = 0.9;                // SGD only
-  std::optional<double> weight_decay;   // none: the optimizer's default (0; AdamW 0.01)
-  int64_t batch_size = 128;             // per rank under mpirun (the global batch is this times the ranks)
+  double momentum = 0.9;               // SGD only
+  std::optional<double> weight_decay;  // none: the optimizer's default (0; AdamW 0.01)
+  int64_t batch_size = 128;            // per rank under mpirun (the global batch is this times the ranks)
   int64_t epochs = 5;
-  int64_t max_steps = 0;                // 0: no limit (gpt: 2000 when epochs are not what ends the run)
+  int64_t max_steps = 0;  // 0: no limit (gpt: 2000 when epochs are not what ends the run)
   int64_t grad_accum = 1;
   double clip_grad_norm = 0.0;
   amp::GradScalerOptions scaler = amp::scaler_defaults_for(DType::kF16);  // used when precision is fp16
   uint64_t seed = 1;
-  std::string device = "cpu";           // cpu | cuda | cuda:N (cuda: GPU 0)
-  int64_t threads = 0;                  // 0: all cores (under mpirun: the cores / the ranks on this machine)
-  int64_t eval_every = 0;               // 0: each epoch end (gpt: every 200 steps)
-  int64_t eval_batches = 0;             // 0: the whole test set (gpt: 20 batches)
+  std::string device = "cpu";  // cpu | cuda | cuda:N (cuda: GPU 0)
+  int64_t threads = 0;         // 0: all cores (under mpirun: the cores / the ranks on this machine)
+  int64_t eval_every = 0;      // 0: each epoch end (gpt: every 200 steps)
+  int64_t eval_batches = 0;    // 0: the whole test set (gpt: 20 batches)
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   int64_t keep_checkpoints = 3;
-  std::string resume;                   // a path or "latest"
-  std::string metrics;                  // JSON lines path
-  int64_t sample_chars = 400;           // gpt: characters generated at the end
+  std::string resume;          // a path or "latest"
+  std::string metrics;         // JSON lines path
+  int64_t sample_chars = 400;  // gpt: characters generated at the end
   ProgressMode progress = ProgressMode::kAuto;
-  int64_t dist_timeout_s = 1800;        // under mpirun: a collective waiting longer ends the job
-  std::string config_json;              // stored in checkpoints; empty: to_json() of the options run() uses
+  int64_t dist_timeout_s = 1800;  // under mpirun: a collective waiting longer ends the job
+  std::string config_json;        // stored in checkpoints; empty: to_json() of the options run() uses
 };
 
 // The first problem with `options` as a one-line message naming the flag, or ok.

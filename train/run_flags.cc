@@ -79,8 +79,7 @@ void for_each_flag(Options& o, Visit&& visit) {
   flag(o.momentum, "momentum", "SGD momentum", {.range = half_open(0, 1)});
   flag(o.weight_decay, "weight_decay", "weight decay (default: 0; 0.01 for adamw)", {.range = at_least(0)});
   flag(o.batch_size, "batch_size", "examples per micro-batch (gpt: 32 unless given)", {.range = above(0)});
-  flag(o.epochs, "epochs", "passes over the training data (gpt: the run ends at --max_steps)",
-       {.range = at_least(0)});
+  flag(o.epochs, "epochs", "passes over the training data (gpt: the run ends at --max_steps)", {.range = at_least(0)});
   flag(o.max_steps, "max_steps", "optimizer steps from the start of the run, 0: no limit (gpt: 2000)",
        {.range = at_least(0)});
   flag(o.grad_accum, "grad_accum", "micro-batches per optimizer step", {.range = above(0)});
@@ -101,15 +100,13 @@ void for_each_flag(Options& o, Visit&& visit) {
   flag(o.eval_every, "eval_every", "steps between evaluations, 0: each epoch end (gpt: 200)", {.range = at_least(0)});
   flag(o.eval_batches, "eval_batches", "batches per evaluation, 0: the whole test set (gpt: 20)",
        {.range = at_least(0)});
-  flag(o.checkpoint_dir, "checkpoint_dir", "folder of HDF5 checkpoints step_<N>.h5 (empty: none)",
-       {.in_config = kNo});
+  flag(o.checkpoint_dir, "checkpoint_dir", "folder of HDF5 checkpoints step_<N>.h5 (empty: none)", {.in_config = kNo});
   flag(o.checkpoint_every, "checkpoint_every", "steps between checkpoints (one is always written at the end)",
        {.range = at_least(0), .in_config = kNo});
   flag(o.keep_checkpoints, "keep_checkpoints", "checkpoints kept in --checkpoint_dir",
        {.range = above(0), .in_config = kNo});
   flag(o.resume, "resume", "resume from a checkpoint file, or 'latest' in --checkpoint_dir", {.in_config = kNo});
-  flag(o.metrics, "metrics", "write JSON lines (one per step, per evaluation, and a summary) here",
-       {.in_config = kNo});
+  flag(o.metrics, "metrics", "write JSON lines (one per step, per evaluation, and a summary) here", {.in_config = kNo});
   flag(o.sample_chars, "sample_chars", "gpt: characters generated after training",
        {.range = at_least(0), .in_config = kNo});
   flag(o.progress, "progress", "auto | bar | lines | none (auto: a bar on a terminal)", {.in_config = kNo});
@@ -208,8 +205,7 @@ absl::Status parse_value(absl::string_view text, std::vector<int64_t>& v) {  // 
   return absl::OkStatus();
 }
 template <typename E>
-  requires std::is_enum_v<E>
-absl::Status parse_value(absl::string_view text, E& v) {
+requires std::is_enum_v<E> absl::Status parse_value(absl::string_view text, E& v) {
   for (const Choice<E>& c : choices(v)) {
     if (text == c.name) {
       v = c.value;
@@ -231,10 +227,7 @@ std::string flag_text(double v) {  // as absl's flags print doubles: 15 digits w
 std::string flag_text(const std::optional<double>& v) { return v ? flag_text(*v) : ""; }
 std::string flag_text(const std::vector<int64_t>& v) { return absl::StrJoin(v, ","); }
 template <typename E>
-  requires std::is_enum_v<E>
-std::string flag_text(E v) {
-  return name_of(v);
-}
+requires std::is_enum_v<E> std::string flag_text(E v) { return name_of(v); }
 
 // json_value: a field's value in the config JSON. Numbers keep every digit (%.17g round-trips a double).
 std::string json_string(absl::string_view s) {
@@ -258,10 +251,7 @@ std::string json_value(double v) { return absl::StrFormat("%.17g", v); }
 std::string json_value(const std::optional<double>& v) { return v ? json_value(*v) : "null"; }
 std::string json_value(const std::vector<int64_t>& v) { return absl::StrCat("[", absl::StrJoin(v, ", "), "]"); }
 template <typename E>
-  requires std::is_enum_v<E>
-std::string json_value(E v) {
-  return json_string(name_of(v));
-}
+requires std::is_enum_v<E> std::string json_value(E v) { return json_string(name_of(v)); }
 
 // check_range: whether a number field is in its flag's range; strings and enums have none.
 bool in_range(const Range& r, double v) {
@@ -283,8 +273,7 @@ absl::Status check_range(const Flag&, const T&) {
   return absl::OkStatus();
 }
 template <typename T>
-  requires std::is_arithmetic_v<T>
-absl::Status check_range(const Flag& f, const T& v) {
+requires std::is_arithmetic_v<T> absl::Status check_range(const Flag& f, const T& v) {
   if (!f.rules.range || in_range(*f.rules.range, static_cast<double>(v))) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("--", f.name, " ", must_be(f), ", got ", v));
 }
@@ -330,7 +319,7 @@ std::string flags_help() {
 
 absl::Status set_flag(RunOptions& options, std::string_view name, std::string_view value) {
   const absl::string_view text(value.data(), value.size());  // absl's string_view is not std's here
-  std::optional<absl::Status> result;                         // none: no flag has that name
+  std::optional<absl::Status> result;                        // none: no flag has that name
   for_each_flag(options, [&](const Flag& f, auto& field) {
     if (name != f.name) return;
     absl::Status s = parse_value(text, field);

@@ -18,7 +18,7 @@ namespace mantissa {
 enum class InConfig { kYes, kNo };
 
 struct FlagInfo {
-  std::string name;                  // without the dashes
+  std::string name;  // without the dashes
   std::string help;
   std::string value;                 // the field's value as flag text ("" for none)
   std::vector<std::string> choices;  // the names an enum flag accepts; empty for the others

@@ -2,13 +2,12 @@
 // (train/run.h) through the flag table (train/run_flags.h); a bad flag or value exits with status 2 and a
 // one-line reason, a failing run (missing data, bad checkpoint) with status 1 and its message. With no
 // flags: the MLP on Fashion-MNIST in fp16.
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <string>
 #include <string_view>
+#include <unistd.h>
 
 #include "framework/error.h"
 #include "train/launch.h"

@@ -26,12 +26,9 @@ double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock:
 
 DType precision_dtype(Precision p) {
   switch (p) {
-    case Precision::kF16:
-      return DType::kF16;
-    case Precision::kBF16:
-      return DType::kBF16;
-    case Precision::kF32:
-      break;
+    case Precision::kF16: return DType::kF16;
+    case Precision::kBF16: return DType::kBF16;
+    case Precision::kF32: break;
   }
   return DType::kF32;
 }
@@ -99,12 +96,9 @@ std::vector<NamedTensor> deep_copy(const std::vector<NamedTensor>& tensors) {
 
 const char* precision_name(Precision precision) {
   switch (precision) {
-    case Precision::kF32:
-      return "fp32";
-    case Precision::kF16:
-      return "fp16";
-    case Precision::kBF16:
-      return "bf16";
+    case Precision::kF32: return "fp32";
+    case Precision::kF16: return "fp16";
+    case Precision::kBF16: return "bf16";
   }
   return "?";
 }
@@ -178,8 +172,9 @@ Trainer::Trainer(TrainerConfig config, Module& model, Task task, Optimizer& opti
   // The run's device is the model's: batches are moved there (asynchronously from pinned loaders).
   if (!params_.empty()) device_ = params_.front().tensor.device();
   for (const NamedTensor& p : params_) {
-    MT_CHECK(p.tensor.device() == device_, "Trainer: parameter '", p.name, "' is on ", p.tensor.device().str(),
-             ", '", params_.front().name, "' on ", device_.str(), ". HINT: move the whole model with model.to(device) "
+    MT_CHECK(p.tensor.device() == device_, "Trainer: parameter '", p.name, "' is on ", p.tensor.device().str(), ", '",
+             params_.front().name, "' on ", device_.str(),
+             ". HINT: move the whole model with model.to(device) "
              "before creating the optimizer");
   }
   if (config_.schedule) scheduler_.emplace(optimizer_, *config_.schedule);
@@ -192,7 +187,8 @@ Trainer::Trainer(TrainerConfig config, Module& model, Task task, Optimizer& opti
     for (int q = 0; q < world_size_; ++q) {
       const double mine = all.select(0, q).item(), first = all.select(0, 0).item();
       MT_CHECK(mine == first, "Trainer: rank ", q, "'s training loader has ", mine, " batches per epoch, rank 0's has ",
-               first, ". HINT: shard the training loader with the same dataset and batch size on every rank "
+               first,
+               ". HINT: shard the training loader with the same dataset and batch size on every rank "
                "(DataLoaderOptions::shard)");
     }
     // Before the working copies are made: the broadcast replaces the other ranks' initial weights.
@@ -309,8 +305,8 @@ EvalMetrics Trainer::evaluate() {
   if (ddp_) {
     // Each batch is evaluated whole on one rank as one process would, so the sums over all ranks are the
     // one-process sums (added in another order, in f64; counts below 2^53 are exact).
-    Tensor sums = from_vector(std::vector<double>{total.loss_sum, static_cast<double>(total.correct),
-                                                  static_cast<double>(total.count)});
+    Tensor sums = from_vector(
+        std::vector<double>{total.loss_sum, static_cast<double>(total.correct), static_cast<double>(total.count)});
     config_.process_group->all_reduce(sums, ReduceOp::kSum);
     const double* v = sums.data<double>();
     total = {.loss_sum = v[0], .correct = static_cast<int64_t>(v[1]), .count = static_cast<int64_t>(v[2])};

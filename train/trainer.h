@@ -77,23 +77,23 @@ enum class EvalAtStart { kNo, kYes };
 
 struct TrainerConfig {
   Precision precision = Precision::kF16;
-  int64_t epochs = 0;            // passes over the training data, counted from the start of the run; 0: no limit
-  int64_t max_steps = 0;         // optimizer steps from the start of the run; 0: no limit (one must be set)
-  int64_t grad_accum = 1;        // micro-batches per optimizer step (the loss is averaged over them)
-  double clip_grad_norm = 0.0;   // max total L2 norm of the unscaled grads; 0: no clipping
+  int64_t epochs = 0;                // passes over the training data, counted from the start of the run; 0: no limit
+  int64_t max_steps = 0;             // optimizer steps from the start of the run; 0: no limit (one must be set)
+  int64_t grad_accum = 1;            // micro-batches per optimizer step (the loss is averaged over them)
+  double clip_grad_norm = 0.0;       // max total L2 norm of the unscaled grads; 0: no clipping
   std::optional<Schedule> schedule;  // lr multiplier by step; none: constant lr
   // The loss scaler; none: amp::scaler_defaults_for(the precision's dtype) (enabled for fp16 only).
   std::optional<amp::GradScalerOptions> scaler;
-  int64_t eval_every = 0;        // steps between evaluations; 0: at the end of each epoch
-  int64_t eval_batches = 0;      // batches of the eval loader per evaluation; 0: all of them
+  int64_t eval_every = 0;    // steps between evaluations; 0: at the end of each epoch
+  int64_t eval_batches = 0;  // batches of the eval loader per evaluation; 0: all of them
   EvalAtStart eval_at_start = EvalAtStart::kNo;
   std::string checkpoint_dir;    // empty: no checkpoints
   int64_t checkpoint_every = 0;  // steps between checkpoints (one is always written at the end); 0: end only
   int64_t keep_checkpoints = 3;
-  uint64_t seed = 0;             // seeds default_generator() (dropout) when fit() starts a fresh run
-  std::string metrics_path;      // empty: no metrics file
-  int64_t warmup_steps = 10;     // steps left out of the summary's median samples/s
-  std::string config_json;       // stored in checkpoints (/meta); the program puts its flags here
+  uint64_t seed = 0;          // seeds default_generator() (dropout) when fit() starts a fresh run
+  std::string metrics_path;   // empty: no metrics file
+  int64_t warmup_steps = 10;  // steps left out of the summary's median samples/s
+  std::string config_json;    // stored in checkpoints (/meta); the program puts its flags here
   // Data parallelism over this group (not owned, must outlive the Trainer); null or a world of one: this
   // process trains alone. See the top of this file.
   ProcessGroup* process_group = nullptr;
@@ -169,7 +169,7 @@ class Trainer {
   int64_t step_ = 0;
   bool resumed_ = false;
   int64_t last_eval_step_ = -1;
-  int64_t last_epoch_ = 0;  // of the latest step
+  int64_t last_epoch_ = 0;             // of the latest step
   std::vector<double> samples_per_s_;  // per step of this process, for the summary's median
 };
 

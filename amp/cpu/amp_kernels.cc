@@ -28,7 +28,8 @@ void check_finite(const T* g, int64_t n, float* found_inf) {
   parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
     const T* __restrict x = g;
     Bits<T> exponent = 0;  // the largest exponent field seen: all ones iff an inf or nan was seen
-    for (int64_t i = begin; i < end; ++i) exponent = std::max(exponent, std::bit_cast<Bits<T>>(x[i]) & kExponentMask<T>);
+    for (int64_t i = begin; i < end; ++i)
+      exponent = std::max(exponent, std::bit_cast<Bits<T>>(x[i]) & kExponentMask<T>);
     if (exponent == kExponentMask<T>) std::atomic_ref<float>(*found_inf).store(1.0f, std::memory_order_relaxed);
   });
 }

@@ -1,6 +1,5 @@
 // The grad-scaling kernels: unscale-and-check over many grads per launch, and the loss-scale update.
 #include "amp/cuda/amp_kernels.h"
-
 #include "optim/cuda/multi_tensor_apply.cuh"
 
 namespace mantissa::gpu {

@@ -5,13 +5,12 @@
 #pragma once
 
 #ifdef MANTISSA_WITH_CUDA
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
+#include <cuda_runtime_api.h>
 #include <span>
 
-#include "framework/dtype.h"
 #include "amp/loss_scale_rule.h"
+#include "framework/dtype.h"
 
 namespace mantissa::gpu {
 

@@ -19,8 +19,7 @@ namespace {
 
 void check_cuda_device(int device, std::string_view what) {
   MT_CHECK(device >= 0 && device < cuda_device_count(), what, ": no CUDA device cuda:", device, " (",
-           cuda_device_count(), " present",
-           cuda_device_count() == 0 ? ": " + cuda_unavailable_reason() : std::string(),
+           cuda_device_count(), " present", cuda_device_count() == 0 ? ": " + cuda_unavailable_reason() : std::string(),
            "). HINT: run on a machine with an NVIDIA GPU and driver, or keep the tensors on the CPU");
 }
 
@@ -101,7 +100,9 @@ class PinnedMemory final : public EventCalls {
 class CudaCachingAllocator final : public Allocator {
  public:
   explicit CudaCachingAllocator(int device)
-      : device_(device), backend_(device), core_(&backend_, Device{DeviceType::kCUDA, static_cast<int8_t>(device)}.str()) {}
+      : device_(device),
+        backend_(device),
+        core_(&backend_, Device{DeviceType::kCUDA, static_cast<int8_t>(device)}.str()) {}
   void* allocate(size_t nbytes) override { return core_.allocate(nbytes, as_id(gpu::current_stream(device_))); }
   void deallocate(void* ptr, size_t) override { core_.deallocate(ptr); }
   gpu::CachingAllocatorCore& core() { return core_; }

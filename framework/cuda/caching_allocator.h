@@ -34,12 +34,12 @@ struct CachingAllocatorStats {
   uint64_t reserved_bytes = 0;        // in segments taken from the backend (cudaMalloc)
   uint64_t peak_allocated_bytes = 0;  // since construction or reset_peak_stats()
   uint64_t peak_reserved_bytes = 0;
-  uint64_t allocations = 0;           // allocate() calls
-  uint64_t cache_hits = 0;            // allocations served from a cached block
-  uint64_t device_mallocs = 0;        // backend malloc calls that succeeded
+  uint64_t allocations = 0;     // allocate() calls
+  uint64_t cache_hits = 0;      // allocations served from a cached block
+  uint64_t device_mallocs = 0;  // backend malloc calls that succeeded
   uint64_t device_frees = 0;
-  uint64_t oom_retries = 0;           // a malloc failed, the cache was released and malloc tried again
-  uint64_t ooms = 0;                  // allocations that failed even after the retry
+  uint64_t oom_retries = 0;  // a malloc failed, the cache was released and malloc tried again
+  uint64_t ooms = 0;         // allocations that failed even after the retry
 };
 
 // Sizes (PyTorch's scheme): requests round up to 512 B. Requests up to 1 MiB ("small") are carved from
@@ -87,10 +87,10 @@ class CachingAllocatorCore {
     size_t size = 0;
     char* ptr = nullptr;
     StreamId stream = 0;
-    bool small = false;              // which pool
+    bool small = false;  // which pool
     bool allocated = false;
-    int pending_events = 0;          // > 0: freed, waiting for other streams
-    Block* prev = nullptr;           // neighbours within the segment; null at its ends
+    int pending_events = 0;  // > 0: freed, waiting for other streams
+    Block* prev = nullptr;   // neighbours within the segment; null at its ends
     Block* next = nullptr;
     std::vector<StreamId> other_streams;  // record_stream uses
     bool is_free() const { return !allocated && pending_events == 0; }
@@ -103,9 +103,9 @@ class CachingAllocatorCore {
   Pool& pool_for(const Block* b) { return b->small ? small_ : large_; }
   Block* find_free(Pool& pool, StreamId stream, size_t size);
   void* backend_malloc_with_retry(size_t size, size_t requested);
-  void free_block(Block* b);       // merges with free neighbours, back into the pool
-  void process_events();           // frees blocks whose events have all completed
-  void release_cached();           // empty_cache without the lock
+  void free_block(Block* b);  // merges with free neighbours, back into the pool
+  void process_events();      // frees blocks whose events have all completed
+  void release_cached();      // empty_cache without the lock
   void add_allocated(int64_t delta);
   void add_reserved(int64_t delta);
 

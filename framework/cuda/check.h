@@ -6,11 +6,11 @@
 
 #include "framework/error.h"
 
-#define MT_CUDA_CHECK(expr)                                                                        \
-  do {                                                                                             \
-    const cudaError_t mt_cuda_err_ = (expr);                                                       \
-    if (mt_cuda_err_ != cudaSuccess) [[unlikely]] {                                                \
-      MT_THROW("CUDA error: ", #expr, " failed at ", __FILE__, ":", __LINE__, ": ",               \
-               cudaGetErrorName(mt_cuda_err_), ": ", cudaGetErrorString(mt_cuda_err_));            \
-    }                                                                                              \
+#define MT_CUDA_CHECK(expr)                                                                                         \
+  do {                                                                                                              \
+    const cudaError_t mt_cuda_err_ = (expr);                                                                        \
+    if (mt_cuda_err_ != cudaSuccess) [[unlikely]] {                                                                 \
+      MT_THROW("CUDA error: ", #expr, " failed at ", __FILE__, ":", __LINE__, ": ", cudaGetErrorName(mt_cuda_err_), \
+               ": ", cudaGetErrorString(mt_cuda_err_));                                                             \
+    }                                                                                                               \
   } while (0)

@@ -64,8 +64,8 @@ unsigned grid(int64_t n) { return static_cast<unsigned>(copy_blocks(n)); }
 
 }  // namespace
 
-void launch_copy(void* dst, DType dst_dtype, const void* src, DType src_dtype, const StridedOffsets<2>& geom,
-                 int64_t n, cudaStream_t stream) {
+void launch_copy(void* dst, DType dst_dtype, const void* src, DType src_dtype, const StridedOffsets<2>& geom, int64_t n,
+                 cudaStream_t stream) {
   if (n == 0) return;
   with_type(dst_dtype, [&](auto d_tag) {
     with_type(src_dtype, [&](auto s_tag) {
@@ -88,19 +88,19 @@ void launch_fill(void* dst, size_t element_size, uint64_t bits, const StridedOff
   if (n == 0) return;
   switch (element_size) {
     case 1:
-      fill_kernel<<<grid(n), kCopyThreads, 0, stream>>>(static_cast<uint8_t*>(dst), static_cast<uint8_t>(bits), geom, n);
+      fill_kernel<<<grid(n), kCopyThreads, 0, stream>>>(static_cast<uint8_t*>(dst), static_cast<uint8_t>(bits), geom,
+                                                        n);
       break;
     case 2:
-      fill_kernel<<<grid(n), kCopyThreads, 0, stream>>>(static_cast<uint16_t*>(dst), static_cast<uint16_t>(bits), geom, n);
+      fill_kernel<<<grid(n), kCopyThreads, 0, stream>>>(static_cast<uint16_t*>(dst), static_cast<uint16_t>(bits), geom,
+                                                        n);
       break;
     case 4:
-      fill_kernel<<<grid(n), kCopyThreads, 0, stream>>>(static_cast<uint32_t*>(dst), static_cast<uint32_t>(bits), geom, n);
+      fill_kernel<<<grid(n), kCopyThreads, 0, stream>>>(static_cast<uint32_t*>(dst), static_cast<uint32_t>(bits), geom,
+                                                        n);
       break;
-    case 8:
-      fill_kernel<<<grid(n), kCopyThreads, 0, stream>>>(static_cast<uint64_t*>(dst), bits, geom, n);
-      break;
-    default:
-      MT_THROW("CUDA fill_: unsupported element size ", element_size);
+    case 8: fill_kernel<<<grid(n), kCopyThreads, 0, stream>>>(static_cast<uint64_t*>(dst), bits, geom, n); break;
+    default: MT_THROW("CUDA fill_: unsupported element size ", element_size);
   }
   MT_CUDA_CHECK(cudaGetLastError());
 }
@@ -108,14 +108,14 @@ void launch_fill(void* dst, size_t element_size, uint64_t bits, const StridedOff
 void launch_accumulate(void* dst, const void* src, DType dtype, const StridedOffsets<2>& geom, int64_t n,
                        cudaStream_t stream) {
   if (n == 0) return;
-  MT_CHECK(is_floating(dtype) || dtype == DType::kI64, "accumulate_: CUDA kernel for floating dtypes and i64 only, got ",
-           dtype_name(dtype));
+  MT_CHECK(is_floating(dtype) || dtype == DType::kI64,
+           "accumulate_: CUDA kernel for floating dtypes and i64 only, got ", dtype_name(dtype));
   with_type(dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, F16> ||
                   std::is_same_v<T, BF16> || std::is_same_v<T, int64_t>) {
-      accumulate_kernel<<<grid(n), kCopyThreads, 0, stream>>>(static_cast<T*>(dst), static_cast<const T*>(src),
-                                                               geom, n);
+      accumulate_kernel<<<grid(n), kCopyThreads, 0, stream>>>(static_cast<T*>(dst), static_cast<const T*>(src), geom,
+                                                              n);
     }
   });
   MT_CUDA_CHECK(cudaGetLastError());

@@ -3,10 +3,9 @@
 #pragma once
 
 #ifdef MANTISSA_WITH_CUDA
-#include <cuda_runtime_api.h>
-
 #include <cstddef>
 #include <cstdint>
+#include <cuda_runtime_api.h>
 
 #include "framework/cuda/copy_math.h"
 #include "framework/dtype.h"
@@ -14,8 +13,8 @@
 namespace mantissa::gpu {
 
 // dst[off0(i)] = cast_element(src[off1(i)]) for i in [0, n); any pair of f32 f64 f16 bf16 i64 i32 bool.
-void launch_copy(void* dst, DType dst_dtype, const void* src, DType src_dtype, const StridedOffsets<2>& geom,
-                 int64_t n, cudaStream_t stream);
+void launch_copy(void* dst, DType dst_dtype, const void* src, DType src_dtype, const StridedOffsets<2>& geom, int64_t n,
+                 cudaStream_t stream);
 // dst[off0(i)] = the `element_size`-byte pattern in the low bytes of `bits`.
 void launch_fill(void* dst, size_t element_size, uint64_t bits, const StridedOffsets<1>& geom, int64_t n,
                  cudaStream_t stream);

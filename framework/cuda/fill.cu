@@ -30,9 +30,8 @@ struct CudaFree {
 
 std::vector<float> cuda_fill(int64_t n, float value, int device) {
   MT_CHECK(n >= 0, "cuda_fill: n must be >= 0, got ", n);
-  MT_CHECK(device >= 0 && device < cuda_device_count(), "cuda_fill: no CUDA device ", device, " (",
-           cuda_device_count(), " present",
-           cuda_device_count() == 0 ? ": " + cuda_unavailable_reason() : std::string(),
+  MT_CHECK(device >= 0 && device < cuda_device_count(), "cuda_fill: no CUDA device ", device, " (", cuda_device_count(),
+           " present", cuda_device_count() == 0 ? ": " + cuda_unavailable_reason() : std::string(),
            "). HINT: run on a machine with an NVIDIA GPU and driver");
   std::vector<float> host(static_cast<size_t>(n));
   if (n == 0) return host;

@@ -1,12 +1,11 @@
 // Per-device default streams, per-thread current streams, device guards.
-#include "framework/cuda/stream.h"
-
 #include <array>
 #include <atomic>
 #include <mutex>
 
 #include "framework/cuda/check.h"
 #include "framework/cuda/device.h"
+#include "framework/cuda/stream.h"
 
 namespace mantissa::gpu {
 namespace {
@@ -17,9 +16,9 @@ constexpr int kMaxDevices = 64;
 thread_local std::array<cudaStream_t, kMaxDevices> t_current{};
 
 void check_device(int device) {
-  MT_CHECK(device >= 0 && device < cuda_device_count() && device < kMaxDevices, "cuda: no CUDA device ", device,
-           " (", cuda_device_count(), " present",
-           cuda_device_count() == 0 ? ": " + cuda_unavailable_reason() : std::string(), ")");
+  MT_CHECK(device >= 0 && device < cuda_device_count() && device < kMaxDevices, "cuda: no CUDA device ", device, " (",
+           cuda_device_count(), " present", cuda_device_count() == 0 ? ": " + cuda_unavailable_reason() : std::string(),
+           ")");
 }
 
 }  // namespace

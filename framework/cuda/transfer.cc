@@ -23,8 +23,7 @@ void copy_same_device(const Tensor& dst, const Tensor& src) {
   DeviceGuard guard(device);
   const cudaStream_t stream = current_stream(device);
   if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
-    MT_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), byte_count(dst), cudaMemcpyDeviceToDevice,
-                                  stream));
+    MT_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), byte_count(dst), cudaMemcpyDeviceToDevice, stream));
     return;
   }
   StridedOffsets<2> geom;
@@ -52,8 +51,7 @@ void copy_host_to_device(const Tensor& dst, const Tensor& src) {
     copy_(host, src);
   }
   const Tensor landing = dst.is_contiguous() ? dst : empty_on(dst, dst.dtype(), device);
-  MT_CUDA_CHECK(cudaMemcpyAsync(landing.data_ptr(), host.data_ptr(), byte_count(dst), cudaMemcpyHostToDevice,
-                                stream));
+  MT_CUDA_CHECK(cudaMemcpyAsync(landing.data_ptr(), host.data_ptr(), byte_count(dst), cudaMemcpyHostToDevice, stream));
   record_stream(host, stream);  // the pinned block is not reused before the copy has run
   if (!landing.is_same(dst)) copy_same_device(dst, landing);
 }
@@ -69,8 +67,7 @@ void copy_device_to_host(const Tensor& dst, const Tensor& src) {
   }
   const bool direct = dst.is_contiguous() && dst.dtype() == src.dtype();
   const Tensor host = direct ? dst : empty_pinned(src.shape(), src.dtype());
-  MT_CUDA_CHECK(cudaMemcpyAsync(host.data_ptr(), packed.data_ptr(), byte_count(src), cudaMemcpyDeviceToHost,
-                                stream));
+  MT_CUDA_CHECK(cudaMemcpyAsync(host.data_ptr(), packed.data_ptr(), byte_count(src), cudaMemcpyDeviceToHost, stream));
   // The host reads the result next: wait for it (what makes a D2H copy a sync point).
   MT_CUDA_CHECK(cudaStreamSynchronize(stream));
   if (!direct) copy_(dst, host);
@@ -114,8 +111,8 @@ void copy_cuda(const Tensor& dst, const Tensor& src) {
 void fill_cuda(const Tensor& dst, uint64_t bits) {
   if (dst.numel() == 0) return;
   StridedOffsets<1> geom;
-  MT_CHECK(plan_strided<1>(dst.shape(), {&dst.strides()}, geom), "fill_: the CUDA kernel handles at most ",
-           kMaxDims, " dims that do not merge; shape ", shape_str(dst.shape()), " has more");
+  MT_CHECK(plan_strided<1>(dst.shape(), {&dst.strides()}, geom), "fill_: the CUDA kernel handles at most ", kMaxDims,
+           " dims that do not merge; shape ", shape_str(dst.shape()), " has more");
   DeviceGuard guard(dst.device());
   launch_fill(dst.data_ptr(), element_size(dst.dtype()), bits, geom, dst.numel(), current_stream(dst.device()));
 }

@@ -4,15 +4,14 @@
 #include "framework/dist/mpi_process_group.h"
 
 #if MANTISSA_WITH_MPI
-#include <mpi.h>
-#include <stdlib.h>  // on_exit (glibc): unlike atexit, it is told the exit status
-
 #include <array>
-#include <utility>
 #include <climits>
 #include <cstdio>
+#include <mpi.h>
+#include <stdlib.h>  // on_exit (glibc): unlike atexit, it is told the exit status
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "framework/convert.h"
@@ -44,8 +43,10 @@ void finish_mpi_at_exit(int status, void*) {
   if (status != 0) {
     int rank = -1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    std::fprintf(stderr, "mantissa: rank %d exits with status %d; aborting the MPI job so that the other ranks "
-                 "do not wait for it\n", rank, status);
+    std::fprintf(stderr,
+                 "mantissa: rank %d exits with status %d; aborting the MPI job so that the other ranks "
+                 "do not wait for it\n",
+                 rank, status);
     MPI_Abort(MPI_COMM_WORLD, status);
   }
   MPI_Finalize();
@@ -56,7 +57,8 @@ int ensure_mpi_initialized() {
   static const int provided = [] {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    MT_CHECK(!finalized, "init_process_group: MPI was already finalized. HINT: create the process group before "
+    MT_CHECK(!finalized,
+             "init_process_group: MPI was already finalized. HINT: create the process group before "
              "MPI_Finalize, or let mantissa initialize and finalize MPI");
     int initialized = 0;
     MPI_Initialized(&initialized);
@@ -88,9 +90,11 @@ struct GroupState {
   std::string broken;
   // Like mpi_check, but an MPI error inside a collective leaves the communicator unusable: break the group.
   void check(int code, const std::string& what, std::string_view call) {
-    if (code == MPI_SUCCESS) [[likely]] return;
+    if (code == MPI_SUCCESS) [[likely]]
+      return;
     broken = detail::cat(what, ": ", call, " failed: ", mpi_error_string(code));
-    MT_THROW(broken, ". HINT: the ranks called collectives in different orders or with different sizes? "
+    MT_THROW(broken,
+             ". HINT: the ranks called collectives in different orders or with different sizes? "
              "ProcessGroupOptions{.check = CollectiveCheck::kShapes} names the difference");
   }
   // f32 buffers of finished 16-bit all-reduces, kept for the next ones: a fresh 50 MB buffer costs its
@@ -126,9 +130,10 @@ void wait_request(GroupState& state, MPI_Request& request, const std::string& wh
     state.check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what, "MPI_Test");
     if (done) return;
     if (Clock::now() - start > state.timeout) {
-      state.broken = detail::cat(what, ": rank ", state.rank, " of ", state.size, " waited ",
-                                 state.timeout.count(), " ms and the other ranks did not join (timed out)");
-      MT_THROW(state.broken, ". A rank may have died or hung, or the ranks called collectives in different "
+      state.broken = detail::cat(what, ": rank ", state.rank, " of ", state.size, " waited ", state.timeout.count(),
+                                 " ms and the other ranks did not join (timed out)");
+      MT_THROW(state.broken,
+               ". A rank may have died or hung, or the ranks called collectives in different "
                "orders. HINT: ProcessGroupOptions{.check = CollectiveCheck::kShapes} finds a mismatch; "
                "raise .timeout if a rank is legitimately slow");
     }
@@ -141,7 +146,8 @@ std::string describe(std::string_view op, const Tensor& t) {
 }
 
 int checked_count(int64_t count, std::string_view what, std::string_view unit) {
-  MT_CHECK(count <= INT_MAX, what, ": ", count, " ", unit, " are more than one MPI call takes (2^31 - 1). "
+  MT_CHECK(count <= INT_MAX, what, ": ", count, " ", unit,
+           " are more than one MPI call takes (2^31 - 1). "
            "HINT: split the tensor (DDP's buckets are about 25 MB)");
   return static_cast<int>(count);
 }
@@ -173,7 +179,7 @@ class MpiAllReduceWork final : public Work {
     }
     const MPI_Op mpi_op = op == ReduceOp::kMax ? MPI_MAX : MPI_SUM;
     state_->check(MPI_Iallreduce(MPI_IN_PLACE, buffer, count, type, mpi_op, state_->comm, &request_), what_,
-              "MPI_Iallreduce");
+                  "MPI_Iallreduce");
   }
 
   ~MpiAllReduceWork() override {
@@ -215,8 +221,10 @@ class MpiAllReduceWork final : public Work {
         const float size = static_cast<float>(state_->size);
         for (int64_t i = 0; i < n; ++i) staging_[i] /= size;
       }
-      if (tensor_.dtype() == DType::kF16) convert(staging_.data(), tensor_.data<Half>(), n);
-      else convert(staging_.data(), tensor_.data<BFloat16>(), n);
+      if (tensor_.dtype() == DType::kF16)
+        convert(staging_.data(), tensor_.data<Half>(), n);
+      else
+        convert(staging_.data(), tensor_.data<BFloat16>(), n);
       state_->spare_staging.push_back(std::move(staging_));
     } else if (avg && tensor_.dtype() == DType::kF32) {
       float* x = tensor_.data<float>();
@@ -305,7 +313,8 @@ class MpiProcessGroup final : public ProcessGroup {
     check_agreement(Collective::kBroadcast, root, t, what);
     MPI_Request request = MPI_REQUEST_NULL;
     state_->check(MPI_Ibcast(t.data_ptr(), checked_count(static_cast<int64_t>(t.nbytes()), what, "bytes"), MPI_BYTE,
-                         root, state_->comm, &request), what, "MPI_Ibcast");
+                             root, state_->comm, &request),
+                  what, "MPI_Ibcast");
     wait_request(*state_, request, what);
   }
 
@@ -319,8 +328,9 @@ class MpiProcessGroup final : public ProcessGroup {
     Tensor out = empty(shape, {.dtype = t.dtype()});
     const int bytes = checked_count(static_cast<int64_t>(out.nbytes()), what, "bytes of output") / size();
     MPI_Request request = MPI_REQUEST_NULL;
-    state_->check(MPI_Iallgather(t.data_ptr(), bytes, MPI_BYTE, out.data_ptr(), bytes, MPI_BYTE, state_->comm,
-                             &request), what, "MPI_Iallgather");
+    state_->check(
+        MPI_Iallgather(t.data_ptr(), bytes, MPI_BYTE, out.data_ptr(), bytes, MPI_BYTE, state_->comm, &request), what,
+        "MPI_Iallgather");
     wait_request(*state_, request, what);
     return out;
   }
@@ -340,7 +350,8 @@ class MpiProcessGroup final : public ProcessGroup {
     if (thread_level_ < MPI_THREAD_MULTIPLE) {
       int is_main = 0;
       MPI_Is_thread_main(&is_main);
-      MT_CHECK(is_main, what, ": called from a thread other than the one that initialized MPI "
+      MT_CHECK(is_main, what,
+               ": called from a thread other than the one that initialized MPI "
                "(MPI_THREAD_FUNNELED). HINT: call collectives from the main thread");
     }
   }
@@ -362,8 +373,8 @@ class MpiProcessGroup final : public ProcessGroup {
     std::vector<Meta> all(static_cast<size_t>(size()));
     MPI_Request request = MPI_REQUEST_NULL;
     state_->check(MPI_Iallgather(mine.data(), static_cast<int>(mine.size()), MPI_INT64_T, all.data(),
-                             static_cast<int>(mine.size()), MPI_INT64_T,
-                             state_->comm, &request), what, "MPI_Iallgather (CollectiveCheck)");
+                                 static_cast<int>(mine.size()), MPI_INT64_T, state_->comm, &request),
+                  what, "MPI_Iallgather (CollectiveCheck)");
     wait_request(*state_, request, what + " (CollectiveCheck)");
     for (int r = 1; r < size(); ++r) {
       MT_CHECK(all[r] == all[0], what, ": the ranks disagree (CollectiveCheck::kShapes): rank 0 of ", size(),

@@ -67,13 +67,13 @@ std::unique_ptr<ProcessGroup> make_nccl_process_group(ProcessGroup& bootstrap, D
 
 #else
 
-#define MT_NCCL_CHECK(expr)                                                                         \
-  do {                                                                                              \
-    const ncclResult_t mt_nccl_res_ = (expr);                                                       \
-    if (mt_nccl_res_ != ncclSuccess) [[unlikely]] {                                                 \
-      MT_THROW("NCCL error: ", #expr, " failed: ", ncclGetErrorString(mt_nccl_res_), " (",           \
-               ncclGetLastError(nullptr), ")");                                                     \
-    }                                                                                               \
+#define MT_NCCL_CHECK(expr)                                                                                           \
+  do {                                                                                                                \
+    const ncclResult_t mt_nccl_res_ = (expr);                                                                         \
+    if (mt_nccl_res_ != ncclSuccess) [[unlikely]] {                                                                   \
+      MT_THROW("NCCL error: ", #expr, " failed: ", ncclGetErrorString(mt_nccl_res_), " (", ncclGetLastError(nullptr), \
+               ")");                                                                                                  \
+    }                                                                                                                 \
   } while (0)
 
 namespace {
@@ -116,7 +116,8 @@ struct NcclState {
   }
 
   void check_usable(std::string_view op) const {
-    MT_CHECK(!broken, op, ": the NCCL process group is broken by an earlier timeout or error. HINT: the job "
+    MT_CHECK(!broken, op,
+             ": the NCCL process group is broken by an earlier timeout or error. HINT: the job "
              "cannot continue; restart it from the last checkpoint");
   }
 
@@ -141,7 +142,8 @@ struct NcclState {
         broken = true;
         (void)ncclCommAbort(comm);
         comm = nullptr;
-        MT_THROW(op, ": waited ", timeout.count(), " ms and the other ranks did not join (timed out). HINT: "
+        MT_THROW(op, ": waited ", timeout.count(),
+                 " ms and the other ranks did not join (timed out). HINT: "
                  "a rank died or the ranks called collectives in different orders; raise .timeout if a rank "
                  "is legitimately slow");
       }
@@ -187,7 +189,9 @@ class NcclWork final : public Work {
 class NcclProcessGroup final : public ProcessGroup {
  public:
   NcclProcessGroup(ProcessGroup& bootstrap, Device device, ProcessGroupOptions options)
-      : rank_(bootstrap.rank()), size_(bootstrap.size()), local_rank_(bootstrap.local_rank()),
+      : rank_(bootstrap.rank()),
+        size_(bootstrap.size()),
+        local_rank_(bootstrap.local_rank()),
         state_(std::make_shared<NcclState>()) {
     state_->device = device;
     state_->timeout = options.timeout;
@@ -212,10 +216,13 @@ class NcclProcessGroup final : public ProcessGroup {
   std::unique_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op) override {
     check(t, "all_reduce");
     MT_CHECK(is_floating(t.dtype()) || t.dtype() == DType::kI64, "all_reduce: dtype ", dtype_name(t.dtype()),
-             " cannot be reduced, tensor ", shape_str(t.shape()), ". HINT: all_reduce takes f32, f64, f16, bf16 "
+             " cannot be reduced, tensor ", shape_str(t.shape()),
+             ". HINT: all_reduce takes f32, f64, f16, bf16 "
              "and i64");
-    MT_CHECK(!(t.dtype() == DType::kI64 && op == ReduceOp::kAvg), "all_reduce: avg of an i64 tensor is not "
-             "defined, tensor ", shape_str(t.shape()), ". HINT: reduce with kSum and divide");
+    MT_CHECK(!(t.dtype() == DType::kI64 && op == ReduceOp::kAvg),
+             "all_reduce: avg of an i64 tensor is not "
+             "defined, tensor ",
+             shape_str(t.shape()), ". HINT: reduce with kSum and divide");
     gpu::DeviceGuard guard(state_->device);
     const bool narrow = t.dtype() == DType::kF16 || t.dtype() == DType::kBF16;
     // 16-bit values are widened on the caller's stream, reduced in f32, and rounded once on the way back.
@@ -236,8 +243,7 @@ class NcclProcessGroup final : public ProcessGroup {
     MT_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is not a rank of this group of ", size_);
     gpu::DeviceGuard guard(state_->device);
     enter_stream();
-    MT_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), t.nbytes(), ncclUint8, root, state_->comm,
-                                state_->stream));
+    MT_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), t.nbytes(), ncclUint8, root, state_->comm, state_->stream));
     finish(t)->wait();
   }
 
@@ -258,8 +264,8 @@ class NcclProcessGroup final : public ProcessGroup {
     gpu::DeviceGuard guard(state_->device);
     Tensor token = zeros({1}, {.dtype = DType::kF32, .device = state_->device});
     enter_stream();
-    MT_NCCL_CHECK(ncclAllReduce(token.data_ptr(), token.data_ptr(), 1, ncclFloat32, ncclSum, state_->comm,
-                                state_->stream));
+    MT_NCCL_CHECK(
+        ncclAllReduce(token.data_ptr(), token.data_ptr(), 1, ncclFloat32, ncclSum, state_->comm, state_->stream));
     cudaEvent_t done = record();
     try {
       state_->host_wait(done, "barrier");

@@ -23,9 +23,8 @@ namespace dist_detail {
 
 void check_tensor(const Tensor& t, std::string_view op) {
   MT_CHECK(t.defined(), op, ": the tensor is undefined. HINT: pass a tensor allocated on every rank");
-  MT_CHECK(t.device().is_cpu(), op, ": expected a CPU tensor, got one on ", t.device().str(), " ",
-           shape_str(t.shape()), " ", dtype_name(t.dtype()),
-           ". HINT: the MPI process group reduces CPU tensors; copy to the CPU first");
+  MT_CHECK(t.device().is_cpu(), op, ": expected a CPU tensor, got one on ", t.device().str(), " ", shape_str(t.shape()),
+           " ", dtype_name(t.dtype()), ". HINT: the MPI process group reduces CPU tensors; copy to the CPU first");
   MT_CHECK(t.is_contiguous(), op, ": expected a contiguous tensor, got ", shape_str(t.shape()), " ",
            dtype_name(t.dtype()), " with strides ", shape_str(t.strides()),
            ". HINT: collectives work in place on the storage; call .contiguous() and copy the result back");

@@ -13,17 +13,17 @@ Conv2d::Conv2d(int64_t in, int64_t out, std::array<int64_t, 2> k, Conv2dLayerOpt
            " and out_channels ", out, " must both be divisible by groups ", opts.groups);
   MT_CHECK(k[0] > 0 && k[1] > 0, "Conv2d: kernel_size must be positive, got [", k[0], ", ", k[1], "]");
   const int64_t fan_in = in / opts.groups * k[0] * k[1];
-  weight = register_parameter("weight", fan_in_uniform({out, in / opts.groups, k[0], k[1]}, fan_in, opts.dtype,
-                                                       opts.generator));
+  weight = register_parameter("weight",
+                              fan_in_uniform({out, in / opts.groups, k[0], k[1]}, fan_in, opts.dtype, opts.generator));
   if (opts.bias) bias = register_parameter("bias", fan_in_uniform({out}, fan_in, opts.dtype, opts.generator));
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
-  MT_CHECK(x.dim() == 4 && x.size(1) == in_channels, "Conv2d: expected an input [N, ", in_channels,
-           ", H, W], got ", shape_str(x.shape()));
-  return conv2d(x, weight, bias,
-                {.stride = options.stride, .padding = options.padding, .dilation = options.dilation,
-                 .groups = options.groups});
+  MT_CHECK(x.dim() == 4 && x.size(1) == in_channels, "Conv2d: expected an input [N, ", in_channels, ", H, W], got ",
+           shape_str(x.shape()));
+  return conv2d(
+      x, weight, bias,
+      {.stride = options.stride, .padding = options.padding, .dilation = options.dilation, .groups = options.groups});
 }
 
 }  // namespace mantissa

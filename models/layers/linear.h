@@ -8,8 +8,8 @@ namespace mantissa {
 
 struct LinearOptions {
   bool bias = true;
-  DType dtype = DType::kF32;         // of the master parameters
-  Generator* generator = nullptr;    // for the initial values; default_generator() when null
+  DType dtype = DType::kF32;       // of the master parameters
+  Generator* generator = nullptr;  // for the initial values; default_generator() when null
 };
 
 class Linear : public Module {

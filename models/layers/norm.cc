@@ -22,8 +22,7 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   MT_CHECK(x.dim() == 4 && x.size(1) == num_features, "BatchNorm2d: expected an input [N, ", num_features,
            ", H, W], got ", shape_str(x.shape()));
   if (!is_training()) {
-    return batch_norm(x, running_mean, running_var, weight, bias, BatchNormMode::kEval, options.momentum,
-                      options.eps);
+    return batch_norm(x, running_mean, running_var, weight, bias, BatchNormMode::kEval, options.momentum, options.eps);
   }
   // A counter only: the momentum is fixed. On a GPU the add runs there (no host synchronization per step).
   if (num_batches_tracked.device().is_cpu()) {
@@ -31,8 +30,7 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   } else {
     accumulate_(num_batches_tracked, ones({}, {.dtype = DType::kI64, .device = num_batches_tracked.device()}));
   }
-  return batch_norm(x, running_mean, running_var, weight, bias, BatchNormMode::kTrain, options.momentum,
-                    options.eps);
+  return batch_norm(x, running_mean, running_var, weight, bias, BatchNormMode::kTrain, options.momentum, options.eps);
 }
 
 LayerNorm::LayerNorm(Shape shape, LayerNormOptions opts) : normalized_shape(std::move(shape)), options(opts) {

@@ -23,9 +23,9 @@ class BatchNorm2d : public Module {
 
   int64_t num_features;
   BatchNormOptions options;
-  Tensor weight, bias;                 // [C]; undefined when not affine
-  Tensor running_mean, running_var;    // [C] buffers: zeros, ones
-  Tensor num_batches_tracked;          // 0-d i64 buffer, as in PyTorch's state_dict
+  Tensor weight, bias;               // [C]; undefined when not affine
+  Tensor running_mean, running_var;  // [C] buffers: zeros, ones
+  Tensor num_batches_tracked;        // 0-d i64 buffer, as in PyTorch's state_dict
 };
 
 struct LayerNormOptions {

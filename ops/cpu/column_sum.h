@@ -41,8 +41,8 @@ void column_sum(const T* x, int64_t rows, int64_t cols, A scale, T* out) {
         }
       }
       for (int64_t j = 0; j < w; ++j) {
-        const A total = ((acc[0][j] + acc[1][j]) + (acc[2][j] + acc[3][j])) +
-                        ((acc[4][j] + acc[5][j]) + (acc[6][j] + acc[7][j]));
+        const A total =
+            ((acc[0][j] + acc[1][j]) + (acc[2][j] + acc[3][j])) + ((acc[4][j] + acc[5][j]) + (acc[6][j] + acc[7][j]));
         out[c0 + j] = static_cast<T>(static_cast<A>(total * scale));
       }
     }

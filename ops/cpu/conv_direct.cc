@@ -4,10 +4,9 @@
 // f32 in tap order after the bias; 16-bit inputs are widened exactly and outputs rounded once.
 #include "ops/cpu/conv_direct.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstring>
+#include <immintrin.h>
 #include <type_traits>
 #include <vector>
 
@@ -18,7 +17,7 @@ namespace mantissa::cpu {
 namespace {
 
 constexpr int64_t kMaxTaps = 64;
-constexpr int kVectors = 8;                // AVX2 accumulators per register block (x86-64-v3 baseline)
+constexpr int kVectors = 8;               // AVX2 accumulators per register block (x86-64-v3 baseline)
 constexpr int64_t kBlock = 8 * kVectors;  // outputs per register block
 
 // sum over j < n of a[j] * b[j] in 32 interleaved partial sums (vectorizes; 4 independent FMA chains).
@@ -109,7 +108,8 @@ void conv2d_direct_forward(const Conv2dGeometry& g, const T* x, const T* w, cons
         if constexpr (std::is_same_v<T, float>) {
           for (int64_t oy = 0; oy < g.oh; ++oy) std::memcpy(yp + oy * g.ow, acc.data() + oy * W, g.ow * sizeof(float));
         } else {
-          for (int64_t oy = 0; oy < g.oh; ++oy) std::memcpy(out.data() + oy * g.ow, acc.data() + oy * W, g.ow * sizeof(float));
+          for (int64_t oy = 0; oy < g.oh; ++oy)
+            std::memcpy(out.data() + oy * g.ow, acc.data() + oy * W, g.ow * sizeof(float));
           from_compute(out.data(), yp, P);
         }
       }

@@ -6,12 +6,11 @@
 // in per-thread buffers that are reused, so a steady-state call creates nothing and takes no fresh pages.
 #include "ops/cpu/conv_onednn.h"
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <array>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <type_traits>
 #include <unordered_map>
@@ -176,8 +175,25 @@ enum class Pass : int64_t { kForward, kBackwardData, kBackwardWeights };
 // The cache key: pass, dtype, whether a bias is involved, and every geometry field.
 using Key = std::array<int64_t, 19>;
 Key make_key(Pass pass, memory::data_type dt, bool bias, const Conv2dGeometry& g) {
-  return {static_cast<int64_t>(pass), static_cast<int64_t>(dt), bias, g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.oh,
-          g.ow, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dil_h, g.dil_w, g.groups};
+  return {static_cast<int64_t>(pass),
+          static_cast<int64_t>(dt),
+          bias,
+          g.n,
+          g.c,
+          g.h,
+          g.w,
+          g.o,
+          g.kh,
+          g.kw,
+          g.oh,
+          g.ow,
+          g.stride_h,
+          g.stride_w,
+          g.pad_h,
+          g.pad_w,
+          g.dil_h,
+          g.dil_w,
+          g.groups};
 }
 struct KeyHash {
   size_t operator()(const Key& k) const {
@@ -204,10 +220,9 @@ std::shared_ptr<const Entry> create(Pass pass, memory::data_type dt, bool bias, 
       break;
     }
     case Pass::kBackwardData: {  // in: dy, w; out: dx
-      dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, memory::desc(d.src, dt, tag::any),
-                                                 memory::desc(d.weights, dt, tag::any),
-                                                 memory::desc(d.dst, dt, tag::any), d.strides, d.dilates, d.pad_l,
-                                                 d.pad_r);
+      dnnl::convolution_backward_data::desc desc(
+          dnnl::algorithm::convolution_direct, memory::desc(d.src, dt, tag::any), memory::desc(d.weights, dt, tag::any),
+          memory::desc(d.dst, dt, tag::any), d.strides, d.dilates, d.pad_l, d.pad_r);
       const dnnl::convolution_backward_data::primitive_desc pd(desc, user_scratchpad(), cpu_engine(),
                                                                forward_pd(d, dt, false));
       e->primitive = dnnl::convolution_backward_data(pd);
@@ -295,9 +310,9 @@ bool onednn_conv2d_backward_weights(const Conv2dGeometry& g, const T* x, const T
   return true;
 }
 
-#define MT_ONEDNN_INSTANTIATE_(T)                                                                             \
-  template bool onednn_conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const float*, T*);     \
-  template bool onednn_conv2d_backward_data<T>(const Conv2dGeometry&, const T*, const T*, T*);             \
+#define MT_ONEDNN_INSTANTIATE_(T)                                                                      \
+  template bool onednn_conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const float*, T*); \
+  template bool onednn_conv2d_backward_data<T>(const Conv2dGeometry&, const T*, const T*, T*);         \
   template bool onednn_conv2d_backward_weights<T>(const Conv2dGeometry&, const T*, const T*, float*, float*)
 MT_ONEDNN_INSTANTIATE_(float);
 MT_ONEDNN_INSTANTIATE_(BFloat16);

@@ -17,13 +17,13 @@ namespace {
 using ForwardBlock = void (*)(const float*, float*, int64_t);
 using BackwardBlock = void (*)(const float*, const float*, float*, int64_t);
 
-#define MT_GELU_BLOCKS_(SUFFIX, ATTR)                                                                  \
-  ATTR void forward_block_##SUFFIX(const float* __restrict x, float* __restrict y, int64_t n) {        \
-    for (int64_t i = 0; i < n; ++i) y[i] = pointwise::gelu<VecMath>(x[i]);                            \
-  }                                                                                                   \
-  ATTR void backward_block_##SUFFIX(const float* __restrict g, const float* __restrict x,              \
-                                    float* __restrict dx, int64_t n) {                                 \
-    for (int64_t i = 0; i < n; ++i) dx[i] = pointwise::gelu_backward<VecMath>(g[i], x[i]);            \
+#define MT_GELU_BLOCKS_(SUFFIX, ATTR)                                                                           \
+  ATTR void forward_block_##SUFFIX(const float* __restrict x, float* __restrict y, int64_t n) {                 \
+    for (int64_t i = 0; i < n; ++i) y[i] = pointwise::gelu<VecMath>(x[i]);                                      \
+  }                                                                                                             \
+  ATTR void backward_block_##SUFFIX(const float* __restrict g, const float* __restrict x, float* __restrict dx, \
+                                    int64_t n) {                                                                \
+    for (int64_t i = 0; i < n; ++i) dx[i] = pointwise::gelu_backward<VecMath>(g[i], x[i]);                      \
   }
 MT_GELU_BLOCKS_(avx2, )
 MT_GELU_BLOCKS_(avx512, __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))))
@@ -81,8 +81,8 @@ void gelu_erf_backward(const T* g, const T* x, T* dx, int64_t n) {
 void gelu_erf_forward_avx2(const float* x, float* y, int64_t n) { forward_block_avx2(x, y, n); }
 void gelu_erf_backward_avx2(const float* g, const float* x, float* dx, int64_t n) { backward_block_avx2(g, x, dx, n); }
 
-#define MT_INSTANTIATE_(T)                                                  \
-  template void gelu_erf_forward<T>(const T*, T*, int64_t);                 \
+#define MT_INSTANTIATE_(T)                                  \
+  template void gelu_erf_forward<T>(const T*, T*, int64_t); \
   template void gelu_erf_backward<T>(const T*, const T*, T*, int64_t)
 MT_INSTANTIATE_(float);
 MT_INSTANTIATE_(Half);

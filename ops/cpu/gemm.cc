@@ -13,11 +13,10 @@
 // never oversubscribe the cores, and each f64 element's sum order is independent of the thread count.
 #include "ops/cpu/gemm.h"
 
-#include <cblas.h>
-#include <oneapi/dnnl/dnnl.h>
-
 #include <algorithm>
+#include <cblas.h>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.h>
 
 #include "framework/allocator.h"
 #include "framework/convert.h"
@@ -111,8 +110,8 @@ class Scratch {
 // Copies `count` matrices (rows x cols, row stride ld, matrix stride `stride`) to or from a dense
 // f32 buffer, converting. Parallel over all rows.
 template <typename Src, typename Dst>
-void convert_matrices(const Src* src, int64_t src_ld, int64_t src_stride, Dst* dst, int64_t dst_ld,
-                      int64_t dst_stride, int64_t count, int64_t rows, int64_t cols) {
+void convert_matrices(const Src* src, int64_t src_ld, int64_t src_stride, Dst* dst, int64_t dst_ld, int64_t dst_stride,
+                      int64_t count, int64_t rows, int64_t cols) {
   parallel_for(count * rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const int64_t b = r / rows, i = r % rows;
@@ -130,14 +129,23 @@ void gemm_f16(const BatchedGemmArgs<Half>& bg) {
   convert_matrices(g.a, g.lda, bg.stride_a, a.get(), sa.cols, sa.rows * sa.cols, na, sa.rows, sa.cols);
   convert_matrices(g.b, g.ldb, bg.stride_b, b.get(), sb.cols, sb.rows * sb.cols, nb, sb.rows, sb.cols);
   if (g.beta != 0.0) convert_matrices(g.c, g.ldc, bg.stride_c, c.get(), g.n, g.m * g.n, bg.batch, g.m, g.n);
-  gemm_batched(BatchedGemmArgs<float>{
-      .gemm = {.trans_a = g.trans_a, .trans_b = g.trans_b, .m = g.m, .n = g.n, .k = g.k, .a = a.get(),
-               .lda = sa.cols, .b = b.get(), .ldb = sb.cols, .c = c.get(), .ldc = g.n, .alpha = g.alpha,
-               .beta = g.beta},
-      .batch = bg.batch,
-      .stride_a = bg.stride_a == 0 ? 0 : sa.rows * sa.cols,
-      .stride_b = bg.stride_b == 0 ? 0 : sb.rows * sb.cols,
-      .stride_c = g.m * g.n});
+  gemm_batched(BatchedGemmArgs<float>{.gemm = {.trans_a = g.trans_a,
+                                               .trans_b = g.trans_b,
+                                               .m = g.m,
+                                               .n = g.n,
+                                               .k = g.k,
+                                               .a = a.get(),
+                                               .lda = sa.cols,
+                                               .b = b.get(),
+                                               .ldb = sb.cols,
+                                               .c = c.get(),
+                                               .ldc = g.n,
+                                               .alpha = g.alpha,
+                                               .beta = g.beta},
+                                      .batch = bg.batch,
+                                      .stride_a = bg.stride_a == 0 ? 0 : sa.rows * sa.cols,
+                                      .stride_b = bg.stride_b == 0 ? 0 : sb.rows * sb.cols,
+                                      .stride_c = g.m * g.n});
   convert_matrices(static_cast<const float*>(c.get()), g.n, g.m * g.n, g.c, g.ldc, bg.stride_c, bg.batch, g.m, g.n);
 }
 
@@ -153,9 +161,9 @@ void gemm_batched(const BatchedGemmArgs<float>& bg) {
   const GemmArgs<float>& g = bg.gemm;
   const auto trans = [](Trans t) { return t == Trans::kYes ? 'T' : 'N'; };
   auto one = [&](int64_t z) {
-    const dnnl_status_t status =
-        dnnl_sgemm(trans(g.trans_a), trans(g.trans_b), g.m, g.n, g.k, static_cast<float>(g.alpha), g.a + z * bg.stride_a,
-                   g.lda, g.b + z * bg.stride_b, g.ldb, static_cast<float>(g.beta), g.c + z * bg.stride_c, g.ldc);
+    const dnnl_status_t status = dnnl_sgemm(
+        trans(g.trans_a), trans(g.trans_b), g.m, g.n, g.k, static_cast<float>(g.alpha), g.a + z * bg.stride_a, g.lda,
+        g.b + z * bg.stride_b, g.ldb, static_cast<float>(g.beta), g.c + z * bg.stride_c, g.ldc);
     MT_ASSERT(status == dnnl_success, "dnnl_sgemm failed with status ", static_cast<int>(status));
   };
   // Small matrices: one thread per matrix (the nested sgemm runs serially). Large: each call is threaded.

@@ -73,9 +73,8 @@ void elementwise_loop(const Tensor& out, const std::array<const Tensor*, N>& in,
   using C = compute_t<In>;
   auto apply = [&](auto... v) { return static_cast<Out>(f(static_cast<C>(v)...)); };
   if (flat) {
-    parallel_for(out.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
-      flat_range<Out, In, N>(o, ip, begin, end, f);
-    });
+    parallel_for(out.numel(), kElementwiseGrain,
+                 [&](int64_t begin, int64_t end) { flat_range<Out, In, N>(o, ip, begin, end, f); });
     return;
   }
   std::array<Shape, N> bstrides;
@@ -89,7 +88,8 @@ void elementwise_loop(const Tensor& out, const std::array<const Tensor*, N>& in,
     for (int64_t i = 0; i < n; ++i) {
       o[off[0] + i * s[0]] = [&]<size_t... K>(std::index_sequence<K...>) {
         return apply(ip[K][off[K + 1] + i * s[K + 1]]...);
-      }(std::make_index_sequence<N>{});
+      }
+      (std::make_index_sequence<N>{});
     }
   });
 }

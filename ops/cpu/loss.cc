@@ -49,8 +49,8 @@ void cross_entropy_forward(const T* logits, const int64_t* target, ClassGeometry
 }
 
 template <typename T>
-void cross_entropy_backward(const T* logits, const int64_t* target, const compute_t<T>* lse,
-                            const compute_t<T>* scale, ClassGeometry g, int64_t ignore_index, T* dlogits) {
+void cross_entropy_backward(const T* logits, const int64_t* target, const compute_t<T>* lse, const compute_t<T>* scale,
+                            ClassGeometry g, int64_t ignore_index, T* dlogits) {
   using C = compute_t<T>;
   const int64_t s = g.inner;
   for_each_position(g, [&](int64_t p, int64_t base) {
@@ -70,8 +70,7 @@ void cross_entropy_backward(const T* logits, const int64_t* target, const comput
 }
 
 template <typename T>
-void nll_forward(const T* log_probs, const int64_t* target, ClassGeometry g, int64_t ignore_index,
-                 compute_t<T>* loss) {
+void nll_forward(const T* log_probs, const int64_t* target, ClassGeometry g, int64_t ignore_index, compute_t<T>* loss) {
   using C = compute_t<T>;
   for_each_position(g, [&](int64_t p, int64_t base) {
     const int64_t t = target[p];
@@ -100,8 +99,8 @@ double squared_error_sum(const T* a, const T* b, int64_t n) {
       const int64_t lo = n * k / chunks, hi = n * (k + 1) / chunks;
       double acc = 0;
       for (int64_t i = lo; i < hi; ++i) {
-        const double d = static_cast<double>(static_cast<compute_t<T>>(a[i])) -
-                         static_cast<double>(static_cast<compute_t<T>>(b[i]));
+        const double d =
+            static_cast<double>(static_cast<compute_t<T>>(a[i])) - static_cast<double>(static_cast<compute_t<T>>(b[i]));
         acc += d * d;
       }
       partial[static_cast<size_t>(k)] = acc;
@@ -112,13 +111,13 @@ double squared_error_sum(const T* a, const T* b, int64_t n) {
   return total;
 }
 
-#define MT_INSTANTIATE_(T)                                                                                \
-  template void cross_entropy_forward<T>(const T*, const int64_t*, ClassGeometry, int64_t, compute_t<T>*, \
-                                         compute_t<T>*);                                                  \
-  template void cross_entropy_backward<T>(const T*, const int64_t*, const compute_t<T>*,                 \
-                                          const compute_t<T>*, ClassGeometry, int64_t, T*);               \
-  template void nll_forward<T>(const T*, const int64_t*, ClassGeometry, int64_t, compute_t<T>*);         \
-  template void nll_backward<T>(const int64_t*, const compute_t<T>*, ClassGeometry, int64_t, T*);        \
+#define MT_INSTANTIATE_(T)                                                                                    \
+  template void cross_entropy_forward<T>(const T*, const int64_t*, ClassGeometry, int64_t, compute_t<T>*,     \
+                                         compute_t<T>*);                                                      \
+  template void cross_entropy_backward<T>(const T*, const int64_t*, const compute_t<T>*, const compute_t<T>*, \
+                                          ClassGeometry, int64_t, T*);                                        \
+  template void nll_forward<T>(const T*, const int64_t*, ClassGeometry, int64_t, compute_t<T>*);              \
+  template void nll_backward<T>(const int64_t*, const compute_t<T>*, ClassGeometry, int64_t, T*);             \
   template double squared_error_sum<T>(const T*, const T*, int64_t)
 MT_INSTANTIATE_(float);
 MT_INSTANTIATE_(double);

@@ -27,13 +27,12 @@ void cross_entropy_forward(const T* logits, const int64_t* target, ClassGeometry
 
 // dlogits[p, c] = (exp(x[p, c] - lse[p]) - [c == target[p]]) * scale[p]; zero rows where ignored.
 template <typename T>
-void cross_entropy_backward(const T* logits, const int64_t* target, const compute_t<T>* lse,
-                            const compute_t<T>* scale, ClassGeometry g, int64_t ignore_index, T* dlogits);
+void cross_entropy_backward(const T* logits, const int64_t* target, const compute_t<T>* lse, const compute_t<T>* scale,
+                            ClassGeometry g, int64_t ignore_index, T* dlogits);
 
 // loss[p] = -log_probs[p, target[p]] (0 where ignored).
 template <typename T>
-void nll_forward(const T* log_probs, const int64_t* target, ClassGeometry g, int64_t ignore_index,
-                 compute_t<T>* loss);
+void nll_forward(const T* log_probs, const int64_t* target, ClassGeometry g, int64_t ignore_index, compute_t<T>* loss);
 
 // dlog_probs = -scale[p] at [p, target[p]], zero elsewhere.
 template <typename T>
@@ -47,8 +46,8 @@ double squared_error_sum(const T* a, const T* b, int64_t n);
 // The plan of a class-index loss, shared with the CUDA kernels (ops/cuda/host/loss.h): the checked
 // operands and their [batch, classes, inner] geometry.
 struct ClassPlan {
-  Tensor input;   // contiguous
-  Tensor target;  // contiguous i64
+  Tensor input;      // contiguous
+  Tensor target;     // contiguous i64
   Shape loss_shape;  // the per-position shape (kNone's output): target's shape
   ClassGeometry geometry;
   int64_t count = 0;  // positions whose target is not ignore_index (CPU targets; 0 for device ones)

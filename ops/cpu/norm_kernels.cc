@@ -40,7 +40,8 @@ class ChannelRows {
     c_ = c;
     if constexpr (!std::is_same_v<T, C>) {
       store_.resize(static_cast<size_t>(g_.n * g_.spatial));
-      for (int64_t i = 0; i < g_.n; ++i) to_compute(x_ + (i * g_.channels + c) * g_.spatial, store_.data() + i * g_.spatial, g_.spatial);
+      for (int64_t i = 0; i < g_.n; ++i)
+        to_compute(x_ + (i * g_.channels + c) * g_.spatial, store_.data() + i * g_.spatial, g_.spatial);
     }
   }
   const C* row(int64_t i) const {
@@ -61,8 +62,8 @@ class ChannelRows {
 }  // namespace
 
 template <typename T>
-void layer_norm_forward(const LayerNormGeometry& g, const T* x, const compute_t<T>* w, const compute_t<T>* b,
-                        T* y, compute_t<T>* mean, compute_t<T>* rstd) {
+void layer_norm_forward(const LayerNormGeometry& g, const T* x, const compute_t<T>* w, const compute_t<T>* b, T* y,
+                        compute_t<T>* mean, compute_t<T>* rstd) {
   using C = compute_t<T>;
   const int64_t N = g.cols;
   parallel_for(g.rows, row_grain(N), [&](int64_t begin, int64_t end) {
@@ -87,8 +88,7 @@ void layer_norm_forward(const LayerNormGeometry& g, const T* x, const compute_t<
 
 template <typename T>
 void layer_norm_backward(const LayerNormGeometry& g, const T* dy, const T* x, const compute_t<T>* mean,
-                         const compute_t<T>* rstd, const compute_t<T>* w, T* dx, compute_t<T>* dw,
-                         compute_t<T>* db) {
+                         const compute_t<T>* rstd, const compute_t<T>* w, T* dx, compute_t<T>* dw, compute_t<T>* db) {
   using C = compute_t<T>;
   const int64_t N = g.cols;
   // Blocks of rows whose dw/db partial sums are kept apart and added in order afterwards.
@@ -167,34 +167,35 @@ void batch_norm_apply(const BatchNormGeometry& g, const T* x, const compute_t<T>
   using C = compute_t<T>;
   const int64_t S = g.spatial;
   // Parallel over (sample, channel) rows of S elements.
-  parallel_for(g.n * g.channels, std::max<int64_t>(1, 16384 / std::max<int64_t>(S, 1)), [&](int64_t begin, int64_t end) {
-    if constexpr (std::is_same_v<T, C>) {
-      for (int64_t row = begin; row < end; ++row) {
-        const int64_t c = row % g.channels;
-        const C mu = mean[c], is = invstd[c], wc = w ? w[c] : C(1), bc = b ? b[c] : C(0);
-        const T* p = x + row * S;
-        T* q = y + row * S;
-        for (int64_t k = 0; k < S; ++k) q[k] = (p[k] - mu) * is * wc + bc;
-      }
-    } else {
-      // 16-bit: blocks of whole rows widened in one call, computed in fp32, rounded once in one call.
-      const int64_t rows_per_block = std::max<int64_t>(1, 4096 / std::max<int64_t>(S, 1));
-      std::vector<C> in, out;
-      for (int64_t r0 = begin; r0 < end; r0 += rows_per_block) {
-        const int64_t r1 = std::min(end, r0 + rows_per_block), count = (r1 - r0) * S;
-        const C* p = compute_view(x + r0 * S, count, in);
-        out.resize(static_cast<size_t>(count));
-        for (int64_t row = r0; row < r1; ++row) {
-          const int64_t c = row % g.channels;
-          const C mu = mean[c], is = invstd[c], wc = w ? w[c] : C(1), bc = b ? b[c] : C(0);
-          const C* pr = p + (row - r0) * S;
-          C* q = out.data() + (row - r0) * S;
-          for (int64_t k = 0; k < S; ++k) q[k] = (pr[k] - mu) * is * wc + bc;
-        }
-        from_compute(out.data(), y + r0 * S, count);
-      }
-    }
-  });
+  parallel_for(g.n * g.channels, std::max<int64_t>(1, 16384 / std::max<int64_t>(S, 1)),
+               [&](int64_t begin, int64_t end) {
+                 if constexpr (std::is_same_v<T, C>) {
+                   for (int64_t row = begin; row < end; ++row) {
+                     const int64_t c = row % g.channels;
+                     const C mu = mean[c], is = invstd[c], wc = w ? w[c] : C(1), bc = b ? b[c] : C(0);
+                     const T* p = x + row * S;
+                     T* q = y + row * S;
+                     for (int64_t k = 0; k < S; ++k) q[k] = (p[k] - mu) * is * wc + bc;
+                   }
+                 } else {
+                   // 16-bit: blocks of whole rows widened in one call, computed in fp32, rounded once in one call.
+                   const int64_t rows_per_block = std::max<int64_t>(1, 4096 / std::max<int64_t>(S, 1));
+                   std::vector<C> in, out;
+                   for (int64_t r0 = begin; r0 < end; r0 += rows_per_block) {
+                     const int64_t r1 = std::min(end, r0 + rows_per_block), count = (r1 - r0) * S;
+                     const C* p = compute_view(x + r0 * S, count, in);
+                     out.resize(static_cast<size_t>(count));
+                     for (int64_t row = r0; row < r1; ++row) {
+                       const int64_t c = row % g.channels;
+                       const C mu = mean[c], is = invstd[c], wc = w ? w[c] : C(1), bc = b ? b[c] : C(0);
+                       const C* pr = p + (row - r0) * S;
+                       C* q = out.data() + (row - r0) * S;
+                       for (int64_t k = 0; k < S; ++k) q[k] = (pr[k] - mu) * is * wc + bc;
+                     }
+                     from_compute(out.data(), y + r0 * S, count);
+                   }
+                 }
+               });
 }
 
 template <typename T>
@@ -245,18 +246,16 @@ void batch_norm_backward(const BatchNormGeometry& g, BatchStats stats, const T* 
   });
 }
 
-#define MT_NORM_INSTANTIATE_(T)                                                                               \
-  template void layer_norm_forward<T>(const LayerNormGeometry&, const T*, const compute_t<T>*,              \
-                                      const compute_t<T>*, T*, compute_t<T>*, compute_t<T>*);              \
-  template void layer_norm_backward<T>(const LayerNormGeometry&, const T*, const T*, const compute_t<T>*,   \
-                                       const compute_t<T>*, const compute_t<T>*, T*, compute_t<T>*,         \
-                                       compute_t<T>*);                                                       \
-  template void batch_norm_stats<T>(const BatchNormGeometry&, const T*, compute_t<T>*, compute_t<T>*);      \
-  template void batch_norm_apply<T>(const BatchNormGeometry&, const T*, const compute_t<T>*,                \
-                                    const compute_t<T>*, const compute_t<T>*, const compute_t<T>*, T*);     \
-  template void batch_norm_backward<T>(const BatchNormGeometry&, BatchStats, const T*, const T*,            \
-                                       const compute_t<T>*, const compute_t<T>*, const compute_t<T>*, T*,   \
-                                       compute_t<T>*, compute_t<T>*)
+#define MT_NORM_INSTANTIATE_(T)                                                                                       \
+  template void layer_norm_forward<T>(const LayerNormGeometry&, const T*, const compute_t<T>*, const compute_t<T>*,   \
+                                      T*, compute_t<T>*, compute_t<T>*);                                              \
+  template void layer_norm_backward<T>(const LayerNormGeometry&, const T*, const T*, const compute_t<T>*,             \
+                                       const compute_t<T>*, const compute_t<T>*, T*, compute_t<T>*, compute_t<T>*);   \
+  template void batch_norm_stats<T>(const BatchNormGeometry&, const T*, compute_t<T>*, compute_t<T>*);                \
+  template void batch_norm_apply<T>(const BatchNormGeometry&, const T*, const compute_t<T>*, const compute_t<T>*,     \
+                                    const compute_t<T>*, const compute_t<T>*, T*);                                    \
+  template void batch_norm_backward<T>(const BatchNormGeometry&, BatchStats, const T*, const T*, const compute_t<T>*, \
+                                       const compute_t<T>*, const compute_t<T>*, T*, compute_t<T>*, compute_t<T>*)
 MT_NORM_INSTANTIATE_(float);
 MT_NORM_INSTANTIATE_(double);
 MT_NORM_INSTANTIATE_(Half);

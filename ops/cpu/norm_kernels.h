@@ -17,14 +17,13 @@ struct LayerNormGeometry {
 // y = (x - mean) * rstd * w + b per row; w, b may be null (1 and 0). Writes mean[rows] and
 // rstd[rows] = 1 / sqrt(biased var + eps) for backward.
 template <typename T>
-void layer_norm_forward(const LayerNormGeometry& g, const T* x, const compute_t<T>* w, const compute_t<T>* b,
-                        T* y, compute_t<T>* mean, compute_t<T>* rstd);
+void layer_norm_forward(const LayerNormGeometry& g, const T* x, const compute_t<T>* w, const compute_t<T>* b, T* y,
+                        compute_t<T>* mean, compute_t<T>* rstd);
 // dx (may be null), dw and db (each may be null; [cols], written, not accumulated). The sums over rows
 // run in fixed blocks and add up in block order, so results do not depend on the thread count.
 template <typename T>
 void layer_norm_backward(const LayerNormGeometry& g, const T* dy, const T* x, const compute_t<T>* mean,
-                         const compute_t<T>* rstd, const compute_t<T>* w, T* dx, compute_t<T>* dw,
-                         compute_t<T>* db);
+                         const compute_t<T>* rstd, const compute_t<T>* w, T* dx, compute_t<T>* dw, compute_t<T>* db);
 
 // batch_norm over x [n, channels, spatial] (spatial = H*W, or 1 for [N, C] input).
 struct BatchNormGeometry {

@@ -2,10 +2,9 @@
 // compute in fp32: max is exact anyway; sums are kept in fp32 and rounded once per output.
 #include "ops/cpu/pool_kernels.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
+#include <immintrin.h>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -79,7 +78,8 @@ __attribute__((target("avx512f"))) void max_pool_row_2x2_avx512(const float* r0,
     const __m512 cand[3] = {_mm512_permutex2var_ps(t0, odd, t1), _mm512_permutex2var_ps(b0, even, b1),
                             _mm512_permutex2var_ps(b0, odd, b1)};
     for (int k = 0; k < 3; ++k) {
-      const __mmask16 take = _mm512_cmp_ps_mask(cand[k], best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(cand[k], cand[k], _CMP_UNORD_Q);
+      const __mmask16 take =
+          _mm512_cmp_ps_mask(cand[k], best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(cand[k], cand[k], _CMP_UNORD_Q);
       best = _mm512_mask_mov_ps(best, take, cand[k]);
       which = _mm512_mask_mov_epi32(which, take, _mm512_set1_epi32(k + 1));
     }
@@ -248,10 +248,10 @@ void avg_pool2d_backward(const Pool2dGeometry& g, const T* dy, T* dx) {
   });
 }
 
-#define MT_POOL_INSTANTIATE_(T)                                                                   \
-  template void max_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*, int64_t*);            \
-  template void max_pool2d_backward<T>(const Pool2dGeometry&, const T*, const int64_t*, T*);     \
-  template void avg_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*);                      \
+#define MT_POOL_INSTANTIATE_(T)                                                              \
+  template void max_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*, int64_t*);        \
+  template void max_pool2d_backward<T>(const Pool2dGeometry&, const T*, const int64_t*, T*); \
+  template void avg_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*);                  \
   template void avg_pool2d_backward<T>(const Pool2dGeometry&, const T*, T*)
 MT_POOL_INSTANTIATE_(float);
 MT_POOL_INSTANTIATE_(double);

@@ -20,10 +20,10 @@
 namespace mantissa::cpu {
 
 struct ReducePlan {
-  std::vector<bool> reduce;  // per input dim: reduced
-  Shape out_shape_keep;   // input shape with reduced dims set to 1
-  Shape out_shape;        // as returned (reduced dims dropped unless keepdim)
-  Shape kept_shape, kept_strides;      // outer dims (input strides)
+  std::vector<bool> reduce;        // per input dim: reduced
+  Shape out_shape_keep;            // input shape with reduced dims set to 1
+  Shape out_shape;                 // as returned (reduced dims dropped unless keepdim)
+  Shape kept_shape, kept_strides;  // outer dims (input strides)
   Shape reduced_shape, reduced_strides;
   int64_t reduced_numel = 1;
   bool leading_reduced = false;  // the reduced dims are exactly dims [0, k) for some k >= 1
@@ -38,7 +38,8 @@ inline ReducePlan with_strides(ReducePlan p, const Shape& strides) {
 }
 
 // Accumulator for sums: double for f64, float otherwise (16-bit inputs compute in fp32).
-template <typename T> using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 // Calls body(out_index, base_offset) for every output element, in parallel; base_offset is the input
 // element offset (from x's data pointer) where that output's reduced slice starts.
@@ -123,9 +124,15 @@ void max_reduce(const ReducePlan& p, const T* xp, int64_t n, int64_t step, T* vp
       const C v = static_cast<C>(xp[base + i * step]);
       if constexpr (std::is_floating_point_v<C>) {
         if (std::isnan(best)) break;  // nan propagates, as in PyTorch
-        if (std::isnan(v) || v > best) { best = v; bi = i; }
+        if (std::isnan(v) || v > best) {
+          best = v;
+          bi = i;
+        }
       } else {
-        if (v > best) { best = v; bi = i; }
+        if (v > best) {
+          best = v;
+          bi = i;
+        }
       }
     }
     vp[o] = static_cast<T>(best);

@@ -15,7 +15,8 @@ namespace mantissa::cpu {
 Tensor checked_index(const Tensor& index, int64_t limit, std::string_view op, std::string_view what) {
   MT_CHECK(index.defined(), op, ": the index tensor is undefined");
   MT_CHECK(index.dtype() == DType::kI64 || index.dtype() == DType::kI32, op, ": expected an index of dtype i64 ",
-           "or i32, got ", dtype_name(index.dtype()), " ", shape_str(index.shape()), ". HINT: convert with .to(kInt64)");
+           "or i32, got ", dtype_name(index.dtype()), " ", shape_str(index.shape()),
+           ". HINT: convert with .to(kInt64)");
   MT_CHECK(index.device().is_cpu(), op, ": no kernel for an index on ", index.device().str(), " in this build");
   Tensor out = index.to(DType::kI64).contiguous();
   const int64_t* p = out.data<int64_t>();
@@ -51,8 +52,7 @@ void index_add_rows(const T* grad, const int64_t* index, int64_t n_index, IndexG
 }
 
 template <typename T>
-void gather_strided(const T* x, const Shape& x_strides, int64_t dim, const int64_t* index, const Shape& shape,
-                    T* out) {
+void gather_strided(const T* x, const Shape& x_strides, int64_t dim, const int64_t* index, const Shape& shape, T* out) {
   const Shape contiguous = contiguous_strides(shape);
   Shape xs = x_strides;
   const int64_t dim_stride = xs[static_cast<size_t>(dim)];
@@ -67,8 +67,8 @@ void gather_strided(const T* x, const Shape& x_strides, int64_t dim, const int64
 }
 
 template <typename T, typename A>
-void scatter_add_strided(const T* grad, const int64_t* index, const Shape& shape, int64_t dim,
-                         const Shape& acc_shape, A* acc) {
+void scatter_add_strided(const T* grad, const int64_t* index, const Shape& shape, int64_t dim, const Shape& acc_shape,
+                         A* acc) {
   const Shape contiguous = contiguous_strides(shape);
   Shape as = contiguous_strides(acc_shape);
   const int64_t dim_stride = as[static_cast<size_t>(dim)];
@@ -82,21 +82,20 @@ void scatter_add_strided(const T* grad, const int64_t* index, const Shape& shape
   });
 }
 
-#define MT_INSTANTIATE_(T)                                                                                   \
-  template void index_select_rows<T>(const T*, const int64_t*, int64_t, IndexGeometry, T*);                 \
-  template void index_add_rows<T, compute_t<T>>(const T*, const int64_t*, int64_t, IndexGeometry,           \
-                                                compute_t<T>*);                                             \
-  template void gather_strided<T>(const T*, const Shape&, int64_t, const int64_t*, const Shape&, T*);       \
-  template void scatter_add_strided<T, compute_t<T>>(const T*, const int64_t*, const Shape&, int64_t,       \
-                                                     const Shape&, compute_t<T>*)
+#define MT_INSTANTIATE_(T)                                                                                          \
+  template void index_select_rows<T>(const T*, const int64_t*, int64_t, IndexGeometry, T*);                         \
+  template void index_add_rows<T, compute_t<T>>(const T*, const int64_t*, int64_t, IndexGeometry, compute_t<T>*);   \
+  template void gather_strided<T>(const T*, const Shape&, int64_t, const int64_t*, const Shape&, T*);               \
+  template void scatter_add_strided<T, compute_t<T>>(const T*, const int64_t*, const Shape&, int64_t, const Shape&, \
+                                                     compute_t<T>*)
 MT_INSTANTIATE_(float);
 MT_INSTANTIATE_(double);
 MT_INSTANTIATE_(Half);
 MT_INSTANTIATE_(BFloat16);
 #undef MT_INSTANTIATE_
 // Integer and bool tensors can be selected and gathered too (not differentiated).
-#define MT_INSTANTIATE_FORWARD_(T)                                                             \
-  template void index_select_rows<T>(const T*, const int64_t*, int64_t, IndexGeometry, T*);   \
+#define MT_INSTANTIATE_FORWARD_(T)                                                          \
+  template void index_select_rows<T>(const T*, const int64_t*, int64_t, IndexGeometry, T*); \
   template void gather_strided<T>(const T*, const Shape&, int64_t, const int64_t*, const Shape&, T*)
 MT_INSTANTIATE_FORWARD_(int64_t);
 MT_INSTANTIATE_FORWARD_(int32_t);

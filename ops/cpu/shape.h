@@ -28,14 +28,13 @@ void index_add_rows(const T* grad, const int64_t* index, int64_t n_index, IndexG
 // out[p] = x[p with coordinate `dim` replaced by index[p]] for every position p of `shape` (the index's
 // shape). out and index are contiguous; x_strides are x's strides (x may be non-contiguous).
 template <typename T>
-void gather_strided(const T* x, const Shape& x_strides, int64_t dim, const int64_t* index, const Shape& shape,
-                    T* out);
+void gather_strided(const T* x, const Shape& x_strides, int64_t dim, const int64_t* index, const Shape& shape, T* out);
 
 // acc (contiguous, of shape acc_shape) at [p with coordinate `dim` = index[p]] += grad[p], grad and
 // index contiguous of `shape`.
 template <typename T, typename A>
-void scatter_add_strided(const T* grad, const int64_t* index, const Shape& shape, int64_t dim,
-                         const Shape& acc_shape, A* acc);
+void scatter_add_strided(const T* grad, const int64_t* index, const Shape& shape, int64_t dim, const Shape& acc_shape,
+                         A* acc);
 
 // `index` as a contiguous i64 tensor after checking its dtype (i64 or i32) and that every value lies in
 // [0, limit); the error names `op`, the offending value, its flat position, and `what` the limit is.

@@ -102,8 +102,7 @@ void forward_row(const T* x, T* y, int64_t n, SoftmaxKind kind, std::vector<comp
 
 // One outer slice [dim, inner] with inner > 1: reductions run over dim for all inner lanes at once.
 template <typename T>
-void forward_slice(const T* x, T* y, int64_t dim, int64_t inner, SoftmaxKind kind,
-                   std::vector<compute_t<T>>& buf) {
+void forward_slice(const T* x, T* y, int64_t dim, int64_t inner, SoftmaxKind kind, std::vector<compute_t<T>>& buf) {
   using C = compute_t<T>;
   buf.assign(static_cast<size_t>(2 * inner), C(0));
   C* m = buf.data();
@@ -181,7 +180,9 @@ void backward_slice(const T* dy, const T* y, T* dx, int64_t dim, int64_t inner, 
 }
 
 // Rows are split over threads when a chunk holds at least ~16K elements.
-int64_t row_grain(const SoftmaxGeometry& g) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g.dim * g.inner)); }
+int64_t row_grain(const SoftmaxGeometry& g) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g.dim * g.inner));
+}
 
 }  // namespace
 
@@ -216,8 +217,8 @@ void softmax_backward(const T* dy, const T* y, T* dx, SoftmaxGeometry g, Softmax
   });
 }
 
-#define MT_INSTANTIATE_(T)                                                                   \
-  template void softmax_forward<T>(const T*, T*, SoftmaxGeometry, SoftmaxKind);             \
+#define MT_INSTANTIATE_(T)                                                      \
+  template void softmax_forward<T>(const T*, T*, SoftmaxGeometry, SoftmaxKind); \
   template void softmax_backward<T>(const T*, const T*, T*, SoftmaxGeometry, SoftmaxKind)
 MT_INSTANTIATE_(float);
 MT_INSTANTIATE_(double);

@@ -111,12 +111,30 @@ inline C exp_compute(C v) {
 // ops/pointwise_math.h); the host tests check it against LibMath's explicit fma bit for bit. Always
 // inlined, as the formulas are: each is one call in an element loop (see MT_FORMULA there).
 struct VecMath {
-  template <typename C> [[gnu::always_inline]] static C fma(C a, C b, C c) { return a * b + c; }
-  template <typename C> [[gnu::always_inline]] static C exp(C x) { return exp_compute(x); }
-  template <typename C> [[gnu::always_inline]] static C erf(C x) { return erf_compute(x); }
-  template <typename C> [[gnu::always_inline]] static C log(C x) { return std::log(x); }
-  template <typename C> [[gnu::always_inline]] static C tanh(C x) { return std::tanh(x); }
-  template <typename C> [[gnu::always_inline]] static C pow(C x, C e) { return std::pow(x, e); }
+  template <typename C>
+  [[gnu::always_inline]] static C fma(C a, C b, C c) {
+    return a * b + c;
+  }
+  template <typename C>
+  [[gnu::always_inline]] static C exp(C x) {
+    return exp_compute(x);
+  }
+  template <typename C>
+  [[gnu::always_inline]] static C erf(C x) {
+    return erf_compute(x);
+  }
+  template <typename C>
+  [[gnu::always_inline]] static C log(C x) {
+    return std::log(x);
+  }
+  template <typename C>
+  [[gnu::always_inline]] static C tanh(C x) {
+    return std::tanh(x);
+  }
+  template <typename C>
+  [[gnu::always_inline]] static C pow(C x, C e) {
+    return std::pow(x, e);
+  }
 };
 
 }  // namespace mantissa::cpu

@@ -2,9 +2,8 @@
 // channel's n * spatial values, sums in the compute type as the CPU, in another order), the running-
 // statistics update and invstd in f64 on the device, and the normalization as a grid-stride elementwise
 // kernel. Per-element formulas are in ops/cuda/cnn_math.h.
-#include "ops/cuda/batch_norm.h"
-
 #include "framework/cuda/check.h"
+#include "ops/cuda/batch_norm.h"
 #include "ops/cuda/cnn_math.h"
 #include "ops/cuda/device_types.cuh"
 #include "ops/cuda/offset_calc.h"
@@ -21,9 +20,9 @@ __device__ __forceinline__ int64_t channel_offset(const cpu::BatchNormGeometry& 
 }
 
 template <typename D, typename P>
-__global__ void batch_norm_stats_kernel(cpu::BatchNormGeometry g, double eps, double momentum,
-                                        const D* __restrict__ x, P* __restrict__ running_mean,
-                                        P* __restrict__ running_var, P* __restrict__ mean, P* __restrict__ invstd) {
+__global__ void batch_norm_stats_kernel(cpu::BatchNormGeometry g, double eps, double momentum, const D* __restrict__ x,
+                                        P* __restrict__ running_mean, P* __restrict__ running_var, P* __restrict__ mean,
+                                        P* __restrict__ invstd) {
   __shared__ P scratch[32];
   const int64_t c = blockIdx.x, m = g.n * g.spatial;
   P s = 0;
@@ -58,8 +57,8 @@ __global__ void batch_norm_eval_stats_kernel(int64_t channels, double eps, const
 
 template <typename D, typename P>
 __global__ void batch_norm_apply_kernel(cpu::BatchNormGeometry g, const D* __restrict__ x, const P* __restrict__ mean,
-                                        const P* __restrict__ invstd, const P* __restrict__ w,
-                                        const P* __restrict__ b, D* __restrict__ y) {
+                                        const P* __restrict__ invstd, const P* __restrict__ w, const P* __restrict__ b,
+                                        D* __restrict__ y) {
   const int64_t total = g.n * g.channels * g.spatial;
   for (int64_t e = global_thread(); e < total; e += grid_threads()) {
     const int64_t c = (e / g.spatial) % g.channels;
@@ -71,8 +70,8 @@ __global__ void batch_norm_apply_kernel(cpu::BatchNormGeometry g, const D* __res
 template <typename D, typename P>
 __global__ void batch_norm_backward_kernel(cpu::BatchNormGeometry g, bool from_batch, const D* __restrict__ dy,
                                            const D* __restrict__ x, const P* __restrict__ mean,
-                                           const P* __restrict__ invstd, const P* __restrict__ w,
-                                           D* __restrict__ dx, P* __restrict__ dw, P* __restrict__ db) {
+                                           const P* __restrict__ invstd, const P* __restrict__ w, D* __restrict__ dx,
+                                           P* __restrict__ dw, P* __restrict__ db) {
   __shared__ P scratch[32];
   const int64_t c = blockIdx.x, m = g.n * g.spatial;
   const P mu = mean[c], is = invstd[c];
@@ -104,8 +103,8 @@ __global__ void batch_norm_backward_kernel(cpu::BatchNormGeometry g, bool from_b
 
 template <typename T>
 void launch_batch_norm_stats(const cpu::BatchNormGeometry& g, double eps, double momentum, const T* x,
-                             param_t<T>* running_mean, param_t<T>* running_var, param_t<T>* mean,
-                             param_t<T>* invstd, cudaStream_t stream) {
+                             param_t<T>* running_mean, param_t<T>* running_var, param_t<T>* mean, param_t<T>* invstd,
+                             cudaStream_t stream) {
   if (g.channels == 0) return;
   batch_norm_stats_kernel<<<static_cast<unsigned>(g.channels), kChannelThreads, 0, stream>>>(
       g, eps, momentum, dev(x), running_mean, running_var, mean, invstd);
@@ -144,16 +143,15 @@ void launch_batch_norm_backward(const cpu::BatchNormGeometry& g, cpu::BatchStats
   MT_CUDA_CHECK(cudaGetLastError());
 }
 
-#define MT_INSTANTIATE(T)                                                                                         \
-  template void launch_batch_norm_stats<T>(const cpu::BatchNormGeometry&, double, double, const T*, param_t<T>*,  \
-                                           param_t<T>*, param_t<T>*, param_t<T>*, cudaStream_t);                  \
-  template void launch_batch_norm_eval_stats<T>(int64_t, double, const param_t<T>*, const param_t<T>*,            \
-                                                param_t<T>*, param_t<T>*, cudaStream_t);                          \
-  template void launch_batch_norm_apply<T>(const cpu::BatchNormGeometry&, const T*, const param_t<T>*,            \
-                                           const param_t<T>*, const param_t<T>*, const param_t<T>*, T*,           \
-                                           cudaStream_t);                                                         \
-  template void launch_batch_norm_backward<T>(const cpu::BatchNormGeometry&, cpu::BatchStats, const T*, const T*, \
-                                              const param_t<T>*, const param_t<T>*, const param_t<T>*, T*,        \
+#define MT_INSTANTIATE(T)                                                                                              \
+  template void launch_batch_norm_stats<T>(const cpu::BatchNormGeometry&, double, double, const T*, param_t<T>*,       \
+                                           param_t<T>*, param_t<T>*, param_t<T>*, cudaStream_t);                       \
+  template void launch_batch_norm_eval_stats<T>(int64_t, double, const param_t<T>*, const param_t<T>*, param_t<T>*,    \
+                                                param_t<T>*, cudaStream_t);                                            \
+  template void launch_batch_norm_apply<T>(const cpu::BatchNormGeometry&, const T*, const param_t<T>*,                 \
+                                           const param_t<T>*, const param_t<T>*, const param_t<T>*, T*, cudaStream_t); \
+  template void launch_batch_norm_backward<T>(const cpu::BatchNormGeometry&, cpu::BatchStats, const T*, const T*,      \
+                                              const param_t<T>*, const param_t<T>*, const param_t<T>*, T*,             \
                                               param_t<T>*, param_t<T>*, cudaStream_t);
 MT_INSTANTIATE(float)
 MT_INSTANTIATE(double)

@@ -3,9 +3,8 @@
 // statistics and running statistics are P = param_t<T> (f64 for f64, else f32), already widened.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
+#include <cuda_runtime_api.h>
 
 #include "ops/cpu/norm_kernels.h"
 #include "ops/cuda/norm.h"
@@ -17,8 +16,8 @@ namespace mantissa::gpu {
 // the unbiased variance, in f64 as ops/norm.cc does on the CPU. Needs g.count() > 1.
 template <typename T>
 void launch_batch_norm_stats(const cpu::BatchNormGeometry& g, double eps, double momentum, const T* x,
-                             param_t<T>* running_mean, param_t<T>* running_var, param_t<T>* mean,
-                             param_t<T>* invstd, cudaStream_t stream);
+                             param_t<T>* running_mean, param_t<T>* running_var, param_t<T>* mean, param_t<T>* invstd,
+                             cudaStream_t stream);
 // Eval mode: mean = running_mean, invstd = 1 / sqrt(running_var + eps).
 template <typename T>
 void launch_batch_norm_eval_stats(int64_t channels, double eps, const param_t<T>* running_mean,

@@ -4,9 +4,8 @@
 // heuristics under a workspace limit) and cached. Only for CUDA-only files (.cu, host/*.cc).
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
+#include <cuda_runtime_api.h>
 
 #include "ops/cpu/conv_kernels.h"
 

@@ -3,31 +3,57 @@
 // warp and block sums. Included by .cu files only.
 #pragma once
 
+#include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-
-#include <cstdint>
 #include <type_traits>
 
 #include "framework/half.h"
 
 namespace mantissa::gpu {
 
-template <typename T> struct device_type { using type = T; };
-template <> struct device_type<Half> { using type = __half; };
-template <> struct device_type<BFloat16> { using type = __nv_bfloat16; };
-template <typename T> using device_t = typename device_type<T>::type;
+template <typename T>
+struct device_type {
+  using type = T;
+};
+template <>
+struct device_type<Half> {
+  using type = __half;
+};
+template <>
+struct device_type<BFloat16> {
+  using type = __nv_bfloat16;
+};
+template <typename T>
+using device_t = typename device_type<T>::type;
 
-template <typename T> const device_t<T>* dev(const T* p) { return reinterpret_cast<const device_t<T>*>(p); }
-template <typename T> device_t<T>* dev(T* p) { return reinterpret_cast<device_t<T>*>(p); }
+template <typename T>
+const device_t<T>* dev(const T* p) {
+  return reinterpret_cast<const device_t<T>*>(p);
+}
+template <typename T>
+device_t<T>* dev(T* p) {
+  return reinterpret_cast<device_t<T>*>(p);
+}
 
 // The compute type of a device storage type: float for 16-bit floats, the type itself otherwise.
-template <typename D> struct acc_type { using type = D; };
-template <> struct acc_type<__half> { using type = float; };
-template <> struct acc_type<__nv_bfloat16> { using type = float; };
-template <typename D> using acc_t = typename acc_type<D>::type;
+template <typename D>
+struct acc_type {
+  using type = D;
+};
+template <>
+struct acc_type<__half> {
+  using type = float;
+};
+template <>
+struct acc_type<__nv_bfloat16> {
+  using type = float;
+};
+template <typename D>
+using acc_t = typename acc_type<D>::type;
 
-template <typename D> __device__ __forceinline__ acc_t<D> load(D v) {
+template <typename D>
+__device__ __forceinline__ acc_t<D> load(D v) {
   if constexpr (std::is_same_v<D, __half>) {
     return __half2float(v);
   } else if constexpr (std::is_same_v<D, __nv_bfloat16>) {
@@ -36,7 +62,8 @@ template <typename D> __device__ __forceinline__ acc_t<D> load(D v) {
     return v;
   }
 }
-template <typename D, typename C> __device__ __forceinline__ D store(C v) {
+template <typename D, typename C>
+__device__ __forceinline__ D store(C v) {
   if constexpr (std::is_same_v<D, __half>) {
     return __float2half_rn(static_cast<float>(v));
   } else if constexpr (std::is_same_v<D, __nv_bfloat16>) {

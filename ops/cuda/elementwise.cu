@@ -3,12 +3,11 @@
 // index into input offsets with an OffsetCalc (32-bit index math when it fits). The per-element math
 // is ops/pointwise_math.h: an op code names the formula the CPU op calls, evaluated here with CUDA's
 // math library (pointwise::LibMath).
-#include "ops/cuda/elementwise.h"
-
 #include <array>
 
 #include "framework/cuda/check.h"
 #include "ops/cuda/device_types.cuh"
+#include "ops/cuda/elementwise.h"
 
 namespace mantissa::gpu {
 namespace {
@@ -79,11 +78,11 @@ void launch_map(const ElementwiseLayout<N>& l, Out* out, const std::array<const 
   } else {
     const LaunchGeometry g = elementwise_geometry(l.numel);
     if (fits_32bit(l)) {
-      strided_kernel<N, uint32_t><<<g.blocks, g.threads, 0, stream>>>(
-          out, in, static_cast<uint32_t>(l.numel), make_offset_calc<uint32_t>(l), fn);
+      strided_kernel<N, uint32_t><<<g.blocks, g.threads, 0, stream>>>(out, in, static_cast<uint32_t>(l.numel),
+                                                                      make_offset_calc<uint32_t>(l), fn);
     } else {
-      strided_kernel<N, int64_t><<<g.blocks, g.threads, 0, stream>>>(out, in, l.numel,
-                                                                      make_offset_calc<int64_t>(l), fn);
+      strided_kernel<N, int64_t>
+          <<<g.blocks, g.threads, 0, stream>>>(out, in, l.numel, make_offset_calc<int64_t>(l), fn);
     }
   }
   MT_CUDA_CHECK(cudaGetLastError());
@@ -150,8 +149,8 @@ void launch_select_bits(const ElementwiseLayout<3>& layout, const bool* cond, co
     select_kernel<U, uint32_t><<<g.blocks, g.threads, 0, stream>>>(o, cond, ap, bp, static_cast<uint32_t>(l.numel),
                                                                    make_offset_calc<uint32_t>(l));
   } else {
-    select_kernel<U, int64_t><<<g.blocks, g.threads, 0, stream>>>(o, cond, ap, bp, l.numel,
-                                                                  make_offset_calc<int64_t>(l));
+    select_kernel<U, int64_t>
+        <<<g.blocks, g.threads, 0, stream>>>(o, cond, ap, bp, l.numel, make_offset_calc<int64_t>(l));
   }
   MT_CUDA_CHECK(cudaGetLastError());
 }
@@ -177,8 +176,8 @@ void launch_binary(PointwiseOp<BinaryOp> op, const ElementwiseLayout<2>& layout,
 }
 
 template <typename T>
-void launch_ternary(PointwiseOp<TernaryOp> op, const ElementwiseLayout<3>& layout, const T* a, const T* b,
-                    const T* c, T* out, cudaStream_t stream) {
+void launch_ternary(PointwiseOp<TernaryOp> op, const ElementwiseLayout<3>& layout, const T* a, const T* b, const T* c,
+                    T* out, cudaStream_t stream) {
   using D = device_t<T>;
   using C = acc_t<D>;
   const TernaryFn<D> fn{op.op, static_cast<C>(op.s0)};
@@ -204,12 +203,12 @@ void launch_select(int elem_size, const ElementwiseLayout<3>& layout, const bool
   }
 }
 
-#define MT_INSTANTIATE_FLOATING(T)                                                                          \
-  template void launch_unary<T>(PointwiseOp<UnaryOp>, const ElementwiseLayout<1>&, const T*, T*, cudaStream_t); \
-  template void launch_binary<T>(PointwiseOp<BinaryOp>, const ElementwiseLayout<2>&, const T*, const T*, T*,  \
-                                 cudaStream_t);                                                            \
-  template void launch_ternary<T>(PointwiseOp<TernaryOp>, const ElementwiseLayout<3>&, const T*, const T*,    \
-                                  const T*, T*, cudaStream_t);
+#define MT_INSTANTIATE_FLOATING(T)                                                                                   \
+  template void launch_unary<T>(PointwiseOp<UnaryOp>, const ElementwiseLayout<1>&, const T*, T*, cudaStream_t);      \
+  template void launch_binary<T>(PointwiseOp<BinaryOp>, const ElementwiseLayout<2>&, const T*, const T*, T*,         \
+                                 cudaStream_t);                                                                      \
+  template void launch_ternary<T>(PointwiseOp<TernaryOp>, const ElementwiseLayout<3>&, const T*, const T*, const T*, \
+                                  T*, cudaStream_t);
 MT_INSTANTIATE_FLOATING(float)
 MT_INSTANTIATE_FLOATING(double)
 MT_INSTANTIATE_FLOATING(Half)

@@ -1,9 +1,8 @@
 // CUDA embedding (row gather; backward by f32 atomic adds into a zeroed table) and dropout, whose mask
 // comes from the Generator's own Philox stream (ops/cuda/philox.h): one thread per 4-word block.
-#include "ops/cuda/embedding_dropout.h"
-
 #include "framework/cuda/check.h"
 #include "ops/cuda/device_types.cuh"
+#include "ops/cuda/embedding_dropout.h"
 #include "ops/cuda/offset_calc.h"
 #include "ops/cuda/philox.h"
 
@@ -62,8 +61,8 @@ __global__ void dropout_apply_kernel(const D* __restrict__ x, const bool* __rest
 }  // namespace
 
 template <typename T>
-void launch_embedding_forward(const T* weight, const int64_t* indices, int64_t n, int64_t vocab, int64_t width,
-                              T* out, cudaStream_t stream) {
+void launch_embedding_forward(const T* weight, const int64_t* indices, int64_t n, int64_t vocab, int64_t width, T* out,
+                              cudaStream_t stream) {
   if (n * width == 0) return;
   const LaunchGeometry g = elementwise_geometry(n * width);
   embedding_forward_kernel<<<g.blocks, g.threads, 0, stream>>>(dev(weight), indices, n, vocab, width, dev(out));
@@ -71,8 +70,8 @@ void launch_embedding_forward(const T* weight, const int64_t* indices, int64_t n
 }
 
 template <typename T, typename A>
-void launch_embedding_backward(const T* grad, const int64_t* indices, int64_t n, int64_t vocab, int64_t width,
-                               A* acc, cudaStream_t stream) {
+void launch_embedding_backward(const T* grad, const int64_t* indices, int64_t n, int64_t vocab, int64_t width, A* acc,
+                               cudaStream_t stream) {
   if (n * width == 0) return;
   const LaunchGeometry g = elementwise_geometry(n * width);
   embedding_backward_kernel<<<g.blocks, g.threads, 0, stream>>>(dev(grad), indices, n, vocab, width, acc);
@@ -80,8 +79,8 @@ void launch_embedding_backward(const T* grad, const int64_t* indices, int64_t n,
 }
 
 template <typename T>
-void launch_dropout_forward(uint64_t seed, uint64_t position, float keep, double scale, const T* x, bool* mask,
-                            T* out, int64_t n, cudaStream_t stream) {
+void launch_dropout_forward(uint64_t seed, uint64_t position, float keep, double scale, const T* x, bool* mask, T* out,
+                            int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   using C = acc_t<device_t<T>>;
   const int64_t blocks = static_cast<int64_t>((position + static_cast<uint64_t>(n) + 3) / 4 - position / 4);
@@ -100,12 +99,12 @@ void launch_dropout_apply(const T* x, const bool* mask, double scale, T* out, in
   MT_CUDA_CHECK(cudaGetLastError());
 }
 
-#define MT_INSTANTIATE(T, A)                                                                                      \
+#define MT_INSTANTIATE(T, A)                                                                                        \
   template void launch_embedding_forward<T>(const T*, const int64_t*, int64_t, int64_t, int64_t, T*, cudaStream_t); \
   template void launch_embedding_backward<T, A>(const T*, const int64_t*, int64_t, int64_t, int64_t, A*,            \
-                                                cudaStream_t);                                                    \
+                                                cudaStream_t);                                                      \
   template void launch_dropout_forward<T>(uint64_t, uint64_t, float, double, const T*, bool*, T*, int64_t,          \
-                                          cudaStream_t);                                                          \
+                                          cudaStream_t);                                                            \
   template void launch_dropout_apply<T>(const T*, const bool*, double, T*, int64_t, cudaStream_t);
 MT_INSTANTIATE(float, float)
 MT_INSTANTIATE(double, double)

@@ -3,14 +3,11 @@
 // thread by GemmKey. When the heuristic offers nothing for a case (or cuBLASLt declines it), the call
 // falls back to cublasGemmStridedBatchedEx with the same types. One small kernel writes
 // C = beta * C + bias: the k == 0 product, and the bias broadcast when the epilogue is not used.
-#include "ops/cuda/gemm.h"
-
+#include <algorithm>
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-
-#include <algorithm>
 #include <memory>
 #include <type_traits>
 #include <unordered_map>
@@ -18,6 +15,7 @@
 #include "framework/cuda/check.h"
 #include "framework/cuda/stream.h"
 #include "framework/dtype.h"
+#include "ops/cuda/gemm.h"
 #include "ops/cuda/gemm_plan.h"
 #include "ops/cuda/library_check.h"
 #include "ops/cuda/library_handles.h"
@@ -81,19 +79,27 @@ __device__ inline float to_compute(__nv_bfloat16 x) { return __bfloat162float(x)
 template <typename S>
 __device__ inline S from_compute(float x);
 template <>
-__device__ inline float from_compute<float>(float x) { return x; }
+__device__ inline float from_compute<float>(float x) {
+  return x;
+}
 template <>
-__device__ inline __half from_compute<__half>(float x) { return __float2half_rn(x); }
+__device__ inline __half from_compute<__half>(float x) {
+  return __float2half_rn(x);
+}
 template <>
-__device__ inline __nv_bfloat16 from_compute<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+__device__ inline __nv_bfloat16 from_compute<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 template <typename S>
-__device__ inline S from_compute(double x) { return x; }
+__device__ inline S from_compute(double x) {
+  return x;
+}
 
 // Row-major C_i [rows, cols] (row stride ldc, batch stride stride_c): c = beta * c + bias[col], in the
 // compute type, rounded once. beta == 0 does not read c. Grid-stride over batch * rows * cols.
 template <typename S, typename Scale>
-__global__ void scale_add_bias_kernel(S* c, int64_t ldc, int64_t stride_c, int64_t batch, int64_t rows,
-                                      int64_t cols, Scale beta, const S* bias) {
+__global__ void scale_add_bias_kernel(S* c, int64_t ldc, int64_t stride_c, int64_t batch, int64_t rows, int64_t cols,
+                                      Scale beta, const S* bias) {
   const int64_t total = batch * rows * cols;
   const int64_t step = int64_t{gridDim.x} * blockDim.x;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total; i += step) {
@@ -114,8 +120,7 @@ void launch_scale_add_bias(const cpu::BatchedGemmArgs<T>& args, typename CudaTyp
   const int64_t total = args.batch * g.m * g.n;
   const int64_t blocks = std::clamp<int64_t>((total + kBlock - 1) / kBlock, 1, 65535);
   scale_add_bias_kernel<S><<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(
-      reinterpret_cast<S*>(g.c), g.ldc, args.stride_c, args.batch, g.m, g.n, beta,
-      reinterpret_cast<const S*>(bias));
+      reinterpret_cast<S*>(g.c), g.ldc, args.stride_c, args.batch, g.m, g.n, beta, reinterpret_cast<const S*>(bias));
   MT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -248,23 +253,23 @@ bool try_cublaslt(const GemmKey& key, const cpu::BatchedGemmArgs<T>& args, const
 
 // cublasGemmStridedBatchedEx: the same product through cuBLAS proper, which takes any alignment.
 template <typename T>
-void legacy_gemm(const GemmKey& key, const cpu::BatchedGemmArgs<T>& args, typename CudaType<T>::Scale beta,
-                 int device, cudaStream_t stream) {
+void legacy_gemm(const GemmKey& key, const cpu::BatchedGemmArgs<T>& args, typename CudaType<T>::Scale beta, int device,
+                 cudaStream_t stream) {
   constexpr cudaDataType dt = CudaType<T>::kData;
   const ColMajorGemm& g = key.gemm;
   cublasHandle_t handle = cublas_handle(device);
   MT_CUBLAS_CHECK(cublasSetStream(handle, stream));
-  MT_CUBLAS_CHECK(cublasSetWorkspace(handle, stream_workspace(device, stream, kGemmWorkspaceBytes),
-                                     kGemmWorkspaceBytes));
+  MT_CUBLAS_CHECK(
+      cublasSetWorkspace(handle, stream_workspace(device, stream, kGemmWorkspaceBytes), kGemmWorkspaceBytes));
   // As the cuBLASLt path: no 16-bit split-K reductions (f32 accumulation, one rounding); TF32 only
   // through the compute type.
   MT_CUBLAS_CHECK(cublasSetMathMode(
       handle, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
   const typename CudaType<T>::Scale alpha = static_cast<typename CudaType<T>::Scale>(args.gemm.alpha);
-  MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(
-      handle, op(g.a.trans), op(g.b.trans), g.m, g.n, g.k, &alpha, args.gemm.b, dt, g.a.ld, g.a.batch_stride,
-      args.gemm.a, dt, g.b.ld, g.b.batch_stride, &beta, args.gemm.c, dt, g.ldc, g.stride_c, g.batch,
-      compute_type<T>(key.math), CUBLAS_GEMM_DEFAULT));
+  MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(handle, op(g.a.trans), op(g.b.trans), g.m, g.n, g.k, &alpha,
+                                                args.gemm.b, dt, g.a.ld, g.a.batch_stride, args.gemm.a, dt, g.b.ld,
+                                                g.b.batch_stride, &beta, args.gemm.c, dt, g.ldc, g.stride_c, g.batch,
+                                                compute_type<T>(key.math), CUBLAS_GEMM_DEFAULT));
   ++t_cache.stats.legacy_fallbacks;
 }
 
@@ -282,9 +287,18 @@ void gemm_impl(const GemmArgs<T>& args, int device, cudaStream_t stream) {
     launch_scale_add_bias(ba, beta, args.bias, stream);
     return;
   }
-  const RowMajorGemm rm{.trans_a = g.trans_a, .trans_b = g.trans_b, .m = g.m, .n = g.n, .k = g.k, .lda = g.lda,
-                        .ldb = g.ldb, .ldc = g.ldc, .batch = ba.batch, .stride_a = ba.stride_a,
-                        .stride_b = ba.stride_b, .stride_c = ba.stride_c};
+  const RowMajorGemm rm{.trans_a = g.trans_a,
+                        .trans_b = g.trans_b,
+                        .m = g.m,
+                        .n = g.n,
+                        .k = g.k,
+                        .lda = g.lda,
+                        .ldb = g.ldb,
+                        .ldc = g.ldc,
+                        .batch = ba.batch,
+                        .stride_a = ba.stride_a,
+                        .stride_b = ba.stride_b,
+                        .stride_c = ba.stride_c};
   constexpr int64_t esize = sizeof(T);
   GemmKey key{.device = device,
               .dtype = dtype_v<T>,

@@ -4,9 +4,8 @@
 // epilogue for linear. Only for CUDA-only files (.cu, host/*.cc).
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
+#include <cuda_runtime_api.h>
 
 #include "framework/half.h"
 #include "ops/cpu/gemm.h"

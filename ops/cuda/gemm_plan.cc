@@ -36,17 +36,36 @@ bool operator==(const GemmKey& x, const GemmKey& y) {
   return x.device == y.device && x.dtype == y.dtype && x.math == y.math && x.epilogue == y.epilogue &&
          x.gemm.m == y.gemm.m && x.gemm.n == y.gemm.n && x.gemm.k == y.gemm.k && x.gemm.a == y.gemm.a &&
          x.gemm.b == y.gemm.b && x.gemm.ldc == y.gemm.ldc && x.gemm.stride_c == y.gemm.stride_c &&
-         x.gemm.batch == y.gemm.batch && x.align_a == y.align_a && x.align_b == y.align_b &&
-         x.align_c == y.align_c && x.align_bias == y.align_bias;
+         x.gemm.batch == y.gemm.batch && x.align_a == y.align_a && x.align_b == y.align_b && x.align_c == y.align_c &&
+         x.align_bias == y.align_bias;
 }
 
 size_t GemmKeyHash::operator()(const GemmKey& key) const {
   const ColMajorGemm& g = key.gemm;
-  return static_cast<size_t>(hash_fields(
-      {key.device, static_cast<int64_t>(key.dtype), static_cast<int64_t>(key.math),
-       static_cast<int64_t>(key.epilogue), g.m, g.n, g.k, static_cast<int64_t>(g.a.trans), g.a.rows, g.a.cols,
-       g.a.ld, g.a.batch_stride, static_cast<int64_t>(g.b.trans), g.b.rows, g.b.cols, g.b.ld, g.b.batch_stride,
-       g.ldc, g.stride_c, g.batch, key.align_a, key.align_b, key.align_c, key.align_bias}));
+  return static_cast<size_t>(hash_fields({key.device,
+                                          static_cast<int64_t>(key.dtype),
+                                          static_cast<int64_t>(key.math),
+                                          static_cast<int64_t>(key.epilogue),
+                                          g.m,
+                                          g.n,
+                                          g.k,
+                                          static_cast<int64_t>(g.a.trans),
+                                          g.a.rows,
+                                          g.a.cols,
+                                          g.a.ld,
+                                          g.a.batch_stride,
+                                          static_cast<int64_t>(g.b.trans),
+                                          g.b.rows,
+                                          g.b.cols,
+                                          g.b.ld,
+                                          g.b.batch_stride,
+                                          g.ldc,
+                                          g.stride_c,
+                                          g.batch,
+                                          key.align_a,
+                                          key.align_b,
+                                          key.align_c,
+                                          key.align_bias}));
 }
 
 }  // namespace mantissa::gpu

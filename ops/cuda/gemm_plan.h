@@ -45,7 +45,7 @@ ColMajorGemm to_column_major(const RowMajorGemm& g);
 // operands unless told otherwise, so the true alignment goes into its preferences.
 int alignment_bytes(uintptr_t address, int64_t batch_stride_bytes);
 
-enum class GemmMath : uint8_t { kExact, kTf32 };   // kTf32: f32 only (CUBLAS_COMPUTE_32F_FAST_TF32)
+enum class GemmMath : uint8_t { kExact, kTf32 };     // kTf32: f32 only (CUBLAS_COMPUTE_32F_FAST_TF32)
 enum class GemmEpilogue : uint8_t { kNone, kBias };  // kBias: D += bias[n] per row (linear's bias)
 
 // Everything the cuBLASLt descriptors and the heuristic's choice depend on (the pointers only through

@@ -1,12 +1,11 @@
 // CUDA index kernels: index_select rows, gather along a dim (strided input), their scatter-add
 // backwards by atomic adds into a zeroed accumulator (f32 for 16-bit), index_put's row copy, one_hot,
 // and nll_loss.
-#include "ops/cuda/index.h"
-
 #include <type_traits>
 
 #include "framework/cuda/check.h"
 #include "ops/cuda/device_types.cuh"
+#include "ops/cuda/index.h"
 #include "ops/cuda/offset_calc.h"
 
 namespace mantissa::gpu {
@@ -74,7 +73,8 @@ __global__ void scatter_add_kernel(const D* __restrict__ src, const int64_t* __r
   }
 }
 
-__global__ void one_hot_kernel(const int64_t* __restrict__ index, int64_t n, int64_t classes, int64_t* __restrict__ out) {
+__global__ void one_hot_kernel(const int64_t* __restrict__ index, int64_t n, int64_t classes,
+                               int64_t* __restrict__ out) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     const int64_t c = index[i];
     if (index_in_range(c, classes)) out[i * classes + c] = 1;
@@ -122,8 +122,8 @@ __global__ void nll_backward_kernel(const int64_t* __restrict__ target, const D*
 }  // namespace
 
 template <typename T>
-void launch_index_select(const T* x, const int64_t* index, int64_t n_index, int64_t outer, int64_t size,
-                         int64_t inner, T* out, cudaStream_t stream) {
+void launch_index_select(const T* x, const int64_t* index, int64_t n_index, int64_t outer, int64_t size, int64_t inner,
+                         T* out, cudaStream_t stream) {
   const int64_t total = outer * n_index * inner;
   if (total == 0) return;
   const LaunchGeometry g = elementwise_geometry(total);
@@ -132,8 +132,8 @@ void launch_index_select(const T* x, const int64_t* index, int64_t n_index, int6
 }
 
 template <typename T, typename A>
-void launch_index_add(const T* grad, const int64_t* index, int64_t n_index, int64_t outer, int64_t size,
-                      int64_t inner, A* acc, cudaStream_t stream) {
+void launch_index_add(const T* grad, const int64_t* index, int64_t n_index, int64_t outer, int64_t size, int64_t inner,
+                      A* acc, cudaStream_t stream) {
   const int64_t total = outer * n_index * inner;
   if (total == 0) return;
   const LaunchGeometry g = elementwise_geometry(total);
@@ -190,29 +190,29 @@ void launch_nll_backward(const int64_t* target, const T* grad, const double* cou
   const int64_t total = batch * classes * inner;
   if (total == 0) return;
   const LaunchGeometry g = elementwise_geometry(total);
-  nll_backward_kernel<device_t<T>, C><<<g.blocks, g.threads, 0, stream>>>(
-      target, dev(grad), count, reduction, batch, classes, inner, ignore_index, dev(dx));
+  nll_backward_kernel<device_t<T>, C><<<g.blocks, g.threads, 0, stream>>>(target, dev(grad), count, reduction, batch,
+                                                                          classes, inner, ignore_index, dev(dx));
   MT_CUDA_CHECK(cudaGetLastError());
 }
 
-#define MT_INSTANTIATE_FLOAT(T, A)                                                                                \
-  template void launch_index_add<T, A>(const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t, A*,           \
-                                       cudaStream_t);                                                             \
-  template void launch_index_copy<T>(const T*, const int64_t*, int64_t, int64_t, int64_t, T*, cudaStream_t);     \
-  template void launch_scatter_add<T, A>(const T*, const int64_t*, GatherGeometry, A*, cudaStream_t);             \
-  template void launch_nll_forward<T, A>(const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t, A*,         \
-                                         cudaStream_t);                                                           \
-  template void launch_nll_backward<T, A>(const int64_t*, const T*, const double*, LossReduction, int64_t,        \
-                                          int64_t, int64_t, int64_t, T*, cudaStream_t);
+#define MT_INSTANTIATE_FLOAT(T, A)                                                                                  \
+  template void launch_index_add<T, A>(const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t, A*,            \
+                                       cudaStream_t);                                                               \
+  template void launch_index_copy<T>(const T*, const int64_t*, int64_t, int64_t, int64_t, T*, cudaStream_t);        \
+  template void launch_scatter_add<T, A>(const T*, const int64_t*, GatherGeometry, A*, cudaStream_t);               \
+  template void launch_nll_forward<T, A>(const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t, A*,          \
+                                         cudaStream_t);                                                             \
+  template void launch_nll_backward<T, A>(const int64_t*, const T*, const double*, LossReduction, int64_t, int64_t, \
+                                          int64_t, int64_t, T*, cudaStream_t);
 MT_INSTANTIATE_FLOAT(float, float)
 MT_INSTANTIATE_FLOAT(double, double)
 MT_INSTANTIATE_FLOAT(Half, float)
 MT_INSTANTIATE_FLOAT(BFloat16, float)
 #undef MT_INSTANTIATE_FLOAT
 
-#define MT_INSTANTIATE_ALL(T)                                                                                     \
-  template void launch_index_select<T>(const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t, T*,           \
-                                       cudaStream_t);                                                             \
+#define MT_INSTANTIATE_ALL(T)                                                                            \
+  template void launch_index_select<T>(const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t, T*, \
+                                       cudaStream_t);                                                    \
   template void launch_gather<T>(const T*, const int64_t*, GatherGeometry, T*, cudaStream_t);
 MT_INSTANTIATE_ALL(float)
 MT_INSTANTIATE_ALL(double)

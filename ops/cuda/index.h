@@ -4,9 +4,8 @@
 // (floating outputs) or 0 (integer outputs) in the forward and is dropped by the scatter-adds.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
+#include <cuda_runtime_api.h>
 
 #include "framework/half.h"
 #include "ops/cuda/index_math.h"
@@ -16,12 +15,12 @@ namespace mantissa::gpu {
 
 // out[o, i, :] = x[o, index[i], :] for x [outer, size, inner] and out [outer, n_index, inner], contiguous.
 template <typename T>
-void launch_index_select(const T* x, const int64_t* index, int64_t n_index, int64_t outer, int64_t size,
-                         int64_t inner, T* out, cudaStream_t stream);
+void launch_index_select(const T* x, const int64_t* index, int64_t n_index, int64_t outer, int64_t size, int64_t inner,
+                         T* out, cudaStream_t stream);
 // acc[o, index[i], :] += grad[o, i, :] with atomic adds in A (float for 16-bit, else T).
 template <typename T, typename A>
-void launch_index_add(const T* grad, const int64_t* index, int64_t n_index, int64_t outer, int64_t size,
-                      int64_t inner, A* acc, cudaStream_t stream);
+void launch_index_add(const T* grad, const int64_t* index, int64_t n_index, int64_t outer, int64_t size, int64_t inner,
+                      A* acc, cudaStream_t stream);
 
 // out[index[i], :] = src[i, :] for out [size, inner] and src [n_index, inner] (index_put's replace mode;
 // with repeated indices one of the rows wins, unordered as in PyTorch on a GPU).
@@ -48,7 +47,7 @@ void launch_nll_forward(const T* log_probs, const int64_t* target, int64_t batch
 // grad[0] / count[0] (kMean), formed in double and rounded to C as on the CPU.
 template <typename T, typename C>
 void launch_nll_backward(const int64_t* target, const T* grad, const double* count, LossReduction reduction,
-                         int64_t batch,
-                         int64_t classes, int64_t inner, int64_t ignore_index, T* dx, cudaStream_t stream);
+                         int64_t batch, int64_t classes, int64_t inner, int64_t ignore_index, T* dx,
+                         cudaStream_t stream);
 
 }  // namespace mantissa::gpu

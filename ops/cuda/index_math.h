@@ -40,8 +40,8 @@ struct GatherPlan {
   bool ok = false;
   GatherGeometry geometry;
 };
-inline GatherPlan plan_gather(const std::vector<int64_t>& index_shape, const std::vector<int64_t>& strides,
-                              int64_t dim, int64_t dim_size) {
+inline GatherPlan plan_gather(const std::vector<int64_t>& index_shape, const std::vector<int64_t>& strides, int64_t dim,
+                              int64_t dim_size) {
   GatherPlan plan;
   const int ndim = static_cast<int>(index_shape.size());
   if (ndim > kMaxDims || strides.size() != index_shape.size()) return plan;

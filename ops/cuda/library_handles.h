@@ -2,12 +2,11 @@
 // workspace their calls share. Only for CUDA-only files (.cu, host/*.cc).
 #pragma once
 
+#include <cstddef>
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
-
-#include <cstddef>
 
 namespace mantissa::gpu {
 

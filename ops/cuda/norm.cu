@@ -1,11 +1,10 @@
 // CUDA layer_norm: forward and input gradient with a warp per row (rows up to 1024 wide) or a block per
 // row, two-pass statistics in f32 (f64 for f64) as the CPU; the weight and bias gradients as column sums
 // over row slices (32 columns x 8 row lanes per block), added in slice order by a final pass.
-#include "ops/cuda/norm.h"
-
 #include "framework/cuda/check.h"
 #include "framework/cuda/stream.h"
 #include "ops/cuda/device_types.cuh"
+#include "ops/cuda/norm.h"
 #include "ops/cuda/offset_calc.h"
 
 namespace mantissa::gpu {
@@ -126,11 +125,11 @@ void launch_layer_norm_forward(int64_t rows, int64_t cols, double eps, const T* 
   using P = param_t<T>;
   const P e = static_cast<P>(eps);
   if (softmax_threads_per_row(cols) == 32) {
-    layer_norm_forward_kernel<32><<<row_blocks(rows, 32), kThreads, 0, stream>>>(rows, cols, e, dev(x), w, b, dev(y),
-                                                                                mean, rstd);
+    layer_norm_forward_kernel<32>
+        <<<row_blocks(rows, 32), kThreads, 0, stream>>>(rows, cols, e, dev(x), w, b, dev(y), mean, rstd);
   } else {
-    layer_norm_forward_kernel<kThreads><<<row_blocks(rows, kThreads), kThreads, 0, stream>>>(rows, cols, e, dev(x), w,
-                                                                                            b, dev(y), mean, rstd);
+    layer_norm_forward_kernel<kThreads>
+        <<<row_blocks(rows, kThreads), kThreads, 0, stream>>>(rows, cols, e, dev(x), w, b, dev(y), mean, rstd);
   }
   MT_CUDA_CHECK(cudaGetLastError());
 }
@@ -140,11 +139,11 @@ void launch_layer_norm_backward_input(int64_t rows, int64_t cols, const T* dy, c
                                       const param_t<T>* rstd, const param_t<T>* w, T* dx, cudaStream_t stream) {
   if (rows == 0) return;
   if (softmax_threads_per_row(cols) == 32) {
-    layer_norm_backward_input_kernel<32><<<row_blocks(rows, 32), kThreads, 0, stream>>>(rows, cols, dev(dy), dev(x),
-                                                                                       mean, rstd, w, dev(dx));
+    layer_norm_backward_input_kernel<32>
+        <<<row_blocks(rows, 32), kThreads, 0, stream>>>(rows, cols, dev(dy), dev(x), mean, rstd, w, dev(dx));
   } else {
-    layer_norm_backward_input_kernel<kThreads><<<row_blocks(rows, kThreads), kThreads, 0, stream>>>(
-        rows, cols, dev(dy), dev(x), mean, rstd, w, dev(dx));
+    layer_norm_backward_input_kernel<kThreads>
+        <<<row_blocks(rows, kThreads), kThreads, 0, stream>>>(rows, cols, dev(dy), dev(x), mean, rstd, w, dev(dx));
   }
   MT_CUDA_CHECK(cudaGetLastError());
 }
@@ -163,12 +162,12 @@ void launch_layer_norm_backward_params(int64_t rows, int64_t cols, int64_t slice
   const dim3 grid(static_cast<unsigned>(ceil_div(cols, 32)), static_cast<unsigned>(slices));
   if (slices == 1) {
     layer_norm_params_kernel<<<grid, dim3(32, 8), 0, stream>>>(rows, cols, chunk, dev(dy), dev(x), mean, rstd, dw, db,
-                                                                cols);
+                                                               cols);
   } else {
     P* ws_w = workspace;
     P* ws_b = workspace + slices * cols;
     layer_norm_params_kernel<<<grid, dim3(32, 8), 0, stream>>>(rows, cols, chunk, dev(dy), dev(x), mean, rstd, ws_w,
-                                                                ws_b, cols);
+                                                               ws_b, cols);
     MT_CUDA_CHECK(cudaGetLastError());
     const LaunchGeometry g = elementwise_geometry(cols);
     column_slices_sum_kernel<<<g.blocks, g.threads, 0, stream>>>(cols, slices, ws_w, ws_b, dw, db);
@@ -176,14 +175,14 @@ void launch_layer_norm_backward_params(int64_t rows, int64_t cols, int64_t slice
   MT_CUDA_CHECK(cudaGetLastError());
 }
 
-#define MT_INSTANTIATE(T)                                                                                         \
-  template void launch_layer_norm_forward<T>(int64_t, int64_t, double, const T*, const param_t<T>*,               \
-                                             const param_t<T>*, T*, param_t<T>*, param_t<T>*, cudaStream_t);      \
-  template void launch_layer_norm_backward_input<T>(int64_t, int64_t, const T*, const T*, const param_t<T>*,      \
-                                                    const param_t<T>*, const param_t<T>*, T*, cudaStream_t);      \
-  template void launch_layer_norm_backward_params<T>(int64_t, int64_t, int64_t, const T*, const T*,               \
-                                                     const param_t<T>*, const param_t<T>*, param_t<T>*,           \
-                                                     param_t<T>*, param_t<T>*, cudaStream_t);
+#define MT_INSTANTIATE(T)                                                                                              \
+  template void launch_layer_norm_forward<T>(int64_t, int64_t, double, const T*, const param_t<T>*, const param_t<T>*, \
+                                             T*, param_t<T>*, param_t<T>*, cudaStream_t);                              \
+  template void launch_layer_norm_backward_input<T>(int64_t, int64_t, const T*, const T*, const param_t<T>*,           \
+                                                    const param_t<T>*, const param_t<T>*, T*, cudaStream_t);           \
+  template void launch_layer_norm_backward_params<T>(int64_t, int64_t, int64_t, const T*, const T*, const param_t<T>*, \
+                                                     const param_t<T>*, param_t<T>*, param_t<T>*, param_t<T>*,         \
+                                                     cudaStream_t);
 MT_INSTANTIATE(float)
 MT_INSTANTIATE(double)
 MT_INSTANTIATE(Half)

@@ -3,9 +3,8 @@
 // arrays, as the CPU kernels take them (ops/cpu/norm_kernels.h).
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
+#include <cuda_runtime_api.h>
 #include <type_traits>
 
 #include "framework/half.h"
@@ -13,7 +12,8 @@
 
 namespace mantissa::gpu {
 
-template <typename T> using param_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+template <typename T>
+using param_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 // y = (x - mean) * rstd * w + b per row (w, b may be null); writes mean[rows] and rstd[rows].
 template <typename T>

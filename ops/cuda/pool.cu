@@ -1,12 +1,11 @@
 // CUDA max_pool2d and avg_pool2d: forward with a thread per output, backward as a gather with a thread
 // per input (no atomics: each input adds the outputs covering it in output order, as the CPU's scatter
 // does), so every result equals the CPU's bit for bit. Window math is in ops/cuda/cnn_math.h.
-#include "ops/cuda/pool.h"
-
 #include "framework/cuda/check.h"
 #include "ops/cuda/cnn_math.h"
 #include "ops/cuda/device_types.cuh"
 #include "ops/cuda/offset_calc.h"
+#include "ops/cuda/pool.h"
 
 namespace mantissa::gpu {
 namespace {
@@ -101,11 +100,10 @@ void launch_avg_pool2d_backward(const cpu::Pool2dGeometry& g, const T* dy, T* dx
   MT_CUDA_CHECK(cudaGetLastError());
 }
 
-#define MT_INSTANTIATE(T)                                                                                        \
-  template void launch_max_pool2d_forward<T>(const cpu::Pool2dGeometry&, const T*, T*, int64_t*, cudaStream_t); \
-  template void launch_max_pool2d_backward<T>(const cpu::Pool2dGeometry&, const T*, const int64_t*, T*,         \
-                                              cudaStream_t);                                                    \
-  template void launch_avg_pool2d_forward<T>(const cpu::Pool2dGeometry&, const T*, T*, cudaStream_t);           \
+#define MT_INSTANTIATE(T)                                                                                              \
+  template void launch_max_pool2d_forward<T>(const cpu::Pool2dGeometry&, const T*, T*, int64_t*, cudaStream_t);        \
+  template void launch_max_pool2d_backward<T>(const cpu::Pool2dGeometry&, const T*, const int64_t*, T*, cudaStream_t); \
+  template void launch_avg_pool2d_forward<T>(const cpu::Pool2dGeometry&, const T*, T*, cudaStream_t);                  \
   template void launch_avg_pool2d_backward<T>(const cpu::Pool2dGeometry&, const T*, T*, cudaStream_t);
 MT_INSTANTIATE(float)
 MT_INSTANTIATE(double)

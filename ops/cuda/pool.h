@@ -3,9 +3,8 @@
 // (ops/cuda/cnn_math.h).
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
+#include <cuda_runtime_api.h>
 
 #include "ops/cpu/pool_kernels.h"
 

@@ -2,11 +2,10 @@
 // shuffle tree at the end; column mode: a thread per (output, slice) walking its slice, neighbouring
 // threads on neighbouring outputs (bias gradients: [rows, cols] summed over rows). Slices, when the
 // outputs are too few to fill the GPU, go to a workspace that a final pass adds up in slice order.
-#include "ops/cuda/reduce.h"
-
 #include "framework/cuda/check.h"
 #include "framework/cuda/stream.h"
 #include "ops/cuda/device_types.cuh"
+#include "ops/cuda/reduce.h"
 
 namespace mantissa::gpu {
 namespace {
@@ -48,9 +47,8 @@ __device__ __forceinline__ A sum_slice(const D* x, const ReduceCalc<I>& c, I bas
 }
 
 template <typename D, typename A, typename I>
-__global__ void sum_rows_kernel(const D* __restrict__ x, ReduceCalc<I> c, int64_t n_out, int64_t n_red,
-                                int64_t splits, int64_t chunk, A scale, A* __restrict__ workspace,
-                                D* __restrict__ out) {
+__global__ void sum_rows_kernel(const D* __restrict__ x, ReduceCalc<I> c, int64_t n_out, int64_t n_red, int64_t splits,
+                                int64_t chunk, A scale, A* __restrict__ workspace, D* __restrict__ out) {
   const int lane = threadIdx.x & 31;
   const int64_t warps_per_grid = int64_t{gridDim.x} * (blockDim.x >> 5);
   for (int64_t w = int64_t{blockIdx.x} * (blockDim.x >> 5) + (threadIdx.x >> 5); w < n_out * splits;
@@ -97,18 +95,18 @@ __global__ void sum_slices_kernel(const A* __restrict__ workspace, int64_t n_out
 }
 
 template <typename D, typename I>
-void launch_sum_typed(const ReduceLayout& l, const ReduceGeometry& g, double scale, const D* x, void* workspace,
-                      D* out, cudaStream_t stream) {
+void launch_sum_typed(const ReduceLayout& l, const ReduceGeometry& g, double scale, const D* x, void* workspace, D* out,
+                      cudaStream_t stream) {
   using A = std::conditional_t<std::is_same_v<D, double>, double, float>;
   const ReduceCalc<I> c{make_offset_calc<I>(l.kept), make_offset_calc<I>(l.reduced)};
   A* ws = static_cast<A*>(workspace);
   const A s = static_cast<A>(scale);
   if (g.mode == ReduceMode::kRows) {
-    sum_rows_kernel<D, A, I><<<g.blocks_x, g.threads, 0, stream>>>(x, c, l.n_out, l.n_red, g.splits, g.chunk, s, ws,
-                                                                   out);
+    sum_rows_kernel<D, A, I>
+        <<<g.blocks_x, g.threads, 0, stream>>>(x, c, l.n_out, l.n_red, g.splits, g.chunk, s, ws, out);
   } else {
-    sum_columns_kernel<D, A, I><<<dim3(g.blocks_x, g.blocks_y), g.threads, 0, stream>>>(
-        x, c, l.n_out, l.n_red, g.splits, g.chunk, s, ws, out);
+    sum_columns_kernel<D, A, I>
+        <<<dim3(g.blocks_x, g.blocks_y), g.threads, 0, stream>>>(x, c, l.n_out, l.n_red, g.splits, g.chunk, s, ws, out);
   }
   MT_CUDA_CHECK(cudaGetLastError());
   if (g.splits > 1) {
@@ -193,8 +191,8 @@ ReduceGeometry sum_geometry(const ReduceLayout& layout, int device) {
 }
 
 template <typename T>
-void launch_sum(const ReduceLayout& layout, const ReduceGeometry& geometry, double scale, const T* x,
-                void* workspace, T* out, cudaStream_t stream) {
+void launch_sum(const ReduceLayout& layout, const ReduceGeometry& geometry, double scale, const T* x, void* workspace,
+                T* out, cudaStream_t stream) {
   if (layout.n_out == 0) return;
   if (reduce_fits_32bit(layout)) {
     launch_sum_typed<device_t<T>, uint32_t>(layout, geometry, scale, dev(x), workspace, dev(out), stream);
@@ -221,8 +219,7 @@ MT_INSTANTIATE_SUM(Half)
 MT_INSTANTIATE_SUM(BFloat16)
 #undef MT_INSTANTIATE_SUM
 
-#define MT_INSTANTIATE_MAX(T) \
-  template void launch_max<T>(const ReduceLayout&, const T*, T*, int64_t*, cudaStream_t);
+#define MT_INSTANTIATE_MAX(T) template void launch_max<T>(const ReduceLayout&, const T*, T*, int64_t*, cudaStream_t);
 MT_INSTANTIATE_MAX(float)
 MT_INSTANTIATE_MAX(double)
 MT_INSTANTIATE_MAX(Half)

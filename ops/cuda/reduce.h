@@ -3,9 +3,8 @@
 // scale) and max with its index along one dim.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
+#include <cuda_runtime_api.h>
 
 #include "framework/half.h"
 #include "ops/cuda/reduce_plan.h"
@@ -18,8 +17,8 @@ ReduceGeometry sum_geometry(const ReduceLayout& layout, int device);
 
 // out[o] = scale * sum_r x[kept(o) + reduced(r)], rounded once to T.
 template <typename T>
-void launch_sum(const ReduceLayout& layout, const ReduceGeometry& geometry, double scale, const T* x,
-                void* workspace, T* out, cudaStream_t stream);
+void launch_sum(const ReduceLayout& layout, const ReduceGeometry& geometry, double scale, const T* x, void* workspace,
+                T* out, cudaStream_t stream);
 
 // values[o], indices[o] = the first NaN, else the first maximum over the reduced elements (one dim).
 // T: float, double, Half, BFloat16, int64_t, int32_t.

@@ -13,8 +13,8 @@ namespace mantissa::gpu {
 // Input offset of (output o, reduced element r) = kept.offset(o) + reduced.offset(r); each part is an
 // ElementwiseLayout<1> with its own sizes/strides (innermost first; `flat` is unused).
 struct ReduceLayout {
-  int64_t n_out = 1;   // number of outputs
-  int64_t n_red = 1;   // elements reduced into each output
+  int64_t n_out = 1;  // number of outputs
+  int64_t n_red = 1;  // elements reduced into each output
   ElementwiseLayout<1> kept, reduced;
   // The reduced elements of one output are contiguous in their innermost dim (a row reduction).
   bool rows() const { return reduced.ndim > 0 && reduced.strides[0][0] == 1; }
@@ -35,10 +35,10 @@ struct ReduceGeometry {
   unsigned blocks_x = 1, blocks_y = 1, threads = 256;
 };
 
-inline constexpr int64_t kRowChunkMin = 1024;    // reduced elements per warp slice, at least
-inline constexpr int64_t kColumnChunkMin = 64;   // reduced elements per thread slice, at least
-inline constexpr int64_t kMaxSplits = 4096;      // bounded workspace and a short final pass
-inline constexpr int64_t kRowsMinLength = 16;    // shorter reduced rows go to the column mode
+inline constexpr int64_t kRowChunkMin = 1024;   // reduced elements per warp slice, at least
+inline constexpr int64_t kColumnChunkMin = 64;  // reduced elements per thread slice, at least
+inline constexpr int64_t kMaxSplits = 4096;     // bounded workspace and a short final pass
+inline constexpr int64_t kRowsMinLength = 16;   // shorter reduced rows go to the column mode
 
 inline int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

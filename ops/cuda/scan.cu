@@ -1,10 +1,9 @@
 // CUDA cumsum along one dim: a thread per [outer, inner] line (adjacent threads read adjacent inner
 // elements), sequential along the line so the sums equal the CPU's bit for bit.
-#include "ops/cuda/scan.h"
-
 #include "framework/cuda/check.h"
 #include "ops/cuda/device_types.cuh"
 #include "ops/cuda/offset_calc.h"
+#include "ops/cuda/scan.h"
 
 namespace mantissa::gpu {
 namespace {
@@ -35,8 +34,7 @@ void launch_cumsum_lines(const T* x, int64_t outer, int64_t size, int64_t inner,
 }
 
 template void launch_cumsum_lines<float>(const float*, int64_t, int64_t, int64_t, ScanOrder, float*, cudaStream_t);
-template void launch_cumsum_lines<double>(const double*, int64_t, int64_t, int64_t, ScanOrder, double*,
-                                          cudaStream_t);
+template void launch_cumsum_lines<double>(const double*, int64_t, int64_t, int64_t, ScanOrder, double*, cudaStream_t);
 template void launch_cumsum_lines<Half>(const Half*, int64_t, int64_t, int64_t, ScanOrder, Half*, cudaStream_t);
 template void launch_cumsum_lines<BFloat16>(const BFloat16*, int64_t, int64_t, int64_t, ScanOrder, BFloat16*,
                                             cudaStream_t);

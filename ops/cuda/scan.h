@@ -2,9 +2,8 @@
 // compute type (f32 for 16-bit, else T) and rounding each output, as cpu::cumsum_lines: the same bits.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
+#include <cuda_runtime_api.h>
 
 #include "framework/half.h"
 

@@ -2,11 +2,10 @@
 // (rows up to 1024 elements, 8 rows per block) or to a 256-thread block (longer rows); each thread keeps
 // an online (max, sum of exps) over its elements, merged across the row with shuffles (and shared
 // memory for a block), then a second pass over the row writes the outputs.
-#include "ops/cuda/softmax.h"
-
 #include "framework/cuda/check.h"
 #include "ops/cuda/device_types.cuh"
 #include "ops/cuda/offset_calc.h"
+#include "ops/cuda/softmax.h"
 
 namespace mantissa::gpu {
 namespace {
@@ -46,8 +45,7 @@ __device__ __forceinline__ MaxSum<C> row_merge(MaxSum<C> v) {
 
 // The online (max, sum) of one row, merged over the group.
 template <int TPR, typename D>
-__device__ __forceinline__ MaxSum<acc_t<D>> row_max_sum(const D* x, int64_t base, int64_t dim, int64_t step,
-                                                         int lane) {
+__device__ __forceinline__ MaxSum<acc_t<D>> row_max_sum(const D* x, int64_t base, int64_t dim, int64_t step, int lane) {
   using C = acc_t<D>;
   MaxSum<C> a = max_sum_identity<C>();
   for (int64_t j = lane; j < dim; j += TPR) max_sum_add(a, load(x[base + j * step]));
@@ -55,8 +53,7 @@ __device__ __forceinline__ MaxSum<acc_t<D>> row_max_sum(const D* x, int64_t base
 }
 
 template <int TPR, typename D>
-__global__ void softmax_forward_kernel(RowGeometry g, SoftmaxMode mode, const D* __restrict__ x,
-                                       D* __restrict__ y) {
+__global__ void softmax_forward_kernel(RowGeometry g, SoftmaxMode mode, const D* __restrict__ x, D* __restrict__ y) {
   using C = acc_t<D>;
   const RowSlot<TPR> slot;
   if (slot.row >= g.rows()) return;  // whole groups leave together: TPR divides the block
@@ -199,15 +196,15 @@ void launch_softmax_backward(RowGeometry g, SoftmaxMode mode, const T* dy, const
 }
 
 template <typename T, typename C>
-void launch_cross_entropy_forward(RowGeometry g, const T* logits, const int64_t* target, int64_t ignore_index,
-                                  C* loss, C* lse, cudaStream_t stream) {
+void launch_cross_entropy_forward(RowGeometry g, const T* logits, const int64_t* target, int64_t ignore_index, C* loss,
+                                  C* lse, cudaStream_t stream) {
   if (g.rows() == 0) return;
   if (softmax_threads_per_row(g.dim) == 32) {
-    cross_entropy_forward_kernel<32><<<row_blocks(g.rows(), 32), kThreads, 0, stream>>>(g, dev(logits), target,
-                                                                                        ignore_index, loss, lse);
+    cross_entropy_forward_kernel<32>
+        <<<row_blocks(g.rows(), 32), kThreads, 0, stream>>>(g, dev(logits), target, ignore_index, loss, lse);
   } else {
-    cross_entropy_forward_kernel<kThreads><<<row_blocks(g.rows(), kThreads), kThreads, 0, stream>>>(
-        g, dev(logits), target, ignore_index, loss, lse);
+    cross_entropy_forward_kernel<kThreads>
+        <<<row_blocks(g.rows(), kThreads), kThreads, 0, stream>>>(g, dev(logits), target, ignore_index, loss, lse);
   }
   MT_CUDA_CHECK(cudaGetLastError());
 }
@@ -227,8 +224,8 @@ void launch_loss_reduce(int64_t positions, LossReduction reduction, const C* los
 
 template <typename T, typename C>
 void launch_cross_entropy_backward(RowGeometry g, LossReduction reduction, const T* logits, const int64_t* target,
-                                   const C* lse, const T* grad, const double* count, int64_t ignore_index,
-                                   T* dlogits, cudaStream_t stream) {
+                                   const C* lse, const T* grad, const double* count, int64_t ignore_index, T* dlogits,
+                                   cudaStream_t stream) {
   if (g.rows() == 0) return;
   if (softmax_threads_per_row(g.dim) == 32) {
     cross_entropy_backward_kernel<32><<<row_blocks(g.rows(), 32), kThreads, 0, stream>>>(
@@ -240,15 +237,15 @@ void launch_cross_entropy_backward(RowGeometry g, LossReduction reduction, const
   MT_CUDA_CHECK(cudaGetLastError());
 }
 
-#define MT_INSTANTIATE(T, C)                                                                                     \
-  template void launch_softmax_forward<T>(RowGeometry, SoftmaxMode, const T*, T*, cudaStream_t);                 \
-  template void launch_softmax_backward<T>(RowGeometry, SoftmaxMode, const T*, const T*, T*, cudaStream_t);      \
-  template void launch_cross_entropy_forward<T, C>(RowGeometry, const T*, const int64_t*, int64_t, C*, C*,       \
-                                                   cudaStream_t);                                                \
-  template void launch_loss_reduce<T, C>(int64_t, LossReduction, const C*, const int64_t*, int64_t, T*, double*, \
-                                         cudaStream_t);                                                          \
-  template void launch_cross_entropy_backward<T, C>(RowGeometry, LossReduction, const T*, const int64_t*,        \
-                                                    const C*, const T*, const double*, int64_t, T*, cudaStream_t);
+#define MT_INSTANTIATE(T, C)                                                                                        \
+  template void launch_softmax_forward<T>(RowGeometry, SoftmaxMode, const T*, T*, cudaStream_t);                    \
+  template void launch_softmax_backward<T>(RowGeometry, SoftmaxMode, const T*, const T*, T*, cudaStream_t);         \
+  template void launch_cross_entropy_forward<T, C>(RowGeometry, const T*, const int64_t*, int64_t, C*, C*,          \
+                                                   cudaStream_t);                                                   \
+  template void launch_loss_reduce<T, C>(int64_t, LossReduction, const C*, const int64_t*, int64_t, T*, double*,    \
+                                         cudaStream_t);                                                             \
+  template void launch_cross_entropy_backward<T, C>(RowGeometry, LossReduction, const T*, const int64_t*, const C*, \
+                                                    const T*, const double*, int64_t, T*, cudaStream_t);
 MT_INSTANTIATE(float, float)
 MT_INSTANTIATE(double, double)
 MT_INSTANTIATE(Half, float)

@@ -2,9 +2,8 @@
 // Rows follow a RowGeometry (ops/cuda/row_math.h); values compute in f32 (f64 for f64) and round once.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
+#include <cuda_runtime_api.h>
 
 #include "framework/half.h"
 #include "ops/cuda/row_math.h"
@@ -26,8 +25,8 @@ void launch_softmax_backward(RowGeometry g, SoftmaxMode mode, const T* dy, const
 // [batch * inner]: loss[p] = lse[p] - x[p, target[p]], 0 where target == ignore_index and NaN where the
 // target is out of range (the device cannot throw; the CPU path validates). C = float (double for f64).
 template <typename T, typename C>
-void launch_cross_entropy_forward(RowGeometry g, const T* logits, const int64_t* target, int64_t ignore_index,
-                                  C* loss, C* lse, cudaStream_t stream);
+void launch_cross_entropy_forward(RowGeometry g, const T* logits, const int64_t* target, int64_t ignore_index, C* loss,
+                                  C* lse, cudaStream_t stream);
 // The loss tensor from per-position losses: kNone rounds each to T; kMean / kSum add them in f64 (as the
 // CPU) and write one T, kMean dividing by the count of non-ignored targets. count[0] receives that count
 // (as a double) for the backward. One block: no host synchronization.
@@ -38,7 +37,7 @@ void launch_loss_reduce(int64_t positions, LossReduction reduction, const C* los
 // grad[0] / count[0] (kMean); rows of ignored targets are 0.
 template <typename T, typename C>
 void launch_cross_entropy_backward(RowGeometry g, LossReduction reduction, const T* logits, const int64_t* target,
-                                   const C* lse, const T* grad, const double* count, int64_t ignore_index,
-                                   T* dlogits, cudaStream_t stream);
+                                   const C* lse, const T* grad, const double* count, int64_t ignore_index, T* dlogits,
+                                   cudaStream_t stream);
 
 }  // namespace mantissa::gpu

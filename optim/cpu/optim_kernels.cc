@@ -109,9 +109,9 @@ void adam_elements(const AdamPointers<T>& t, const AdamConstants<T>& c, int64_t 
     T gi = g[i];
     if constexpr (kScaled) gi = gi * c.inv;
     T pi = p[i];
-    if constexpr (kDecoupled) pi = pi * c.decay;    // param.mul_(1 - lr * weight_decay)
-    if constexpr (kL2) gi = std::fma(c.wd, pi, gi);  // grad.add(param, alpha=weight_decay)
-    const T mi = std::fma(c.one_minus_beta1, gi, m[i] * c.beta1);     // exp_avg.mul_(b1).add_(g, alpha=1-b1)
+    if constexpr (kDecoupled) pi = pi * c.decay;                        // param.mul_(1 - lr * weight_decay)
+    if constexpr (kL2) gi = std::fma(c.wd, pi, gi);                     // grad.add(param, alpha=weight_decay)
+    const T mi = std::fma(c.one_minus_beta1, gi, m[i] * c.beta1);       // exp_avg.mul_(b1).add_(g, alpha=1-b1)
     const T vi = std::fma(c.one_minus_beta2 * gi, gi, v[i] * c.beta2);  // exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2)
     m[i] = mi;
     v[i] = vi;
@@ -240,11 +240,11 @@ void clamp_abs(T* g, int64_t n, double limit) {
   });
 }
 
-#define MT_OPTIM_KERNELS(T)                                                                      \
-  template void sgd_step<T>(const SgdPointers<T>&, const SGDOptions&, ScalingPointers);          \
+#define MT_OPTIM_KERNELS(T)                                                                             \
+  template void sgd_step<T>(const SgdPointers<T>&, const SGDOptions&, ScalingPointers);                 \
   template void adam_step<T>(const AdamPointers<T>&, const AdamOptions&, WeightDecay, ScalingPointers); \
-  template void norm_parts<T>(const T*, int64_t, double*, double*);                              \
-  template void scale<T>(T*, int64_t, double);                                                   \
+  template void norm_parts<T>(const T*, int64_t, double*, double*);                                     \
+  template void scale<T>(T*, int64_t, double);                                                          \
   template void clamp_abs<T>(T*, int64_t, double);
 MT_OPTIM_KERNELS(float)
 MT_OPTIM_KERNELS(double)

@@ -3,7 +3,6 @@
 // each block reading its parameter's (already advanced) step count. Every kernel returns at once when
 // found_inf != 0, so a skipped step changes nothing and the host never reads the flag.
 #include "optim/cuda/fused_optim.h"
-
 #include "optim/cuda/multi_tensor_apply.cuh"
 #include "optim/update_math.h"
 
@@ -102,10 +101,10 @@ __global__ void __launch_bounds__(mta::kThreads)
                        .momentum = momentum,
                        .use_buffer = momentum && step != 1,
                        .nesterov = momentum && a.nesterov};
-  const auto k = um::sgd_constants<float>(a.lr, a.momentum, a.dampening, a.weight_decay,
-                                          f.scaled ? *a.inv_scale : 1.0f);
-  const bool vector_ok = mta::aligned_to(p, 16) && mta::aligned_to(g, 16) && mta::aligned_to(buf, 16) &&
-                         mta::aligned_to(copy, 8);
+  const auto k =
+      um::sgd_constants<float>(a.lr, a.momentum, a.dampening, a.weight_decay, f.scaled ? *a.inv_scale : 1.0f);
+  const bool vector_ok =
+      mta::aligned_to(p, 16) && mta::aligned_to(g, 16) && mta::aligned_to(buf, 16) && mta::aligned_to(copy, 8);
   mta::for_chunk<4>(c.begin, c.end, vector_ok, [&](int64_t i, auto width) {
     constexpr int W = decltype(width)::value;
     float pv[W], gv[W], bv[W] = {};
@@ -146,14 +145,15 @@ __global__ void __launch_bounds__(mta::kThreads)
   // The bias corrections from this parameter's step count (advanced before this launch), once per block.
   __shared__ double step_values[2];
   if (threadIdx.x == 0) {
-    const auto s = um::adam_step_values(a.lr, a.beta1, a.beta2, *static_cast<const int64_t*>(meta.ptr[kAdamStep][c.tensor]));
+    const auto s =
+        um::adam_step_values(a.lr, a.beta1, a.beta2, *static_cast<const int64_t*>(meta.ptr[kAdamStep][c.tensor]));
     step_values[0] = s.bc2_sqrt;
     step_values[1] = s.neg_step_size;
   }
   __syncthreads();
-  const auto k = um::adam_constants<float>(a.lr, a.beta1, a.beta2, a.eps, a.weight_decay,
-                                           a.flags.scaled ? *a.inv_scale : 1.0f,
-                                           {.bc2_sqrt = step_values[0], .neg_step_size = step_values[1]});
+  const auto k =
+      um::adam_constants<float>(a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.flags.scaled ? *a.inv_scale : 1.0f,
+                                {.bc2_sqrt = step_values[0], .neg_step_size = step_values[1]});
   const um::AdamFlags f = a.flags;
   const bool vector_ok = mta::aligned_to(p, 16) && mta::aligned_to(g, 16) && mta::aligned_to(m, 16) &&
                          mta::aligned_to(v, 16) && mta::aligned_to(vmax, 16) && mta::aligned_to(copy, 8);
@@ -204,9 +204,10 @@ void sgd_step(std::span<const cpu::SgdPointers<float>> tensors, const SGDOptions
                      .inv_scale = scaling.inv_scale,
                      .found_inf = scaling.found_inf};
   with_copy_dtype(copy_dtype(tensors), [&](auto dtype) {
-    mta::for_each_launch<kSgdDepth>(ptrs, sizes, [&](const multi_tensor::TensorListMeta<kSgdDepth>& meta, unsigned blocks) {
-      sgd_kernel<decltype(dtype)::value><<<blocks, mta::kThreads, 0, stream>>>(meta, args);
-    });
+    mta::for_each_launch<kSgdDepth>(
+        ptrs, sizes, [&](const multi_tensor::TensorListMeta<kSgdDepth>& meta, unsigned blocks) {
+          sgd_kernel<decltype(dtype)::value><<<blocks, mta::kThreads, 0, stream>>>(meta, args);
+        });
   });
 }
 
@@ -244,9 +245,10 @@ void adam_step(std::span<const cpu::AdamPointers<float>> tensors, const AdamOpti
                       .inv_scale = scaling.inv_scale,
                       .found_inf = scaling.found_inf};
   with_copy_dtype(copy_dtype(tensors), [&](auto dtype) {
-    mta::for_each_launch<kAdamDepth>(ptrs, sizes, [&](const multi_tensor::TensorListMeta<kAdamDepth>& meta, unsigned blocks) {
-      adam_kernel<decltype(dtype)::value><<<blocks, mta::kThreads, 0, stream>>>(meta, args);
-    });
+    mta::for_each_launch<kAdamDepth>(
+        ptrs, sizes, [&](const multi_tensor::TensorListMeta<kAdamDepth>& meta, unsigned blocks) {
+          adam_kernel<decltype(dtype)::value><<<blocks, mta::kThreads, 0, stream>>>(meta, args);
+        });
   });
 }
 

@@ -7,7 +7,6 @@
 
 #ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
-
 #include <span>
 
 #include "optim/cpu/optim_kernels.h"
@@ -16,8 +15,8 @@ namespace mantissa::gpu {
 
 // One launch sequence per group: tensors[i] as on the CPU (device pointers; every step pointer an i64
 // scalar on the device; working copies all of one dtype or absent). scaling: both null for a plain step.
-void sgd_step(std::span<const cpu::SgdPointers<float>> tensors, const SGDOptions& options,
-              cpu::ScalingPointers scaling, cudaStream_t stream);
+void sgd_step(std::span<const cpu::SgdPointers<float>> tensors, const SGDOptions& options, cpu::ScalingPointers scaling,
+              cudaStream_t stream);
 void adam_step(std::span<const cpu::AdamPointers<float>> tensors, const AdamOptions& options, cpu::WeightDecay mode,
                cpu::ScalingPointers scaling, cudaStream_t stream);
 

@@ -4,12 +4,11 @@
 // nearest-even so results equal the CPU's bit for bit).
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-
-#include <algorithm>
-#include <cstdint>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -91,7 +90,8 @@ __device__ inline void for_chunk(int64_t begin, int64_t end, bool vector_ok, F&&
   int64_t tail = begin;
   if (vector_ok) {
     tail = begin + (end - begin) / kVec * kVec;
-    for (int64_t i = begin + int64_t{threadIdx.x} * kVec; i < tail; i += int64_t{blockDim.x} * kVec) f(i, Width<kVec>{});
+    for (int64_t i = begin + int64_t{threadIdx.x} * kVec; i < tail; i += int64_t{blockDim.x} * kVec)
+      f(i, Width<kVec>{});
   }
   for (int64_t i = tail + threadIdx.x; i < end; i += blockDim.x) f(i, Width<1>{});
 }

@@ -90,9 +90,8 @@ std::map<std::string, PolicyCase> cases() {
   c["l1_loss"] = {[](const In& x) { return l1_loss(x[0], x[1]); }, {rnd({3, 4}, 51, kF16), rnd({3, 4}, 52, kF16)}};
   c["smooth_l1_loss"] = {[](const In& x) { return smooth_l1_loss(x[0], x[1], {.reduction = Reduction::kNone}); },
                          {rnd({3, 4}, 53, kBF16), rnd({3, 4}, 54, kBF16)}};
-  c["binary_cross_entropy_with_logits"] = {
-      [](const In& x) { return binary_cross_entropy_with_logits(x[0], x[1]); },
-      {rnd({3, 4}, 55, kF16), rnd({3, 4}, 56, kF16, 0.0, 1.0)}};
+  c["binary_cross_entropy_with_logits"] = {[](const In& x) { return binary_cross_entropy_with_logits(x[0], x[1]); },
+                                           {rnd({3, 4}, 55, kF16), rnd({3, 4}, 56, kF16, 0.0, 1.0)}};
   // Promote.
   c["addcmul"] = {[](const In& x) { return addcmul(x[0], x[1], x[2], 0.5); },
                   {rnd({3, 4}, 60, kF16), rnd({3, 4}, 61, kF32), rnd({4}, 62, kF16)}};

@@ -297,9 +297,7 @@ TEST(AutocastCache, ClearedWhenTheOutermostGuardExits) {
       EXPECT_EQ(amp::cache_size(), 1u);
     }
     EXPECT_EQ(amp::cache_size(), 1u);  // an inner exit keeps the region's casts
-    {
-      AutocastGuard off({.state = amp::AutocastState::kDisabled});
-    }
+    { AutocastGuard off({.state = amp::AutocastState::kDisabled}); }
     EXPECT_EQ(amp::cache_size(), 1u);  // so does a disabled guard's
   }
   EXPECT_EQ(amp::cache_size(), 0u);
@@ -321,8 +319,8 @@ TEST(AutocastCache, NestedF16AndBf16GuardsKeepOneCopyEach) {
 TEST(AutocastCache, OnlyFp32LeavesThatRequireGradAreCached) {
   AutocastGuard g({.dtype = DType::kF16});
   const Tensor plain = rnd({4, 3}, 13), x = rnd({2, 3}, 14), w = leaf({4, 3}, 15);
-  linear(x, plain);                 // no requires_grad: not cached
-  linear(x, mul(w, 2.0));           // not a leaf: not cached
+  linear(x, plain);        // no requires_grad: not cached
+  linear(x, mul(w, 2.0));  // not a leaf: not cached
   EXPECT_EQ(amp::cache_size(), 0u);
   {
     AutocastGuard no_cache({.dtype = DType::kF16, .cache = amp::CacheMode::kDisabled});

@@ -70,8 +70,7 @@ TEST(GradScalerClaims, UnderflowFlushesWithoutScalingSurvivesWithIt) {
   EXPECT_EQ(f16.losses.back(), f16.losses.front());
   // f16 with the scaler follows fp32: the same weights up to f16's rounding of activations and grads
   // (a few ulps of 2^-10 relative on O(1) weights).
-  for (int64_t i = 0; i < 16; ++i)
-    EXPECT_NEAR(scaled.w.data<float>()[i], f32.w.data<float>()[i], 1e-2) << i;
+  for (int64_t i = 0; i < 16; ++i) EXPECT_NEAR(scaled.w.data<float>()[i], f32.w.data<float>()[i], 1e-2) << i;
   EXPECT_LT(scaled.losses.back(), 1e-3 * scaled.losses.front());
 }
 

@@ -144,7 +144,7 @@ TEST(GradScalerExtras, HysteresisBacksOffAfterNOverflowsInARow) {
   GradScaler scaler({.init_scale = 64.0, .growth_interval = 1000, .hysteresis = 3});
   EXPECT_FALSE(iterate(scaler, opt, w, kInf));
   EXPECT_FALSE(iterate(scaler, opt, w, kInf));
-  EXPECT_EQ(scaler.get_scale(), 64.0);  // two in a row: skipped, no backoff yet
+  EXPECT_EQ(scaler.get_scale(), 64.0);      // two in a row: skipped, no backoff yet
   EXPECT_TRUE(iterate(scaler, opt, w, 1));  // a clean step resets the count
   EXPECT_FALSE(iterate(scaler, opt, w, kInf));
   EXPECT_FALSE(iterate(scaler, opt, w, kInf));
@@ -159,8 +159,8 @@ TEST(GradScalerExtras, HysteresisBacksOffAfterNOverflowsInARow) {
 TEST(GradScalerExtras, MinAndMaxScale) {
   Tensor w = zeros({1}, {.requires_grad = true});
   SGD opt({{"w", w}}, {.lr = 1.0});
-  GradScaler scaler({.init_scale = 8.0, .growth_factor = 4.0, .growth_interval = 1, .min_scale = 2.0,
-                     .max_scale = 64.0});
+  GradScaler scaler(
+      {.init_scale = 8.0, .growth_factor = 4.0, .growth_interval = 1, .min_scale = 2.0, .max_scale = 64.0});
   for (int i = 0; i < 5; ++i) iterate(scaler, opt, w, kInf);
   EXPECT_EQ(scaler.get_scale(), 2.0);  // 8 -> 4 -> 2, then held at the floor
   for (int i = 0; i < 5; ++i) iterate(scaler, opt, w, 1);

@@ -6,7 +6,6 @@
 #include <sstream>
 #include <string>
 
-#include "tests/support/doc_example.h"
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "framework/random.h"
@@ -14,6 +13,7 @@
 #include "ops/matmul.h"
 #include "optim/clip_grad.h"
 #include "optim/sgd.h"
+#include "tests/support/doc_example.h"
 
 namespace mantissa {
 namespace {
@@ -33,8 +33,8 @@ TEST(GradScalerReadme, ExampleRuns) {
       amp::AutocastGuard autocast({.dtype = DType::kF16});
       loss = cross_entropy(linear(x, w), target);
     }
-    scaler.scale(loss).backward();          // grads of w are fp32, multiplied by the scale
-    scaler.unscale_(opt);                   // only needed to clip (or look at) the true grads
+    scaler.scale(loss).backward();  // grads of w are fp32, multiplied by the scale
+    scaler.unscale_(opt);           // only needed to clip (or look at) the true grads
     clip_grad_norm_(opt.group_params(0), 1.0);
     if (scaler.step(opt)) ++applied_steps;  // false: an inf/nan grad, nothing was changed
     scaler.update();                        // backoff on inf, growth after 2000 clean steps
@@ -46,11 +46,12 @@ TEST(GradScalerReadme, ExampleRuns) {
 }
 
 TEST(GradScalerReadme, ReadmeShowsTheExampleVerbatim) {
-  const std::string example =
-      testing::example_between(testing::source_path("tests/amp/grad_scaler_readme_test.cc"), "GRAD-SCALER-EXAMPLE-BEGIN", "GRAD-SCALER-EXAMPLE-END");
+  const std::string example = testing::example_between(testing::source_path("tests/amp/grad_scaler_readme_test.cc"),
+                                                       "GRAD-SCALER-EXAMPLE-BEGIN", "GRAD-SCALER-EXAMPLE-END");
   ASSERT_FALSE(example.empty());
   EXPECT_TRUE(testing::shows_verbatim(testing::read_text_file(testing::source_path("amp/README.md")), example))
-      << "amp/README.md must show this example verbatim:\n" << example;
+      << "amp/README.md must show this example verbatim:\n"
+      << example;
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // GradScaler against PyTorch's contract, ported from PyTorch's own scaler tests (test_grad_scaling_*):
 // the update rule, the two-Linear SGD case with an injected inf against an fp32 control, the disabled
 // scaler, autocast, accumulation, two optimizers, unscale_, the f16 inf sequence, misuse and state.
+#include "amp/grad_scaler.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +12,6 @@
 #include <memory>
 
 #include "amp/autocast.h"
-#include "amp/grad_scaler.h"
 #include "framework/random.h"
 #include "models/layers/linear.h"
 #include "models/layers/sequential.h"

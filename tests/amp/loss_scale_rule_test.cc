@@ -1,6 +1,8 @@
 // amp/loss_scale_rule.h (the update the CUDA GradScaler runs on the device) against amp::GradScaler's CPU
 // update(): the same scale, trackers and statistics after every iteration of overflow, growth, hysteresis,
 // floor and ceiling sequences.
+#include "amp/loss_scale_rule.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "amp/grad_scaler.h"
-#include "amp/loss_scale_rule.h"
 #include "optim/sgd.h"
 
 namespace mantissa {
@@ -105,8 +106,12 @@ TEST(LossScaleRule, ThrowAtMinScaleIsRecordedNotApplied) {
   // iteration and leaves the scale (the CUDA scaler throws when it reads this on the host).
   float scale = 1.0f, inv_scale = 0.0f;
   int64_t counters[um::kNumLossScaleCounters] = {0, 0, 0, 0, -1, -1};
-  const um::LossScaleRule r{.growth_factor = 2.0, .backoff_factor = 0.5, .growth_interval = 10, .hysteresis = 1,
-                            .min_scale = 1.0, .max_scale = std::numeric_limits<double>::infinity(),
+  const um::LossScaleRule r{.growth_factor = 2.0,
+                            .backoff_factor = 0.5,
+                            .growth_interval = 10,
+                            .hysteresis = 1,
+                            .min_scale = 1.0,
+                            .max_scale = std::numeric_limits<double>::infinity(),
                             .throw_at_min_scale = true};
   um::apply_loss_scale_rule(scale, inv_scale, counters, false, r);
   um::apply_loss_scale_rule(scale, inv_scale, counters, true, r);
@@ -115,8 +120,8 @@ TEST(LossScaleRule, ThrowAtMinScaleIsRecordedNotApplied) {
   um::apply_loss_scale_rule(scale, inv_scale, counters, true, r);
   EXPECT_EQ(counters[um::kFloorOverflowStep], 1) << "the first such iteration is kept";
 
-  amp::GradScaler scaler({.init_scale = 1.0, .growth_interval = 10, .min_scale = 1.0,
-                          .on_min_scale = amp::OnMinScale::kThrow});
+  amp::GradScaler scaler(
+      {.init_scale = 1.0, .growth_interval = 10, .min_scale = 1.0, .on_min_scale = amp::OnMinScale::kThrow});
   Tensor w = zeros({1}, {.requires_grad = true});
   SGD opt({{"w", w}}, {.lr = 0.1});
   w.set_grad(full({1}, std::numeric_limits<float>::infinity()));

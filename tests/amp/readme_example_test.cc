@@ -6,12 +6,12 @@
 #include <sstream>
 #include <string>
 
-#include "tests/support/doc_example.h"
 #include "amp/autocast.h"
 #include "framework/autograd.h"
 #include "framework/random.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"
+#include "tests/support/doc_example.h"
 
 namespace mantissa {
 namespace {
@@ -26,10 +26,10 @@ TEST(AmpReadme, AutocastExampleRuns) {
   Tensor logits, loss;
   {
     amp::AutocastGuard autocast({.dtype = DType::kBF16});
-    logits = linear(x, w, b);               // bf16: lower precision; w and b are cast once per region
-    loss = cross_entropy(logits, target);   // f32: an fp32 op widens its bf16 input
+    logits = linear(x, w, b);              // bf16: lower precision; w and b are cast once per region
+    loss = cross_entropy(logits, target);  // f32: an fp32 op widens its bf16 input
   }
-  loss.backward();                          // w.grad() and b.grad() are f32, like w and b
+  loss.backward();  // w.grad() and b.grad() are f32, like w and b
   // README-EXAMPLE-END
   EXPECT_EQ(logits.dtype(), DType::kBF16);
   EXPECT_EQ(loss.dtype(), DType::kF32);
@@ -39,11 +39,12 @@ TEST(AmpReadme, AutocastExampleRuns) {
 }
 
 TEST(AmpReadme, ReadmeShowsTheCompiledExample) {
-  const std::string example =
-      testing::example_between(testing::source_path("tests/amp/readme_example_test.cc"), "README-EXAMPLE-BEGIN", "README-EXAMPLE-END");
+  const std::string example = testing::example_between(testing::source_path("tests/amp/readme_example_test.cc"),
+                                                       "README-EXAMPLE-BEGIN", "README-EXAMPLE-END");
   ASSERT_FALSE(example.empty());
   EXPECT_TRUE(testing::shows_verbatim(testing::read_text_file(testing::source_path("amp/README.md")), example))
-      << "amp/README.md must show this example verbatim:\n" << example;
+      << "amp/README.md must show this example verbatim:\n"
+      << example;
 }
 
 }  // namespace

@@ -8,10 +8,9 @@
 #include "framework/cuda/device.h"
 
 #ifdef MANTISSA_WITH_CUDA
-#include <cuda_runtime_api.h>
-
 #include <cmath>
 #include <cstring>
+#include <cuda_runtime_api.h>
 #include <limits>
 #include <random>
 #include <string>
@@ -77,7 +76,8 @@ void expect_equal(const std::vector<T>& cpu, const std::vector<T>& gpu, const st
     } else {
       same = same_bits(cpu[i], gpu[i]) || (std::isnan(float(cpu[i])) && std::isnan(float(gpu[i])));
     }
-    if (!same && wrong++ < 3) ADD_FAILURE() << what << "[" << i << "]: cpu " << float(cpu[i]) << " gpu " << float(gpu[i]);
+    if (!same && wrong++ < 3)
+      ADD_FAILURE() << what << "[" << i << "]: cpu " << float(cpu[i]) << " gpu " << float(gpu[i]);
   }
   EXPECT_EQ(wrong, 0) << what;
 }
@@ -315,7 +315,8 @@ void check_unscale(gpu::GradPass pass, int plant, const std::string& name) {
   gpu::unscale_and_check(dtype, ptrs, sizes, inv.get(), found.get(), pass, nullptr);
   MT_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_EQ(found.download()[0], found_cpu) << name;
-  for (size_t i = 0; i < sizes.size(); ++i) expect_equal(host[i], dev[i]->download(), name + " tensor " + std::to_string(i));
+  for (size_t i = 0; i < sizes.size(); ++i)
+    expect_equal(host[i], dev[i]->download(), name + " tensor " + std::to_string(i));
 }
 
 TEST(CudaAmpKernels, UnscaleAndCheck) {
@@ -353,8 +354,13 @@ TEST(CudaAmpKernels, UnscaleF32EqualsCpuKernel) {
 TEST(CudaAmpKernels, LossScaleUpdateEqualsHostRule) {
   MT_REQUIRE_DEVICE();
   namespace um = update_math;
-  const um::LossScaleRule rule{.growth_factor = 2.0, .backoff_factor = 0.5, .growth_interval = 3, .hysteresis = 2,
-                               .min_scale = 1.0, .max_scale = 4096.0, .throw_at_min_scale = false};
+  const um::LossScaleRule rule{.growth_factor = 2.0,
+                               .backoff_factor = 0.5,
+                               .growth_interval = 3,
+                               .hysteresis = 2,
+                               .min_scale = 1.0,
+                               .max_scale = 4096.0,
+                               .throw_at_min_scale = false};
   DeviceArray<float> scale(1, false), inv(1, false), flag_a(1, false), flag_b(1, false);
   DeviceArray<int64_t> counters(um::kNumLossScaleCounters, false);
   float host_scale = 256.0f, host_inv = 0.0f;

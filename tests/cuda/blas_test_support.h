@@ -24,11 +24,11 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#define MT_SKIP_WITHOUT_CUDA()                                                                      \
-  do {                                                                                              \
-    if (::mantissa::cuda_device_count() == 0) {                                                     \
-      GTEST_SKIP() << "no CUDA device: " << ::mantissa::cuda_unavailable_reason();                  \
-    }                                                                                               \
+#define MT_SKIP_WITHOUT_CUDA()                                                     \
+  do {                                                                             \
+    if (::mantissa::cuda_device_count() == 0) {                                    \
+      GTEST_SKIP() << "no CUDA device: " << ::mantissa::cuda_unavailable_reason(); \
+    }                                                                              \
   } while (0)
 
 namespace mantissa::testing {

@@ -221,7 +221,7 @@ TEST(CachingAllocator, OutOfMemoryReleasesTheCacheAndRetriesOnce) {
   FakeBackend backend(24 * kMiB);
   CachingAllocatorCore a(&backend, "cuda:3");
   a.deallocate(a.allocate(12 * kMiB, kS1));  // 12 MiB cached
-  void* p = a.allocate(14 * kMiB, kS1);       // 12 + 14 > 24: fails, frees the cache, succeeds
+  void* p = a.allocate(14 * kMiB, kS1);      // 12 + 14 > 24: fails, frees the cache, succeeds
   ASSERT_NE(p, nullptr);
   CachingAllocatorStats s = a.stats();
   EXPECT_EQ(s.oom_retries, 1u);

@@ -2,6 +2,8 @@
 // compared with the CPU kernels: the pool windows and the outputs covering each input, max/avg pooling
 // forward and backward built from them (bit for bit, as the GPU kernels build them), and the batch_norm
 // per-element formulas and f64 statistics (bit for bit, given the same sums).
+#include "ops/cuda/cnn_math.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +12,6 @@
 
 #include "ops/cpu/norm_kernels.h"
 #include "ops/cpu/pool_kernels.h"
-#include "ops/cuda/cnn_math.h"
 #include "ops/norm.h"
 #include "tests/cuda/cuda_compare.h"
 
@@ -30,7 +31,7 @@ Pool2dGeometry make_geometry(int64_t planes, int64_t h, int64_t w, int64_t k, in
 // The 2x2 fast path (even and odd sizes, as the CNN's 26 and 11), overlapping, padded and strided windows.
 std::vector<Pool2dGeometry> geometries() {
   return {make_geometry(3, 26, 26, 2, 2, 0), make_geometry(2, 11, 11, 2, 2, 0), make_geometry(2, 9, 7, 3, 1, 1),
-          make_geometry(2, 10, 13, 3, 2, 1), make_geometry(1, 8, 8, 4, 3, 2), make_geometry(1, 5, 6, 1, 1, 0)};
+          make_geometry(2, 10, 13, 3, 2, 1), make_geometry(1, 8, 8, 4, 3, 2),   make_geometry(1, 5, 6, 1, 1, 0)};
 }
 
 TEST(CudaCnnMath, PoolCoveringMatchesBruteForce) {
@@ -137,8 +138,8 @@ void check_batch_norm_elementwise(DType dt) {
   std::vector<T> y(static_cast<size_t>(total)), dx(y.size());
   cpu::batch_norm_apply<T>(g, x.data<T>(), mean.data(), invstd.data(), w.data<C>(), b.data<C>(), y.data());
   for (cpu::BatchStats stats : {cpu::BatchStats::kFromBatch, cpu::BatchStats::kConstant}) {
-    cpu::batch_norm_backward<T>(g, stats, dy.data<T>(), x.data<T>(), mean.data(), invstd.data(), w.data<C>(),
-                                dx.data(), dw.data(), db.data());
+    cpu::batch_norm_backward<T>(g, stats, dy.data<T>(), x.data<T>(), mean.data(), invstd.data(), w.data<C>(), dx.data(),
+                                dw.data(), db.data());
     for (int64_t e = 0; e < total; ++e) {
       const int64_t c = (e / g.spatial) % g.channels;
       const C xv = static_cast<C>(x.data<T>()[e]), dv = static_cast<C>(dy.data<T>()[e]);
@@ -180,7 +181,8 @@ TEST(CudaCnnMath, BatchNormElementFormulasEqualTheCpuKernels) {
 TEST(CudaCnnMath, BatchNormRunningStatisticsEqualTheCpuOp) {
   const cpu::BatchNormGeometry g{.n = 5, .channels = 3, .spatial = 4};
   const Tensor x = testing::random_tensor({g.n, g.channels, 2, 2}, DType::kF32, 31);
-  const Tensor rm0 = testing::random_tensor({3}, DType::kF32, 32), rv0 = testing::random_tensor({3}, DType::kF32, 33, 0.5, 2);
+  const Tensor rm0 = testing::random_tensor({3}, DType::kF32, 32),
+               rv0 = testing::random_tensor({3}, DType::kF32, 33, 0.5, 2);
   const Tensor rm = rm0.clone(), rv = rv0.clone();
   const double momentum = 0.3, eps = 1e-3;
   batch_norm(x, rm, rv, Tensor(), Tensor(), BatchNormMode::kTrain, momentum, eps);
@@ -188,8 +190,8 @@ TEST(CudaCnnMath, BatchNormRunningStatisticsEqualTheCpuOp) {
   cpu::batch_norm_stats<float>(g, x.data<float>(), mean.data(), var.data());
   for (int64_t c = 0; c < 3; ++c) {
     const float want_m = static_cast<float>(gpu::bn_running_update(rm0.data<float>()[c], mean[c], momentum));
-    const float want_v = static_cast<float>(
-        gpu::bn_running_update(rv0.data<float>()[c], gpu::bn_unbiased(var[c], g.count()), momentum));
+    const float want_v =
+        static_cast<float>(gpu::bn_running_update(rv0.data<float>()[c], gpu::bn_unbiased(var[c], g.count()), momentum));
     EXPECT_EQ(want_m, rm.data<float>()[c]) << c;
     EXPECT_EQ(want_v, rv.data<float>()[c]) << c;
   }

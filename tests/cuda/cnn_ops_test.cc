@@ -60,8 +60,8 @@ TEST(CudaBatchNorm, TrainAndEvalForwardBackwardMatchCpu) {
     for (const Shape& shape : {Shape{32, 32, 26, 26}, Shape{16, 64, 11, 11}, Shape{3, 5, 7, 9}, Shape{24, 6}}) {
       for (BatchNormMode mode : {BatchNormMode::kTrain, BatchNormMode::kEval}) {
         const int64_t c = shape[1];
-        const std::string what = std::string(dtype_name(dt)) + shape_str(shape) +
-                                 (mode == BatchNormMode::kTrain ? " train" : " eval");
+        const std::string what =
+            std::string(dtype_name(dt)) + shape_str(shape) + (mode == BatchNormMode::kTrain ? " train" : " eval");
         const Tensor x0 = random_tensor(shape, dt, 401, -2.0, 2.0);
         const Tensor w0 = random_tensor({c}, DType::kF32, 402, 0.5, 1.5);
         const Tensor b0 = random_tensor({c}, DType::kF32, 403);

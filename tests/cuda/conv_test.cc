@@ -3,6 +3,8 @@
 // backward filter and bias gradient through the cuDNN launchers over raw device buffers, and conv2d with
 // its backward on CUDA tensors (non-contiguous input included), against the CPU's conv2d in f32, f16 and
 // bf16, with stride, padding, dilation and groups. Bounds: tests/cuda/blas_test_support.h.
+#include "ops/conv.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +15,6 @@
 #include <vector>
 
 #include "framework/autograd.h"
-#include "ops/conv.h"
 #include "ops/cuda/conv_plan.h"
 #include "ops/elementwise.h"
 #include "tests/cuda/blas_test_support.h"
@@ -31,12 +32,29 @@ using gpu::ConvMath;
 using gpu::ConvMathType;
 
 cpu::Conv2dGeometry sample_geometry() {
-  return {.n = 8, .c = 16, .h = 28, .w = 28, .o = 32, .kh = 3, .kw = 3, .oh = 28, .ow = 28, .stride_h = 1,
-          .stride_w = 1, .pad_h = 1, .pad_w = 1, .dil_h = 1, .dil_w = 1, .groups = 1};
+  return {.n = 8,
+          .c = 16,
+          .h = 28,
+          .w = 28,
+          .o = 32,
+          .kh = 3,
+          .kw = 3,
+          .oh = 28,
+          .ow = 28,
+          .stride_h = 1,
+          .stride_w = 1,
+          .pad_h = 1,
+          .pad_w = 1,
+          .dil_h = 1,
+          .dil_w = 1,
+          .groups = 1};
 }
 
 gpu::ConvKey sample_key() {
-  return {.device = 0, .dtype = DType::kF16, .math = ConvMath::kExact, .direction = gpu::ConvDirection::kForward,
+  return {.device = 0,
+          .dtype = DType::kF16,
+          .math = ConvMath::kExact,
+          .direction = gpu::ConvDirection::kForward,
           .geometry = sample_geometry()};
 }
 
@@ -99,9 +117,9 @@ TEST(ConvPlan, MathAllowedKeepsTheDtypeContract) {
 // The first candidate (cuDNN ranks fastest first) that succeeded, fits the limit and keeps the contract.
 TEST(ConvPlan, PicksFirstUsableCandidate) {
   const std::vector<ConvCandidate> list = {
-      {.algo = 7, .ok = false, .workspace = 0, .math = ConvMathType::kFma},            // failed
-      {.algo = 6, .ok = true, .workspace = 1000, .math = ConvMathType::kFma},          // too large for 512
-      {.algo = 1, .ok = true, .workspace = 0, .math = ConvMathType::kTensorOp},        // TF32 for f32
+      {.algo = 7, .ok = false, .workspace = 0, .math = ConvMathType::kFma},      // failed
+      {.algo = 6, .ok = true, .workspace = 1000, .math = ConvMathType::kFma},    // too large for 512
+      {.algo = 1, .ok = true, .workspace = 0, .math = ConvMathType::kTensorOp},  // TF32 for f32
       {.algo = 0, .ok = true, .workspace = 100, .math = ConvMathType::kFma},
   };
   EXPECT_EQ(gpu::pick_conv_candidate(list, DType::kF32, ConvMath::kExact, 512), 3);
@@ -155,8 +173,8 @@ void expect_conv_results(const std::vector<Tensor>& got_cpu, const std::vector<T
   for (size_t i = 0; i < 4; ++i) {
     SCOPED_TRACE(names[i]);
     ASSERT_EQ(got_cpu[i].shape(), ref[i].shape());
-    EXPECT_EQ(testing::count_beyond_bound(testing::values(got_cpu[i]), testing::values(ref[i]),
-                                          testing::values(s[i]), depth[i], dt, kConvSlack),
+    EXPECT_EQ(testing::count_beyond_bound(testing::values(got_cpu[i]), testing::values(ref[i]), testing::values(s[i]),
+                                          depth[i], dt, kConvSlack),
               0);
   }
 }
@@ -186,17 +204,27 @@ void check_launchers(const ConvCase& cc, uint64_t seed) {
   const Tensor y_shape_probe = conv2d(x, w, Tensor(), cc.options);
   const Tensor dy = testing::random_tensor(y_shape_probe.shape(), seed + 3).to(dt);
   const std::vector<Tensor> ref = conv_with_grads(x, w, b, dy, cc.options);
-  const std::vector<Tensor> s =
-      conv_with_grads(abs(x.to(DType::kF64)), abs(w.to(DType::kF64)), abs(b.to(DType::kF64)),
-                      abs(dy.to(DType::kF64)), cc.options);
+  const std::vector<Tensor> s = conv_with_grads(abs(x.to(DType::kF64)), abs(w.to(DType::kF64)), abs(b.to(DType::kF64)),
+                                                abs(dy.to(DType::kF64)), cc.options);
   const Shape& ys = y_shape_probe.shape();
-  const cpu::Conv2dGeometry g{.n = cc.x[0], .c = cc.x[1], .h = cc.x[2], .w = cc.x[3], .o = cc.w[0], .kh = cc.w[2],
-                              .kw = cc.w[3], .oh = ys[2], .ow = ys[3], .stride_h = cc.options.stride[0],
-                              .stride_w = cc.options.stride[1], .pad_h = cc.options.padding[0],
-                              .pad_w = cc.options.padding[1], .dil_h = cc.options.dilation[0],
-                              .dil_w = cc.options.dilation[1], .groups = cc.options.groups};
-  testing::DeviceBuffer<T> dx_in(x.numel()), dw_in(w.numel()), db_in(b.numel()), ddy(dy.numel()),
-      dy_out(dy.numel()), ddx(x.numel()), ddw(w.numel()), ddb(b.numel());
+  const cpu::Conv2dGeometry g{.n = cc.x[0],
+                              .c = cc.x[1],
+                              .h = cc.x[2],
+                              .w = cc.x[3],
+                              .o = cc.w[0],
+                              .kh = cc.w[2],
+                              .kw = cc.w[3],
+                              .oh = ys[2],
+                              .ow = ys[3],
+                              .stride_h = cc.options.stride[0],
+                              .stride_w = cc.options.stride[1],
+                              .pad_h = cc.options.padding[0],
+                              .pad_w = cc.options.padding[1],
+                              .dil_h = cc.options.dilation[0],
+                              .dil_w = cc.options.dilation[1],
+                              .groups = cc.options.groups};
+  testing::DeviceBuffer<T> dx_in(x.numel()), dw_in(w.numel()), db_in(b.numel()), ddy(dy.numel()), dy_out(dy.numel()),
+      ddx(x.numel()), ddw(w.numel()), ddb(b.numel());
   dx_in.upload(host_values<T>(x));
   dw_in.upload(host_values<T>(w));
   db_in.upload(host_values<T>(b));

@@ -1,6 +1,8 @@
 // The host-side parts of the CUDA copy kernels, run on the CPU: the __host__ __device__ conversions and
 // casts of copy_math.h against the CPU's Half/BFloat16 and copy_/accumulate_, the strided offset
 // calculator against the tensors' own strides, and the launch geometry.
+#include "framework/cuda/copy_math.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 #include <limits>
 #include <vector>
 
-#include "framework/cuda/copy_math.h"
 #include "framework/cuda/transfer.h"
 #include "framework/random.h"
 #include "framework/tensor.h"
@@ -42,17 +43,26 @@ TEST(CudaCopyMath, FloatToHalfAndBFloat16MatchTheCpu) {
 }
 
 // The kernels' storage type for a CPU type.
-template <typename T> struct KernelType { using type = T; };
-template <> struct KernelType<Half> { using type = F16; };
-template <> struct KernelType<BFloat16> { using type = BF16; };
+template <typename T>
+struct KernelType {
+  using type = T;
+};
+template <>
+struct KernelType<Half> {
+  using type = F16;
+};
+template <>
+struct KernelType<BFloat16> {
+  using type = BF16;
+};
 
 const std::vector<DType> kAllDTypes = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16,
                                        DType::kI64, DType::kI32, DType::kBool};
 
 // Finite values inside every integer range, with ties, subnormals and values beyond f16/f32 precision.
-const std::vector<double> kSafeValues = {0.0,     -0.0,  1.0,   -1.0,     2.5,       -3.5,        0.1,
-                                         1.0 / 3, 1000.7, -65504, 3e-5,    6e-8,      1e-40,       257.0,
-                                         2049.0,  16777217.0,  -7.75, 0.5,  100.0,     -2147483.0};
+const std::vector<double> kSafeValues = {0.0,     -0.0,       1.0,    -1.0, 2.5,   -3.5,      0.1,
+                                         1.0 / 3, 1000.7,     -65504, 3e-5, 6e-8,  1e-40,     257.0,
+                                         2049.0,  16777217.0, -7.75,  0.5,  100.0, -2147483.0};
 // Values only floating destinations can take (converting them to an integer is undefined behaviour).
 const std::vector<double> kFloatOnlyValues = {INFINITY, -INFINITY, NAN, 1e30, 70000.0, -1e-45, 65520.0};
 

@@ -35,9 +35,18 @@ inline Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, doub
 inline int64_t ulp_order(double v, DType dtype) {
   int64_t bits = 0, sign_bit = 0;
   switch (dtype) {
-    case DType::kF32: bits = std::bit_cast<uint32_t>(static_cast<float>(v)); sign_bit = int64_t{1} << 31; break;
-    case DType::kF16: bits = Half(static_cast<float>(v)).bits; sign_bit = 1 << 15; break;
-    case DType::kBF16: bits = BFloat16(static_cast<float>(v)).bits; sign_bit = 1 << 15; break;
+    case DType::kF32:
+      bits = std::bit_cast<uint32_t>(static_cast<float>(v));
+      sign_bit = int64_t{1} << 31;
+      break;
+    case DType::kF16:
+      bits = Half(static_cast<float>(v)).bits;
+      sign_bit = 1 << 15;
+      break;
+    case DType::kBF16:
+      bits = BFloat16(static_cast<float>(v)).bits;
+      sign_bit = 1 << 15;
+      break;
     default: {
       const uint64_t u = std::bit_cast<uint64_t>(v);
       const int64_t mag = static_cast<int64_t>(u & ~(uint64_t{1} << 63));
@@ -98,9 +107,9 @@ inline ::testing::AssertionResult within_ulps_or_abs(const Tensor& expected, con
     }
     const int64_t d = std::abs(ulp_order(e[i], expected.dtype()) - ulp_order(a[i], expected.dtype()));
     if (d > ulps && std::abs(a[i] - e[i]) > atol) {
-      return ::testing::AssertionFailure() << dtype_name(expected.dtype()) << " element " << i << " expected " << e[i]
-                                           << " got " << a[i] << " (" << d << " ulps, allowed " << ulps
-                                           << ", or " << atol << " absolute)";
+      return ::testing::AssertionFailure()
+             << dtype_name(expected.dtype()) << " element " << i << " expected " << e[i] << " got " << a[i] << " (" << d
+             << " ulps, allowed " << ulps << ", or " << atol << " absolute)";
     }
   }
   return ::testing::AssertionSuccess();
@@ -114,11 +123,11 @@ inline ::testing::AssertionResult within_rel(const Tensor& expected, const Tenso
   }
   const std::vector<double> e = host_values(expected), a = host_values(actual);
   for (size_t i = 0; i < e.size(); ++i) {
-    const bool ok = (std::isnan(e[i]) && std::isnan(a[i])) || e[i] == a[i] ||
-                    std::abs(a[i] - e[i]) <= atol + rtol * std::abs(e[i]);
+    const bool ok =
+        (std::isnan(e[i]) && std::isnan(a[i])) || e[i] == a[i] || std::abs(a[i] - e[i]) <= atol + rtol * std::abs(e[i]);
     if (!ok) {
-      return ::testing::AssertionFailure() << "element " << i << " expected " << e[i] << " got " << a[i]
-                                           << " (rtol " << rtol << ", atol " << atol << ")";
+      return ::testing::AssertionFailure() << "element " << i << " expected " << e[i] << " got " << a[i] << " (rtol "
+                                           << rtol << ", atol " << atol << ")";
     }
   }
   return ::testing::AssertionSuccess();

@@ -69,11 +69,11 @@ struct Outer : Module {
   std::shared_ptr<Inner> inner = register_module("inner", std::make_shared<Inner>());
 };
 
-#define SKIP_WITHOUT_CUDA()                                                    \
-  do {                                                                         \
-    if (cuda_device_count() == 0) {                                            \
-      GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();         \
-    }                                                                          \
+#define SKIP_WITHOUT_CUDA()                                            \
+  do {                                                                 \
+    if (cuda_device_count() == 0) {                                    \
+      GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason(); \
+    }                                                                  \
   } while (0)
 
 #ifdef MANTISSA_WITH_CUDA
@@ -202,10 +202,10 @@ TEST(CudaTensor, SteadyStateLoopMakesNoCudaMalloc) {
   SKIP_WITHOUT_CUDA();
   auto step = [] {
     const Tensor a = full({256, 256}, 1.5, {.device = cuda(0)});   // 256 KiB: the small pool
-    const Tensor b = a.to(DType::kBF16);                          // a D2D cast
+    const Tensor b = a.to(DType::kBF16);                           // a D2D cast
     const Tensor c = empty({3, 1000, 1000}, {.device = cuda(0)});  // 12 MB: a large segment
     fill_(c, 0.0);
-    const Tensor back = b.to(kCPU);                               // D2H syncs
+    const Tensor back = b.to(kCPU);  // D2H syncs
     EXPECT_EQ(static_cast<float>(back.data<BFloat16>()[0]), 1.5f);
   };
   step();  // the first step fills the cache

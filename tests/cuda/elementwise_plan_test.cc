@@ -2,6 +2,8 @@
 // the offset calculator the threads use (every output index maps to the element the CPU reads), launch
 // geometry and alignment checks, and the per-element math of ops/pointwise_math.h against the CPU
 // ops, compiled here by g++.
+#include "ops/cuda/elementwise_plan.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,10 +11,9 @@
 #include <string>
 
 #include "framework/autograd.h"
-#include "ops/cuda/elementwise_plan.h"
 #include "ops/cuda/offset_calc.h"
-#include "ops/pointwise_math.h"
 #include "ops/elementwise.h"
+#include "ops/pointwise_math.h"
 #include "tests/cuda/cuda_compare.h"
 
 namespace mantissa {
@@ -134,8 +135,8 @@ Tensor host_unary(const Tensor& x, gpu::PointwiseOp<gpu::UnaryOp> op) {
   const Tensor xf = x.to(DType::kF32).contiguous();
   Tensor out = empty(x.shape(), {.dtype = DType::kF32});
   for (int64_t i = 0; i < x.numel(); ++i) {
-    out.data<float>()[i] = gpu::apply_unary<float>(op.op, xf.data<float>()[i], static_cast<float>(op.s0),
-                                                   static_cast<float>(op.s1));
+    out.data<float>()[i] =
+        gpu::apply_unary<float>(op.op, xf.data<float>()[i], static_cast<float>(op.s0), static_cast<float>(op.s1));
   }
   return out.to(x.dtype());
 }
@@ -171,25 +172,58 @@ std::vector<UnaryCase> unary_cases() {
       {"exp", [](const Tensor& x) { return exp(x); }, {UnaryOp::kExp}, BinaryOp::kMulBackward, true, 4},
       {"log", [](const Tensor& x) { return log(x); }, {UnaryOp::kLog}, BinaryOp::kLogBackward, false, 2, 0.01, 5.0},
       {"sqrt", [](const Tensor& x) { return sqrt(x); }, {UnaryOp::kSqrt}, BinaryOp::kSqrtBackward, true, 0, 0.0, 5.0},
-      {"rsqrt", [](const Tensor& x) { return rsqrt(x); }, {UnaryOp::kRsqrt}, BinaryOp::kRsqrtBackward, true, 0, 0.01, 5.0},
+      {"rsqrt",
+       [](const Tensor& x) { return rsqrt(x); },
+       {UnaryOp::kRsqrt},
+       BinaryOp::kRsqrtBackward,
+       true,
+       0,
+       0.01,
+       5.0},
       {"abs", [](const Tensor& x) { return abs(x); }, {UnaryOp::kAbs}, BinaryOp::kAbsBackward, false, 0},
       {"relu", [](const Tensor& x) { return relu(x); }, {UnaryOp::kRelu}, BinaryOp::kReluBackward, true, 0},
       {"gelu", [](const Tensor& x) { return gelu(x); }, {UnaryOp::kGelu}, BinaryOp::kGeluBackward, false, 4},
-      {"gelu_tanh", [](const Tensor& x) { return gelu(x, GeluApproximation::kTanh); }, {UnaryOp::kGeluTanh},
-       BinaryOp::kGeluTanhBackward, false, 4},
+      {"gelu_tanh",
+       [](const Tensor& x) { return gelu(x, GeluApproximation::kTanh); },
+       {UnaryOp::kGeluTanh},
+       BinaryOp::kGeluTanhBackward,
+       false,
+       4},
       {"tanh", [](const Tensor& x) { return tanh(x); }, {UnaryOp::kTanh}, BinaryOp::kTanhBackward, true, 2},
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, {UnaryOp::kSigmoid}, BinaryOp::kSigmoidBackward, true, 4},
-      {"add_scalar", [](const Tensor& x) { return add(x, 0.3); }, {UnaryOp::kAddScalar, 0.3}, BinaryOp::kMulBackward,
-       false, 0},
-      {"mul_scalar", [](const Tensor& x) { return mul(x, -1.7); }, {UnaryOp::kMulScalar, -1.7}, BinaryOp::kMulBackward,
-       false, 0},
-      {"div_scalar", [](const Tensor& x) { return div(x, 3.0); }, {UnaryOp::kDivScalar, 3.0}, BinaryOp::kMulBackward,
-       false, 0},
+      {"add_scalar",
+       [](const Tensor& x) { return add(x, 0.3); },
+       {UnaryOp::kAddScalar, 0.3},
+       BinaryOp::kMulBackward,
+       false,
+       0},
+      {"mul_scalar",
+       [](const Tensor& x) { return mul(x, -1.7); },
+       {UnaryOp::kMulScalar, -1.7},
+       BinaryOp::kMulBackward,
+       false,
+       0},
+      {"div_scalar",
+       [](const Tensor& x) { return div(x, 3.0); },
+       {UnaryOp::kDivScalar, 3.0},
+       BinaryOp::kMulBackward,
+       false,
+       0},
       {"square", [](const Tensor& x) { return pow(x, 2.0); }, {UnaryOp::kSquare}, BinaryOp::kMulBackward, false, 0},
-      {"pow_scalar", [](const Tensor& x) { return pow(x, 1.5); }, {UnaryOp::kPowScalar, 1.5},
-       BinaryOp::kPowScalarBackward, false, 2, 0.01, 4.0},
-      {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 1.0); }, {UnaryOp::kClamp, -0.5, 1.0},
-       BinaryOp::kClampBackward, false, 0},
+      {"pow_scalar",
+       [](const Tensor& x) { return pow(x, 1.5); },
+       {UnaryOp::kPowScalar, 1.5},
+       BinaryOp::kPowScalarBackward,
+       false,
+       2,
+       0.01,
+       4.0},
+      {"clamp",
+       [](const Tensor& x) { return clamp(x, -0.5, 1.0); },
+       {UnaryOp::kClamp, -0.5, 1.0},
+       BinaryOp::kClampBackward,
+       false,
+       0},
   };
 }
 

@@ -4,6 +4,8 @@
 // sizes, padded and misaligned operands, broadcast batches, the bias epilogue, k = 0 and the plan cache;
 // then mm, bmm, matmul, linear, addmm, baddbmm and dot on CUDA tensors against the same ops on the CPU,
 // including transposed and strided operands and the backward of linear. Bounds: tests/cuda/blas_test_support.h.
+#include "ops/cpu/gemm.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "ops/cpu/gemm.h"
 #include "ops/cuda/gemm_plan.h"
 #include "ops/cuda/tf32.h"
 #include "ops/elementwise.h"
@@ -61,16 +62,36 @@ TEST(GemmPlan, ColumnMajorMappingComputesTheRowMajorProduct) {
           const bool at = ta == Trans::kYes, bt = tb == Trans::kYes;
           const int64_t lda = (at ? m : k) + pad, ldb = (bt ? k : n) + pad, ldc = n + pad;
           const int64_t size_a = (at ? k : m) * lda, size_b = (bt ? n : k) * ldb, size_c = m * ldc;
-          const RowMajorGemm rm{.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
-                                .ldc = ldc, .batch = batch, .stride_a = broadcast == 1 ? 0 : size_a,
-                                .stride_b = broadcast == 2 ? 0 : size_b, .stride_c = size_c};
+          const RowMajorGemm rm{.trans_a = ta,
+                                .trans_b = tb,
+                                .m = m,
+                                .n = n,
+                                .k = k,
+                                .lda = lda,
+                                .ldb = ldb,
+                                .ldc = ldc,
+                                .batch = batch,
+                                .stride_a = broadcast == 1 ? 0 : size_a,
+                                .stride_b = broadcast == 2 ? 0 : size_b,
+                                .stride_c = size_c};
           const std::vector<double> a = random_values(static_cast<size_t>(batch * size_a), 1);
           const std::vector<double> b = random_values(static_cast<size_t>(batch * size_b), 2);
           std::vector<double> want(static_cast<size_t>(batch * size_c), 0.0);
-          cpu::gemm_batched(cpu::BatchedGemmArgs<double>{
-              .gemm = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .a = a.data(), .lda = lda,
-                       .b = b.data(), .ldb = ldb, .c = want.data(), .ldc = ldc},
-              .batch = batch, .stride_a = rm.stride_a, .stride_b = rm.stride_b, .stride_c = rm.stride_c});
+          cpu::gemm_batched(cpu::BatchedGemmArgs<double>{.gemm = {.trans_a = ta,
+                                                                  .trans_b = tb,
+                                                                  .m = m,
+                                                                  .n = n,
+                                                                  .k = k,
+                                                                  .a = a.data(),
+                                                                  .lda = lda,
+                                                                  .b = b.data(),
+                                                                  .ldb = ldb,
+                                                                  .c = want.data(),
+                                                                  .ldc = ldc},
+                                                         .batch = batch,
+                                                         .stride_a = rm.stride_a,
+                                                         .stride_b = rm.stride_b,
+                                                         .stride_c = rm.stride_c});
 
           const ColMajorGemm cm = gpu::to_column_major(rm);
           SCOPED_TRACE("m " + std::to_string(m) + " ta " + std::to_string(at) + " tb " + std::to_string(bt) +
@@ -105,16 +126,21 @@ TEST(GemmPlan, AlignmentBytes) {
   EXPECT_EQ(gpu::alignment_bytes(0x7f0000001000, 0), 256);
   EXPECT_EQ(gpu::alignment_bytes(0x7f0000001000, 4096 * 4), 256);
   EXPECT_EQ(gpu::alignment_bytes(0x7f0000001010, 0), 16);
-  EXPECT_EQ(gpu::alignment_bytes(0x7f0000001002, 0), 2);  // an f16 view at an odd element offset
+  EXPECT_EQ(gpu::alignment_bytes(0x7f0000001002, 0), 2);       // an f16 view at an odd element offset
   EXPECT_EQ(gpu::alignment_bytes(0x7f0000001000, 37 * 4), 4);  // aligned base, odd f32 batch stride
   EXPECT_EQ(gpu::alignment_bytes(0x7f0000001040, 6), 2);
 }
 
 gpu::GemmKey sample_key() {
-  return gpu::GemmKey{.device = 0, .dtype = DType::kBF16, .math = gpu::GemmMath::kExact,
+  return gpu::GemmKey{.device = 0,
+                      .dtype = DType::kBF16,
+                      .math = gpu::GemmMath::kExact,
                       .epilogue = gpu::GemmEpilogue::kNone,
                       .gemm = gpu::to_column_major({.m = 64, .n = 48, .k = 32, .lda = 32, .ldb = 48, .ldc = 48}),
-                      .align_a = 256, .align_b = 256, .align_c = 256, .align_bias = 256};
+                      .align_a = 256,
+                      .align_b = 256,
+                      .align_c = 256,
+                      .align_bias = 256};
 }
 
 // Equal keys are equal and hash alike; a change in any one field makes a different key.
@@ -194,7 +220,6 @@ TEST(GemmPlan, Tf32SwitchDefaultsOff) {
   EXPECT_EQ(cuda_matmul_tf32(), Tf32::kOff);
 }
 
-
 // ---- GPU: the launcher over raw device buffers (no CUDA tensors needed) ----
 
 #ifdef MANTISSA_WITH_CUDA
@@ -250,10 +275,18 @@ void run_launch_case(const LaunchCase& lc) {
     c0.assign(poisoned.begin() + lc.offset, poisoned.end());
   }
 
-  const cpu::GemmArgs<T> host_args{.trans_a = lc.ta, .trans_b = lc.tb, .m = m, .n = n, .k = k, .lda = lda,
-                                   .ldb = ldb, .ldc = ldc, .alpha = lc.alpha, .beta = lc.beta};
-  cpu::BatchedGemmArgs<T> dev{.gemm = host_args, .batch = lc.batch, .stride_a = size_a, .stride_b = stride_b,
-                              .stride_c = size_c};
+  const cpu::GemmArgs<T> host_args{.trans_a = lc.ta,
+                                   .trans_b = lc.tb,
+                                   .m = m,
+                                   .n = n,
+                                   .k = k,
+                                   .lda = lda,
+                                   .ldb = ldb,
+                                   .ldc = ldc,
+                                   .alpha = lc.alpha,
+                                   .beta = lc.beta};
+  cpu::BatchedGemmArgs<T> dev{
+      .gemm = host_args, .batch = lc.batch, .stride_a = size_a, .stride_b = stride_b, .stride_c = size_c};
   dev.gemm.a = da.get() + lc.offset;
   dev.gemm.b = db.get() + lc.offset;
   dev.gemm.c = dc.get() + lc.offset;
@@ -264,8 +297,8 @@ void run_launch_case(const LaunchCase& lc) {
 
   // The CPU reference: the bias (if any) pre-filled into C and accumulated onto with beta 1.
   std::vector<T> want = c0;
-  cpu::BatchedGemmArgs<T> host{.gemm = host_args, .batch = lc.batch, .stride_a = size_a, .stride_b = stride_b,
-                               .stride_c = size_c};
+  cpu::BatchedGemmArgs<T> host{
+      .gemm = host_args, .batch = lc.batch, .stride_a = size_a, .stride_b = stride_b, .stride_c = size_c};
   if (lc.with_bias) {
     for (int64_t z = 0; z < lc.batch; ++z)
       for (int64_t i = 0; i < m; ++i)
@@ -390,8 +423,15 @@ TEST(CudaGemmPlans, Tf32StaysWithinTf32Bound) {
   testing::DeviceBuffer<float> da(a.size()), db(b.size()), dc(static_cast<size_t>(m * n));
   da.upload(a);
   db.upload(b);
-  gpu::gemm(gpu::GemmArgs<float>{.gemm = {.gemm = {.m = m, .n = n, .k = k, .a = da.get(), .lda = k, .b = db.get(),
-                                                   .ldb = n, .c = dc.get(), .ldc = n}}},
+  gpu::gemm(gpu::GemmArgs<float>{.gemm = {.gemm = {.m = m,
+                                                   .n = n,
+                                                   .k = k,
+                                                   .a = da.get(),
+                                                   .lda = k,
+                                                   .b = db.get(),
+                                                   .ldb = n,
+                                                   .c = dc.get(),
+                                                   .ldc = n}}},
             0, nullptr);
   const std::vector<float> got = dc.download();
   std::vector<double> got_d, want_d, abs_sum;

@@ -8,9 +8,8 @@
 #include "framework/cuda/device.h"
 
 #ifdef MANTISSA_WITH_CUDA
-#include <cuda_runtime_api.h>
-
 #include <cstring>
+#include <cuda_runtime_api.h>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -62,7 +61,8 @@ void set_grads(std::vector<NamedTensor>& params, int it, double scale, bool over
   }
 }
 
-void expect_same_params(const std::vector<NamedTensor>& cpu, const std::vector<NamedTensor>& gpu, const std::string& what) {
+void expect_same_params(const std::vector<NamedTensor>& cpu, const std::vector<NamedTensor>& gpu,
+                        const std::string& what) {
   for (size_t i = 0; i < cpu.size(); ++i) {
     const Tensor back = gpu[i].tensor.detach().to(kCPU);
     EXPECT_EQ(std::memcmp(cpu[i].tensor.data_ptr(), back.data_ptr(), cpu[i].tensor.nbytes()), 0)
@@ -74,7 +74,8 @@ using Factory = std::function<std::unique_ptr<Optimizer>(std::vector<NamedTensor
 
 const std::vector<std::pair<std::string, Factory>>& factories() {
   static const std::vector<std::pair<std::string, Factory>> f{
-      {"SGD", [](auto p) { return std::make_unique<SGD>(p, SGDOptions{.lr = 0.05, .momentum = 0.9, .nesterov = true}); }},
+      {"SGD",
+       [](auto p) { return std::make_unique<SGD>(p, SGDOptions{.lr = 0.05, .momentum = 0.9, .nesterov = true}); }},
       {"Adam", [](auto p) { return std::make_unique<Adam>(p, AdamOptions{.lr = 1e-3, .weight_decay = 1e-2}); }},
       {"AdamW", [](auto p) { return std::make_unique<AdamW>(p, AdamWOptions{.lr = 1e-3, .amsgrad = true}); }},
   };

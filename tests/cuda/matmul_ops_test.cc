@@ -50,9 +50,9 @@ void expect_matches_cpu(const std::string& what, const Op& op, const std::vector
   ASSERT_EQ(out.dtype(), dt);
   ASSERT_EQ(out.shape(), ref.shape());
   const Tensor s = op(abs_in);
-  EXPECT_EQ(testing::count_beyond_bound(testing::values(out.to(kCPU)), testing::values(ref), testing::values(s),
-                                        depth, dt),
-            0);
+  EXPECT_EQ(
+      testing::count_beyond_bound(testing::values(out.to(kCPU)), testing::values(ref), testing::values(s), depth, dt),
+      0);
 }
 
 Tensor rnd(const Shape& shape, uint64_t seed) { return testing::random_tensor(shape, seed); }
@@ -65,49 +65,61 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, CudaMatmulOps, ::testing::Values(DType::kF32, D
 TEST_P(CudaMatmulOps, MmWithPlainTransposedAndStridedOperands) {
   MT_SKIP_WITHOUT_CUDA();
   const DType dt = GetParam();
-  expect_matches_cpu("mm", [](const auto& v) { return mm(v[0], v[1]); }, {rnd({37, 29}, 1), rnd({29, 53}, 2)}, dt, 29);
+  expect_matches_cpu(
+      "mm", [](const auto& v) { return mm(v[0], v[1]); }, {rnd({37, 29}, 1), rnd({29, 53}, 2)}, dt, 29);
   // a^T and b^T as views of contiguous matrices: transpose flags, no copies.
-  expect_matches_cpu("mm transposed", [](const auto& v) { return mm(v[0].t(), v[1].t()); },
-                     {rnd({29, 37}, 3), rnd({53, 29}, 4)}, dt, 29);
+  expect_matches_cpu(
+      "mm transposed", [](const auto& v) { return mm(v[0].t(), v[1].t()); }, {rnd({29, 37}, 3), rnd({53, 29}, 4)}, dt,
+      29);
   // Every second column: neither dim unit-stride, so the op copies (contiguous()).
-  expect_matches_cpu("mm strided", [](const auto& v) { return mm(v[0].slice(1, 0, 58, 2), v[1]); },
-                     {rnd({37, 58}, 5), rnd({29, 53}, 6)}, dt, 29);
+  expect_matches_cpu(
+      "mm strided", [](const auto& v) { return mm(v[0].slice(1, 0, 58, 2), v[1]); },
+      {rnd({37, 58}, 5), rnd({29, 53}, 6)}, dt, 29);
   // A row block of a wider matrix: a padded leading dim at an odd element offset (misaligned pointer).
-  expect_matches_cpu("mm offset view", [](const auto& v) { return mm(v[0].narrow(1, 1, 29), v[1]); },
-                     {rnd({37, 33}, 7), rnd({29, 53}, 8)}, dt, 29);
+  expect_matches_cpu(
+      "mm offset view", [](const auto& v) { return mm(v[0].narrow(1, 1, 29), v[1]); },
+      {rnd({37, 33}, 7), rnd({29, 53}, 8)}, dt, 29);
 }
 
 TEST_P(CudaMatmulOps, BmmAndBaddbmm) {
   MT_SKIP_WITHOUT_CUDA();
   const DType dt = GetParam();
-  expect_matches_cpu("bmm", [](const auto& v) { return bmm(v[0], v[1]); }, {rnd({3, 17, 31}, 11), rnd({3, 31, 9}, 12)},
-                     dt, 31);
-  expect_matches_cpu("bmm transposed", [](const auto& v) { return bmm(v[0].transpose(1, 2), v[1]); },
-                     {rnd({3, 31, 17}, 13), rnd({3, 31, 9}, 14)}, dt, 31);
+  expect_matches_cpu(
+      "bmm", [](const auto& v) { return bmm(v[0], v[1]); }, {rnd({3, 17, 31}, 11), rnd({3, 31, 9}, 12)}, dt, 31);
+  expect_matches_cpu(
+      "bmm transposed", [](const auto& v) { return bmm(v[0].transpose(1, 2), v[1]); },
+      {rnd({3, 31, 17}, 13), rnd({3, 31, 9}, 14)}, dt, 31);
   // beta * bias + alpha * product, the bias broadcast from [17, 1]; alpha and beta positive so that the
   // same op on |inputs| gives S.
-  expect_matches_cpu("baddbmm", [](const auto& v) { return baddbmm(v[0], v[1], v[2], 0.5, 2.0); },
-                     {rnd({17, 1}, 15), rnd({3, 17, 31}, 16), rnd({3, 31, 9}, 17)}, dt, 32);
+  expect_matches_cpu(
+      "baddbmm", [](const auto& v) { return baddbmm(v[0], v[1], v[2], 0.5, 2.0); },
+      {rnd({17, 1}, 15), rnd({3, 17, 31}, 16), rnd({3, 31, 9}, 17)}, dt, 32);
 }
 
 TEST_P(CudaMatmulOps, AddmmLinearMatmulDot) {
   MT_SKIP_WITHOUT_CUDA();
   const DType dt = GetParam();
   // A full [m, n] bias (broadcast-copied, beta) and a row bias [n] with beta 1 (the epilogue path).
-  expect_matches_cpu("addmm full bias", [](const auto& v) { return addmm(v[0], v[1], v[2], 0.25, 1.5); },
-                     {rnd({21, 13}, 21), rnd({21, 45}, 22), rnd({45, 13}, 23)}, dt, 46);
-  expect_matches_cpu("addmm row bias", [](const auto& v) { return addmm(v[0], v[1], v[2]); },
-                     {rnd({13}, 24), rnd({21, 45}, 25), rnd({45, 13}, 26)}, dt, 46);
-  expect_matches_cpu("linear", [](const auto& v) { return linear(v[0], v[1], v[2]); },
-                     {rnd({2, 7, 45}, 27), rnd({19, 45}, 28), rnd({19}, 29)}, dt, 46);
-  expect_matches_cpu("linear no bias", [](const auto& v) { return linear(v[0], v[1]); },
-                     {rnd({7, 45}, 30), rnd({19, 45}, 31)}, dt, 45);
-  expect_matches_cpu("matmul broadcast", [](const auto& v) { return matmul(v[0], v[1]); },
-                     {rnd({2, 1, 5, 11}, 32), rnd({3, 11, 6}, 33)}, dt, 11);
-  expect_matches_cpu("matmul vector", [](const auto& v) { return matmul(v[0], v[1]); },
-                     {rnd({4, 5, 11}, 34), rnd({11}, 35)}, dt, 11);
-  expect_matches_cpu("dot strided", [](const auto& v) { return dot(v[0].slice(0, 0, 202, 2), v[1]); },
-                     {rnd({202}, 36), rnd({101}, 37)}, dt, 101);
+  expect_matches_cpu(
+      "addmm full bias", [](const auto& v) { return addmm(v[0], v[1], v[2], 0.25, 1.5); },
+      {rnd({21, 13}, 21), rnd({21, 45}, 22), rnd({45, 13}, 23)}, dt, 46);
+  expect_matches_cpu(
+      "addmm row bias", [](const auto& v) { return addmm(v[0], v[1], v[2]); },
+      {rnd({13}, 24), rnd({21, 45}, 25), rnd({45, 13}, 26)}, dt, 46);
+  expect_matches_cpu(
+      "linear", [](const auto& v) { return linear(v[0], v[1], v[2]); },
+      {rnd({2, 7, 45}, 27), rnd({19, 45}, 28), rnd({19}, 29)}, dt, 46);
+  expect_matches_cpu(
+      "linear no bias", [](const auto& v) { return linear(v[0], v[1]); }, {rnd({7, 45}, 30), rnd({19, 45}, 31)}, dt,
+      45);
+  expect_matches_cpu(
+      "matmul broadcast", [](const auto& v) { return matmul(v[0], v[1]); },
+      {rnd({2, 1, 5, 11}, 32), rnd({3, 11, 6}, 33)}, dt, 11);
+  expect_matches_cpu(
+      "matmul vector", [](const auto& v) { return matmul(v[0], v[1]); }, {rnd({4, 5, 11}, 34), rnd({11}, 35)}, dt, 11);
+  expect_matches_cpu(
+      "dot strided", [](const auto& v) { return dot(v[0].slice(0, 0, 202, 2), v[1]); },
+      {rnd({202}, 36), rnd({101}, 37)}, dt, 101);
 }
 
 // The backward of linear (GemmBackward: g @ W, g^T @ x, sum of g) on the GPU against the CPU. S for each
@@ -125,8 +137,8 @@ TEST_P(CudaMatmulOps, LinearBackward) {
   };
   const std::vector<Tensor> ref = grads(x, w, b, g);
   const std::vector<Tensor> out = grads(x.to(cuda(0)), w.to(cuda(0)), b.to(cuda(0)), g.to(cuda(0)));
-  const std::vector<Tensor> s = grads(abs(x.to(DType::kF64)), abs(w.to(DType::kF64)), abs(b.to(DType::kF64)),
-                                      abs(g.to(DType::kF64)));
+  const std::vector<Tensor> s =
+      grads(abs(x.to(DType::kF64)), abs(w.to(DType::kF64)), abs(b.to(DType::kF64)), abs(g.to(DType::kF64)));
   const int64_t depth[3] = {17, 6, 6};  // dx: over out features; dW and db: over the rows
   const char* names[3] = {"dx", "dW", "db"};
   for (int i = 0; i < 3; ++i) {

@@ -1,10 +1,11 @@
 // The NCCL process group in a world of one GPU (a CI machine has none: those cases skip; the refusal
 // without a GPU runs everywhere). Several ranks need several GPUs: the reductions' arithmetic across ranks
 // is NCCL's, and the MPI backend's tests (tests/dist) cover the DDP logic above the group.
+#include "framework/dist/nccl_process_group.h"
+
 #include <gtest/gtest.h>
 
 #include "framework/cuda/device.h"
-#include "framework/dist/nccl_process_group.h"
 #include "framework/error.h"
 #include "framework/random.h"
 
@@ -86,7 +87,7 @@ TEST_F(NcclWorldOfOne, ErrorsNameTheTensor) {
   EXPECT_THROW(nccl_->all_reduce(zeros({4})), Error);  // a CPU tensor
   Tensor dev = zeros({4, 4}, {.device = cuda(0)});
   EXPECT_THROW(nccl_->all_reduce(dev.t()), Error);  // not contiguous
-  EXPECT_THROW(nccl_->broadcast(dev, 1), Error);     // no rank 1
+  EXPECT_THROW(nccl_->broadcast(dev, 1), Error);    // no rank 1
 }
 
 }  // namespace

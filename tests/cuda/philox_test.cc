@@ -1,10 +1,11 @@
 // Philox4x32-10 (framework/philox.h, shared by the CPU Generator and the CUDA dropout kernel) on the CPU:
 // Random123's published known-answer vectors, agreement with the Generator's own blocks, and the mapping
 // of a Generator state to its stream position (so the GPU dropout mask is the CPU's).
+#include "ops/cuda/philox.h"
+
 #include <gtest/gtest.h>
 
 #include "framework/generator.h"
-#include "ops/cuda/philox.h"
 
 namespace mantissa {
 namespace {
@@ -16,9 +17,11 @@ TEST(CudaPhilox, Random123KnownAnswers) {
   };
   const Kat kats[] = {
       {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
-      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff},
+      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+       {0xffffffff, 0xffffffff},
        {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
-      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0},
+      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+       {0xa4093822, 0x299f31d0},
        {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
   };
   for (const Kat& kat : kats) {

@@ -77,8 +77,9 @@ TEST(CudaReduce, MaxAndArgmaxMatchCpuExactly) {
     // Small integers so that ties are common; a few NaNs in some rows and columns.
     Generator gen(207);
     std::vector<float> v(37 * 100);
-    for (float& e : v) e = gen.uniform_float() < 0.01f ? std::numeric_limits<float>::quiet_NaN()
-                                                       : static_cast<float>(gen.next_u32() % 8);
+    for (float& e : v)
+      e = gen.uniform_float() < 0.01f ? std::numeric_limits<float>::quiet_NaN()
+                                      : static_cast<float>(gen.next_u32() % 8);
     const Tensor x = from_vector<float>(v, {37, 100}).to(dt);
     for (int64_t dim : {0, 1}) {
       const MaxResult cpu_r = max(x, dim);

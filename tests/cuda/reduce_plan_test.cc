@@ -1,6 +1,8 @@
 // Host-side parts of the CUDA reductions, run on the CPU: the kept/reduced layout (offsets of every
 // (output, element) pair match the CPU's indexing), the split geometry, and the max/argmax combining
 // rule, which must give the CPU's sequential answer (first NaN, else first maximum) in any order.
+#include "ops/cuda/reduce_plan.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +11,6 @@
 #include <random>
 
 #include "ops/cuda/elementwise_plan.h"
-#include "ops/cuda/reduce_plan.h"
 #include "tests/cuda/cuda_compare.h"
 
 namespace mantissa {

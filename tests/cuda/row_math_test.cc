@@ -1,13 +1,14 @@
 // Host-side parts of the CUDA softmax, cross-entropy and layer_norm kernels, run on the CPU: the online
 // (max, sum of exps) that threads keep and merge gives the CPU's logsumexp in any split and merge
 // order (and NaN / -inf rows as the CPU), the row geometry, and the launch choices.
+#include "ops/cuda/row_math.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <random>
 
-#include "ops/cuda/row_math.h"
 #include "ops/reduce.h"
 #include "tests/cuda/cuda_compare.h"
 
@@ -55,8 +56,8 @@ TEST(CudaRowMath, RowGeometryAndLaunchChoices) {
   const gpu::RowGeometry g{.outer = 3, .dim = 5, .inner = 4};
   EXPECT_EQ(g.rows(), 12);
   EXPECT_EQ(g.base(0), 0);
-  EXPECT_EQ(g.base(3), 3);        // outer 0, inner 3
-  EXPECT_EQ(g.base(5), 20 + 1);   // outer 1, inner 1
+  EXPECT_EQ(g.base(3), 3);       // outer 0, inner 3
+  EXPECT_EQ(g.base(5), 20 + 1);  // outer 1, inner 1
   EXPECT_EQ(gpu::softmax_threads_per_row(1024), 32);
   EXPECT_EQ(gpu::softmax_threads_per_row(1025), 256);
   EXPECT_EQ(gpu::column_slices(8192, 768, 132), 11);  // 24 column blocks, ~264 blocks wanted

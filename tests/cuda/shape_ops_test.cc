@@ -104,8 +104,8 @@ TEST(CudaShapeOps, IndexSelectForwardAndBackward) {
       auto [x, xd] = leaves(random_tensor({6, 6, 6}, dt, 12));
       const Tensor y = index_select(x.transpose(0, 1), dim, index);
       const Tensor yd = index_select(xd.transpose(0, 1), dim, on_cuda(index));  // a device index
-      EXPECT_TRUE(within_ulps(y, yd, 0)) << dtype_name(dt) << " dim " << dim;  // a gather: exact
-      const Tensor yc = index_select(xd, dim, index);                            // a host index
+      EXPECT_TRUE(within_ulps(y, yd, 0)) << dtype_name(dt) << " dim " << dim;   // a gather: exact
+      const Tensor yc = index_select(xd, dim, index);                           // a host index
       EXPECT_TRUE(within_ulps(index_select(x, dim, index), yc, 0));
       const Tensor g = random_tensor(y.shape(), dt, 13);
       y.backward(g);
@@ -166,7 +166,7 @@ TEST(CudaShapeOps, OneHot) {
 
 TEST(CudaShapeOps, IndexPutReplaceAndAccumulate) {
   MT_REQUIRE_CUDA();
-  const Tensor unique = from_vector<int64_t>({4, 0, 2}, {3});        // replace: no repeats (order-free)
+  const Tensor unique = from_vector<int64_t>({4, 0, 2}, {3});         // replace: no repeats (order-free)
   const Tensor repeats = from_vector<int64_t>({1, 3, 1, 1}, {2, 2});  // accumulate: repeats add
   for (DType dt : kFloats) {
     for (IndexPutMode mode : {IndexPutMode::kReplace, IndexPutMode::kAccumulate}) {

@@ -32,8 +32,8 @@ struct Batch {
 };
 
 // Runs `steps` AdamW steps of `loss_of(model, batch)` on `device` in `precision` and returns the losses.
-std::vector<double> train(Module& model, Device device, DType precision, const std::vector<Batch>& batches,
-                          int steps, const std::function<Tensor(const Batch&)>& loss_of) {
+std::vector<double> train(Module& model, Device device, DType precision, const std::vector<Batch>& batches, int steps,
+                          const std::function<Tensor(const Batch&)>& loss_of) {
   model.to(device);
   AdamW opt(model.named_parameters(), AdamWOptions{.lr = 3e-3});
   amp::GradScaler scaler(amp::scaler_defaults_for(precision));

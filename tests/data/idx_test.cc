@@ -2,11 +2,11 @@
 #include "data/idx.h"
 
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <filesystem>
 #include <string>
 #include <vector>
+#include <zlib.h>
 
 namespace mantissa {
 namespace {

@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <thread>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "framework/cuda/allocator.h"
 #include "framework/cuda/device.h"
@@ -204,7 +204,7 @@ TEST(ShardOrder, PadsLikeDistributedSampler) {
 // PyTorch DistributedSampler(drop_last=True): indices[:total_size], total_size = floor(n / W) * W, then
 // indices[rank:total_size:W]. Hand-computed from that rule for order {5, 3, 8, 1, 0, 7, 2}.
 TEST(ShardOrder, DropLastTruncatesLikeDistributedSampler) {
-  const std::vector<int64_t> order{5, 3, 8, 1, 0, 7, 2};  // n = 7
+  const std::vector<int64_t> order{5, 3, 8, 1, 0, 7, 2};                // n = 7
   const ShardOptions w3{.world_size = 3, .drop_last = DropLast::kYes};  // total_size 6: drops the 2
   EXPECT_EQ(shard_order(order, {.rank = 0, .world_size = 3, .drop_last = DropLast::kYes}),
             (std::vector<int64_t>{5, 1}));
@@ -265,12 +265,14 @@ TEST(DistributedLoader, DropLastTwoRanksOfBMatchOneRankOf2BAtEveryStep) {
     const int64_t B = 4;
     const ShardOptions rank0{.rank = 0, .world_size = 2, .drop_last = DropLast::kYes};
     const ShardOptions rank1{.rank = 1, .world_size = 2, .drop_last = DropLast::kYes};
-    DataLoader one(numbered(n), {.batch_size = 2 * B, .shuffle = Shuffle::kRandom, .seed = 9,
-                                 .drop_last = DropLast::kYes});
-    DataLoader r0(numbered(n), {.batch_size = B, .shuffle = Shuffle::kRandom, .seed = 9,
-                                .drop_last = DropLast::kYes, .shard = rank0});
-    DataLoader r1(numbered(n), {.batch_size = B, .shuffle = Shuffle::kRandom, .seed = 9,
-                                .drop_last = DropLast::kYes, .shard = rank1});
+    DataLoader one(numbered(n),
+                   {.batch_size = 2 * B, .shuffle = Shuffle::kRandom, .seed = 9, .drop_last = DropLast::kYes});
+    DataLoader r0(
+        numbered(n),
+        {.batch_size = B, .shuffle = Shuffle::kRandom, .seed = 9, .drop_last = DropLast::kYes, .shard = rank0});
+    DataLoader r1(
+        numbered(n),
+        {.batch_size = B, .shuffle = Shuffle::kRandom, .seed = 9, .drop_last = DropLast::kYes, .shard = rank1});
     for (int epoch = 0; epoch < 2; ++epoch) {
       auto single = run_epoch(one), a = run_epoch(r0), b = run_epoch(r1);
       ASSERT_EQ(a.size(), single.size()) << "n " << n;
@@ -289,9 +291,13 @@ TEST(DistributedLoader, DropLastTwoRanksOfBMatchOneRankOf2BAtEveryStep) {
 TEST(DistributedLoader, DropLastShardNeverRepeatsASample) {
   const int64_t n = 61, B = 4;
   DataLoader one(numbered(n), {.batch_size = 2 * B, .shuffle = Shuffle::kRandom, .seed = 3});
-  DataLoader r0(numbered(n), {.batch_size = B, .shuffle = Shuffle::kRandom, .seed = 3,
+  DataLoader r0(numbered(n), {.batch_size = B,
+                              .shuffle = Shuffle::kRandom,
+                              .seed = 3,
                               .shard = {.rank = 0, .world_size = 2, .drop_last = DropLast::kYes}});
-  DataLoader r1(numbered(n), {.batch_size = B, .shuffle = Shuffle::kRandom, .seed = 3,
+  DataLoader r1(numbered(n), {.batch_size = B,
+                              .shuffle = Shuffle::kRandom,
+                              .seed = 3,
                               .shard = {.rank = 1, .world_size = 2, .drop_last = DropLast::kYes}});
   auto single = run_epoch(one), a = run_epoch(r0), b = run_epoch(r1);
   ASSERT_EQ(a.size(), single.size());
@@ -340,7 +346,8 @@ TEST(DataLoaderPinMemory, NeedsAGpuAndPinsEveryBatch) {
     }
     GTEST_SKIP() << "no CUDA device (the refusal was checked): " << cuda_unavailable_reason();
   }
-  DataLoader pinned(numbered(10), {.batch_size = 4, .shuffle = Shuffle::kRandom, .seed = 3, .pin_memory = PinMemory::kYes});
+  DataLoader pinned(numbered(10),
+                    {.batch_size = 4, .shuffle = Shuffle::kRandom, .seed = 3, .pin_memory = PinMemory::kYes});
   DataLoader plain(numbered(10), {.batch_size = 4, .shuffle = Shuffle::kRandom, .seed = 3});
   int batches = 0;
   while (auto a = pinned.next()) {

@@ -14,8 +14,8 @@ namespace fs = std::filesystem;
 class TextTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("mantissa_text_" + std::string(::testing::UnitTest::GetInstance()
-                                                                           ->current_test_info()->name()));
+    dir_ = fs::temp_directory_path() /
+           ("mantissa_text_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }

@@ -132,10 +132,11 @@ int run_ddp_checks(ProcessGroup& pg, int& checks) {
   }
 
   if (r == 0) {
-    std::printf("ddp: %d ranks x batch %lld vs 1 x %lld, %lld SGD steps: worst loss rel. diff %.3g, worst "
-                "weight abs. diff %.3g; no_sync grads abs. diff %.3g\n",
-                n, static_cast<long long>(kB), static_cast<long long>(n * kB), static_cast<long long>(kSteps),
-                worst_loss, worst_w, worst_g);
+    std::printf(
+        "ddp: %d ranks x batch %lld vs 1 x %lld, %lld SGD steps: worst loss rel. diff %.3g, worst "
+        "weight abs. diff %.3g; no_sync grads abs. diff %.3g\n",
+        n, static_cast<long long>(kB), static_cast<long long>(n * kB), static_cast<long long>(kSteps), worst_loss,
+        worst_w, worst_g);
   }
   checks += c.checks;
   return c.failures;

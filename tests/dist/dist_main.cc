@@ -127,8 +127,8 @@ void test_low_precision_rounding(ProcessGroup& pg) {
     const double big = dtype == DType::kF16 ? 2048 : 256;
     Tensor b = from_vector(std::vector<double>{pg.rank() == 0 ? big : 1.0}).to(dtype);
     pg.all_reduce(b, ReduceOp::kSum);
-    EXPECT(values(b)[0] == values(from_vector(std::vector<double>{big + n - 1}).to(dtype))[0],
-           dtype_name(dtype), " ", big, " + ones gave ", values(b)[0]);
+    EXPECT(values(b)[0] == values(from_vector(std::vector<double>{big + n - 1}).to(dtype))[0], dtype_name(dtype), " ",
+           big, " + ones gave ", values(b)[0]);
   }
 }
 
@@ -141,8 +141,8 @@ void test_identical_on_all_ranks(ProcessGroup& pg) {
   pg.all_reduce(t, ReduceOp::kSum);
   const Tensor all = pg.all_gather(t);
   for (int q = 1; q < pg.size(); ++q) {
-    EXPECT(std::memcmp(all.select(0, q).data_ptr(), all.select(0, 0).data_ptr(), t.nbytes()) == 0,
-           "rank ", q, " got other bits than rank 0");
+    EXPECT(std::memcmp(all.select(0, q).data_ptr(), all.select(0, 0).data_ptr(), t.nbytes()) == 0, "rank ", q,
+           " got other bits than rank 0");
   }
 }
 
@@ -220,10 +220,13 @@ void test_errors(ProcessGroup& pg) {
   if (pg.size() > 1) {
     e = error_of([&] { checked->all_reduce(zeros({4 + pg.rank(), 2})); });
     EXPECT(contains(e, "the ranks disagree") && contains(e, "rank 0 of") &&
-           contains(e, "all_reduce(sum) of [4, 2] f32") && contains(e, "all_reduce(sum) of [5, 2] f32"), e);
+               contains(e, "all_reduce(sum) of [4, 2] f32") && contains(e, "all_reduce(sum) of [5, 2] f32"),
+           e);
     e = error_of([&] {
-      if (pg.rank() == 0) checked->broadcast(zeros({3}), 0);
-      else checked->all_reduce(zeros({3}, {.dtype = DType::kF16}), ReduceOp::kMax);
+      if (pg.rank() == 0)
+        checked->broadcast(zeros({3}), 0);
+      else
+        checked->all_reduce(zeros({3}, {.dtype = DType::kF16}), ReduceOp::kMax);
     });
     EXPECT(contains(e, "broadcast(root 0) of [3] f32") && contains(e, "all_reduce(max) of [3] f16"), e);
   }
@@ -234,10 +237,10 @@ void test_errors(ProcessGroup& pg) {
 
 // The example in framework/dist/process_group.h, verbatim but for the expected value on n ranks.
 void test_header_example() {
-  auto pg = init_process_group();               // under `mpirun -np 2 prog`: rank 0 and rank 1
+  auto pg = init_process_group();  // under `mpirun -np 2 prog`: rank 0 and rank 1
   Tensor g = full({4}, pg->rank() + 1.0);
   auto work = pg->all_reduce_async(g, ReduceOp::kAvg);
-  work->wait();                                 // g is [1.5, 1.5, 1.5, 1.5] on both ranks
+  work->wait();  // g is [1.5, 1.5, 1.5, 1.5] on both ranks
   EXPECT(values(g) == std::vector<double>(4, (pg->size() + 1) / 2.0), "header example");
 }
 

@@ -39,7 +39,8 @@ TEST(LocalProcessGroup, ArgumentErrors) {
           pg->all_reduce(m.t());
         } catch (const Error& e) {
           EXPECT_NE(std::string(e.what()).find("all_reduce: expected a contiguous tensor, got [4, 3] f32"),
-                    std::string::npos) << e.what();
+                    std::string::npos)
+              << e.what();
           throw;
         }
       },

@@ -103,11 +103,12 @@ int run_overlap_bench() {
   auto pg = init_process_group();
   const int r = pg->rank();
   if (r == 0) {
-    std::printf("%d ranks, f32; medians in ms per step (the slowest rank's)\n\n"
-                "| model | params | bucket cap | buckets | forward | backward alone | backward with DDP | "
-                "finish() wait | exposed | all-reduce alone | hidden under backward |\n"
-                "|---|---|---|---|---|---|---|---|---|---|---|\n",
-                pg->size());
+    std::printf(
+        "%d ranks, f32; medians in ms per step (the slowest rank's)\n\n"
+        "| model | params | bucket cap | buckets | forward | backward alone | backward with DDP | "
+        "finish() wait | exposed | all-reduce alone | hidden under backward |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n",
+        pg->size());
   }
   Generator g(1), gdata(100 + static_cast<uint64_t>(r));
   // mantissa-train's MLP (784-1024-1024-10), batch 128 per rank.

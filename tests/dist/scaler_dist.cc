@@ -109,8 +109,10 @@ int run_scaler_checks(ProcessGroup& pg, int& checks) {
   }
 
   if (r == 0) {
-    std::printf("scaler: %d ranks, overflow injected on rank %d at steps 4 and 7: skipped on every rank, final "
-                "scale %g on every rank, identical weights\n", n, n - 1, scaler.get_scale());
+    std::printf(
+        "scaler: %d ranks, overflow injected on rank %d at steps 4 and 7: skipped on every rank, final "
+        "scale %g on every rank, identical weights\n",
+        n, n - 1, scaler.get_scale());
   }
   checks += c.checks;
   return c.failures;

@@ -91,9 +91,10 @@ int run_trainer_checks(ProcessGroup& pg, int& checks) {
     }
   }
   if (r == 0) {
-    std::printf("trainer: %d ranks, fp16, the last rank overflowing at step %lld: skipped on every rank, final "
-                "scale %g, identical losses, scales and weights\n", n, static_cast<long long>(kOverflowStep),
-                summary->final_scale);
+    std::printf(
+        "trainer: %d ranks, fp16, the last rank overflowing at step %lld: skipped on every rank, final "
+        "scale %g, identical losses, scales and weights\n",
+        n, static_cast<long long>(kOverflowStep), summary->final_scale);
   }
   return failures;
 }

@@ -3,9 +3,9 @@
 #include "framework/allocator.h"
 
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 
 #include <cstdint>
+#include <sys/resource.h>
 #include <thread>
 #include <vector>
 

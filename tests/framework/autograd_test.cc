@@ -1,12 +1,13 @@
 // The autograd engine's contracts: accumulation, shared inputs, freeing saved tensors and the second-backward
 // error, retain_graph, grad mode, detach, requires_grad, hooks, non-scalar backward, deep graphs, and dtypes.
+#include "framework/autograd.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <vector>
 
-#include "framework/autograd.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 
@@ -61,7 +62,7 @@ TEST(Autograd, SavedTensorsAreFreedAfterBackward) {
   std::weak_ptr<Storage> saved_storage;
   Tensor y;
   {
-    Tensor a = x * 2.0;          // an intermediate that only the MulBackward below keeps alive
+    Tensor a = x * 2.0;  // an intermediate that only the MulBackward below keeps alive
     saved_storage = a.storage();
     y = sum(a * a);
   }
@@ -78,9 +79,8 @@ TEST(Autograd, SecondBackwardThroughFreedGraphErrorsClearly) {
   Tensor x = leaf({1, 2, 3});
   Tensor y = sum(x * x);
   y.backward();
-  EXPECT_THAT([&] { y.backward(); },
-              ThrowsMessage<Error>(AllOf(HasSubstr("backward through the graph a second time"),
-                                         HasSubstr("MulBackward"), HasSubstr("retain_graph"))));
+  EXPECT_THAT([&] { y.backward(); }, ThrowsMessage<Error>(AllOf(HasSubstr("backward through the graph a second time"),
+                                                                HasSubstr("MulBackward"), HasSubstr("retain_graph"))));
 }
 
 TEST(Autograd, RetainGraphAllowsASecondBackward) {
@@ -154,8 +154,11 @@ TEST(Autograd, SetRequiresGradOnlyOnFloatingLeaves) {
   Tensor c = a * 2.0;
   EXPECT_THAT([&] { c.set_requires_grad(false); },
               ThrowsMessage<Error>(AllOf(HasSubstr("set_requires_grad"), HasSubstr("leaf"), HasSubstr("detach()"))));
-  EXPECT_THAT([] { from_vector<int64_t>({1, 2}).set_requires_grad(true); },
-              ThrowsMessage<Error>(AllOf(HasSubstr("set_requires_grad"), HasSubstr("i64"))));
+  EXPECT_THAT(
+      [] {
+        from_vector<int64_t>({1, 2}).set_requires_grad(true);
+      },
+      ThrowsMessage<Error>(AllOf(HasSubstr("set_requires_grad"), HasSubstr("i64"))));
   a.set_requires_grad(false);
   EXPECT_FALSE((a * 2.0).requires_grad());
 }
@@ -207,8 +210,8 @@ TEST(Autograd, PostAccumulateHooksSeeTheAccumulatedGradient) {
 TEST(Autograd, NonScalarBackwardNeedsAGradient) {
   Tensor x = leaf({1, 2, 3, 4}, {2, 2});
   Tensor y = x * x;
-  EXPECT_THAT([&] { y.backward(); },
-              ThrowsMessage<Error>(AllOf(HasSubstr("one-element"), HasSubstr("[2, 2]"), HasSubstr("backward(gradient)"))));
+  EXPECT_THAT([&] { y.backward(); }, ThrowsMessage<Error>(AllOf(HasSubstr("one-element"), HasSubstr("[2, 2]"),
+                                                                HasSubstr("backward(gradient)"))));
   y.backward(from_vector<double>({1, 0, -1, 0.5}, {2, 2}));
   EXPECT_EQ(vals(x.grad()), (std::vector<double>{2, 0, -6, 4}));
   // One-element outputs of any shape need no gradient.

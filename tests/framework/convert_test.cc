@@ -1,6 +1,8 @@
 // The vectorized bulk converters (framework/convert.h) of every instruction set this CPU supports against
 // the scalar Half/BFloat16 path, bit for bit, nan payloads included: on every f32 bit pattern, on
 // every length 0..67 (the scalar tails) and through convert(), which copy_ and to() use.
+#include "framework/convert.h"
+
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -10,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "framework/convert.h"
 #include "framework/tensor.h"
 
 namespace mantissa {
@@ -28,8 +29,7 @@ std::vector<ConvertIsa> vector_isas() {
 // and finds the first f32 -> f16 or f32 -> bf16 result that differs. Buffers are kept between blocks.
 class F32Checker {
  public:
-  explicit F32Checker(size_t capacity)
-      : h_ref_(capacity), h_vec_(capacity), b_ref_(capacity), b_vec_(capacity) {}
+  explicit F32Checker(size_t capacity) : h_ref_(capacity), h_vec_(capacity), b_ref_(capacity), b_vec_(capacity) {}
 
   // Returns "" when every instruction set agrees with the scalar path on `in`, else what differs.
   std::string check(const uint32_t* in, int64_t n) {
@@ -78,15 +78,16 @@ TEST(Convert, Every16BitPatternToF32MatchesScalar) {
   for (uint32_t i = 0; i < 65536; ++i) all[i] = static_cast<uint16_t>(i);
   std::vector<float> ref_h(65536), ref_b(65536);
   convert_kernels(ConvertIsa::kScalar).f16_to_f32(reinterpret_cast<const Half*>(all.data()), ref_h.data(), 65536);
-  convert_kernels(ConvertIsa::kScalar).bf16_to_f32(reinterpret_cast<const BFloat16*>(all.data()), ref_b.data(),
-                                                    65536);
+  convert_kernels(ConvertIsa::kScalar).bf16_to_f32(reinterpret_cast<const BFloat16*>(all.data()), ref_b.data(), 65536);
   for (ConvertIsa isa : vector_isas()) {
     std::vector<float> h(65536), b(65536);
     convert_kernels(isa).f16_to_f32(reinterpret_cast<const Half*>(all.data()), h.data(), 65536);
     convert_kernels(isa).bf16_to_f32(reinterpret_cast<const BFloat16*>(all.data()), b.data(), 65536);
     for (uint32_t i = 0; i < 65536; ++i) {
-      ASSERT_EQ(std::bit_cast<uint32_t>(h[i]), std::bit_cast<uint32_t>(ref_h[i])) << convert_isa_name(isa) << " f16 " << i;
-      ASSERT_EQ(std::bit_cast<uint32_t>(b[i]), std::bit_cast<uint32_t>(ref_b[i])) << convert_isa_name(isa) << " bf16 " << i;
+      ASSERT_EQ(std::bit_cast<uint32_t>(h[i]), std::bit_cast<uint32_t>(ref_h[i]))
+          << convert_isa_name(isa) << " f16 " << i;
+      ASSERT_EQ(std::bit_cast<uint32_t>(b[i]), std::bit_cast<uint32_t>(ref_b[i]))
+          << convert_isa_name(isa) << " bf16 " << i;
     }
   }
 }
@@ -95,7 +96,7 @@ TEST(Convert, Every16BitPatternToF32MatchesScalar) {
 // for bf16: ties, one below, one above, odd and even kept bits), plus nan payloads in every position.
 TEST(Convert, StructuredF32PatternsMatchScalar) {
   std::vector<uint32_t> in;
-  const uint32_t lows[] = {0x0,    0x1,    0xfff,  0x1000, 0x1001, 0x1fff, 0x2000, 0x3000,
+  const uint32_t lows[] = {0x0,    0x1,    0xfff,  0x1000, 0x1001,  0x1fff,  0x2000,  0x3000,
                            0x7fff, 0x8000, 0x8001, 0xffff, 0x10000, 0x18000, 0x17fff, 0x18001};
   const uint32_t highs[] = {0x0, 0x7e0000, 0x7f0000, 0x7fe000, 0x400000, 0x2aa000, 0x554000, 0x7fffff};
   for (uint32_t sign = 0; sign < 2; ++sign) {
@@ -136,9 +137,9 @@ TEST(Convert, EveryLengthAndOffsetMatchesScalar) {
   std::mt19937 rng(7);
   std::vector<uint32_t> pool(80);
   for (auto& v : pool) v = rng();
-  pool[3] = 0x7f800001u;  // a signalling nan
-  pool[9] = 0x00000001u;  // the smallest subnormal
-  pool[20] = 0x477ff000u; // 65520: f16 overflow
+  pool[3] = 0x7f800001u;   // a signalling nan
+  pool[9] = 0x00000001u;   // the smallest subnormal
+  pool[20] = 0x477ff000u;  // 65520: f16 overflow
   const auto* fpool = reinterpret_cast<const float*>(pool.data());
   constexpr uint16_t kSentinel = 0xabcd;
   for (ConvertIsa isa : vector_isas()) {

@@ -122,9 +122,9 @@ TEST(DTypeGolden, F32ToBF16Rounding) {
 // ---- scalar edge cases ----
 
 TEST(DTypeHalf, OverflowRoundsToInfAtHalfwayPastMax) {
-  EXPECT_EQ(Half(65504.0f).bits, 0x7bffu);                      // the largest finite half
-  EXPECT_EQ(Half(65519.996f).bits, 0x7bffu);                    // just below the halfway point
-  EXPECT_EQ(Half(65520.0f).bits, 0x7c00u);                      // halfway to 65536 ties up (even): inf
+  EXPECT_EQ(Half(65504.0f).bits, 0x7bffu);    // the largest finite half
+  EXPECT_EQ(Half(65519.996f).bits, 0x7bffu);  // just below the halfway point
+  EXPECT_EQ(Half(65520.0f).bits, 0x7c00u);    // halfway to 65536 ties up (even): inf
   EXPECT_EQ(Half(-65520.0f).bits, 0xfc00u);
   EXPECT_EQ(Half(1e10f).bits, 0x7c00u);
   EXPECT_EQ(Half(std::numeric_limits<float>::infinity()).bits, 0x7c00u);
@@ -136,11 +136,11 @@ TEST(DTypeHalf, SubnormalsAndSignedZero) {
   const float tiny = std::ldexp(1.0f, -24);  // the smallest half subnormal
   EXPECT_EQ(Half(tiny).bits, 0x0001u);
   EXPECT_EQ(Half(-tiny).bits, 0x8001u);
-  EXPECT_EQ(Half(std::ldexp(1.0f, -25)).bits, 0x0000u);                 // tie between 0 and 2^-24: even is 0
+  EXPECT_EQ(Half(std::ldexp(1.0f, -25)).bits, 0x0000u);                        // tie between 0 and 2^-24: even is 0
   EXPECT_EQ(Half(std::nextafter(std::ldexp(1.0f, -25), 1.0f)).bits, 0x0001u);  // just past the tie
-  EXPECT_EQ(Half(3 * std::ldexp(1.0f, -25)).bits, 0x0002u);             // 1.5 * 2^-24 ties to even 2
-  EXPECT_EQ(Half(std::ldexp(1023.0f, -24)).bits, 0x03ffu);              // the largest subnormal
-  EXPECT_EQ(Half(std::ldexp(1.0f, -14)).bits, 0x0400u);                 // the smallest normal
+  EXPECT_EQ(Half(3 * std::ldexp(1.0f, -25)).bits, 0x0002u);                    // 1.5 * 2^-24 ties to even 2
+  EXPECT_EQ(Half(std::ldexp(1023.0f, -24)).bits, 0x03ffu);                     // the largest subnormal
+  EXPECT_EQ(Half(std::ldexp(1.0f, -14)).bits, 0x0400u);                        // the smallest normal
   EXPECT_EQ(static_cast<float>(Half::from_bits(0x0001)), tiny);
   EXPECT_EQ(Half(0.0f).bits, 0x0000u);
   EXPECT_EQ(Half(-0.0f).bits, 0x8000u);

@@ -63,8 +63,8 @@ TEST(Module, DottedNamesInRegistrationOrder) {
   // state_dict: each module's parameters, then its buffers, then its children (PyTorch's order).
   EXPECT_THAT(names(net.state_dict()),
               ElementsAre("scale", "encoder.layers.0.weight", "encoder.layers.0.bias", "encoder.layers.0.stat",
-                          "encoder.layers.1.weight", "encoder.layers.1.bias", "encoder.layers.1.stat",
-                          "head.weight", "head.bias", "head.stat"));
+                          "encoder.layers.1.weight", "encoder.layers.1.bias", "encoder.layers.1.stat", "head.weight",
+                          "head.bias", "head.stat"));
   const auto params = net.parameters();
   ASSERT_EQ(params.size(), 7u);
   EXPECT_TRUE(params[6].is_same(net.head->bias));  // the very handle the layer holds
@@ -141,15 +141,14 @@ TEST(Module, LoadStateDictCopiesInPlace) {
   fill_(src.stat, 4.0);
   const Tensor handle = dst.weight;
   dst.load_state_dict(src.state_dict());
-  EXPECT_TRUE(dst.weight.is_same(handle));   // the layer's handle (and an optimizer's) stays valid
+  EXPECT_TRUE(dst.weight.is_same(handle));  // the layer's handle (and an optimizer's) stays valid
   EXPECT_FALSE(dst.weight.shares_storage(src.weight));
   EXPECT_EQ(dst.weight.data<float>()[5], 7.0f);
   EXPECT_EQ(dst.stat.data<float>()[2], 4.0f);
   EXPECT_TRUE(dst.weight.requires_grad());
   // Values of another dtype are converted, as PyTorch's copy_.
-  dst.load_state_dict(std::map<std::string, Tensor>{{"weight", full({3, 2}, 0.5, {.dtype = DType::kF64})},
-                                                    {"bias", zeros({3})},
-                                                    {"stat", zeros({3})}});
+  dst.load_state_dict(std::map<std::string, Tensor>{
+      {"weight", full({3, 2}, 0.5, {.dtype = DType::kF64})}, {"bias", zeros({3})}, {"stat", zeros({3})}});
   EXPECT_EQ(dst.weight.dtype(), DType::kF32);
   EXPECT_EQ(dst.weight.data<float>()[0], 0.5f);
 }
@@ -172,8 +171,11 @@ TEST(Module, LoadStateDictErrors) {
   EXPECT_THAT([&] { m.load_state_dict(state, LoadStrictness::kNonStrict); },
               ::testing::ThrowsMessage<Error>(
                   AllOf(HasSubstr("shape mismatch for 'weight'"), HasSubstr("[2, 3]"), HasSubstr("[3, 2]"))));
-  EXPECT_THAT([&] { m.load_state_dict(std::vector<NamedTensor>{{"bias", zeros({3})}, {"bias", zeros({3})}}); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("'bias' appears twice")));
+  EXPECT_THAT(
+      [&] {
+        m.load_state_dict(std::vector<NamedTensor>{{"bias", zeros({3})}, {"bias", zeros({3})}});
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("'bias' appears twice")));
 }
 
 TEST(Module, PrintsTree) {

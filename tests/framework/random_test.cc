@@ -224,7 +224,9 @@ TEST(Random, MisuseIsReported) {
   EXPECT_NE(message([] { uniform_(zeros({2}), 1, 0); }).find("uniform_: expected finite low <= high"),
             std::string::npos);
   EXPECT_NE(message([] { normal_(zeros({2}), 0, -1); }).find("stddev >= 0"), std::string::npos);
-  EXPECT_NE(message([] { normal_(zeros({1, 3}).expand({4, 3}), 0, 1); }).find("several elements in one memory"),
+  EXPECT_NE(message([] {
+              normal_(zeros({1, 3}).expand({4, 3}), 0, 1);
+            }).find("several elements in one memory"),
             std::string::npos);
   EXPECT_NE(message([] {
               const Tensor x = ones({2}, {.requires_grad = true});

@@ -72,7 +72,7 @@ TEST(TensorFactory, ZerosOnesFullInEveryDtype) {
   EXPECT_EQ(full({1}, 0.1, {.dtype = DType::kF16}).data<Half>()[0].bits, Half(0.1f).bits);
   EXPECT_EQ(full({1}, 0.1, {.dtype = DType::kBF16}).data<BFloat16>()[0].bits, BFloat16(0.1f).bits);
   EXPECT_EQ(full({1}, 1e6, {.dtype = DType::kF16}).item(), INFINITY);  // past f16's range
-  EXPECT_EQ(full({1}, -2.7, {.dtype = DType::kI32}).item(), -2.0);    // toward zero, as C++ casts
+  EXPECT_EQ(full({1}, -2.7, {.dtype = DType::kI32}).item(), -2.0);     // toward zero, as C++ casts
   const Tensor like = full_like(empty({2, 5}, {.dtype = DType::kBF16}), 2.0);
   EXPECT_EQ(like.shape(), (Shape{2, 5}));
   EXPECT_EQ(like.dtype(), DType::kBF16);
@@ -220,27 +220,55 @@ TEST(TensorPrint, ShapeDtypeAndValues) {
 TEST(TensorErrors, MisuseIsReportedWithAClearMessage) {
   const Tensor a = arange(24, {.dtype = DType::kF32}).view({2, 3, 4});
   const std::array<std::pair<std::string, std::string>, 17> cases = {{
-      {error_of([&] { a.view({5, 5}); }), "view: shape [5, 5] is invalid for an input of 24 elements"},
-      {error_of([&] { a.view({-1, -1}); }), "view: only one dimension can be -1"},
-      {error_of([&] { a.view({-1, 5}); }), "view: shape [-1, 5] is invalid for 24 elements"},
+      {error_of([&] {
+         a.view({5, 5});
+       }),
+       "view: shape [5, 5] is invalid for an input of 24 elements"},
+      {error_of([&] {
+         a.view({-1, -1});
+       }),
+       "view: only one dimension can be -1"},
+      {error_of([&] {
+         a.view({-1, 5});
+       }),
+       "view: shape [-1, 5] is invalid for 24 elements"},
       {error_of([&] { a.transpose(0, 2).view({24}); }), "HINT: use reshape()"},
       {error_of([&] { a.narrow(2, 2, 3); }), "narrow: [2, 5) is out of range for dim 2 of size 4"},
       {error_of([&] { a.select(1, 3); }), "select: index 3 is out of range for dim 1 of size 3"},
       {error_of([&] { a.item(); }), "item(): expected a tensor with one element, got shape [2, 3, 4] (24 elements)"},
       {error_of([&] { a.transpose(0, 3); }), "transpose: dim 3 is out of range for a tensor with 3 dims"},
-      {error_of([&] { a.permute({0, 1}); }), "permute: got 2 dims [0, 1] for a tensor with 3 dims"},
-      {error_of([&] { a.permute({0, 1, 0}); }), "permute: dim 0 appears twice"},
-      {error_of([&] { a.expand({2, 5, 4}); }), "expand: the size 3 at dim 1 of [2, 3, 4] cannot become 5"},
-      {error_of([&] { a.expand({3, 4}); }), "expand: cannot expand [2, 3, 4] to fewer dims [3, 4]"},
+      {error_of([&] {
+         a.permute({0, 1});
+       }),
+       "permute: got 2 dims [0, 1] for a tensor with 3 dims"},
+      {error_of([&] {
+         a.permute({0, 1, 0});
+       }),
+       "permute: dim 0 appears twice"},
+      {error_of([&] {
+         a.expand({2, 5, 4});
+       }),
+       "expand: the size 3 at dim 1 of [2, 3, 4] cannot become 5"},
+      {error_of([&] {
+         a.expand({3, 4});
+       }),
+       "expand: cannot expand [2, 3, 4] to fewer dims [3, 4]"},
       {error_of([&] { a.t(); }), "t(): expects a tensor with at most 2 dims, got [2, 3, 4]"},
       {error_of([&] { a.data<double>(); }), "data<T>(): the tensor holds f32 but the pointer asked for is f64"},
-      {error_of([] { empty({2, -1}); }), "empty: sizes must be non-negative, got [2, -1]"},
+      {error_of([] {
+         empty({2, -1});
+       }),
+       "empty: sizes must be non-negative, got [2, -1]"},
       {error_of([] { arange(0, 5, 0); }), "arange: step must be non-zero"},
-      {error_of([] { from_vector<float>({1, 2, 3}, {2, 2}); }), "from_data: 3 values do not fill shape [2, 2]"},
+      {error_of([] {
+         from_vector<float>({1, 2, 3}, {2, 2});
+       }),
+       "from_data: 3 values do not fill shape [2, 2]"},
   }};
   for (const auto& [got, want] : cases) EXPECT_NE(got.find(want), std::string::npos) << got << "\nwanted: " << want;
-  EXPECT_NE(error_of([] { arange(5, {.dtype = DType::kI64}).set_requires_grad(true); })
-                .find("only floating tensors can require gradients, got i64"),
+  EXPECT_NE(error_of([] {
+              arange(5, {.dtype = DType::kI64}).set_requires_grad(true);
+            }).find("only floating tensors can require gradients, got i64"),
             std::string::npos);
   EXPECT_NE(error_of([] { Tensor().shape(); }).find("undefined"), std::string::npos);
   EXPECT_NE(error_of([&] { a.flatten(2, 1); }).find("flatten: start_dim 2 comes after end_dim 1"), std::string::npos);

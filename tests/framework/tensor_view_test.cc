@@ -40,7 +40,7 @@ TEST(TensorView, ViewAndReshape) {
   EXPECT_EQ(flat.data<float>()[5], -1.0f);
   EXPECT_EQ(at(a, {0, 1, 1}), -1.0);
   // A view of a permuted tensor splits a dim that is contiguous on its own.
-  const Tensor p = a.permute({2, 0, 1});                  // [4, 2, 3], strides [1, 12, 4]
+  const Tensor p = a.permute({2, 0, 1});  // [4, 2, 3], strides [1, 12, 4]
   const Tensor pv = p.view({4, 2, 3, 1});
   EXPECT_TRUE(pv.shares_storage(a));
   EXPECT_EQ(at(pv, {3, 1, 2, 0}), at(a, {1, 2, 3}));

@@ -1,5 +1,4 @@
 // CNN model: the 1600-feature flatten, parameter names, train/eval batch norm, training a tiny batch.
-#include "tests/models/fit_support.h"
 #include "models/cnn.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +9,7 @@
 #include "framework/random.h"
 #include "ops/loss.h"
 #include "optim/adam.h"
+#include "tests/models/fit_support.h"
 
 namespace mantissa {
 namespace {
@@ -57,7 +57,8 @@ TEST(CnnModel, GradientsReachEveryParameterAndTrainingReducesLoss) {
   CNN m({.generator = &g});
   const Tensor x = randn({8, 1, 28, 28}, {}, &g);
   const Tensor y = from_vector<int64_t>({0, 1, 2, 3, 4, 5, 6, 7}, {8});
-  const auto [first, last] = testing::fit_fixed_batch(m, [&](const Tensor& in) { return m.forward(in); }, x, y, 1e-3, 15);
+  const auto [first, last] = testing::fit_fixed_batch(
+      m, [&](const Tensor& in) { return m.forward(in); }, x, y, 1e-3, 15);
   // Eight images with eight labels are memorised quickly; ln(10) = 2.3 at the start.
   EXPECT_LT(last, 0.5 * first);
 }

@@ -191,7 +191,7 @@ TEST(GptModel, GenerateIsDeterministicAndRespectsBlockSizeAndTopK) {
   ASSERT_EQ(a.shape(), (Shape{2, 23}));
   for (int64_t i = 0; i < a.numel(); ++i) EXPECT_EQ(a.data<int64_t>()[i], b.data<int64_t>()[i]) << i;
   for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(a.data<int64_t>()[i], i + 1);  // the prompt is kept
-  EXPECT_TRUE(m.is_training());  // mode restored
+  EXPECT_TRUE(m.is_training());                                            // mode restored
   // top_k = 1 is greedy whatever the generator: equals temperature 0.
   Generator g3(7);
   const Tensor k1 = m.generate(prompt, 10, {.top_k = 1, .generator = &g3}).contiguous();

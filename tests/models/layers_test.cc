@@ -147,10 +147,16 @@ TEST(Layers, Conv2dInitAndShapes) {
   EXPECT_EQ(strided.weight.shape(), (Shape{8, 2, 3, 3}));
   expect_uniform_within(strided.weight, 1.0 / std::sqrt(18.0));  // fan_in = 4 / 2 * 3 * 3
   EXPECT_EQ(strided.forward(zeros({1, 4, 10, 10})).shape(), (Shape{1, 8, 5, 5}));
-  EXPECT_THAT([] { Conv2d(3, 8, {3, 3}, {.groups = 2}); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("divisible by groups 2")));
-  EXPECT_THAT([&] { conv.forward(zeros({2, 4, 10, 10})); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("Conv2d: expected an input [N, 3, H, W]")));
+  EXPECT_THAT(
+      [] {
+        Conv2d(3, 8, {3, 3}, {.groups = 2});
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("divisible by groups 2")));
+  EXPECT_THAT(
+      [&] {
+        conv.forward(zeros({2, 4, 10, 10}));
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("Conv2d: expected an input [N, 3, H, W]")));
 }
 
 TEST(Layers, BatchNorm2dTrainAndEval) {
@@ -182,8 +188,11 @@ TEST(Layers, BatchNorm2dTrainAndEval) {
   BatchNorm2d plain(3, {.affine = false});
   EXPECT_TRUE(plain.named_parameters().empty());
   EXPECT_EQ(plain.forward(zeros({2, 3, 2, 2})).shape(), (Shape{2, 3, 2, 2}));
-  EXPECT_THAT([&] { bn.forward(zeros({2, 3, 4, 4})); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("BatchNorm2d: expected an input [N, 2, H, W]")));
+  EXPECT_THAT(
+      [&] {
+        bn.forward(zeros({2, 3, 4, 4}));
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("BatchNorm2d: expected an input [N, 2, H, W]")));
 }
 
 TEST(Layers, LayerNormNormalisesTrailingDims) {
@@ -239,20 +248,21 @@ TEST(Layers, MaxPool2dShapesAndValues) {
   Tensor y = pool.forward(x);
   EXPECT_EQ(y.shape(), (Shape{1, 1, 2, 2}));
   EXPECT_EQ(values(y), (std::vector<float>{5, 7, 13, 15}));
-  EXPECT_EQ(MaxPool2d({.kernel_size = {3, 3}, .stride = {1, 1}, .padding = {1, 1}}).forward(zeros({2, 3, 5, 7})).shape(),
-            (Shape{2, 3, 5, 7}));
+  EXPECT_EQ(
+      MaxPool2d({.kernel_size = {3, 3}, .stride = {1, 1}, .padding = {1, 1}}).forward(zeros({2, 3, 5, 7})).shape(),
+      (Shape{2, 3, 5, 7}));
 }
 
 TEST(Layers, ConvNetInSequential) {
   Generator gen(8);
-  Sequential net(std::make_shared<Conv2d>(1, 4, std::array<int64_t, 2>{3, 3}, Conv2dLayerOptions{.padding = {1, 1}, .generator = &gen}),
+  Sequential net(std::make_shared<Conv2d>(1, 4, std::array<int64_t, 2>{3, 3},
+                                          Conv2dLayerOptions{.padding = {1, 1}, .generator = &gen}),
                  std::make_shared<BatchNorm2d>(4), std::make_shared<ReLU>(),
                  std::make_shared<MaxPool2d>(Pool2dOptions{.kernel_size = {2, 2}}), std::make_shared<Flatten>(),
                  std::make_shared<Dropout>(DropoutOptions{.p = 0.1, .generator = &gen}),
                  std::make_shared<Linear>(4 * 4 * 4, 10, LinearOptions{.generator = &gen}));
-  EXPECT_THAT(names(net.state_dict()),
-              ElementsAre("0.weight", "0.bias", "1.weight", "1.bias", "1.running_mean", "1.running_var",
-                          "1.num_batches_tracked", "6.weight", "6.bias"));
+  EXPECT_THAT(names(net.state_dict()), ElementsAre("0.weight", "0.bias", "1.weight", "1.bias", "1.running_mean",
+                                                   "1.running_var", "1.num_batches_tracked", "6.weight", "6.bias"));
   Tensor out = net.forward(randn({2, 1, 8, 8}, {}, &gen));
   EXPECT_EQ(out.shape(), (Shape{2, 10}));
   sum(out).backward();

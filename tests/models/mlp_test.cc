@@ -1,5 +1,4 @@
 // MLP model: shapes, PyTorch-style parameter names, gradients, overfitting a tiny batch, bf16 autocast.
-#include "tests/models/fit_support.h"
 #include "models/mlp.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +9,7 @@
 #include "framework/random.h"
 #include "ops/loss.h"
 #include "optim/adam.h"
+#include "tests/models/fit_support.h"
 
 namespace mantissa {
 namespace {
@@ -24,8 +24,8 @@ TEST(MlpModel, ShapesNamesAndCounts) {
     names.push_back(name);
     count += p.numel();
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"layers.0.weight", "layers.0.bias", "layers.2.weight",
-                                             "layers.2.bias", "layers.4.weight", "layers.4.bias"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"layers.0.weight", "layers.0.bias", "layers.2.weight", "layers.2.bias",
+                                             "layers.4.weight", "layers.4.bias"}));
   EXPECT_EQ(count, 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
   EXPECT_THROW(m.forward(zeros({5, 783})), Error);
 }
@@ -41,7 +41,8 @@ TEST(MlpModel, GradientsReachEveryParameterAndTrainingReducesLoss) {
   MLP m(16, {32, 32}, 4, {.generator = &g});
   const Tensor x = randn({8, 16}, {}, &g);
   const Tensor y = from_vector<int64_t>({0, 1, 2, 3, 0, 1, 2, 3}, {8});
-  const auto [first, last] = testing::fit_fixed_batch(m, [&](const Tensor& in) { return m.forward(in); }, x, y, 1e-2, 50);
+  const auto [first, last] = testing::fit_fixed_batch(
+      m, [&](const Tensor& in) { return m.forward(in); }, x, y, 1e-2, 50);
   // 8 points, 1900 parameters: Adam memorises them; ln(4) = 1.39 at the start.
   EXPECT_LT(last, 0.1 * first);
 }

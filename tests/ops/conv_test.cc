@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/support/golden.h"
 #include "tests/ops/op_test_support.h"
+#include "tests/support/golden.h"
 
 namespace mantissa {
 namespace {
@@ -88,8 +88,8 @@ TEST(Conv2d, GradientsMatchFiniteDifferences) {
     std::vector<Tensor> leaves{x, w};
     if (c.bias) leaves.push_back(random_tensor({c.w[0]}, 6).set_requires_grad(true));
     const Conv2dOptions o = c.options;
-    expect_gradcheck([&](const std::vector<Tensor>& l) { return conv2d(l[0], l[1], l.size() > 2 ? l[2] : Tensor(), o); },
-                     leaves);
+    expect_gradcheck(
+        [&](const std::vector<Tensor>& l) { return conv2d(l[0], l[1], l.size() > 2 ? l[2] : Tensor(), o); }, leaves);
   }
 }
 
@@ -116,7 +116,8 @@ TEST(Conv2d, F32GradientsMatchF64) {
     };
     run(l64, kFloat64);
     run(l32, kFloat32);
-    for (size_t i = 0; i < l64.size(); ++i) EXPECT_LT(rel_error(values(l32[i].grad()), values(l64[i].grad())), 1e-5) << i;
+    for (size_t i = 0; i < l64.size(); ++i)
+      EXPECT_LT(rel_error(values(l32[i].grad()), values(l64[i].grad())), 1e-5) << i;
   }
 }
 
@@ -126,7 +127,9 @@ TEST(Conv2d, NonContiguousInputsGiveSameValuesAndGradients) {
   Tensor ws = random_tensor({4, 3, 3, 2}, 8).set_requires_grad(true);
   Tensor b = random_tensor({4}, 9).set_requires_grad(true);
   const Conv2dOptions o{.stride = {2, 1}, .padding = {1, 1}};
-  auto f = [&](const std::vector<Tensor>& l) { return conv2d(l[0].permute({0, 2, 1, 3}), l[1].transpose(2, 3), l[2], o); };
+  auto f = [&](const std::vector<Tensor>& l) {
+    return conv2d(l[0].permute({0, 2, 1, 3}), l[1].transpose(2, 3), l[2], o);
+  };
   {
     NoGradGuard no_grad;
     const Tensor x = xs.permute({0, 2, 1, 3}), w = ws.transpose(2, 3);
@@ -207,8 +210,11 @@ void expect_error(const std::function<void()>& f, const std::string& fragment) {
 TEST(Conv2d, ErrorsNameTheProblem) {
   const Tensor x = zeros({2, 3, 8, 8}), w = zeros({4, 3, 3, 3});
   expect_error([&] { conv2d(x, zeros({4, 2, 3, 3})); }, "has 3 channels but weight [4, 2, 3, 3] expects 2");
-  expect_error([&] { conv2d(zeros({2, 4, 8, 8}), zeros({3, 2, 3, 3}), Tensor(), {.groups = 2}); },
-               "groups=2 must divide");
+  expect_error(
+      [&] {
+        conv2d(zeros({2, 4, 8, 8}), zeros({3, 2, 3, 3}), Tensor(), {.groups = 2});
+      },
+      "groups=2 must divide");
   expect_error([&] { conv2d(x, w, zeros({3})); }, "bias must be [4]");
   expect_error([&] { conv2d(x, w.to(kFloat64)); }, "input is f32 but weight is f64");
   expect_error([&] { conv2d(zeros({1, 3, 2, 2}), w); }, "smaller than the dilated kernel");

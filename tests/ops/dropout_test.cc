@@ -24,8 +24,7 @@ TEST(Dropout, SeedReproducesMaskAndScales) {
   const std::vector<double> xv = testing::values(x), av = testing::values(a);
   for (size_t i = 0; i < xv.size(); ++i) {
     const bool keep = g4.uniform_float() < 0.7f;
-    ASSERT_EQ(av[i], keep ? static_cast<double>(static_cast<float>(xv[i]) * static_cast<float>(1 / 0.7)) : 0.0)
-        << i;
+    ASSERT_EQ(av[i], keep ? static_cast<double>(static_cast<float>(xv[i]) * static_cast<float>(1 / 0.7)) : 0.0) << i;
   }
 }
 

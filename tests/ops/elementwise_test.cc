@@ -1,5 +1,7 @@
 // Elementwise ops' forward semantics in every floating dtype: 16-bit ops compute in fp32 and round once,
 // overflow as on a GPU, type promotion, broadcasting, strided inputs, comparisons, where/masked_fill/clamp.
+#include "ops/elementwise.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 
 #include "framework/autograd.h"
 #include "framework/generator.h"
-#include "ops/elementwise.h"
 #include "ops/reduce.h"
 
 namespace mantissa {
@@ -139,7 +140,8 @@ TEST(Elementwise, StridedAndLargeInputsMatchTheContiguousPath) {
     // Every element checked against the scalar formula computed in the compute type.
     const std::vector<double> xv = vals(x), yv = vals(y), s = vals(add(xt, yt));
     for (size_t i = 0; i < xv.size(); i += 97) {
-      const double want = dt == DType::kF64 ? xv[i] + yv[i] : vals(from_vector<float>({static_cast<float>(xv[i] + yv[i])}).to(dt))[0];
+      const double want =
+          dt == DType::kF64 ? xv[i] + yv[i] : vals(from_vector<float>({static_cast<float>(xv[i] + yv[i])}).to(dt))[0];
       ASSERT_EQ(s[i], want) << dtype_name(dt) << " element " << i;
     }
   }

@@ -49,8 +49,8 @@ TEST(Embedding, Int32IndicesAndNonContiguousWeight) {
 TEST(Embedding, Gradcheck) {
   const Tensor idx = from_vector<int64_t>({1, 3, 1, 0}, {2, 2});
   EXPECT_TRUE(testing::gradcheck([&](const auto& in) { return embedding(in[0], idx); }, {random_tensor({4, 3}, 24)}));
-  EXPECT_TRUE(testing::gradcheck([&](const auto& in) { return embedding(in[0].t(), idx); },
-                                 {random_tensor({3, 4}, 25)}));
+  EXPECT_TRUE(
+      testing::gradcheck([&](const auto& in) { return embedding(in[0].t(), idx); }, {random_tensor({3, 4}, 25)}));
 }
 
 TEST(Embedding, SixteenBitGradientRoundsOnce) {
@@ -62,8 +62,8 @@ TEST(Embedding, SixteenBitGradientRoundsOnce) {
     const Tensor idx = zeros({300}, {.dtype = kInt64});
     embedding(w, idx).backward(full({300, 4}, 0.1, {.dtype = dt}));
     EXPECT_EQ(w.grad().dtype(), dt);
-    const float expected = static_cast<float>(300 * static_cast<double>(static_cast<float>(
-                                                           dt == kBFloat16 ? float(BFloat16(0.1f)) : float(Half(0.1f)))));
+    const float expected = static_cast<float>(
+        300 * static_cast<double>(static_cast<float>(dt == kBFloat16 ? float(BFloat16(0.1f)) : float(Half(0.1f)))));
     const Tensor want = full({4}, expected, {.dtype = dt});
     EXPECT_TRUE(all_close(w.grad().select(0, 0), want, 0, 0));
   }

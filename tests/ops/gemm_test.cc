@@ -1,18 +1,19 @@
 // The raw-pointer GEMM kernels (ops/cpu/gemm.h) in every dtype against a naive f64 loop: transpose
 // flags, padded leading dims, strided and broadcast batches, alpha/beta, k = 0; the 16-bit contract
 // (fp32 accumulation, one rounding) bit for bit; and independence from the thread count.
+#include "ops/cpu/gemm.h"
+
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <limits>
+#include <omp.h>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "framework/dtype.h"
 #include "framework/parallel.h"
-#include "ops/cpu/gemm.h"
 
 namespace mantissa::cpu {
 namespace {
@@ -73,8 +74,18 @@ TYPED_TEST(GemmKernel, MatchesNaiveReference) {
         const Stored<T> b = random_stored<T>(bt ? n : k, bt ? k : n, (bt ? k : n) + pad, 1, 2);
         Stored<T> c = random_stored<T>(m, n, n + pad, batch, 3);
         const Stored<T> c0 = c;
-        const GemmArgs<T> g{.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .a = a.data.data(), .lda = a.ld,
-                            .b = b.data.data(), .ldb = b.ld, .c = c.data.data(), .ldc = c.ld, .alpha = 0.5,
+        const GemmArgs<T> g{.trans_a = ta,
+                            .trans_b = tb,
+                            .m = m,
+                            .n = n,
+                            .k = k,
+                            .a = a.data.data(),
+                            .lda = a.ld,
+                            .b = b.data.data(),
+                            .ldb = b.ld,
+                            .c = c.data.data(),
+                            .ldc = c.ld,
+                            .alpha = 0.5,
                             .beta = 2.0};
         gemm_batched(BatchedGemmArgs<T>{
             .gemm = g, .batch = batch, .stride_a = a.rows * a.ld, .stride_b = 0, .stride_c = c.rows * c.ld});
@@ -105,12 +116,20 @@ TYPED_TEST(GemmKernel, MatchesNaiveReference) {
 TYPED_TEST(GemmKernel, EmptyInnerDimension) {
   using T = TypeParam;
   std::vector<T> a(1), b(1), c(6, T(3.0f));
-  gemm(GemmArgs<T>{.m = 2, .n = 3, .k = 0, .a = a.data(), .lda = 1, .b = b.data(), .ldb = 3, .c = c.data(),
-                   .ldc = 3, .beta = 0.5});
+  gemm(GemmArgs<T>{
+      .m = 2, .n = 3, .k = 0, .a = a.data(), .lda = 1, .b = b.data(), .ldb = 3, .c = c.data(), .ldc = 3, .beta = 0.5});
   for (T v : c) EXPECT_EQ(static_cast<double>(static_cast<compute_t<T>>(v)), 1.5);
   std::vector<T> nan_c(6, T(std::numeric_limits<float>::quiet_NaN()));
-  gemm(GemmArgs<T>{.m = 2, .n = 3, .k = 0, .a = a.data(), .lda = 1, .b = b.data(), .ldb = 3, .c = nan_c.data(),
-                   .ldc = 3, .beta = 0.0});
+  gemm(GemmArgs<T>{.m = 2,
+                   .n = 3,
+                   .k = 0,
+                   .a = a.data(),
+                   .lda = 1,
+                   .b = b.data(),
+                   .ldb = 3,
+                   .c = nan_c.data(),
+                   .ldc = 3,
+                   .beta = 0.0});
   for (T v : nan_c) EXPECT_EQ(static_cast<double>(static_cast<compute_t<T>>(v)), 0.0);
 }
 
@@ -136,12 +155,15 @@ void expect_exact_rounding(int threads) {
   std::vector<T> plain(static_cast<size_t>(m * n)), batched(static_cast<size_t>(batch * m * n));
   const int saved = omp_get_max_threads();
   omp_set_num_threads(threads);
-  gemm(GemmArgs<T>{.m = m, .n = n, .k = k, .a = a.data(), .lda = lda, .b = b.data(), .ldb = n, .c = plain.data(),
-                   .ldc = n});
+  gemm(GemmArgs<T>{
+      .m = m, .n = n, .k = k, .a = a.data(), .lda = lda, .b = b.data(), .ldb = n, .c = plain.data(), .ldc = n});
   gemm_batched(BatchedGemmArgs<T>{
-      .gemm = {.m = m, .n = n, .k = k, .a = a.data(), .lda = lda, .b = b.data(), .ldb = n, .c = batched.data(),
-               .ldc = n},
-      .batch = batch, .stride_a = m * lda, .stride_b = 0, .stride_c = m * n});
+      .gemm =
+          {.m = m, .n = n, .k = k, .a = a.data(), .lda = lda, .b = b.data(), .ldb = n, .c = batched.data(), .ldc = n},
+      .batch = batch,
+      .stride_a = m * lda,
+      .stride_b = 0,
+      .stride_c = m * n});
   omp_set_num_threads(saved);
   int64_t inexact = 0;  // how many outputs needed rounding (the test is void if none did)
   for (int64_t z = 0; z < batch; ++z) {
@@ -179,8 +201,15 @@ void expect_same_inside_parallel_region() {
   const int64_t m = 64, n = 96, k = 80, count = 4;
   const Stored<T> a = random_stored<T>(m, k, k, count, 5), b = random_stored<T>(k, n, n, 1, 6);
   auto run = [&](std::vector<T>& c, int64_t i) {
-    gemm(GemmArgs<T>{.m = m, .n = n, .k = k, .a = a.data.data() + i * m * k, .lda = k, .b = b.data.data(),
-                     .ldb = n, .c = c.data() + i * m * n, .ldc = n});
+    gemm(GemmArgs<T>{.m = m,
+                     .n = n,
+                     .k = k,
+                     .a = a.data.data() + i * m * k,
+                     .lda = k,
+                     .b = b.data.data(),
+                     .ldb = n,
+                     .c = c.data() + i * m * n,
+                     .ldc = n});
   };
   std::vector<T> serial(static_cast<size_t>(count * m * n)), nested(serial.size());
   for (int64_t i = 0; i < count; ++i) run(serial, i);

@@ -20,10 +20,9 @@
 #include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/pool.h"
+#include "ops/reduce.h"
 #include "ops/shape.h"
 #include "ops/softmax.h"
-
-#include "ops/reduce.h"
 #include "tests/support/golden.h"
 
 namespace mantissa::testing {
@@ -164,7 +163,8 @@ GOLDEN_TEST(avg_pool2d_k2, kF32Exact, [](const In& x) { return avg_pool2d(x[0], 
 GOLDEN_TEST(layer_norm, kF32Layer,
             [](const In& x) { return layer_norm(x[0], {8}, x[1], x[2], attr_f64("layer_norm", "eps")); })
 GOLDEN_TEST(batch_norm_train, kF32Layer, [](const In& x) {
-  return batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], BatchNormMode::kTrain, 0.1, attr_f64("batch_norm_train", "eps"));
+  return batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], BatchNormMode::kTrain, 0.1,
+                    attr_f64("batch_norm_train", "eps"));
 })
 
 Tensor index_attr(const std::string& group, const std::string& name, const Shape& shape) {
@@ -184,7 +184,9 @@ GOLDEN_TEST(cross_entropy_mean, kF32Transcendental,
 // A 20-term f32 sum of squares: short enough for the reduction bound.
 GOLDEN_TEST(mse_mean, kF32Reduction, [](const In& x) { return mse_loss(x[0], x[1]); })
 // Row copies forward; the weight gradient adds up to three rows for repeated indices (one rounding each).
-GOLDEN_TEST(embedding, kF32Exact, [](const In& x) { return embedding(x[0], index_attr("embedding", "indices", {3, 5})); })
+GOLDEN_TEST(embedding, kF32Exact, [](const In& x) {
+  return embedding(x[0], index_attr("embedding", "indices", {3, 5}));
+})
 GOLDEN_TEST(cat_dim1, kF32Exact, [](const In& x) { return cat({x[0], x[1]}, attr("cat_dim1", "dim")); })
 
 // GEMMs of inner size 5 to 7 and (for the weight gradients) sums over up to 24 rows, in f32 with a blocking
@@ -217,11 +219,14 @@ TEST(GoldenOpsCoverage, EveryGroupIsTestedOrListedAsPending) {
   std::vector<std::string> missing, pending;
   for (const std::string& group : f.members("/")) {
     EXPECT_FALSE(tested.count(group) && kPending.count(group)) << group << " is tested: remove it from kPending";
-    if (kPending.count(group)) pending.push_back(group);
-    else if (!tested.count(group)) missing.push_back(group);
+    if (kPending.count(group))
+      pending.push_back(group);
+    else if (!tested.count(group))
+      missing.push_back(group);
   }
   EXPECT_EQ(f.members("/").size(), 29u);
-  EXPECT_TRUE(missing.empty()) << "groups with neither a test nor a pending entry: " << ::testing::PrintToString(missing);
+  EXPECT_TRUE(missing.empty()) << "groups with neither a test nor a pending entry: "
+                               << ::testing::PrintToString(missing);
   if (!pending.empty()) {
     std::cout << "[ PENDING  ] golden groups whose op has not landed: " << ::testing::PrintToString(pending) << "\n";
   }

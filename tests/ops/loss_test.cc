@@ -51,9 +51,9 @@ TEST(Loss, FusedCrossEntropyEqualsComposed) {
   };
   const std::vector<Case> cases = {
       {{5, 7}, {0, 6, 3, -100, 3}, {5}},
-      {{2, 4, 3}, {0, 1, 3, -100, 2, 2}, {2, 3}},             // [N, C, d1]
+      {{2, 4, 3}, {0, 1, 3, -100, 2, 2}, {2, 3}},              // [N, C, d1]
       {{2, 3, 2, 2}, {0, 1, 2, 2, 1, -100, 0, 0}, {2, 2, 2}},  // [N, C, d1, d2]
-      {{6}, {4}, {}},                                       // unbatched [C] with a 0-d target
+      {{6}, {4}, {}},                                          // unbatched [C] with a 0-d target
   };
   for (const Case& c : cases) {
     for (Reduction r : {Reduction::kMean, Reduction::kSum, Reduction::kNone}) {
@@ -107,7 +107,8 @@ TEST(Loss, MeanDividesByNonIgnoredCount) {
   const CrossEntropyOptions ignore7{.ignore_index = 7};
   const double total = cross_entropy(x, t, {.reduction = Reduction::kSum, .ignore_index = 7}).item();
   EXPECT_NEAR(cross_entropy(x, t, ignore7).item(), total / 2, 1e-15);
-  const std::vector<double> each = testing::values(cross_entropy(x, t, {.reduction = Reduction::kNone, .ignore_index = 7}));
+  const std::vector<double> each =
+      testing::values(cross_entropy(x, t, {.reduction = Reduction::kNone, .ignore_index = 7}));
   EXPECT_EQ(each[1], 0.0);
   EXPECT_EQ(each[3], 0.0);
   EXPECT_NEAR(each[0] + each[2], total, 1e-15);

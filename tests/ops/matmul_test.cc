@@ -1,6 +1,8 @@
 // mm, bmm, matmul, linear, addmm, baddbmm: every op in f32, f64, f16 and bf16 against a naive f64
 // reference; backward by central differences in f64 (non-contiguous and broadcast inputs included);
 // 16-bit gradients against the f64 ones; PyTorch's golden values; error messages.
+#include "ops/matmul.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -14,7 +16,6 @@
 #include "framework/autograd.h"
 #include "ops/cpu/loops.h"
 #include "ops/elementwise.h"
-#include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "tests/support/golden.h"
 
@@ -79,56 +80,92 @@ struct Case {
 std::vector<Case> cases() {
   using V = const std::vector<Tensor>&;
   return {
-      {"mm", {{13, 17}, {17, 11}}, [](V x) { return mm(x[0], x[1]); },
-       [](V x) { return ref_matmul(x[0], x[1]); }},
-      {"mm_transposed", {{17, 13}, {11, 17}}, [](V x) { return mm(x[0].t(), x[1].t()); },
+      {"mm", {{13, 17}, {17, 11}}, [](V x) { return mm(x[0], x[1]); }, [](V x) { return ref_matmul(x[0], x[1]); }},
+      {"mm_transposed",
+       {{17, 13}, {11, 17}},
+       [](V x) { return mm(x[0].t(), x[1].t()); },
        [](V x) { return ref_matmul(f64(x[0]).t(), f64(x[1]).t()); }},
-      {"mm_sliced", {{13, 34}, {20, 11}},  // a: every other column (no unit stride); b: rows 2..18
+      {"mm_sliced",
+       {{13, 34}, {20, 11}},  // a: every other column (no unit stride); b: rows 2..18
        [](V x) { return mm(x[0].slice(1, 0, 34, 2), x[1].narrow(0, 2, 17)); },
        [](V x) { return ref_matmul(f64(x[0]).slice(1, 0, 34, 2), f64(x[1]).narrow(0, 2, 17)); }},
-      {"bmm", {{3, 9, 7}, {3, 7, 5}}, [](V x) { return bmm(x[0], x[1]); },
-       [](V x) { return ref_matmul(x[0], x[1]); }},
-      {"bmm_transposed", {{3, 7, 9}, {3, 5, 7}},
+      {"bmm", {{3, 9, 7}, {3, 7, 5}}, [](V x) { return bmm(x[0], x[1]); }, [](V x) { return ref_matmul(x[0], x[1]); }},
+      {"bmm_transposed",
+       {{3, 7, 9}, {3, 5, 7}},
        [](V x) { return bmm(x[0].transpose(1, 2), x[1].transpose(1, 2)); },
        [](V x) { return ref_matmul(f64(x[0]).transpose(1, 2), f64(x[1]).transpose(1, 2)); }},
-      {"bmm_permuted_batch", {{9, 3, 7}, {3, 7, 5}},  // a's batch stride (7) is below its row stride (21)
-       [](V x) { return bmm(x[0].permute({1, 0, 2}), x[1]); },
-       [](V x) { return ref_matmul(f64(x[0]).permute({1, 0, 2}), x[1]); }},
-      {"matmul_dot", {{19}, {19}}, [](V x) { return matmul(x[0], x[1]); },
+      {"bmm_permuted_batch",
+       {{9, 3, 7}, {3, 7, 5}},  // a's batch stride (7) is below its row stride (21)
+       [](V x) {
+         return bmm(x[0].permute({1, 0, 2}), x[1]);
+       },
+       [](V x) {
+         return ref_matmul(f64(x[0]).permute({1, 0, 2}), x[1]);
+       }},
+      {"matmul_dot", {{19}, {19}}, [](V x) { return matmul(x[0], x[1]); }, [](V x) { return ref_matmul(x[0], x[1]); }},
+      {"matmul_vec_mat",
+       {{7}, {7, 5}},
+       [](V x) { return matmul(x[0], x[1]); },
        [](V x) { return ref_matmul(x[0], x[1]); }},
-      {"matmul_vec_mat", {{7}, {7, 5}}, [](V x) { return matmul(x[0], x[1]); },
+      {"matmul_mat_vec",
+       {{6, 7}, {7}},
+       [](V x) { return matmul(x[0], x[1]); },
        [](V x) { return ref_matmul(x[0], x[1]); }},
-      {"matmul_mat_vec", {{6, 7}, {7}}, [](V x) { return matmul(x[0], x[1]); },
+      {"matmul_batch_vec",
+       {{2, 3, 6, 7}, {7}},
+       [](V x) { return matmul(x[0], x[1]); },
        [](V x) { return ref_matmul(x[0], x[1]); }},
-      {"matmul_batch_vec", {{2, 3, 6, 7}, {7}}, [](V x) { return matmul(x[0], x[1]); },
+      {"matmul_vec_batch",
+       {{7}, {3, 7, 5}},
+       [](V x) { return matmul(x[0], x[1]); },
        [](V x) { return ref_matmul(x[0], x[1]); }},
-      {"matmul_vec_batch", {{7}, {3, 7, 5}}, [](V x) { return matmul(x[0], x[1]); },
+      {"matmul_fold",
+       {{2, 3, 4, 5}, {5, 6}},
+       [](V x) { return matmul(x[0], x[1]); },
        [](V x) { return ref_matmul(x[0], x[1]); }},
-      {"matmul_fold", {{2, 3, 4, 5}, {5, 6}}, [](V x) { return matmul(x[0], x[1]); },
+      {"matmul_mat_batch",
+       {{4, 5}, {2, 5, 6}},
+       [](V x) { return matmul(x[0], x[1]); },
        [](V x) { return ref_matmul(x[0], x[1]); }},
-      {"matmul_mat_batch", {{4, 5}, {2, 5, 6}}, [](V x) { return matmul(x[0], x[1]); },
+      {"matmul_broadcast_both",
+       {{2, 1, 4, 5}, {3, 5, 6}},
+       [](V x) { return matmul(x[0], x[1]); },
        [](V x) { return ref_matmul(x[0], x[1]); }},
-      {"matmul_broadcast_both", {{2, 1, 4, 5}, {3, 5, 6}}, [](V x) { return matmul(x[0], x[1]); },
+      {"matmul_batch_one",
+       {{3, 4, 5}, {1, 5, 6}},
+       [](V x) { return matmul(x[0], x[1]); },
        [](V x) { return ref_matmul(x[0], x[1]); }},
-      {"matmul_batch_one", {{3, 4, 5}, {1, 5, 6}}, [](V x) { return matmul(x[0], x[1]); },
+      {"matmul_one_batch",
+       {{1, 4, 5}, {3, 5, 6}},
+       [](V x) { return matmul(x[0], x[1]); },
        [](V x) { return ref_matmul(x[0], x[1]); }},
-      {"matmul_one_batch", {{1, 4, 5}, {3, 5, 6}}, [](V x) { return matmul(x[0], x[1]); },
-       [](V x) { return ref_matmul(x[0], x[1]); }},
-      {"matmul_transposed_batch", {{2, 3, 5, 4}, {5, 6}},  // a^T per batch: no fold, transpose flag
+      {"matmul_transposed_batch",
+       {{2, 3, 5, 4}, {5, 6}},  // a^T per batch: no fold, transpose flag
        [](V x) { return matmul(x[0].transpose(-1, -2), x[1]); },
        [](V x) { return ref_matmul(f64(x[0]).transpose(-1, -2), x[1]); }},
-      {"linear", {{4, 3, 7}, {5, 7}, {5}}, [](V x) { return linear(x[0], x[1], x[2]); },
+      {"linear",
+       {{4, 3, 7}, {5, 7}, {5}},
+       [](V x) { return linear(x[0], x[1], x[2]); },
        [](V x) { return add(ref_matmul(x[0], f64(x[1]).t()), f64(x[2])); }},
-      {"linear_no_bias", {{6, 7}, {5, 7}}, [](V x) { return linear(x[0], x[1]); },
+      {"linear_no_bias",
+       {{6, 7}, {5, 7}},
+       [](V x) { return linear(x[0], x[1]); },
        [](V x) { return ref_matmul(x[0], f64(x[1]).t()); }},
-      {"linear_vector", {{7}, {5, 7}, {5}}, [](V x) { return linear(x[0], x[1], x[2]); },
+      {"linear_vector",
+       {{7}, {5, 7}, {5}},
+       [](V x) { return linear(x[0], x[1], x[2]); },
        [](V x) { return add(ref_matmul(x[0], f64(x[1]).t()), f64(x[2])); }},
-      {"addmm", {{11}, {13, 17}, {17, 11}}, [](V x) { return addmm(x[0], x[1], x[2], 0.5, 2.0); },
+      {"addmm",
+       {{11}, {13, 17}, {17, 11}},
+       [](V x) { return addmm(x[0], x[1], x[2], 0.5, 2.0); },
        [](V x) { return add(mul(f64(x[0]), 0.5), mul(ref_matmul(x[1], x[2]), 2.0)); }},
-      {"addmm_full_bias_transposed", {{13, 11}, {17, 13}, {17, 11}},
+      {"addmm_full_bias_transposed",
+       {{13, 11}, {17, 13}, {17, 11}},
        [](V x) { return addmm(x[0], x[1].t(), x[2].t().contiguous().t(), 1.25, 0.75); },
        [](V x) { return add(mul(f64(x[0]), 1.25), mul(ref_matmul(f64(x[1]).t(), x[2]), 0.75)); }},
-      {"baddbmm", {{3, 1, 5}, {3, 9, 7}, {3, 7, 5}}, [](V x) { return baddbmm(x[0], x[1], x[2], 1.5, 0.25); },
+      {"baddbmm",
+       {{3, 1, 5}, {3, 9, 7}, {3, 7, 5}},
+       [](V x) { return baddbmm(x[0], x[1], x[2], 1.5, 0.25); },
        [](V x) { return add(mul(f64(x[0]), 1.5), mul(ref_matmul(x[1], x[2]), 0.25)); }},
   };
 }
@@ -231,7 +268,8 @@ TEST(MatmulGradcheck, CentralDifferencesF64) {
         p[j] = x - eps;
         const double down = loss();
         p[j] = x;
-        ASSERT_NEAR(analytic[static_cast<size_t>(j)], (up - down) / (2 * eps), 1e-7) << "input " << i << " element " << j;
+        ASSERT_NEAR(analytic[static_cast<size_t>(j)], (up - down) / (2 * eps), 1e-7)
+            << "input " << i << " element " << j;
       }
     }
   }
@@ -269,7 +307,8 @@ TEST(Matmul, SixteenBitOutputIsTheFp32SumRoundedOnce) {
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
         double exact = cv[static_cast<size_t>(j)];
-        for (int64_t l = 0; l < k; ++l) exact += 2.0 * av[static_cast<size_t>(i * k + l)] * bv[static_cast<size_t>(l * n + j)];
+        for (int64_t l = 0; l < k; ++l)
+          exact += 2.0 * av[static_cast<size_t>(i * k + l)] * bv[static_cast<size_t>(l * n + j)];
         const double rounded = values(full({1}, exact, {.dtype = dt}))[0];  // one f64 -> 16-bit rounding
         ASSERT_EQ(got[static_cast<size_t>(i * n + j)], rounded) << "(" << i << ", " << j << ") exact " << exact;
       }
@@ -283,7 +322,8 @@ TEST(Matmul, SmallestOnceVersusStepwiseCase) {
   const Tensor b = ones({3, 1}, {.dtype = kBFloat16});
   EXPECT_EQ(mm(a, b).item(), 258.0);
   // f16: 2048 + 1 + 1 = 2050 (stepwise: 2048).
-  EXPECT_EQ(mm(from_vector<float>({2048, 1, 1}, {1, 3}).to(kFloat16), ones({3, 1}, {.dtype = kFloat16})).item(), 2050.0);
+  EXPECT_EQ(mm(from_vector<float>({2048, 1, 1}, {1, 3}).to(kFloat16), ones({3, 1}, {.dtype = kFloat16})).item(),
+            2050.0);
 }
 
 // Under autocast every product runs in the guard's dtype; fp32 leaves still get fp32 grads.
@@ -370,31 +410,55 @@ std::string error_of(F&& f) {
 
 TEST(MatmulErrors, Messages) {
   const Tensor m43 = ones({4, 3}), m45 = ones({4, 5});
-  EXPECT_EQ(error_of([&] { matmul(m43, m45); }), "matmul: cannot multiply [4, 3] by [4, 5]: inner sizes 3 and 4 differ");
+  EXPECT_EQ(error_of([&] { matmul(m43, m45); }),
+            "matmul: cannot multiply [4, 3] by [4, 5]: inner sizes 3 and 4 differ");
   EXPECT_EQ(error_of([&] { mm(m43, m45); }), "mm: cannot multiply [4, 3] by [4, 5]: inner sizes 3 and 4 differ");
   const std::string dtype_err = error_of([&] { mm(ones({2, 3}), ones({3, 2}, {.dtype = kFloat16})); });
   EXPECT_THAT(dtype_err, HasSubstr("mm: expected self and mat2 to have the same dtype, got f32 [2, 3] and f16 [3, 2]"));
-  EXPECT_THAT(error_of([&] { matmul(ones({2, 3}, {.dtype = kBFloat16}), ones({3}, {.dtype = kFloat64})); }),
+  EXPECT_THAT(error_of([&] {
+                matmul(ones({2, 3}, {.dtype = kBFloat16}), ones({3}, {.dtype = kFloat64}));
+              }),
               HasSubstr("got bf16 [2, 3] and f64 [3]"));
-  EXPECT_THAT(error_of([&] { mm(ones({2, 3, 4}), ones({4, 5})); }), HasSubstr("mm: expected 2-D operands, got [2, 3, 4]"));
+  EXPECT_THAT(error_of([&] {
+                mm(ones({2, 3, 4}), ones({4, 5}));
+              }),
+              HasSubstr("mm: expected 2-D operands, got [2, 3, 4]"));
   EXPECT_THAT(error_of([&] { bmm(ones({2, 3, 4}), ones({3, 4, 5})); }), HasSubstr("bmm: batch sizes 2 and 3"));
-  EXPECT_THAT(error_of([&] { bmm(ones({2, 3, 4}), ones({2, 5, 5})); }),
+  EXPECT_THAT(error_of([&] {
+                bmm(ones({2, 3, 4}), ones({2, 5, 5}));
+              }),
               HasSubstr("bmm: cannot multiply [2, 3, 4] by [2, 5, 5]: inner sizes 4 and 5 differ"));
-  EXPECT_THAT(error_of([&] { matmul(scalar_tensor(1.0), ones({3})); }), HasSubstr("matmul: both arguments need at least 1 dim"));
-  EXPECT_THAT(error_of([&] { matmul(ones({2, 3, 4}), ones({3, 4, 5})); }), HasSubstr("matmul: shapes [2] and [3] cannot be broadcast"));
+  EXPECT_THAT(error_of([&] { matmul(scalar_tensor(1.0), ones({3})); }),
+              HasSubstr("matmul: both arguments need at least 1 dim"));
+  EXPECT_THAT(error_of([&] {
+                matmul(ones({2, 3, 4}), ones({3, 4, 5}));
+              }),
+              HasSubstr("matmul: shapes [2] and [3] cannot be broadcast"));
   EXPECT_THAT(error_of([&] { matmul(ones({3}), ones({4})); }), HasSubstr("inner sizes 3 and 4 differ"));
-  EXPECT_THAT(error_of([&] { linear(ones({2, 6}), ones({4, 5})); }),
+  EXPECT_THAT(error_of([&] {
+                linear(ones({2, 6}), ones({4, 5}));
+              }),
               HasSubstr("linear: input [2, 6] has 6 features in its last dim, but weight [4, 5] expects 5"));
   EXPECT_THAT(error_of([&] { linear(ones({2, 5}), ones({5})); }), HasSubstr("linear: expected a 2-D weight"));
-  EXPECT_THAT(error_of([&] { linear(ones({2, 5}), ones({4, 5}), ones({3})); }),
+  EXPECT_THAT(error_of([&] {
+                linear(ones({2, 5}), ones({4, 5}), ones({3}));
+              }),
               HasSubstr("linear: bias [3] does not broadcast to the product's shape [4]"));
-  EXPECT_THAT(error_of([&] { addmm(ones({3, 3}), ones({2, 4}), ones({4, 3})); }),
+  EXPECT_THAT(error_of([&] {
+                addmm(ones({3, 3}), ones({2, 4}), ones({4, 3}));
+              }),
               HasSubstr("addmm: bias [3, 3] does not broadcast to the product's shape [2, 3]"));
-  EXPECT_THAT(error_of([&] { addmm(ones({3}, {.dtype = kFloat64}), ones({2, 4}), ones({4, 3})); }),
+  EXPECT_THAT(error_of([&] {
+                addmm(ones({3}, {.dtype = kFloat64}), ones({2, 4}), ones({4, 3}));
+              }),
               HasSubstr("addmm: expected bias and the matrices to have the same dtype, got f64 and f32"));
-  EXPECT_THAT(error_of([&] { mm(ones({2, 2}, {.dtype = kInt64}), ones({2, 2}, {.dtype = kInt64})); }),
+  EXPECT_THAT(error_of([&] {
+                mm(ones({2, 2}, {.dtype = kInt64}), ones({2, 2}, {.dtype = kInt64}));
+              }),
               HasSubstr("mm: expected a floating self (f32, f64, f16, bf16), got i64"));
-  EXPECT_THAT(error_of([&] { baddbmm(ones({1}), ones({2, 3, 4}), ones({1, 4, 5})); }),
+  EXPECT_THAT(error_of([&] {
+                baddbmm(ones({1}), ones({2, 3, 4}), ones({1, 4, 5}));
+              }),
               HasSubstr("baddbmm: batch sizes 2 and 1"));
   EXPECT_THAT(error_of([&] { mm(Tensor(), ones({2, 2})); }), HasSubstr("mm: self is an undefined tensor"));
 }

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "tests/support/gradcheck.h"
 #include "framework/autograd.h"
 #include "framework/generator.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 #include "tests/support/golden.h"
+#include "tests/support/gradcheck.h"
 
 namespace mantissa::testing {
 
@@ -61,8 +61,8 @@ inline ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& 
   }
   if (bad == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << bad << " of " << a.size() << " elements differ; worst at flat index "
-                                       << worst_i << ": " << a[worst_i] << " vs expected " << e[worst_i]
-                                       << " (rtol " << rtol << ", atol " << atol << ")";
+                                       << worst_i << ": " << a[worst_i] << " vs expected " << e[worst_i] << " (rtol "
+                                       << rtol << ", atol " << atol << ")";
 }
 
 // Gradchecks use the project's one harness, testing::gradcheck (tests/support/gradcheck.h).

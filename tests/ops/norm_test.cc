@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/support/golden.h"
 #include "tests/ops/op_test_support.h"
+#include "tests/support/golden.h"
 
 namespace mantissa {
 namespace {
@@ -60,7 +60,8 @@ Tensor batch_norm_composed(const Tensor& x, const Tensor& rm, const Tensor& rv, 
 }
 
 TEST(LayerNorm, ForwardMatchesDirectLoop) {
-  const Tensor x = random_tensor({3, 4, 2, 5}, 1, kFloat64, 2.0), w = random_tensor({2, 5}, 2), b = random_tensor({2, 5}, 3);
+  const Tensor x = random_tensor({3, 4, 2, 5}, 1, kFloat64, 2.0), w = random_tensor({2, 5}, 2),
+               b = random_tensor({2, 5}, 3);
   for (bool affine : {true, false}) {
     const Tensor wa = affine ? w : Tensor(), ba = affine ? b : Tensor();
     const std::vector<double> ref = layer_norm_reference(x, 10, wa, ba, 1e-5);
@@ -103,7 +104,8 @@ TEST(LayerNorm, SixteenBitEqualsF32RoundedOnce) {
   for (DType dt : {kBFloat16, kFloat16}) {
     SCOPED_TRACE(dtype_name(dt));
     Tensor x = random_tensor({6, 40}, 12, dt, 2.0).set_requires_grad(true);
-    Tensor w = random_tensor({40}, 13, dt).set_requires_grad(true), b = random_tensor({40}, 14, dt).set_requires_grad(true);
+    Tensor w = random_tensor({40}, 13, dt).set_requires_grad(true),
+           b = random_tensor({40}, 14, dt).set_requires_grad(true);
     Tensor x32 = x.detach().to(kFloat32).set_requires_grad(true), w32 = w.detach().to(kFloat32).set_requires_grad(true),
            b32 = b.detach().to(kFloat32).set_requires_grad(true);
     const Tensor y = layer_norm(x, {40}, w, b), y32 = layer_norm(x32, {40}, w32, b32);
@@ -198,14 +200,17 @@ TEST(BatchNorm, GradientsMatchFiniteDifferences) {
     Tensor w = random_tensor({2}, 29).set_requires_grad(true), b = random_tensor({2}, 30).set_requires_grad(true);
     const Tensor rm = random_tensor({2}, 31), rv = full({2}, 1.3, {.dtype = kFloat64});
     // Running stats are cloned per call so the finite differences see identical eval statistics.
-    expect_gradcheck([&](const std::vector<Tensor>& l) { return batch_norm(l[0], rm.clone(), rv.clone(), l[1], l[2], mode); },
-                     {x, w, b});
+    expect_gradcheck(
+        [&](const std::vector<Tensor>& l) { return batch_norm(l[0], rm.clone(), rv.clone(), l[1], l[2], mode); },
+        {x, w, b});
     // [N, C] input stored transposed (non-contiguous), no affine parameters.
     Tensor xs = random_tensor({3, 5}, 32).set_requires_grad(true);
-    expect_gradcheck([&](const std::vector<Tensor>& l) {
-      return batch_norm(l[0].t(), rm.narrow(0, 0, 1).expand({3}).contiguous(), full({3}, 0.9, {.dtype = kFloat64}),
-                        Tensor(), Tensor(), mode);
-    }, {xs});
+    expect_gradcheck(
+        [&](const std::vector<Tensor>& l) {
+          return batch_norm(l[0].t(), rm.narrow(0, 0, 1).expand({3}).contiguous(), full({3}, 0.9, {.dtype = kFloat64}),
+                            Tensor(), Tensor(), mode);
+        },
+        {xs});
   }
 }
 
@@ -215,8 +220,10 @@ TEST(BatchNorm, SixteenBitEqualsF32RoundedOnce) {
     for (BatchNormMode mode : {BatchNormMode::kTrain, BatchNormMode::kEval}) {
       SCOPED_TRACE(dtype_name(dt));
       Tensor x = random_tensor({4, 3, 5, 5}, 33, dt, 2.0).set_requires_grad(true);
-      Tensor w = random_tensor({3}, 34, dt).set_requires_grad(true), b = random_tensor({3}, 35, dt).set_requires_grad(true);
-      Tensor x32 = x.detach().to(kFloat32).set_requires_grad(true), w32 = w.detach().to(kFloat32).set_requires_grad(true),
+      Tensor w = random_tensor({3}, 34, dt).set_requires_grad(true),
+             b = random_tensor({3}, 35, dt).set_requires_grad(true);
+      Tensor x32 = x.detach().to(kFloat32).set_requires_grad(true),
+             w32 = w.detach().to(kFloat32).set_requires_grad(true),
              b32 = b.detach().to(kFloat32).set_requires_grad(true);
       const Tensor rm = random_tensor({3}, 36, dt), rv = full({3}, 1.5, {.dtype = dt});
       const Tensor y = batch_norm(x, rm.clone(), rv.clone(), w, b, mode);
@@ -281,19 +288,32 @@ void expect_error(const std::function<void()>& f, const std::string& fragment) {
 
 TEST(Norm, ErrorsNameTheProblem) {
   const Tensor x = zeros({4, 3, 8});
-  expect_error([&] { layer_norm(x, {3}); }, "normalized_shape [3] must be non-empty and equal the last dims of input [4, 3, 8]");
+  expect_error([&] { layer_norm(x, {3}); },
+               "normalized_shape [3] must be non-empty and equal the last dims of input [4, 3, 8]");
   expect_error([&] { layer_norm(x, {8}, zeros({7})); }, "layer_norm: weight must be [8] for input [4, 3, 8], got [7]");
   expect_error([&] { layer_norm(x, {8}, zeros({8}, {.dtype = kFloat64})); }, "weight is f64 but input is f32");
   expect_error([&] { batch_norm(zeros({4}), Tensor(), Tensor(), Tensor(), Tensor(), BatchNormMode::kTrain); },
                "input must be [N, C] or [N, C, H, W], got [4]");
-  expect_error([&] { batch_norm(zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), BatchNormMode::kTrain); },
-               "more than one value per channel");
-  expect_error([&] { batch_norm(zeros({2, 3}), Tensor(), Tensor(), Tensor(), Tensor(), BatchNormMode::kEval); },
-               "eval mode needs running_mean and running_var");
-  expect_error([&] { batch_norm(zeros({2, 3, 4, 4}), zeros({4}), ones({4}), Tensor(), Tensor(), BatchNormMode::kEval); },
-               "batch_norm: running_mean must be [3] for input [2, 3, 4, 4], got [4]");
-  expect_error([&] { batch_norm(zeros({2, 3}), zeros({3}), Tensor(), Tensor(), Tensor(), BatchNormMode::kTrain); },
-               "give both running_mean and running_var");
+  expect_error(
+      [&] {
+        batch_norm(zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), BatchNormMode::kTrain);
+      },
+      "more than one value per channel");
+  expect_error(
+      [&] {
+        batch_norm(zeros({2, 3}), Tensor(), Tensor(), Tensor(), Tensor(), BatchNormMode::kEval);
+      },
+      "eval mode needs running_mean and running_var");
+  expect_error(
+      [&] {
+        batch_norm(zeros({2, 3, 4, 4}), zeros({4}), ones({4}), Tensor(), Tensor(), BatchNormMode::kEval);
+      },
+      "batch_norm: running_mean must be [3] for input [2, 3, 4, 4], got [4]");
+  expect_error(
+      [&] {
+        batch_norm(zeros({2, 3}), zeros({3}), Tensor(), Tensor(), Tensor(), BatchNormMode::kTrain);
+      },
+      "give both running_mean and running_var");
 }
 
 }  // namespace

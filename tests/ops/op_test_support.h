@@ -10,11 +10,11 @@
 #include <functional>
 #include <vector>
 
-#include "tests/support/gradcheck.h"
 #include "framework/autograd.h"
 #include "framework/generator.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
+#include "tests/support/gradcheck.h"
 
 namespace mantissa::testing {
 
@@ -47,13 +47,15 @@ inline double rel_error(const std::vector<double>& a, const std::vector<double>&
 // tolerance these tests were written for: |analytic - numeric| <= tol * max(1, |numeric|).
 inline void expect_gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
                              const std::vector<Tensor>& leaves, double tol = 1e-7) {
-  EXPECT_TRUE(testing::gradcheck(f, leaves,
-                                 {.atol = tol, .rtol = tol, .layouts = {testing::InputLayout::kContiguous}}));
+  EXPECT_TRUE(
+      testing::gradcheck(f, leaves, {.atol = tol, .rtol = tol, .layouts = {testing::InputLayout::kContiguous}}));
 }
 
 // Distance in units in the last place between two 16-bit values of one type (sign-magnitude order).
 inline int64_t ulp_distance_16(uint16_t a, uint16_t b) {
-  auto ordered = [](uint16_t v) { return (v & 0x8000u) ? -static_cast<int64_t>(v & 0x7fffu) : static_cast<int64_t>(v); };
+  auto ordered = [](uint16_t v) {
+    return (v & 0x8000u) ? -static_cast<int64_t>(v & 0x7fffu) : static_cast<int64_t>(v);
+  };
   return std::abs(ordered(a) - ordered(b));
 }
 

@@ -48,7 +48,8 @@ constexpr RandomInputOptions kSmall{.low = -0.3, .high = 0.3};
 std::vector<Case> cases() {
   return {
       {"l1_mean", [](const In& x) { return l1_loss(x[0], x[1]); }, {rnd({3, 4}, 1, kHigh), rnd({3, 4}, 2, kSmall)}},
-      {"l1_none", [](const In& x) { return l1_loss(x[0], x[1], Reduction::kNone); },
+      {"l1_none",
+       [](const In& x) { return l1_loss(x[0], x[1], Reduction::kNone); },
        {rnd({3, 4}, 3, kSmall), rnd({3, 4}, 4, kHigh)}},
       {"smooth_l1_linear_zone",
        [](const In& x) { return smooth_l1_loss(x[0], x[1], {.reduction = Reduction::kSum, .beta = 0.5}); },
@@ -56,52 +57,79 @@ std::vector<Case> cases() {
       {"smooth_l1_quadratic_zone",
        [](const In& x) { return smooth_l1_loss(x[0], x[1], {.reduction = Reduction::kNone, .beta = 10.0}); },
        {rnd({3, 4}, 7), rnd({3, 4}, 8)}},
-      {"bce_mean", [](const In& x) { return binary_cross_entropy(x[0], x[1]); },
+      {"bce_mean",
+       [](const In& x) { return binary_cross_entropy(x[0], x[1]); },
        {rnd({3, 4}, 9, kProb), rnd({3, 4}, 10, kUnit)}},
-      {"bce_none", [](const In& x) { return binary_cross_entropy(x[0], x[1], Reduction::kNone); },
+      {"bce_none",
+       [](const In& x) { return binary_cross_entropy(x[0], x[1], Reduction::kNone); },
        {rnd({2, 5}, 11, kProb), rnd({2, 5}, 12, kUnit)}},
-      {"bce_with_logits_mean", [](const In& x) { return binary_cross_entropy_with_logits(x[0], x[1]); },
+      {"bce_with_logits_mean",
+       [](const In& x) { return binary_cross_entropy_with_logits(x[0], x[1]); },
        {rnd({3, 4}, 13, {.low = -4, .high = 4}), rnd({3, 4}, 14, kUnit)}},
       {"bce_with_logits_none",
        [](const In& x) { return binary_cross_entropy_with_logits(x[0], x[1], Reduction::kNone); },
        {rnd({4, 3}, 15, {.low = -4, .high = 4}), rnd({4, 3}, 16, kUnit)}},
       {"logsumexp_dim", [](const In& x) { return logsumexp(x[0], {1}); }, {rnd({3, 4, 2}, 17)}},
-      {"logsumexp_dims_keep", [](const In& x) { return logsumexp(x[0], {0, 2}, KeepDim::kYes); }, {rnd({3, 4, 2}, 18)}},
+      {"logsumexp_dims_keep",
+       [](const In& x) {
+         return logsumexp(x[0], {0, 2}, KeepDim::kYes);
+       },
+       {rnd({3, 4, 2}, 18)}},
       {"logsumexp_all", [](const In& x) { return logsumexp(x[0], {}); }, {rnd({3, 4}, 19)}},
       {"prod_all", [](const In& x) { return prod(x[0]); }, {rnd({2, 3}, 20)}},
       {"prod_dim", [](const In& x) { return prod(x[0], 1, KeepDim::kYes); }, {rnd({3, 4, 2}, 21)}},
       // A zero in a slice: the gradient is the product of the others (no division by the zero).
-      {"prod_with_zero", [](const In& x) { return prod(x[0] * f64({1, 0, 1, 1, 1, 1}, {2, 3}), 1); },
+      {"prod_with_zero",
+       [](const In& x) {
+         return prod(x[0] * f64({1, 0, 1, 1, 1, 1}, {2, 3}), 1);
+       },
        {rnd({2, 3}, 22)}},
       {"norm_2", [](const In& x) { return norm(x[0]); }, {rnd({3, 4}, 23)}},
-      {"norm_1_dim", [](const In& x) { return norm(x[0], {.p = 1.0, .dims = {1}}); },
+      {"norm_1_dim",
+       [](const In& x) { return norm(x[0], {.p = 1.0, .dims = {1}}); },
        {rnd({3, 4}, 24, {.low = -2, .high = 2, .min_abs = 0.05})}},
-      {"norm_3_dims", [](const In& x) { return norm(x[0], {.p = 3.0, .dims = {0, 2}, .keepdim = KeepDim::kYes}); },
+      {"norm_3_dims",
+       [](const In& x) {
+         return norm(x[0], {.p = 3.0, .dims = {0, 2}, .keepdim = KeepDim::kYes});
+       },
        {rnd({2, 3, 4}, 25, {.low = -2, .high = 2, .min_abs = 0.05})}},
       // Distinct random values: a unique max |x| per slice, where max is differentiable.
       {"norm_inf", [](const In& x) { return norm(x[0], {.p = INFINITY, .dims = {1}}); }, {rnd({3, 5}, 26)}},
       {"cumsum_0", [](const In& x) { return cumsum(x[0], 0); }, {rnd({4, 3}, 27)}},
       {"cumsum_last", [](const In& x) { return cumsum(x[0], -1); }, {rnd({2, 3, 4}, 28)}},
       {"dot", [](const In& x) { return dot(x[0], x[1]); }, {rnd({5}, 29), rnd({5}, 30)}},
-      {"addcmul_broadcast", [](const In& x) { return addcmul(x[0], x[1], x[2], 0.7); },
+      {"addcmul_broadcast",
+       [](const In& x) { return addcmul(x[0], x[1], x[2], 0.7); },
        {rnd({3, 1}, 31), rnd({3, 4}, 32), rnd({4}, 33)}},
-      {"addcdiv_broadcast", [](const In& x) { return addcdiv(x[0], x[1], x[2], -1.3); },
+      {"addcdiv_broadcast",
+       [](const In& x) { return addcdiv(x[0], x[1], x[2], -1.3); },
        {rnd({4}, 34), rnd({3, 4}, 35), rnd({3, 1}, 36, {.low = 0.5, .high = 2.0})}},
-      {"conv1d", [](const In& x) { return conv1d(x[0], x[1], x[2], {.stride = 2, .padding = 1, .dilation = 2}); },
+      {"conv1d",
+       [](const In& x) { return conv1d(x[0], x[1], x[2], {.stride = 2, .padding = 1, .dilation = 2}); },
        {rnd({2, 4, 9}, 37), rnd({3, 4, 3}, 38), rnd({3}, 39)}},
-      {"conv1d_groups_unbatched", [](const In& x) { return conv1d(x[0], x[1], Tensor(), {.groups = 2}); },
+      {"conv1d_groups_unbatched",
+       [](const In& x) { return conv1d(x[0], x[1], Tensor(), {.groups = 2}); },
        {rnd({4, 6}, 40), rnd({2, 2, 2}, 41)}},
-      {"group_norm", [](const In& x) { return group_norm(x[0], 2, x[1], x[2]); },
+      {"group_norm",
+       [](const In& x) { return group_norm(x[0], 2, x[1], x[2]); },
        {rnd({2, 4, 3}, 42), rnd({4}, 43), rnd({4}, 44)}},
-      {"group_norm_no_affine", [](const In& x) { return group_norm(x[0], 3, Tensor(), Tensor()); },
+      {"group_norm_no_affine",
+       [](const In& x) { return group_norm(x[0], 3, Tensor(), Tensor()); },
        {rnd({2, 3, 2, 2}, 45)}},
       {"scatter_add_repeated_index",
-       [](const In& x) { return scatter_add(x[0], 1, i64({0, 2, 0, 1, 1, 1}, {2, 3}), x[1]); },
+       [](const In& x) {
+         return scatter_add(x[0], 1, i64({0, 2, 0, 1, 1, 1}, {2, 3}), x[1]);
+       },
        {rnd({2, 4}, 46), rnd({2, 3}, 47)}},
-      {"index_put_replace", [](const In& x) { return index_put(x[0], i64({3, 0}, {2}), x[1]); },
+      {"index_put_replace",
+       [](const In& x) {
+         return index_put(x[0], i64({3, 0}, {2}), x[1]);
+       },
        {rnd({4, 3}, 48), rnd({2, 3}, 49)}},
       {"index_put_accumulate_broadcast",
-       [](const In& x) { return index_put(x[0], i64({1, 1, 2}, {3}), x[1], IndexPutMode::kAccumulate); },
+       [](const In& x) {
+         return index_put(x[0], i64({1, 1, 2}, {3}), x[1], IndexPutMode::kAccumulate);
+       },
        {rnd({4, 3}, 50), rnd({3}, 51)}},
   };
 }
@@ -201,8 +229,8 @@ TEST(PolicyOps, PointwiseAndDotValues) {
   const Tensor ones16 = ones({257}, {.dtype = DType::kBF16});
   EXPECT_EQ(dot(ones16, ones16).item(), 256.0);
   EXPECT_EQ(dot(ones16, ones16).dtype(), DType::kBF16);
-  EXPECT_THROW(dot(a, b.to(DType::kF32)), Error);           // one dtype, as torch.dot
-  EXPECT_THROW(dot(a, f64({1, 2, 3})), Error);                 // lengths differ
+  EXPECT_THROW(dot(a, b.to(DType::kF32)), Error);                      // one dtype, as torch.dot
+  EXPECT_THROW(dot(a, f64({1, 2, 3})), Error);                         // lengths differ
   EXPECT_THROW(dot(f64({1, 2}, {1, 2}), f64({1, 2}, {1, 2})), Error);  // not 1-D
 }
 
@@ -222,8 +250,8 @@ TEST(PolicyOps, Conv1dAndGroupNormMatchTheirDefinitions) {
 }
 
 TEST(PolicyOps, ScatterAddValues) {
-  const Tensor out = scatter_add(zeros({2, 3}, {.dtype = DType::kF64}), 1, i64({0, 0, 2, 1}, {2, 2}),
-                                 f64({1, 2, 3, 4}, {2, 2}));
+  const Tensor out =
+      scatter_add(zeros({2, 3}, {.dtype = DType::kF64}), 1, i64({0, 0, 2, 1}, {2, 2}), f64({1, 2, 3, 4}, {2, 2}));
   EXPECT_EQ(vals(out), (std::vector<double>{3, 0, 0, 0, 4, 3}));
   EXPECT_THROW(scatter_add(zeros({2, 3}, {.dtype = DType::kF64}), 1, i64({3}, {1, 1}), f64({1}, {1, 1})), Error);
   EXPECT_THROW(scatter_add(zeros({2, 3}), 1, i64({0}, {1, 1}), f64({1}, {1, 1})), Error);  // f32 vs f64
@@ -234,8 +262,8 @@ TEST(PolicyOps, IndexPutValues) {
   EXPECT_EQ(vals(index_put(x, i64({2, 0}, {2}), f64({9, 8}))), (std::vector<double>{9, 8, 3, 4, 9, 8}));
   EXPECT_EQ(vals(index_put(x, i64({1, 1}, {2}), f64({10, 20, 30, 40}, {2, 2}), IndexPutMode::kAccumulate)),
             (std::vector<double>{1, 2, 43, 64, 5, 6}));
-  EXPECT_THROW(index_put(x, i64({3}, {1}), f64({1, 1})), Error);           // index out of range
-  EXPECT_THROW(index_put(x, i64({0}, {1}), f64({1, 1, 1})), Error);        // values do not broadcast
+  EXPECT_THROW(index_put(x, i64({3}, {1}), f64({1, 1})), Error);     // index out of range
+  EXPECT_THROW(index_put(x, i64({0}, {1}), f64({1, 1, 1})), Error);  // values do not broadcast
 }
 
 }  // namespace

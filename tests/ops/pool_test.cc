@@ -7,8 +7,8 @@
 #include <cmath>
 #include <limits>
 
-#include "tests/support/golden.h"
 #include "tests/ops/op_test_support.h"
+#include "tests/support/golden.h"
 
 namespace mantissa {
 namespace {
@@ -59,7 +59,9 @@ std::vector<Case> cases() {
   };
 }
 
-Tensor run(Kind kind, const Tensor& x, Pool2dOptions o) { return kind == Kind::kMax ? max_pool2d(x, o) : avg_pool2d(x, o); }
+Tensor run(Kind kind, const Tensor& x, Pool2dOptions o) {
+  return kind == Kind::kMax ? max_pool2d(x, o) : avg_pool2d(x, o);
+}
 
 TEST(Pool2d, ForwardMatchesDirectLoop) {
   for (Kind kind : {Kind::kMax, Kind::kAvg}) {
@@ -211,8 +213,11 @@ void expect_error(const std::function<void()>& f, const std::string& fragment) {
 TEST(Pool2d, ErrorsNameTheProblem) {
   const Tensor x = zeros({1, 2, 4, 4});
   expect_error([&] { max_pool2d(zeros({1, 2, 2, 2}), {.kernel_size = {3, 3}}); }, "smaller than the kernel [3, 3]");
-  expect_error([&] { avg_pool2d(x, {.kernel_size = {2, 2}, .padding = {2, 0}}); },
-               "padding must be between 0 and half the kernel");
+  expect_error(
+      [&] {
+        avg_pool2d(x, {.kernel_size = {2, 2}, .padding = {2, 0}});
+      },
+      "padding must be between 0 and half the kernel");
   expect_error([&] { max_pool2d(x, {.kernel_size = {0, 2}}); }, "kernel_size must be positive");
   expect_error([&] { avg_pool2d(x, {.stride = {-1, 1}}); }, "stride must be positive");
   expect_error([&] { max_pool2d(zeros({4, 4}), {}); }, "input must be [N, C, H, W] or [C, H, W], got [4, 4]");

@@ -1,5 +1,7 @@
 // Reductions' forward semantics: fp32 accumulation for 16-bit inputs, dims and keepdim, strided and large
 // inputs, empty tensors, var's correction, max's indices, ties and nan, sum_to.
+#include "ops/reduce.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 #include "framework/autograd.h"
 #include "framework/generator.h"
 #include "ops/elementwise.h"
-#include "ops/reduce.h"
 
 namespace mantissa {
 namespace {

@@ -17,7 +17,7 @@ TEST(Shape, CatGolden) {
   testing::GoldenFile file("ops.h5");
   const int64_t dim = file.attr_i64("/cat_dim1", "dim");
   auto op = [dim](const std::vector<Tensor>& in) { return cat(in, dim); };
-  testing::check_golden("cat_dim1", 2, kFloat64, 0, 0, op);  // copies: exact
+  testing::check_golden("cat_dim1", 2, kFloat64, 0, 0, op);     // copies: exact
   testing::check_golden("cat_dim1", 2, kFloat32, 1e-7, 0, op);  // one f64 -> f32 rounding (6e-8)
 }
 
@@ -58,8 +58,11 @@ TEST(Shape, Stack) {
   const Tensor a = from_vector<double>({1, 2, 3}), b = from_vector<double>({4, 5, 6});
   EXPECT_TRUE(all_close(stack({a, b}), from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3}), 0, 0));
   EXPECT_TRUE(all_close(stack({a, b}, -1), from_vector<double>({1, 4, 2, 5, 3, 6}, {3, 2}), 0, 0));
-  EXPECT_TRUE(gradcheck([](const auto& in) { return stack({in[0], in[1].t()}, 1); },
-                        {random_tensor({2, 3}, 46), random_tensor({3, 2}, 47)}));
+  EXPECT_TRUE(gradcheck(
+      [](const auto& in) {
+        return stack({in[0], in[1].t()}, 1);
+      },
+      {random_tensor({2, 3}, 46), random_tensor({3, 2}, 47)}));
   const std::string msg = testing::error_of([] { stack({zeros({2}), zeros({2}), zeros({3})}); });
   EXPECT_NE(msg.find("stack: all tensors must have the same shape, but tensor 2 has shape [3]"), std::string::npos)
       << msg;
@@ -96,8 +99,8 @@ TEST(Shape, IndexSelect) {
   const Tensor x = arange(12.0, {.dtype = kFloat64}).reshape({3, 4});
   const Tensor idx = from_vector<int64_t>({3, 0, 3});
   EXPECT_TRUE(all_close(index_select(x, 1, idx), from_vector<double>({3, 0, 3, 7, 4, 7, 11, 8, 11}, {3, 3}), 0, 0));
-  EXPECT_TRUE(all_close(index_select(x, 0, from_vector<int32_t>({2})), from_vector<double>({8, 9, 10, 11}, {1, 4}),
-                        0, 0));
+  EXPECT_TRUE(
+      all_close(index_select(x, 0, from_vector<int32_t>({2})), from_vector<double>({8, 9, 10, 11}, {1, 4}), 0, 0));
   // Integer tensors can be selected too.
   EXPECT_TRUE(all_close(index_select(from_vector<int64_t>({7, 8, 9}), 0, from_vector<int64_t>({2, 2})),
                         from_vector<int64_t>({9, 9}), 0, 0));
@@ -115,12 +118,15 @@ TEST(Shape, Gather) {
   const Tensor x = from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3});
   const Tensor idx = from_vector<int64_t>({2, 2, 0, 1}, {2, 2});
   EXPECT_TRUE(all_close(gather(x, 1, idx), from_vector<double>({3, 3, 4, 5}, {2, 2}), 0, 0));
-  EXPECT_TRUE(all_close(gather(x, 0, from_vector<int64_t>({1, 0, 1}, {1, 3})), from_vector<double>({4, 2, 6}, {1, 3}),
-                        0, 0));
+  EXPECT_TRUE(
+      all_close(gather(x, 0, from_vector<int64_t>({1, 0, 1}, {1, 3})), from_vector<double>({4, 2, 6}, {1, 3}), 0, 0));
   // Gradcheck with repeated indices, over both dims, with a non-contiguous input.
   EXPECT_TRUE(gradcheck([&](const auto& in) { return gather(in[0].t(), 1, idx); }, {random_tensor({3, 2}, 50)}));
-  EXPECT_TRUE(gradcheck([&](const auto& in) { return gather(in[0], 0, from_vector<int64_t>({1, 1, 0}, {1, 3})); },
-                        {random_tensor({2, 3}, 51)}));
+  EXPECT_TRUE(gradcheck(
+      [&](const auto& in) {
+        return gather(in[0], 0, from_vector<int64_t>({1, 1, 0}, {1, 3}));
+      },
+      {random_tensor({2, 3}, 51)}));
   const std::string range = testing::error_of([&] { gather(x, 1, from_vector<int64_t>({3}, {1, 1})); });
   EXPECT_NE(range.find("gather: index 3"), std::string::npos) << range;
   const std::string dims = testing::error_of([&] { gather(x, 1, from_vector<int64_t>({0})); });

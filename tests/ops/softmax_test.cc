@@ -29,16 +29,14 @@ Tensor reference_softmax(const Tensor& x, int64_t dim) {
 TEST(Softmax, GoldenF64) {
   // f64 kernels use std::exp and a plain sum: agreement to ~1e-12 is expected; 1e-10 is the suite's bar.
   check_golden("softmax_last", 1, DType::kF64, 1e-10, 1e-14, [](const auto& in) { return softmax(in[0], -1); });
-  check_golden("log_softmax_last", 1, DType::kF64, 1e-10, 1e-14,
-               [](const auto& in) { return log_softmax(in[0], -1); });
+  check_golden("log_softmax_last", 1, DType::kF64, 1e-10, 1e-14, [](const auto& in) { return log_softmax(in[0], -1); });
 }
 
 TEST(Softmax, GoldenF32) {
   // f32 inputs are rounded from the f64 ones (relative 6e-8) and exp is fast_expf (2 ulp): outputs and
   // gradients of order 0.1..1 agree to a few 1e-6; 1e-5 relative with 1e-6 absolute leaves margin.
   check_golden("softmax_last", 1, DType::kF32, 1e-5, 1e-6, [](const auto& in) { return softmax(in[0], -1); });
-  check_golden("log_softmax_last", 1, DType::kF32, 1e-5, 1e-6,
-               [](const auto& in) { return log_softmax(in[0], -1); });
+  check_golden("log_softmax_last", 1, DType::kF32, 1e-5, 1e-6, [](const auto& in) { return log_softmax(in[0], -1); });
 }
 
 TEST(Softmax, MatchesReferenceOverEveryDim) {

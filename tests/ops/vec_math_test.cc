@@ -1,4 +1,6 @@
 // fast_erff against glibc's erff (std::erf on float) over a dense sweep of floats, and its special values.
+#include "ops/cpu/vec_math.h"
+
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -6,8 +8,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
-
-#include "ops/cpu/vec_math.h"
 
 namespace mantissa {
 namespace {

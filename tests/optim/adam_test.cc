@@ -17,7 +17,9 @@ using testing::GoldenFile;
 
 std::unique_ptr<Optimizer> make_from_golden(const GoldenFile& f, const std::string& cfg,
                                             const std::vector<NamedTensor>& params) {
-  auto attr = [&](const char* name, double fallback) { return f.has_attr(cfg, name) ? f.attr_f64(cfg, name) : fallback; };
+  auto attr = [&](const char* name, double fallback) {
+    return f.has_attr(cfg, name) ? f.attr_f64(cfg, name) : fallback;
+  };
   std::array<double, 2> betas{0.9, 0.999};
   if (f.has_attr(cfg, "betas")) {
     const auto b = f.attr_f64_vector(cfg, "betas");

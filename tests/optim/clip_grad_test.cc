@@ -3,10 +3,10 @@
 #include "optim/clip_grad.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <limits>
+#include <omp.h>
 
 #include "framework/random.h"
 
@@ -27,7 +27,7 @@ std::vector<float> grad_values(const Tensor& p) {
 TEST(ClipGradNorm, ScalesByMaxNormOverTotal) {
   Tensor a = param_with_grad({3, 4}), b = param_with_grad({12}), none = zeros({2}).set_requires_grad(true);
   const double total = clip_grad_norm_({a, b, none}, 6.5);
-  EXPECT_EQ(total, 13.0);  // sqrt(9 + 16 + 144), exact in f64
+  EXPECT_EQ(total, 13.0);                                      // sqrt(9 + 16 + 144), exact in f64
   const float coef = static_cast<float>(6.5 / (13.0 + 1e-6));  // computed in f64, rounded once
   EXPECT_EQ(grad_values(a), (std::vector<float>{3 * coef, 4 * coef}));
   EXPECT_EQ(grad_values(b), (std::vector<float>{12 * coef}));

@@ -6,10 +6,10 @@
 #include <limits>
 #include <memory>
 
+#include "amp/grad_scaling.h"
 #include "framework/random.h"
 #include "ops/elementwise.h"
 #include "optim/adam.h"
-#include "amp/grad_scaling.h"
 #include "optim/sgd.h"
 
 namespace mantissa {
@@ -35,7 +35,8 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 
 void expect_same_state(const Optimizer& a, const Optimizer& b, const std::vector<NamedTensor>& pa,
                        const std::vector<NamedTensor>& pb, const std::string& what) {
-  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(same_bits(pa[i].tensor, pb[i].tensor)) << what << " " << pa[i].name;
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_TRUE(same_bits(pa[i].tensor, pb[i].tensor)) << what << " " << pa[i].name;
   const auto sa = a.state_dict(), sb = b.state_dict();
   ASSERT_EQ(sa.tensors.size(), sb.tensors.size()) << what;
   for (const auto& [key, t] : sa.tensors) EXPECT_TRUE(same_bits(t, sb.tensors.at(key))) << what << " " << key;
@@ -98,7 +99,8 @@ TEST_P(FusedStep, SkippedStepChangesNothing) {
   for (const auto& p : params) params_before.push_back(p.tensor.clone());
   set_scaled_grads(params, 3, 2.0);
   opt->step({.inv_scale = inv_scale, .found_inf = scalar_tensor(1.0)});
-  for (size_t i = 0; i < params.size(); ++i) EXPECT_TRUE(same_bits(params[i].tensor, params_before[i])) << params[i].name;
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_TRUE(same_bits(params[i].tensor, params_before[i])) << params[i].name;
   const OptimizerState after = opt->state_dict();
   ASSERT_EQ(after.tensors.size(), before.tensors.size());
   for (const auto& [key, t] : before.tensors) EXPECT_TRUE(same_bits(t, after.tensors.at(key))) << key;
@@ -110,8 +112,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Case{"sgd_nesterov_wd",
              [](std::vector<NamedTensor> p) {
-               return std::make_unique<SGD>(p, SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01,
-                                                          .nesterov = true});
+               return std::make_unique<SGD>(
+                   p, SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
              },
              DType::kF32},
         Case{"sgd_plain", [](std::vector<NamedTensor> p) { return std::make_unique<SGD>(p, SGDOptions{.lr = 0.1}); },
@@ -123,7 +125,8 @@ INSTANTIATE_TEST_SUITE_P(
              DType::kF32},
         Case{"adamw", [](std::vector<NamedTensor> p) { return std::make_unique<AdamW>(p, AdamWOptions{.lr = 0.01}); },
              DType::kF32},
-        Case{"adamw_f64", [](std::vector<NamedTensor> p) { return std::make_unique<AdamW>(p, AdamWOptions{.lr = 0.01}); },
+        Case{"adamw_f64",
+             [](std::vector<NamedTensor> p) { return std::make_unique<AdamW>(p, AdamWOptions{.lr = 0.01}); },
              DType::kF64}),
     [](const auto& info) { return std::string(info.param.name); });
 

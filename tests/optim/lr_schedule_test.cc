@@ -63,19 +63,18 @@ TEST(Schedule, WarmupThenCosine) {
   EXPECT_EQ(s(0), 0.0);
   EXPECT_EQ(s(1), 0.25);
   EXPECT_EQ(s(2), 0.5);
-  EXPECT_EQ(s(4), 1.0);  // cos(0): the peak at the end of the warmup
+  EXPECT_EQ(s(4), 1.0);           // cos(0): the peak at the end of the warmup
   EXPECT_NEAR(s(9), 0.5, 1e-15);  // halfway through the 10 cosine steps
   EXPECT_EQ(s(14), 0.0);
   // The same thing written with sequential: identical values.
-  const Schedule same = sequential({linear({.start_factor = 0, .end_factor = 1, .total_steps = 4}),
-                                    cosine({.total_steps = 10})},
-                                   {4});
+  const Schedule same =
+      sequential({linear({.start_factor = 0, .end_factor = 1, .total_steps = 4}), cosine({.total_steps = 10})}, {4});
   for (int64_t t = 0; t < 20; ++t) EXPECT_EQ(s(t), same(t)) << t;
 }
 
 TEST(Schedule, ChainedMultiplies) {
-  const Schedule s = chained({linear({.start_factor = 0.5, .end_factor = 1.0, .total_steps = 2}),
-                              step_decay({.step_size = 2, .gamma = 0.1})});
+  const Schedule s = chained(
+      {linear({.start_factor = 0.5, .end_factor = 1.0, .total_steps = 2}), step_decay({.step_size = 2, .gamma = 0.1})});
   EXPECT_EQ(s(0), 0.5 * 1.0);
   EXPECT_EQ(s(1), 0.75 * 1.0);
   EXPECT_EQ(s(2), 1.0 * 0.1);

@@ -1,13 +1,13 @@
 // The multi-tensor launch planner (optim/multi_tensor.h), on the CPU: every element covered exactly once,
 // chunks inside their tensor, the per-launch limits kept, tensors split across launches, and the
 // parameter block within the kernel-parameter budget.
+#include "optim/multi_tensor.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <string>
 #include <vector>
-
-#include "optim/multi_tensor.h"
 
 namespace mantissa {
 namespace {
@@ -55,7 +55,8 @@ TEST(MultiTensorPlan, CoversEveryElementOnce) {
   for (int trial = 0; trial < 50; ++trial) {
     std::vector<int64_t> sizes(1 + rng() % 40);
     for (auto& n : sizes) n = rng() % 5 == 0 ? 0 : 1 + rng() % 300;
-    const mt::Limits limits{.max_tensors = 1 + static_cast<int>(rng() % 7), .max_blocks = 1 + static_cast<int>(rng() % 9),
+    const mt::Limits limits{.max_tensors = 1 + static_cast<int>(rng() % 7),
+                            .max_blocks = 1 + static_cast<int>(rng() % 9),
                             .chunk_size = 1 + static_cast<int64_t>(rng() % 50)};
     check_plan(sizes, limits, "trial " + std::to_string(trial));
   }
@@ -73,7 +74,8 @@ TEST(MultiTensorPlan, SplitsATensorAcrossLaunches) {
 
 TEST(MultiTensorPlan, FullTensorListStartsANewLaunch) {
   // Five one-chunk tensors, two per launch: 2 + 2 + 1.
-  const auto launches = mt::plan(std::vector<int64_t>{1, 2, 3, 4, 5}, {.max_tensors = 2, .max_blocks = 100, .chunk_size = 8});
+  const auto launches =
+      mt::plan(std::vector<int64_t>{1, 2, 3, 4, 5}, {.max_tensors = 2, .max_blocks = 100, .chunk_size = 8});
   ASSERT_EQ(launches.size(), 3u);
   EXPECT_EQ(launches[0].tensors, (std::vector<int>{0, 1}));
   EXPECT_EQ(launches[2].tensors, std::vector<int>{4});

@@ -157,10 +157,17 @@ TEST(Optimizer, LoadStateDictNamesWhatIsWrong) {
 TEST(Optimizer, RefusesBadParameters) {
   Tensor w = full({2}, 1.0).set_requires_grad(true);
   EXPECT_THAT(error_of([&] { SGD({{"a/b", w}}, {}); }), HasSubstr("no '/'"));
-  EXPECT_THAT(error_of([&] { SGD({{"x", full({2}, 1.0, {.dtype = DType::kBF16}).set_requires_grad(true)}}, {}); }),
+  EXPECT_THAT(error_of([&] {
+                SGD({{"x", full({2}, 1.0, {.dtype = DType::kBF16}).set_requires_grad(true)}}, {});
+              }),
               HasSubstr("'x' is bf16"));
-  EXPECT_THAT(error_of([&] { SGD({{"c", full({2}, 1.0)}}, {}); }), HasSubstr("must be a leaf tensor that requires grad"));
-  EXPECT_THAT(error_of([&] { SGD({{"t", full({2, 3}, 1.0).t().set_requires_grad(true)}}, {}); }),
+  EXPECT_THAT(error_of([&] {
+                SGD({{"c", full({2}, 1.0)}}, {});
+              }),
+              HasSubstr("must be a leaf tensor that requires grad"));
+  EXPECT_THAT(error_of([&] {
+                SGD({{"t", full({2, 3}, 1.0).t().set_requires_grad(true)}}, {});
+              }),
               HasSubstr("not contiguous"));
 }
 

@@ -19,7 +19,9 @@ class SgdGolden : public ::testing::TestWithParam<const char*> {};
 TEST_P(SgdGolden, MatchesPyTorchEveryStep) {
   GoldenFile f("optim.h5");
   const std::string cfg = std::string("/configs/") + GetParam();
-  auto attr = [&](const char* name, double fallback) { return f.has_attr(cfg, name) ? f.attr_f64(cfg, name) : fallback; };
+  auto attr = [&](const char* name, double fallback) {
+    return f.has_attr(cfg, name) ? f.attr_f64(cfg, name) : fallback;
+  };
   const SGDOptions options{.lr = attr("lr", 0.0),
                            .momentum = attr("momentum", 0.0),
                            .dampening = attr("dampening", 0.0),

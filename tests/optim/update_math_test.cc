@@ -2,6 +2,8 @@
 // optim/cpu/optim_kernels.cc: bit for bit on random inputs, over several steps, for every SGD and Adam
 // variant, in f32 and f64. This test file is compiled with g++'s default contraction, so it also checks
 // that the header's host path rounds every product on its own.
+#include "optim/update_math.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,7 +14,6 @@
 #include <vector>
 
 #include "optim/cpu/optim_kernels.h"
-#include "optim/update_math.h"
 
 namespace mantissa {
 namespace {

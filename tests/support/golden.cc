@@ -1,9 +1,8 @@
 #include "tests/support/golden.h"
 
-#include <hdf5.h>
-
 #include <algorithm>
 #include <cstdlib>
+#include <hdf5.h>
 #include <stdexcept>
 
 namespace mantissa::testing {
@@ -71,10 +70,18 @@ Shape GoldenFile::shape(const std::string& path) const {
   return Shape(dims.begin(), dims.end());
 }
 
-std::vector<double> GoldenFile::f64(const std::string& p) const { return read_all<double>(file_, name_, p, H5T_NATIVE_DOUBLE); }
-std::vector<float> GoldenFile::f32(const std::string& p) const { return read_all<float>(file_, name_, p, H5T_NATIVE_FLOAT); }
-std::vector<int64_t> GoldenFile::i64(const std::string& p) const { return read_all<int64_t>(file_, name_, p, H5T_NATIVE_INT64); }
-std::vector<uint16_t> GoldenFile::u16(const std::string& p) const { return read_all<uint16_t>(file_, name_, p, H5T_NATIVE_UINT16); }
+std::vector<double> GoldenFile::f64(const std::string& p) const {
+  return read_all<double>(file_, name_, p, H5T_NATIVE_DOUBLE);
+}
+std::vector<float> GoldenFile::f32(const std::string& p) const {
+  return read_all<float>(file_, name_, p, H5T_NATIVE_FLOAT);
+}
+std::vector<int64_t> GoldenFile::i64(const std::string& p) const {
+  return read_all<int64_t>(file_, name_, p, H5T_NATIVE_INT64);
+}
+std::vector<uint16_t> GoldenFile::u16(const std::string& p) const {
+  return read_all<uint16_t>(file_, name_, p, H5T_NATIVE_UINT16);
+}
 
 Tensor GoldenFile::tensor(const std::string& path, DType dtype) const {
   const Shape s = shape(path);

@@ -24,7 +24,7 @@ class GoldenFile {
 
   bool has(const std::string& path) const;  // dataset, group or attribute-free path
   Shape shape(const std::string& dataset) const;
-  std::vector<double> f64(const std::string& dataset) const;    // converted by HDF5 from any numeric type
+  std::vector<double> f64(const std::string& dataset) const;  // converted by HDF5 from any numeric type
   std::vector<float> f32(const std::string& dataset) const;
   std::vector<int64_t> i64(const std::string& dataset) const;
   std::vector<uint16_t> u16(const std::string& dataset) const;

@@ -48,9 +48,7 @@ Tensor lay_out(const Tensor& src, InputLayout layout, InputLayout* used) {
   *used = layout;
   Tensor view;
   switch (layout) {
-    case InputLayout::kContiguous:
-      view = empty(src.shape(), {.dtype = DType::kF64});
-      break;
+    case InputLayout::kContiguous: view = empty(src.shape(), {.dtype = DType::kF64}); break;
     case InputLayout::kTransposed: {
       Shape swapped = src.shape();
       std::swap(swapped[nd - 1], swapped[nd - 2]);
@@ -144,9 +142,9 @@ Tensor random_input(const Shape& shape, uint64_t seed, RandomInputOptions option
       Tensor x = xs[k];
       const Tensor& g = x.grad();
       if (g.defined() && (g.shape() != x.shape() || g.dtype() != DType::kF64)) {
-        return ::testing::AssertionFailure() << "gradcheck: input " << k << " got a gradient of "
-                                             << shape_str(g.shape()) << " " << dtype_name(g.dtype())
-                                             << " for a tensor of " << shape_str(x.shape()) << " f64";
+        return ::testing::AssertionFailure()
+               << "gradcheck: input " << k << " got a gradient of " << shape_str(g.shape()) << " "
+               << dtype_name(g.dtype()) << " for a tensor of " << shape_str(x.shape()) << " f64";
       }
       const std::vector<double> analytic =
           g.defined() ? values_f64(g) : std::vector<double>(static_cast<size_t>(x.numel()), 0.0);
@@ -168,9 +166,9 @@ Tensor random_input(const Shape& shape, uint64_t seed, RandomInputOptions option
         if (!(std::abs(a - numeric) <= tol)) {
           if (failed < options.max_reported) {
             failures << "\n  input " << k << " " << shape_str(x.shape()) << " (" << layout_name(used[k])
-                     << "), element " << shape_str(unravel(i, x.shape())) << ": analytic " << a
-                     << " vs numerical " << numeric << " (|diff| " << std::abs(a - numeric) << " > tol " << tol
-                     << ")" << (g.defined() ? "" : " [no gradient reached this input]");
+                     << "), element " << shape_str(unravel(i, x.shape())) << ": analytic " << a << " vs numerical "
+                     << numeric << " (|diff| " << std::abs(a - numeric) << " > tol " << tol << ")"
+                     << (g.defined() ? "" : " [no gradient reached this input]");
           }
           ++failed;
         }
@@ -178,8 +176,7 @@ Tensor random_input(const Shape& shape, uint64_t seed, RandomInputOptions option
     }
   }
   if (failed == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "gradcheck: " << failed << " gradient element(s) disagree"
-                                       << failures.str();
+  return ::testing::AssertionFailure() << "gradcheck: " << failed << " gradient element(s) disagree" << failures.str();
 }
 
 }  // namespace mantissa::testing

@@ -2,11 +2,11 @@
 // f64 grad_output) against central differences in f64, for contiguous and non-contiguous inputs.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <functional>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "framework/tensor.h"
 

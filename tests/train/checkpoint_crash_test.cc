@@ -1,15 +1,14 @@
 // A writer killed at a random moment (SIGKILL, no cleanup) never leaves a broken checkpoint behind: every
 // step_*.h5 in the folder loads, and `latest` names one that loads, whenever the kill came.
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
 #include <random>
+#include <signal.h>
+#include <sys/wait.h>
 #include <thread>
+#include <unistd.h>
 
 #include "tests/train/checkpoint_support.h"
 

@@ -120,7 +120,7 @@ TEST(CheckpointFuzzCorpus, MutatedFilesNeverCrashTheLoader) {
               sealed_errors, sealed_unchanged, resealed_errors, resealed_loaded, seconds);
   EXPECT_EQ(open_fds(), fds_before) << "a refused file left a file descriptor open";
   EXPECT_GT(sealed_errors, 1400);  // nearly every mutant differs from the file, and the seal catches it
-  EXPECT_GT(resealed_errors, 0);    // HDF5 or the structural checks catch metadata damage
+  EXPECT_GT(resealed_errors, 0);   // HDF5 or the structural checks catch metadata damage
 }
 
 }  // namespace

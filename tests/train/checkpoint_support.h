@@ -3,14 +3,14 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <hdf5.h>
-#include <stdlib.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <hdf5.h>
 #include <sstream>
+#include <stdlib.h>
 #include <string>
 
 #include "amp/grad_scaler.h"
@@ -49,8 +49,8 @@ inline void write_bytes(const std::string& path, const std::string& bytes) {
 }
 
 // `steps` optimizer steps of a model (`forward` of x with `x_shape`) on random batches, cross-entropy.
-inline void train_steps(Optimizer& opt, const std::function<Tensor(const Tensor&)>& forward,
-                        const Shape& x_shape, int64_t classes, int steps) {
+inline void train_steps(Optimizer& opt, const std::function<Tensor(const Tensor&)>& forward, const Shape& x_shape,
+                        int64_t classes, int steps) {
   Generator g(7);
   for (int s = 0; s < steps; ++s) {
     opt.zero_grad();
@@ -75,7 +75,9 @@ inline Checkpoint make_checkpoint(const Module& model, const Optimizer& opt) {
   Generator data(11), dropout(12);
   data.next_u32();  // index 1 within block 1: a mid-block state
   for (int i = 0; i < 9; ++i) dropout.next_u64();
-  c.trainer = {.step = 2, .epoch = 1, .batch = 3,
+  c.trainer = {.step = 2,
+               .epoch = 1,
+               .batch = 3,
                .generators = {{"data", data.state()}, {"dropout", dropout.state()}, {"fresh", Generator(3).state()}}};
   c.data = {{"vocab", std::string("ab\0c\xce\xbb\n", 7)}, {"empty", ""}, {"trailing_nuls", std::string("x\0\0", 3)}};
   c.meta = {.precision = "bf16", .config_json = R"({"model": "mlp", "lr": 0.0003, "note": "caf\u00e9"})"};
@@ -87,7 +89,10 @@ struct SmallRun {
   Generator init{5};
   MLP model{4, {8}, 3, {.generator = &init}};
   Adam opt{model.named_parameters(), {.lr = 1e-2, .weight_decay = 0.1}};
-  SmallRun() { train_steps(opt, [&](const Tensor& x) { return model.forward(x); }, {6, 4}, 3, 2); }
+  SmallRun() {
+    train_steps(
+        opt, [&](const Tensor& x) { return model.forward(x); }, {6, 4}, 3, 2);
+  }
   Checkpoint checkpoint() const { return make_checkpoint(model, opt); }
 };
 

@@ -21,17 +21,18 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-using ::testing::StartsWith;
 using testing::Reseal;
 using testing::ScratchDir;
 using testing::SmallRun;
+using ::testing::StartsWith;
 
 TEST(Checkpoint, RoundTripOfATrainedCnnWithAdamIsBitExact) {
   Generator init(3);
   CNN model({.generator = &init});
   Adam opt(model.named_parameters(), {.lr = 1e-3, .amsgrad = true});
   // Two training steps: Adam has moments and step counts, batch norm has running statistics and counts.
-  testing::train_steps(opt, [&](const Tensor& x) { return model.forward(x); }, {2, 1, 28, 28}, 10, 2);
+  testing::train_steps(
+      opt, [&](const Tensor& x) { return model.forward(x); }, {2, 1, 28, 28}, 10, 2);
   const Checkpoint saved = testing::make_checkpoint(model, opt);
   ASSERT_EQ(saved.buffers.size(), 6u);
   ASSERT_EQ(saved.optimizer.tensors.size(), 4 * saved.model.size());  // step, exp_avg, exp_avg_sq, max_exp_avg_sq
@@ -81,7 +82,7 @@ TEST(Checkpoint, EveryDtypeShapeAndOptionalPartRoundTrips) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   testing::expect_same_checkpoint(c, *loaded);
   EXPECT_FALSE(loaded->schedule.has_value());  // no /schedule group without a schedule
-  EXPECT_TRUE(loaded->scaler.empty());           // a disabled scaler saves nothing
+  EXPECT_TRUE(loaded->scaler.empty());         // a disabled scaler saves nothing
   EXPECT_EQ(loaded->meta.created, "2020-01-02T03:04:05Z");
 }
 
@@ -277,8 +278,8 @@ TEST_F(CheckpointStructure, AttributeOfTheWrongType) {
               H5Adelete_by_name(f, "/trainer", "step", H5P_DEFAULT);
               const hid_t space = H5Screate(H5S_SCALAR);
               const double v = 2.0;
-              const hid_t a = H5Acreate_by_name(f, "/trainer", "step", H5T_IEEE_F64LE, space, H5P_DEFAULT,
-                                                H5P_DEFAULT, H5P_DEFAULT);
+              const hid_t a = H5Acreate_by_name(f, "/trainer", "step", H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT,
+                                                H5P_DEFAULT);
               H5Awrite(a, H5T_NATIVE_DOUBLE, &v);
               H5Aclose(a);
               H5Sclose(space);
@@ -304,8 +305,8 @@ TEST_F(CheckpointStructure, UnsupportedTensorType) {
                 H5Ldelete(f, "/model/layers.0.bias", H5P_DEFAULT);
                 const hsize_t dims[1] = {8};
                 const hid_t space = H5Screate_simple(1, dims, nullptr);
-                const hid_t d = H5Dcreate2(f, "/model/layers.0.bias", H5T_STD_U32LE, space, H5P_DEFAULT,
-                                           H5P_DEFAULT, H5P_DEFAULT);
+                const hid_t d =
+                    H5Dcreate2(f, "/model/layers.0.bias", H5T_STD_U32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
                 H5Dclose(d);
                 H5Sclose(space);
               }),
@@ -322,8 +323,9 @@ TEST_F(CheckpointStructure, BadGeneratorState) {
               H5Aclose(a);
               H5Sclose(space);
             }),
-            path + ": /trainer/generators/data has index 9 with counter 1; expected index 4, or 0..3 with "
-                   "counter >= 1");
+            path +
+                ": /trainer/generators/data has index 9 with counter 1; expected index 4, or 0..3 with "
+                "counter >= 1");
 }
 TEST_F(CheckpointStructure, SoftAndExternalLinksAreRefused) {
   EXPECT_EQ(after([](hid_t f) { H5Lcreate_soft("/model/layers.0.bias", f, "/model/alias", H5P_DEFAULT, H5P_DEFAULT); }),
@@ -337,8 +339,8 @@ TEST_F(CheckpointStructure, ExternalLinkInPlaceOfAGroup) {
             path + ": / has no group 'data'");
 }
 TEST_F(CheckpointStructure, AnEditWithoutResealIsCorruption) {
-  testing::edit_with_hdf5(path, [](hid_t f) { H5Adelete_by_name(f, "/trainer", "epoch", H5P_DEFAULT); },
-                          Reseal::kNo);
+  testing::edit_with_hdf5(
+      path, [](hid_t f) { H5Adelete_by_name(f, "/trainer", "epoch", H5P_DEFAULT); }, Reseal::kNo);
   EXPECT_THAT(load_error(path), HasSubstr("needs reseal_checkpoint"));
 }
 

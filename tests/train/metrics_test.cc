@@ -3,7 +3,6 @@
 #include "train/metrics.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <bit>
 #include <cmath>
@@ -14,6 +13,7 @@
 #include <limits>
 #include <random>
 #include <sstream>
+#include <unistd.h>
 
 namespace mantissa {
 namespace {
@@ -38,16 +38,28 @@ std::string value_of(const std::string& json, const std::string& key) {
 }
 
 TEST(MetricsJson, StepLineExact) {
-  const StepMetrics m{.step = 1, .epoch = 0, .loss = static_cast<double>(2.30258512f), .lr = 0.001,
-                      .scale = 65536, .skipped = false, .grad_norm = 1.5, .samples_per_s = 4512.25};
+  const StepMetrics m{.step = 1,
+                      .epoch = 0,
+                      .loss = static_cast<double>(2.30258512f),
+                      .lr = 0.001,
+                      .scale = 65536,
+                      .skipped = false,
+                      .grad_norm = 1.5,
+                      .samples_per_s = 4512.25};
   EXPECT_EQ(to_json(m),
             "{\"step\": 1, \"epoch\": 0, \"loss\": 2.30258512, \"lr\": 0.001, \"scale\": 65536, "
             "\"skipped\": false, \"grad_norm\": 1.5, \"samples_per_s\": 4512.25}");
 }
 
 TEST(MetricsJson, SkippedStepWritesNullForNonFiniteNumbers) {
-  const StepMetrics m{.step = 12, .epoch = 3, .loss = kNaN, .lr = 0.5, .scale = 32768, .skipped = true,
-                      .grad_norm = kInf, .samples_per_s = -kInf};
+  const StepMetrics m{.step = 12,
+                      .epoch = 3,
+                      .loss = kNaN,
+                      .lr = 0.5,
+                      .scale = 32768,
+                      .skipped = true,
+                      .grad_norm = kInf,
+                      .samples_per_s = -kInf};
   EXPECT_EQ(to_json(m),
             "{\"step\": 12, \"epoch\": 3, \"loss\": null, \"lr\": 0.5, \"scale\": 32768, "
             "\"skipped\": true, \"grad_norm\": null, \"samples_per_s\": null}");
@@ -61,14 +73,19 @@ TEST(MetricsJson, EvalLineWithAndWithoutAccuracy) {
 }
 
 TEST(MetricsJson, SummaryLineClassifierAndLanguageModel) {
-  EXPECT_EQ(to_json(RunSummary{.steps = 2345, .skipped_steps = 3, .final_scale = 32768, .test_accuracy = 0.8775,
-                               .samples_per_s = 21000.5, .wall_s = 61.25}),
+  EXPECT_EQ(to_json(RunSummary{.steps = 2345,
+                               .skipped_steps = 3,
+                               .final_scale = 32768,
+                               .test_accuracy = 0.8775,
+                               .samples_per_s = 21000.5,
+                               .wall_s = 61.25}),
             "{\"event\": \"summary\", \"steps\": 2345, \"skipped_steps\": 3, \"final_scale\": 32768, "
             "\"test_accuracy\": 0.8775, \"samples_per_s\": 21000.5, \"wall_s\": 61.25}");
-  EXPECT_EQ(to_json(RunSummary{.steps = 2000, .skipped_steps = 0, .final_scale = 1, .val_loss = 1.5,
-                               .samples_per_s = 800, .wall_s = 120}),
-            "{\"event\": \"summary\", \"steps\": 2000, \"skipped_steps\": 0, \"final_scale\": 1, "
-            "\"val_loss\": 1.5, \"samples_per_s\": 800, \"wall_s\": 120}");
+  EXPECT_EQ(
+      to_json(RunSummary{
+          .steps = 2000, .skipped_steps = 0, .final_scale = 1, .val_loss = 1.5, .samples_per_s = 800, .wall_s = 120}),
+      "{\"event\": \"summary\", \"steps\": 2000, \"skipped_steps\": 0, \"final_scale\": 1, "
+      "\"val_loss\": 1.5, \"samples_per_s\": 800, \"wall_s\": 120}");
 }
 
 TEST(MetricsJson, LargeIntegersStayIntegers) {
@@ -81,9 +98,17 @@ TEST(MetricsJson, LargeIntegersStayIntegers) {
 // patterns cover all exponents, subnormals included, plus a few hand-picked edge values.
 TEST(MetricsJson, Float32ValuesRoundTripThroughTheText) {
   std::mt19937 rng(1234);
-  std::vector<float> values{0.0f, -0.0f, 1.0f, 0.1f, 2.30258512f, std::numeric_limits<float>::max(),
-                            std::numeric_limits<float>::min(), std::numeric_limits<float>::denorm_min(),
-                            std::nextafter(1.0f, 2.0f), 16777217.0f, 65504.0f};
+  std::vector<float> values{0.0f,
+                            -0.0f,
+                            1.0f,
+                            0.1f,
+                            2.30258512f,
+                            std::numeric_limits<float>::max(),
+                            std::numeric_limits<float>::min(),
+                            std::numeric_limits<float>::denorm_min(),
+                            std::nextafter(1.0f, 2.0f),
+                            16777217.0f,
+                            65504.0f};
   while (values.size() < 20000) {
     const float f = std::bit_cast<float>(static_cast<uint32_t>(rng()));
     if (std::isfinite(f)) values.push_back(f);

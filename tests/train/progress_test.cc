@@ -46,8 +46,7 @@ class Capture {
 };
 
 StepMetrics step_at(int64_t step, int64_t epoch = 0) {
-  return {.step = step, .epoch = epoch, .loss = 1.0, .lr = 1e-3, .scale = 65536, .grad_norm = 1,
-          .samples_per_s = 1000};
+  return {.step = step, .epoch = epoch, .loss = 1.0, .lr = 1e-3, .scale = 65536, .grad_norm = 1, .samples_per_s = 1000};
 }
 
 int64_t count_of(const std::string& text, char c) { return std::count(text.begin(), text.end(), c); }
@@ -76,8 +75,11 @@ TEST(Progress, AutoStyleIsLinesWhenNotATerminal) {
 TEST(Progress, LinesByTimeAndAtEpochEnds) {
   Capture out;
   double t = 0;
-  ProgressReporter progress(out.file(), {.style = ProgressStyle::kLines, .total_steps = 101, .steps_per_epoch = 25,
-                                         .line_interval_s = 5, .now = [&] { return t; }});
+  ProgressReporter progress(
+      out.file(),
+      {.style = ProgressStyle::kLines, .total_steps = 101, .steps_per_epoch = 25, .line_interval_s = 5, .now = [&] {
+         return t;
+       }});
   std::vector<int64_t> printed;
   for (int64_t s = 1; s <= 101; ++s) {
     t = 0.5 * static_cast<double>(s);
@@ -96,8 +98,9 @@ TEST(Progress, LinesByTimeAndAtEpochEnds) {
 TEST(Progress, LinesEveryNStepsAndUnknownTotal) {
   Capture out;
   double t = 0;
-  ProgressReporter progress(out.file(), {.style = ProgressStyle::kLines, .line_interval_s = 1e9,
-                                         .line_every_steps = 4, .now = [&] { return t; }});
+  ProgressReporter progress(
+      out.file(),
+      {.style = ProgressStyle::kLines, .line_interval_s = 1e9, .line_every_steps = 4, .now = [&] { return t; }});
   for (int64_t s = 1; s <= 10; ++s) {
     t = static_cast<double>(s);
     progress.on_step(step_at(s));
@@ -113,8 +116,9 @@ TEST(Progress, LinesEveryNStepsAndUnknownTotal) {
 TEST(Progress, EtaCountsFromTheFirstStepSeenAndShowsHours) {
   Capture out;
   double t = 100;  // a resumed run: the first step seen is 501, at t = 100
-  ProgressReporter progress(out.file(), {.style = ProgressStyle::kLines, .total_steps = 10500,
-                                         .line_interval_s = 0, .now = [&] { return t; }});
+  ProgressReporter progress(
+      out.file(),
+      {.style = ProgressStyle::kLines, .total_steps = 10500, .line_interval_s = 0, .now = [&] { return t; }});
   progress.on_step(step_at(501));
   t = 102;
   progress.on_step(step_at(502));
@@ -126,8 +130,8 @@ TEST(Progress, EtaCountsFromTheFirstStepSeenAndShowsHours) {
 TEST(Progress, SmoothedLossOverTheWindowAndSkippedStepsCounted) {
   Capture out;
   double t = 0;
-  ProgressReporter progress(out.file(), {.style = ProgressStyle::kLines, .line_interval_s = 0, .window = 4,
-                                         .now = [&] { return t; }});
+  ProgressReporter progress(
+      out.file(), {.style = ProgressStyle::kLines, .line_interval_s = 0, .window = 4, .now = [&] { return t; }});
   for (int64_t s = 1; s <= 5; ++s) {
     StepMetrics m = step_at(s);
     m.loss = static_cast<double>(s);
@@ -155,8 +159,8 @@ TEST(Progress, SmoothedLossOverTheWindowAndSkippedStepsCounted) {
 TEST(Progress, BarRedrawsInPlaceAtMostTenTimesASecond) {
   Capture out;
   double t = 0;
-  ProgressReporter progress(out.file(), {.style = ProgressStyle::kBar, .total_steps = 20, .columns = 200,
-                                         .now = [&] { return t; }});
+  ProgressReporter progress(
+      out.file(), {.style = ProgressStyle::kBar, .total_steps = 20, .columns = 200, .now = [&] { return t; }});
   for (int64_t s = 1; s <= 20; ++s) {
     t = static_cast<double>(s) / 32;
     progress.on_step(step_at(s));
@@ -169,8 +173,9 @@ TEST(Progress, BarRedrawsInPlaceAtMostTenTimesASecond) {
                       "1,000 samples/s ETA 0:00\r"),
             std::string::npos)
       << text;
-  EXPECT_TRUE(text.ends_with("\r[####################] 100% step 20/20 epoch 0 loss 1.0000 scale 65536 "
-                             "1,000 samples/s ETA 0:00"))
+  EXPECT_TRUE(
+      text.ends_with("\r[####################] 100% step 20/20 epoch 0 loss 1.0000 scale 65536 "
+                     "1,000 samples/s ETA 0:00"))
       << text;
 }
 
@@ -180,8 +185,8 @@ TEST(Progress, BarFitsANarrowTerminal) {
   const std::string status = "45% step 1056/2345 epoch 2 loss 0.4123 scale 32768 4,512 samples/s ETA ?";
   auto drawn = [&](int columns) {
     Capture out;
-    ProgressReporter progress(out.file(), {.style = ProgressStyle::kBar, .total_steps = 2345, .columns = columns,
-                                           .now = [] { return 0.0; }});
+    ProgressReporter progress(
+        out.file(), {.style = ProgressStyle::kBar, .total_steps = 2345, .columns = columns, .now = [] { return 0.0; }});
     progress.on_step(m);
     return out.text().substr(1);  // after the '\r'
   };
@@ -189,12 +194,11 @@ TEST(Progress, BarFitsANarrowTerminal) {
   ASSERT_EQ(status.size(), 72u);
   // 90 columns: 89 characters at most, the bar takes what the status leaves (14; 6 of them done).
   EXPECT_EQ(drawn(90), "[######........] " + status);
-  EXPECT_EQ(drawn(80), status);  // room for a bar of 4: less than 5 is no bar
+  EXPECT_EQ(drawn(80), status);                // room for a bar of 4: less than 5 is no bar
   EXPECT_EQ(drawn(40), status.substr(0, 39));  // cut at the edge
   // Not a terminal and no width given: 80.
   Capture out;
-  ProgressReporter progress(out.file(), {.style = ProgressStyle::kBar, .total_steps = 2345,
-                                         .now = [] { return 0.0; }});
+  ProgressReporter progress(out.file(), {.style = ProgressStyle::kBar, .total_steps = 2345, .now = [] { return 0.0; }});
   progress.on_step(m);
   EXPECT_EQ(out.text().substr(1), status);
 }
@@ -202,8 +206,11 @@ TEST(Progress, BarFitsANarrowTerminal) {
 TEST(Progress, BarOverwritesALongerBarWithSpaces) {
   Capture out;
   double t = 0;
-  ProgressReporter progress(out.file(), {.style = ProgressStyle::kBar, .total_steps = 100,
-                                         .redraw_interval_s = 0, .columns = 200, .now = [&] { return t; }});
+  ProgressReporter progress(
+      out.file(),
+      {.style = ProgressStyle::kBar, .total_steps = 100, .redraw_interval_s = 0, .columns = 200, .now = [&] {
+         return t;
+       }});
   StepMetrics m = step_at(1);
   m.samples_per_s = 1234567;
   progress.on_step(m);
@@ -219,8 +226,8 @@ TEST(Progress, BarOverwritesALongerBarWithSpaces) {
 TEST(Progress, EvalPrintsOnItsOwnLineAndTheBarComesBack) {
   Capture out;
   double t = 0;
-  ProgressReporter progress(out.file(), {.style = ProgressStyle::kBar, .total_steps = 10, .columns = 200,
-                                         .now = [&] { return t; }});
+  ProgressReporter progress(
+      out.file(), {.style = ProgressStyle::kBar, .total_steps = 10, .columns = 200, .now = [&] { return t; }});
   progress.on_step(step_at(1));
   progress.on_eval({.step = 1, .epoch = 0, .loss = 0.45, .accuracy = 0.8412});
   const std::string text = out.text();
@@ -243,13 +250,17 @@ TEST(Progress, EvalInLinesModeWithoutAccuracy) {
 TEST(Progress, SummaryBlockEndsTheBarLine) {
   Capture out;
   double t = 0;
-  ProgressReporter progress(out.file(), {.style = ProgressStyle::kBar, .total_steps = 2345, .columns = 200,
-                                         .now = [&] { return t; }});
+  ProgressReporter progress(
+      out.file(), {.style = ProgressStyle::kBar, .total_steps = 2345, .columns = 200, .now = [&] { return t; }});
   progress.on_step(step_at(1));
   t = 0.01;
   progress.on_step(step_at(2));  // held back by the rate limit; the summary draws it
-  progress.on_summary({.steps = 2345, .skipped_steps = 3, .final_scale = 32768, .test_accuracy = 0.8775,
-                       .samples_per_s = 21000.4, .wall_s = 61.25});
+  progress.on_summary({.steps = 2345,
+                       .skipped_steps = 3,
+                       .final_scale = 32768,
+                       .test_accuracy = 0.8775,
+                       .samples_per_s = 21000.4,
+                       .wall_s = 61.25});
   const std::string text = out.text();
   const size_t block = text.find("\nrun summary\n");
   ASSERT_NE(block, std::string::npos) << text;

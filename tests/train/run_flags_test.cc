@@ -21,20 +21,44 @@ namespace {
 // A valid value other than the default for every flag (OtherValuesCoverEveryFlag fails for a flag missing
 // here). The path has a quote, a backslash and a tab, which the JSON escapes.
 const std::map<std::string, std::string>& other_values() {
-  static const auto* values = new std::map<std::string, std::string>{
-      {"model", "cnn"},           {"data", "synthetic"},         {"data_path", "/data/a \"b\"\\c\td"},
-      {"mlp_hidden", "16,8"},     {"n_layer", "2"},              {"n_head", "2"},
-      {"n_embd", "64"},           {"block_size", "32"},          {"dropout", "0.1"},
-      {"precision", "bf16"},      {"optimizer", "adamw"},        {"lr", "0.0003"},
-      {"momentum", "0.5"},        {"weight_decay", "0.05"},      {"batch_size", "16"},
-      {"epochs", "2"},            {"max_steps", "100"},          {"grad_accum", "4"},
-      {"clip_grad_norm", "1.5"},  {"init_scale", "1024"},        {"growth_factor", "3"},
-      {"backoff_factor", "0.25"}, {"growth_interval", "10"},     {"hysteresis", "2"},
-      {"min_scale", "1"},         {"seed", "18446744073709551615"}, {"threads", "2"},
-      {"eval_every", "7"},        {"eval_batches", "3"},         {"checkpoint_dir", "ck"},
-      {"checkpoint_every", "5"},  {"keep_checkpoints", "1"},     {"resume", "latest"},
-      {"metrics", "run.jsonl"},   {"sample_chars", "0"},         {"progress", "lines"},
-      {"dist_timeout", "60"},     {"device", "cuda:1"}};
+  static const auto* values = new std::map<std::string, std::string>{{"model", "cnn"},
+                                                                     {"data", "synthetic"},
+                                                                     {"data_path", "/data/a \"b\"\\c\td"},
+                                                                     {"mlp_hidden", "16,8"},
+                                                                     {"n_layer", "2"},
+                                                                     {"n_head", "2"},
+                                                                     {"n_embd", "64"},
+                                                                     {"block_size", "32"},
+                                                                     {"dropout", "0.1"},
+                                                                     {"precision", "bf16"},
+                                                                     {"optimizer", "adamw"},
+                                                                     {"lr", "0.0003"},
+                                                                     {"momentum", "0.5"},
+                                                                     {"weight_decay", "0.05"},
+                                                                     {"batch_size", "16"},
+                                                                     {"epochs", "2"},
+                                                                     {"max_steps", "100"},
+                                                                     {"grad_accum", "4"},
+                                                                     {"clip_grad_norm", "1.5"},
+                                                                     {"init_scale", "1024"},
+                                                                     {"growth_factor", "3"},
+                                                                     {"backoff_factor", "0.25"},
+                                                                     {"growth_interval", "10"},
+                                                                     {"hysteresis", "2"},
+                                                                     {"min_scale", "1"},
+                                                                     {"seed", "18446744073709551615"},
+                                                                     {"threads", "2"},
+                                                                     {"eval_every", "7"},
+                                                                     {"eval_batches", "3"},
+                                                                     {"checkpoint_dir", "ck"},
+                                                                     {"checkpoint_every", "5"},
+                                                                     {"keep_checkpoints", "1"},
+                                                                     {"resume", "latest"},
+                                                                     {"metrics", "run.jsonl"},
+                                                                     {"sample_chars", "0"},
+                                                                     {"progress", "lines"},
+                                                                     {"dist_timeout", "60"},
+                                                                     {"device", "cuda:1"}};
   return *values;
 }
 
@@ -251,7 +275,8 @@ TEST(RunFlagsDocs, MentionOnlyFlagsThatExist) {
         ++mentions;
         const std::string name = (*m)[1];
         EXPECT_TRUE(flags.contains(name) || mpirun_flags.contains(name))
-            << doc << " mentions --" << name << ", which mantissa-train does not have:\n" << line;
+            << doc << " mentions --" << name << ", which mantissa-train does not have:\n"
+            << line;
       }
     }
   }

@@ -45,7 +45,9 @@ struct Rig {
         adam(model.named_parameters(), {.lr = 1e-2}),
         train(teacher_data(n, 1), {.batch_size = batch, .shuffle = Shuffle::kRandom, .seed = 3, .prefetch = 2}),
         test(teacher_data(256, 2), {.batch_size = 100}) {}
-  Task task() { return classification_task([this](const Tensor& x) { return model.forward(x); }); }
+  Task task() {
+    return classification_task([this](const Tensor& x) { return model.forward(x); });
+  }
   Generator gen;
   MLP model;
   Adam adam;
@@ -143,7 +145,8 @@ TEST(TrainerTest, Fp16SkipsOverflowingStepsAndBacksOff) {
   Rig s;
   const std::vector<float> before = flat_weights(s.model);
   // 2^40 times any loss of order 1 overflows f16's 65504 in the backward: the first steps are skipped.
-  Trainer trainer({.precision = Precision::kF16, .max_steps = 40,
+  Trainer trainer({.precision = Precision::kF16,
+                   .max_steps = 40,
                    .scaler = amp::GradScalerOptions{.init_scale = std::ldexp(1.0, 40)}},
                   s.model, s.task(), s.adam, s.train);
   std::vector<StepMetrics> steps;
@@ -218,18 +221,16 @@ TEST(TrainerTest, MetricsFileHasOneLinePerStepEvaluationAndTheSummary) {
   ASSERT_EQ(lines.size(), 20u + 3u + 1u);  // evaluations at steps 8, 16 and 20 (the end)
   EXPECT_EQ(lines[0].rfind("{\"step\": 1, \"epoch\": 0, \"loss\": ", 0), 0u) << lines[0];
   EXPECT_EQ(lines[8].rfind("{\"event\": \"eval\", \"step\": 8,", 0), 0u) << lines[8];
-  EXPECT_EQ(lines.back().rfind("{\"event\": \"summary\", \"steps\": 20, \"skipped_steps\": 0,", 0), 0u)
-      << lines.back();
+  EXPECT_EQ(lines.back().rfind("{\"event\": \"summary\", \"steps\": 20, \"skipped_steps\": 0,", 0), 0u) << lines.back();
 }
 
 TEST(TrainerTest, MetricsFileInAMissingFolderIsAnError) {
   Rig s;
-  Trainer trainer({.precision = Precision::kF32, .max_steps = 1, .metrics_path = "/nonexistent-dir/m.jsonl"},
-                  s.model, s.task(), s.adam, s.train);
+  Trainer trainer({.precision = Precision::kF32, .max_steps = 1, .metrics_path = "/nonexistent-dir/m.jsonl"}, s.model,
+                  s.task(), s.adam, s.train);
   const absl::StatusOr<RunSummary> summary = trainer.fit();
   ASSERT_FALSE(summary.ok());
-  EXPECT_NE(summary.status().message().find("/nonexistent-dir/m.jsonl"), std::string::npos)
-      << summary.status();
+  EXPECT_NE(summary.status().message().find("/nonexistent-dir/m.jsonl"), std::string::npos) << summary.status();
   EXPECT_EQ(trainer.step(), 0);
 }
 
@@ -257,12 +258,14 @@ class TrainerResumeTest : public ::testing::TestWithParam<Precision> {};
 TEST_P(TrainerResumeTest, ContinuesBitForBitFromAnInMemoryCheckpoint) {
   constexpr int64_t kSteps = 30, kStop = 13;  // 16 batches per epoch: the stop is inside epoch 0
   auto config = [](int64_t max_steps) {
-    return TrainerConfig{.precision = GetParam(), .max_steps = max_steps, .schedule = cosine({.total_steps = kSteps}),
-                         // a scale that overflows at first: the resumed run must carry the scaler's state
-                         .scaler = GetParam() == Precision::kF16
-                                       ? std::optional(amp::GradScalerOptions{.init_scale = std::ldexp(1.0, 24),
-                                                                              .growth_interval = 4})
-                                       : std::nullopt};
+    return TrainerConfig{
+        .precision = GetParam(),
+        .max_steps = max_steps,
+        .schedule = cosine({.total_steps = kSteps}),
+        // a scale that overflows at first: the resumed run must carry the scaler's state
+        .scaler = GetParam() == Precision::kF16
+                      ? std::optional(amp::GradScalerOptions{.init_scale = std::ldexp(1.0, 24), .growth_interval = 4})
+                      : std::nullopt};
   };
   std::vector<double> full_losses;
   std::vector<float> full_weights;

@@ -4,11 +4,8 @@
 // are built once, never changed, and shared by all threads. The bias is broadcast into y first
 // (cudnnAddTensor with beta 0) and the convolution accumulates onto it (beta 1), so a 16-bit output is
 // rounded once, as on the CPU.
-#include "ops/cuda/conv.h"
-
-#include <cudnn.h>
-
 #include <climits>
+#include <cudnn.h>
 #include <memory>
 #include <mutex>
 #include <type_traits>
@@ -18,6 +15,7 @@
 #include "framework/cuda/check.h"
 #include "framework/cuda/stream.h"
 #include "framework/dtype.h"
+#include "ops/cuda/conv.h"
 #include "ops/cuda/conv_plan.h"
 #include "ops/cuda/library_check.h"
 #include "ops/cuda/library_handles.h"
@@ -59,8 +57,8 @@ struct ConvPlan {
 };
 
 int to_int(int64_t v, const char* what, const cpu::Conv2dGeometry& g) {
-  MT_CHECK(v <= INT_MAX, "conv2d: ", what, " ", v, " exceeds cuDNN's 32-bit limit (input [", g.n, ", ", g.c, ", ",
-           g.h, ", ", g.w, "], ", g.o, " output channels). HINT: split the batch");
+  MT_CHECK(v <= INT_MAX, "conv2d: ", what, " ", v, " exceeds cuDNN's 32-bit limit (input [", g.n, ", ", g.c, ", ", g.h,
+           ", ", g.w, "], ", g.o, " output channels). HINT: split the batch");
   return static_cast<int>(v);
 }
 
@@ -89,8 +87,10 @@ template <typename Perf>
 const Perf& choose(const std::vector<Perf>& perf, const ConvKey& key) {
   std::vector<ConvCandidate> candidates;
   for (const Perf& p : perf) {
-    candidates.push_back({.algo = static_cast<int>(p.algo), .ok = p.status == CUDNN_STATUS_SUCCESS,
-                          .workspace = p.memory, .math = mirror(p.mathType)});
+    candidates.push_back({.algo = static_cast<int>(p.algo),
+                          .ok = p.status == CUDNN_STATUS_SUCCESS,
+                          .workspace = p.memory,
+                          .math = mirror(p.mathType)});
   }
   int i = pick_conv_candidate(candidates, key.dtype, key.math, kConvWorkspaceLimit);
   if (i < 0) i = pick_conv_candidate(candidates, key.dtype, key.math, SIZE_MAX);
@@ -115,10 +115,10 @@ std::unique_ptr<ConvPlan> build_plan(const ConvKey& key, cudnnHandle_t handle) {
                                             to_int(g.c_per_group(), "channels", g), to_int(g.kh, "kernel", g),
                                             to_int(g.kw, "kernel", g)));
   MT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&plan->conv));
-  MT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
-      plan->conv, to_int(g.pad_h, "padding", g), to_int(g.pad_w, "padding", g), to_int(g.stride_h, "stride", g),
-      to_int(g.stride_w, "stride", g), to_int(g.dil_h, "dilation", g), to_int(g.dil_w, "dilation", g),
-      CUDNN_CROSS_CORRELATION, compute));
+  MT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan->conv, to_int(g.pad_h, "padding", g),
+                                                 to_int(g.pad_w, "padding", g), to_int(g.stride_h, "stride", g),
+                                                 to_int(g.stride_w, "stride", g), to_int(g.dil_h, "dilation", g),
+                                                 to_int(g.dil_w, "dilation", g), CUDNN_CROSS_CORRELATION, compute));
   MT_CUDNN_CHECK(cudnnSetConvolutionGroupCount(plan->conv, to_int(g.groups, "groups", g)));
   MT_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv, initial_math(key.dtype, key.math)));
 
@@ -178,12 +178,12 @@ PlanCache& plan_cache() {
 template <typename T>
 std::shared_ptr<const ConvPlan> plan_for(const cpu::Conv2dGeometry& g, ConvDirection direction, int device,
                                          cudnnHandle_t handle) {
-  const ConvKey key{.device = device,
-                    .dtype = dtype_v<T>,
-                    .math = std::is_same_v<T, float> && cuda_conv_tf32() == Tf32::kOn ? ConvMath::kTf32
-                                                                                      : ConvMath::kExact,
-                    .direction = direction,
-                    .geometry = g};
+  const ConvKey key{
+      .device = device,
+      .dtype = dtype_v<T>,
+      .math = std::is_same_v<T, float> && cuda_conv_tf32() == Tf32::kOn ? ConvMath::kTf32 : ConvMath::kExact,
+      .direction = direction,
+      .geometry = g};
   PlanCache& cache = plan_cache();
   std::lock_guard<std::mutex> lock(cache.mu);
   auto it = cache.plans.find(key);
@@ -272,11 +272,10 @@ ConvStats conv_stats() {
   return cache.stats;
 }
 
-#define MT_CONV_INSTANTIATE(T)                                                                                 \
-  template void conv2d_forward<T>(const cpu::Conv2dGeometry&, const T*, const T*, const T*, T*, int,           \
-                                  cudaStream_t);                                                              \
-  template void conv2d_backward_data<T>(const cpu::Conv2dGeometry&, const T*, const T*, T*, int, cudaStream_t);    \
-  template void conv2d_backward_filter<T>(const cpu::Conv2dGeometry&, const T*, const T*, T*, int, cudaStream_t);  \
+#define MT_CONV_INSTANTIATE(T)                                                                                      \
+  template void conv2d_forward<T>(const cpu::Conv2dGeometry&, const T*, const T*, const T*, T*, int, cudaStream_t); \
+  template void conv2d_backward_data<T>(const cpu::Conv2dGeometry&, const T*, const T*, T*, int, cudaStream_t);     \
+  template void conv2d_backward_filter<T>(const cpu::Conv2dGeometry&, const T*, const T*, T*, int, cudaStream_t);   \
   template void conv2d_backward_bias<T>(const cpu::Conv2dGeometry&, const T*, T*, int, cudaStream_t);
 MT_CONV_INSTANTIATE(float)
 MT_CONV_INSTANTIATE(double)

@@ -20,8 +20,8 @@ void cuda_dropout(const Tensor& x, float keep, double scale, Generator& gen, con
   gen.set_state(gpu::advance(state, static_cast<uint64_t>(x.numel())));
   gpu::DeviceGuard guard(x.device());
   dispatch_floating(x.dtype(), "dropout", [&]<typename T>() {
-    gpu::launch_dropout_forward<T>(state.seed, gpu::stream_position(state), keep, scale, x.data<T>(),
-                                   mask.data<bool>(), out.data<T>(), x.numel(), gpu::current_stream(x.device()));
+    gpu::launch_dropout_forward<T>(state.seed, gpu::stream_position(state), keep, scale, x.data<T>(), mask.data<bool>(),
+                                   out.data<T>(), x.numel(), gpu::current_stream(x.device()));
   });
 }
 

@@ -15,8 +15,8 @@ namespace {
 void check_devices(std::string_view op, std::initializer_list<const Tensor*> ts) {
   const Tensor& first = **ts.begin();
   for (const Tensor* t : ts) {
-    MT_CHECK(t->device() == first.device(), op, ": tensors are on different devices: ", first.device().str(),
-             " and ", t->device().str(), ". HINT: move both to one device first");
+    MT_CHECK(t->device() == first.device(), op, ": tensors are on different devices: ", first.device().str(), " and ",
+             t->device().str(), ". HINT: move both to one device first");
   }
 }
 
@@ -48,9 +48,8 @@ Tensor cuda_map_unary(const Tensor& x, std::string_view op, gpu::PointwiseOp<gpu
   const gpu::ElementwiseLayout<1> l = layout_for<1>(x.shape(), in);
   gpu::DeviceGuard guard(x.device());
   const cudaStream_t stream = gpu::current_stream(x.device());
-  dispatch_floating(x.dtype(), op, [&]<typename T>() {
-    gpu::launch_unary<T>(code, l, in[0].data<T>(), out.data<T>(), stream);
-  });
+  dispatch_floating(x.dtype(), op,
+                    [&]<typename T>() { gpu::launch_unary<T>(code, l, in[0].data<T>(), out.data<T>(), stream); });
   return out;
 }
 

@@ -9,8 +9,8 @@ namespace mantissa {
 void cuda_embedding(const Tensor& weight, const Tensor& idx, const Tensor& out) {
   gpu::DeviceGuard guard(weight.device());
   dispatch_floating(weight.dtype(), "embedding", [&]<typename T>() {
-    gpu::launch_embedding_forward<T>(weight.data<T>(), idx.data<int64_t>(), idx.numel(), weight.size(0),
-                                     weight.size(1), out.data<T>(), gpu::current_stream(weight.device()));
+    gpu::launch_embedding_forward<T>(weight.data<T>(), idx.data<int64_t>(), idx.numel(), weight.size(0), weight.size(1),
+                                     out.data<T>(), gpu::current_stream(weight.device()));
   });
 }
 

@@ -17,9 +17,7 @@ gpu::LossReduction device_reduction(Reduction r) {
   }
   return gpu::LossReduction::kMean;
 }
-gpu::RowGeometry rows_of(const cpu::ClassGeometry& g) {
-  return {.outer = g.batch, .dim = g.classes, .inner = g.inner};
-}
+gpu::RowGeometry rows_of(const cpu::ClassGeometry& g) { return {.outer = g.batch, .dim = g.classes, .inner = g.inner}; }
 
 }  // namespace
 

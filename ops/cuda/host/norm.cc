@@ -89,9 +89,9 @@ void cuda_batch_norm_apply(const cpu::BatchNormGeometry& g, const Tensor& x, con
   });
 }
 
-void cuda_batch_norm_backward(const cpu::BatchNormGeometry& g, cpu::BatchStats stats, const Tensor& dy,
-                              const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& w,
-                              const Tensor& dx, const Tensor& dw, const Tensor& db) {
+void cuda_batch_norm_backward(const cpu::BatchNormGeometry& g, cpu::BatchStats stats, const Tensor& dy, const Tensor& x,
+                              const Tensor& mean, const Tensor& invstd, const Tensor& w, const Tensor& dx,
+                              const Tensor& dw, const Tensor& db) {
   gpu::DeviceGuard guard(x.device());
   dispatch_floating(x.dtype(), "batch_norm_backward", [&]<typename T>() {
     using C = compute_t<T>;

@@ -23,8 +23,8 @@ void cuda_batch_norm_stats(const Tensor& xc, const cpu::BatchNormGeometry& g, Ba
                            const Tensor& mean, const Tensor& invstd);
 void cuda_batch_norm_apply(const cpu::BatchNormGeometry& g, const Tensor& x, const Tensor& mean, const Tensor& invstd,
                            const Tensor& w, const Tensor& b, const Tensor& out);
-void cuda_batch_norm_backward(const cpu::BatchNormGeometry& g, cpu::BatchStats stats, const Tensor& dy,
-                              const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& w,
-                              const Tensor& dx, const Tensor& dw, const Tensor& db);
+void cuda_batch_norm_backward(const cpu::BatchNormGeometry& g, cpu::BatchStats stats, const Tensor& dy, const Tensor& x,
+                              const Tensor& mean, const Tensor& invstd, const Tensor& w, const Tensor& dx,
+                              const Tensor& dw, const Tensor& db);
 
 }  // namespace mantissa

@@ -22,7 +22,8 @@ gpu::ReduceLayout cuda_layout(const Tensor& x, const cpu::ReducePlan& p, Tensor&
   }
   storage = x.contiguous();
   Shape kept_strides, reduced_strides;
-  for (int64_t d = 0; d < storage.dim(); ++d) (p.reduce[d] ? reduced_strides : kept_strides).push_back(storage.stride(d));
+  for (int64_t d = 0; d < storage.dim(); ++d)
+    (p.reduce[d] ? reduced_strides : kept_strides).push_back(storage.stride(d));
   auto l = gpu::plan_reduce(p.kept_shape, kept_strides, p.reduced_shape, reduced_strides);
   MT_ASSERT(l.has_value(), "cuda_layout: a contiguous input did not plan");
   return *l;
@@ -40,8 +41,8 @@ Tensor cuda_sum(const Tensor& x, const cpu::ReducePlan& p, double scale) {
   const DType acc = x.dtype() == DType::kF64 ? DType::kF64 : DType::kF32;
   const Tensor workspace = g.splits > 1 ? empty({l.n_out * g.splits}, {.dtype = acc, .device = x.device()}) : Tensor();
   dispatch_floating(x.dtype(), "sum", [&]<typename T>() {
-    gpu::launch_sum<T>(l, g, scale, xs.data<T>(), workspace.defined() ? workspace.data_ptr() : nullptr,
-                       out.data<T>(), gpu::current_stream(x.device()));
+    gpu::launch_sum<T>(l, g, scale, xs.data<T>(), workspace.defined() ? workspace.data_ptr() : nullptr, out.data<T>(),
+                       gpu::current_stream(x.device()));
   });
   return out;
 }

@@ -64,8 +64,8 @@ void cuda_one_hot(const Tensor& idx, int64_t classes, const Tensor& out) {
 void cuda_index_copy(const Tensor& values, const Tensor& idx, const Tensor& rows, int64_t inner) {
   gpu::DeviceGuard guard(rows.device());
   dispatch_floating(rows.dtype(), "index_put", [&]<typename T>() {
-    gpu::launch_index_copy<T>(values.data<T>(), idx.data<int64_t>(), idx.numel(), rows.size(0), inner,
-                              rows.data<T>(), gpu::current_stream(rows.device()));
+    gpu::launch_index_copy<T>(values.data<T>(), idx.data<int64_t>(), idx.numel(), rows.size(0), inner, rows.data<T>(),
+                              gpu::current_stream(rows.device()));
   });
 }
 

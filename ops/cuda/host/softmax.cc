@@ -30,9 +30,9 @@ void cuda_softmax_backward(const Tensor& dy, const Tensor& y, const Tensor& dx, 
   gpu::DeviceGuard guard(y.device());
   dispatch_floating(y.dtype(), kind == cpu::SoftmaxKind::kSoftmax ? "SoftmaxBackward" : "LogSoftmaxBackward",
                     [&]<typename T>() {
-    gpu::launch_softmax_backward<T>(rows_of(y.shape(), dim), mode_of(kind), dy.data<T>(), y.data<T>(), dx.data<T>(),
-                                    gpu::current_stream(y.device()));
-  });
+                      gpu::launch_softmax_backward<T>(rows_of(y.shape(), dim), mode_of(kind), dy.data<T>(), y.data<T>(),
+                                                      dx.data<T>(), gpu::current_stream(y.device()));
+                    });
 }
 
 }  // namespace mantissa
