@@ -6,11 +6,15 @@ cd "$(dirname "$0")/.."
 command -v clang-format >/dev/null || { echo "format.sh: clang-format not found (apt-get install clang-format)" >&2; exit 2; }
 files=$(git ls-files '*.cc' '*.h' '*.cu' '*.cuh')
 if [ "${1:-}" = "--check" ]; then
-  status=0
-  for f in $files; do
-    clang-format --style=file "$f" | cmp -s - "$f" || { echo "$f"; status=1; }
-  done
-  exit $status
+  # shellcheck disable=SC2086
+  if ! out=$(clang-format --style=file --dry-run $files 2>&1); then
+    echo "format.sh: clang-format failed:" >&2; echo "$out" >&2; exit 2
+  fi
+  differ=$(printf '%s\n' "$out" | sed -n 's/^\([^:]*\):[0-9]*:[0-9]*: warning: code should be clang-formatted.*/\1/p' | sort -u)
+  [ -z "$differ" ] && exit 0
+  echo "format.sh: these files differ from .clang-format's layout (run scripts/format.sh):"
+  echo "$differ"
+  exit 1
 fi
 # shellcheck disable=SC2086
 clang-format --style=file -i $files

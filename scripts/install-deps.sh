@@ -10,6 +10,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   dataset-fashion-mnist fortunes  # data: Fashion-MNIST IDX files, plain-text fortunes for the char GPT
   gnuplot-nox python3-h5py        # train: metrics chart to PNG; checkpoint interop test (h5py reads our files)
+  clang-format                    # ctest format: the tree stays as .clang-format writes it
 )
 bench_packages=(python3-torch)
 
