@@ -4,12 +4,12 @@
 # per benchmark: the median real time of each and new/base (below 1: the new build is faster).
 # Usage: bench/compare_builds.sh <base build dir> <new build dir> [rounds] [bench name ...]
 #   e.g. bench/compare_builds.sh ../base/build build 3 mlp_step elementwise
-# Each run: --benchmark_min_time=0.3 --benchmark_repetitions=1, one JSON file per run under $TMPDIR.
+# Each run: --benchmark_min_time=0.3, its JSON in a temporary folder.
 set -eu
 base=$1 new=$2 rounds=${3:-3}
 shift 2; [ $# -gt 0 ] && shift
 benches=${*:-"mlp_step cnn_step elementwise optim softmax layer_norm"}
-out=$(mktemp -d)
+out=$(mktemp -d) && trap 'rm -rf "$out"' EXIT
 for b in $benches; do
   for d in "$base" "$new"; do
     [ -x "$d/bench/${b}_bench" ] || { echo "compare_builds: $d/bench/${b}_bench not built" >&2; exit 2; }
@@ -17,8 +17,11 @@ for b in $benches; do
 done
 for r in $(seq "$rounds"); do
   for b in $benches; do
-    "$base/bench/${b}_bench" --benchmark_min_time=0.3 --benchmark_format=json > "$out/base.$b.$r.json" 2>/dev/null
-    "$new/bench/${b}_bench" --benchmark_min_time=0.3 --benchmark_format=json > "$out/new.$b.$r.json" 2>/dev/null
+    for side in base new; do
+      if [ "$side" = base ]; then d=$base; else d=$new; fi
+      "$d/bench/${b}_bench" --benchmark_min_time=0.3 --benchmark_out="$out/$side.$b.$r.json" \
+        --benchmark_out_format=json > /dev/null 2>&1
+    done
   done
 done
 python3 - "$out" <<'PY'
@@ -42,4 +45,3 @@ for name in base:
     mb, mn = statistics.median(base[name]), statistics.median(new[name])
     print(f"| {name} | {mb:.3f} | {mn:.3f} | {mn / mb:.3f} |")
 PY
-rm -rf "$out"
