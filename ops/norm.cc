@@ -13,20 +13,14 @@
 #include "ops/cuda/host/norm.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
+#include "ops/norm_tensors.h"
 
 namespace mantissa {
 namespace {
 
-// Per-feature parameters and statistics travel in the compute dtype: f64 for f64, else f32.
-DType compute_dtype(DType d) { return d == DType::kF64 ? DType::kF64 : DType::kF32; }
-
-// t (defined) as a contiguous tensor of dtype `d` without history, for reading in a kernel.
-Tensor widened(const Tensor& t, DType d) { return t.detach().to(d).contiguous(); }
-
-template <typename C>
-C* ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data<C>() : nullptr;
-}
+using norm_tensors::compute_dtype;
+using norm_tensors::ptr_or_null;
+using norm_tensors::widened;
 
 // A [size]-shaped per-feature argument: its shape, and its dtype either x's or f32 (the mixed case).
 void check_param(const Tensor& p, const Shape& expected, const Tensor& x, std::string_view op, std::string_view arg) {

@@ -6,18 +6,14 @@
 #include "framework/cuda/stream.h"
 #include "ops/cuda/batch_norm.h"
 #include "ops/cuda/norm.h"
+#include "ops/norm_tensors.h"
 
 namespace mantissa {
 namespace {
 
-DType compute_dtype(DType d) { return d == DType::kF64 ? DType::kF64 : DType::kF32; }
-
-Tensor widened(const Tensor& t, DType d) { return t.detach().to(d).contiguous(); }
-
-template <typename C>
-C* ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data<C>() : nullptr;
-}
+using norm_tensors::compute_dtype;
+using norm_tensors::ptr_or_null;
+using norm_tensors::widened;
 
 }  // namespace
 
