@@ -2,6 +2,7 @@
 // (its adjoint, summing the columns back into an input-shaped buffer). The GEMMs run in ops/conv.cc.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "framework/half.h"
@@ -19,6 +20,11 @@ struct Conv2dGeometry {
   int64_t o_per_group() const { return o / groups; }
   int64_t col_rows() const { return c_per_group() * kh * kw; }  // K of the GEMM, per group
   int64_t out_plane() const { return oh * ow; }                 // P: output pixels per sample
+  bool operator==(const Conv2dGeometry&) const = default;
+  // Every field in declaration order: what the plan caches (oneDNN's, cuDNN's) key on.
+  std::array<int64_t, 16> fields() const {
+    return {n, c, h, w, o, kh, kw, oh, ow, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups};
+  }
 };
 
 // col[(ci*KH + ki)*KW + kj][p] for `channels` channels of one sample x [channels, H, W] (contiguous);

@@ -6,6 +6,7 @@
 // in per-thread buffers that are reused, so a steady-state call creates nothing and takes no fresh pages.
 #include "ops/cpu/conv_onednn.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <memory>
@@ -175,25 +176,9 @@ enum class Pass : int64_t { kForward, kBackwardData, kBackwardWeights };
 // The cache key: pass, dtype, whether a bias is involved, and every geometry field.
 using Key = std::array<int64_t, 19>;
 Key make_key(Pass pass, memory::data_type dt, bool bias, const Conv2dGeometry& g) {
-  return {static_cast<int64_t>(pass),
-          static_cast<int64_t>(dt),
-          bias,
-          g.n,
-          g.c,
-          g.h,
-          g.w,
-          g.o,
-          g.kh,
-          g.kw,
-          g.oh,
-          g.ow,
-          g.stride_h,
-          g.stride_w,
-          g.pad_h,
-          g.pad_w,
-          g.dil_h,
-          g.dil_w,
-          g.groups};
+  Key key{static_cast<int64_t>(pass), static_cast<int64_t>(dt), bias};
+  std::ranges::copy(g.fields(), key.begin() + 3);
+  return key;
 }
 struct KeyHash {
   size_t operator()(const Key& k) const {

@@ -17,11 +17,15 @@ constexpr uint64_t mix64(uint64_t x) {
   return x;
 }
 
-// Order-dependent hash of a list of fields.
-constexpr uint64_t hash_fields(std::initializer_list<int64_t> fields) {
+// Order-dependent hash of a list of fields (any range of int64_t, or a braced list).
+template <typename Fields>
+constexpr uint64_t hash_fields(const Fields& fields) {
   uint64_t h = 0x9e3779b97f4a7c15ull;
   for (int64_t f : fields) h = mix64(h ^ mix64(static_cast<uint64_t>(f) + 0x9e3779b97f4a7c15ull));
   return h;
+}
+constexpr uint64_t hash_fields(std::initializer_list<int64_t> fields) {
+  return hash_fields<std::initializer_list<int64_t>>(fields);
 }
 
 }  // namespace mantissa::gpu
