@@ -124,6 +124,7 @@ absl::Status write_layout(const h5::Writer& w, const Obj& root, const std::strin
   CK_RETURN_IF_ERROR(w.attr_string(m, "precision", c.meta.precision));
   CK_RETURN_IF_ERROR(w.attr_string(m, "config_json", c.meta.config_json));
   CK_RETURN_IF_ERROR(w.attr_string(m, "created", c.meta.created.empty() ? now_iso8601() : c.meta.created));
+  CK_RETURN_IF_ERROR(w.attr_f64(m, "wall_s", c.meta.wall_s));
   return absl::OkStatus();
 }
 

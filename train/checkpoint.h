@@ -10,7 +10,8 @@
 //   /scaler                     the GradScalerState numbers (empty group when the scaler is disabled)
 //   /trainer                    global step, epoch, batch within the epoch, RNG states
 //   /data/<name>                text blobs, e.g. the vocabulary of a text model
-//   /meta                       format version, library version, precision, config JSON, creation time
+//   /meta                       format version, library version, precision, config JSON, creation time,
+//                               wall time of the run so far (absent in older files: 0)
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,7 @@ struct CheckpointMeta {
   std::string precision;        // "fp32", "fp16" or "bf16"
   std::string config_json;      // the run's whole configuration
   std::string created;          // ISO 8601 UTC; filled in by save_checkpoint when empty
+  double wall_s = 0.0;          // the run's wall time up to this checkpoint, its parts before resumes included
 };
 
 // Where the run stands: written only at a step boundary.

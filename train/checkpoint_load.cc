@@ -100,6 +100,9 @@ absl::StatusOr<CheckpointMeta> read_meta(const Reader& r, const Obj& root) {
   CK_ASSIGN_OR_RETURN(m.precision, r.attr_string(g, "precision"));
   CK_ASSIGN_OR_RETURN(m.config_json, r.attr_string(g, "config_json"));
   CK_ASSIGN_OR_RETURN(m.created, r.attr_string(g, "created"));
+  if (r.has_attr(g, "wall_s")) {  // files written before it have none
+    CK_ASSIGN_OR_RETURN(m.wall_s, r.attr_f64(g, "wall_s"));
+  }
   return m;
 }
 

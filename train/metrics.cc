@@ -3,13 +3,19 @@
 #include "train/metrics.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cinttypes>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "train/checkpoint_file.h"
+#include "train/stop.h"
 
 namespace mantissa {
 namespace {
@@ -30,6 +36,7 @@ class JsonLine {
     return raw(key, buf);
   }
   JsonLine& flag(std::string_view key, bool value) { return raw(key, value ? "true" : "false"); }
+  JsonLine& null(std::string_view key) { return raw(key, "null"); }
   // `value` is one of our own fixed words: nothing in it needs escaping.
   JsonLine& text(std::string_view key, std::string_view value) {
     std::string quoted = "\"";
@@ -82,6 +89,72 @@ std::string to_json(const RunSummary& m) {
   return line.str();
 }
 
+std::string to_json(const StopEvent& m) {
+  JsonLine line;
+  line.text("event", "stopped").integer("step", m.step);
+  if (m.signal != 0) {
+    line.text("signal", signal_name(m.signal));
+  } else {
+    line.null("signal");
+  }
+  if (!m.checkpoint.empty()) {
+    // Its name in the checkpoint folder, as the folder's `latest` file names it.
+    line.text("checkpoint", std::filesystem::path(m.checkpoint).filename().string());
+  } else {
+    line.null("checkpoint");
+  }
+  return line.str();
+}
+
+std::optional<int64_t> metrics_line_step(std::string_view line) {
+  // Every record but the summary has "step" as its first or second key (after "event").
+  if (!line.starts_with("{") || !line.ends_with("}")) return std::nullopt;
+  constexpr std::string_view kKey = "\"step\": ";
+  const size_t at = line.find(kKey);
+  if (at == std::string_view::npos) return std::nullopt;
+  std::string_view rest = line.substr(at + kKey.size());
+  rest = rest.substr(0, rest.find_first_of(",}"));
+  int64_t step = 0;
+  const auto [end, err] = std::from_chars(rest.data(), rest.data() + rest.size(), step);
+  if (err != std::errc() || end != rest.data() + rest.size()) return std::nullopt;
+  return step;
+}
+
+absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::open_resumed(const std::string& path, int64_t step) {
+  std::ifstream in(path, std::ios::binary);
+  if (in) {
+    std::string kept, line;
+    // getline's last piece, when the file does not end with '\n', is a line a crash cut short: dropped.
+    std::stringstream all;
+    all << in.rdbuf();
+    const std::string text = all.str();
+    size_t begin = 0;
+    for (size_t end; (end = text.find('\n', begin)) != std::string::npos; begin = end + 1) {
+      line = text.substr(begin, end - begin);
+      const std::optional<int64_t> line_step = metrics_line_step(line);
+      if (line_step && *line_step <= step) kept.append(line).append("\n");
+    }
+    in.close();
+    if (absl::Status s = checkpoint_file::write_atomically(
+            path, [&](const std::string& tmp) { return checkpoint_file::write_text(tmp, kept); });
+        !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("metrics: cannot rewrite ", path, " for the resumed run: ",
+                                                 s.message(), " (the file is left as it was)"));
+    }
+  }
+  std::FILE* file = std::fopen(path.c_str(), "a");
+  if (file == nullptr) {
+    const int err = errno;
+    return absl::Status(absl::ErrnoToStatusCode(err),
+                        absl::StrCat("metrics: cannot open ", path, " to append: ", std::strerror(err),
+                                     ". HINT: check that its folder exists and is writable"));
+  }
+  std::unique_ptr<MetricsWriter> writer(new MetricsWriter(path, file));
+  writer->put_line(JsonLine().text("event", "resumed").integer("step", step).str());
+  if (!writer->status().ok()) return writer->status();
+  return writer;
+}
+
 absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::open(const std::string& path) {
   std::FILE* file = std::fopen(path.c_str(), "w");
   if (file == nullptr) {
@@ -100,6 +173,7 @@ MetricsWriter::~MetricsWriter() {
 void MetricsWriter::write(const StepMetrics& m) { put_line(to_json(m)); }
 void MetricsWriter::write(const EvalMetrics& m) { put_line(to_json(m)); }
 void MetricsWriter::write(const RunSummary& m) { put_line(to_json(m)); }
+void MetricsWriter::write(const StopEvent& m) { put_line(to_json(m)); }
 
 absl::Status MetricsWriter::status() const { return status_; }
 

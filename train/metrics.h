@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -33,26 +34,42 @@ struct EvalMetrics {
   std::optional<double> accuracy;
 };
 
-// At the end of a run.
+// A run that ended early because a stop was requested (Trainer::request_stop, a signal; train/stop.h).
+struct StopEvent {
+  int64_t step = 0;        // the last step taken
+  int signal = 0;          // the signal that asked for the stop (0: request_stop without one)
+  std::string checkpoint;  // the checkpoint written at the stop; empty: none (no checkpoint_dir, or not rank 0)
+};
+
+// At the end of a run, or of its part that a stop ended.
 struct RunSummary {
   int64_t steps = 0;
   int64_t skipped_steps = 0;
   double final_scale = 1.0;
   std::optional<double> test_accuracy;  // classifiers
   std::optional<double> val_loss;       // language models
-  double samples_per_s = 0.0;           // median over the steps after warm-up
-  double wall_s = 0.0;
+  double samples_per_s = 0.0;           // median over this process's steps after warm-up
+  double wall_s = 0.0;                  // since the run started, the parts before a resume included
+  std::optional<StopEvent> stopped;     // set when a stop request ended the run before its end
 };
 
 // JSON lines, one object per record, numbers with 9 significant digits (float32 round-trips exactly):
 //   {"step": 1, "epoch": 0, "loss": 2.30258512, "lr": 0.001, "scale": 65536, "skipped": false, ...}
 //   {"event": "eval", "step": 469, "epoch": 0, "loss": 0.45, "accuracy": 0.8412}
 //   {"event": "summary", "steps": 2345, "skipped_steps": 3, "final_scale": 32768, "test_accuracy": ..., ...}
+//   {"event": "stopped", "step": 285, "signal": "SIGTERM", "checkpoint": "step_285.h5"}  (null: none)
+//   {"event": "resumed", "step": 285}
 // Non-finite numbers are written as null (JSON has no inf/nan). Each line is flushed when written.
 class MetricsWriter {
  public:
   // Creates (truncates) `path`; an error names the file and the reason.
   static absl::StatusOr<std::unique_ptr<MetricsWriter>> open(const std::string& path);
+  // For a run resumed at `step`: keeps the lines of `path` that the run had written up to that step (steps,
+  // evaluations and stop events at or before it; a line cut short by a crash, a summary and anything
+  // later are dropped: the stopped process wrote them after its checkpoint), adds {"event": "resumed"},
+  // and appends from there, so that the file reads as one run. The kept lines are rewritten atomically
+  // (temporary file, fsync, rename). A missing `path` is created.
+  static absl::StatusOr<std::unique_ptr<MetricsWriter>> open_resumed(const std::string& path, int64_t step);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
@@ -60,6 +77,7 @@ class MetricsWriter {
   void write(const StepMetrics& m);
   void write(const EvalMetrics& m);
   void write(const RunSummary& m);
+  void write(const StopEvent& m);
   // An error from an earlier write (disk full ...), naming the file; ok while all went well.
   absl::Status status() const;
 
@@ -75,5 +93,10 @@ class MetricsWriter {
 std::string to_json(const StepMetrics& m);
 std::string to_json(const EvalMetrics& m);
 std::string to_json(const RunSummary& m);
+std::string to_json(const StopEvent& m);
+
+// The "step" of a JSON line as to_json writes it (step lines, evaluations, stop and resume events); none for
+// a summary or a line that is not one of ours.
+std::optional<int64_t> metrics_line_step(std::string_view line);
 
 }  // namespace mantissa

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "train/stop.h"
 
 namespace mantissa {
 namespace {
@@ -56,7 +57,7 @@ std::string clock_duration(double seconds) {
 }
 
 ProgressReporter::ProgressReporter(std::FILE* out, ProgressOptions options)
-    : out_(out), options_(std::move(options)), style_(options_.style) {
+    : out_(out), options_(std::move(options)), style_(options_.style), skipped_(options_.skipped_before) {
   if (style_ == ProgressStyle::kAuto) {
     const int fd = out_ == nullptr ? -1 : fileno(out_);
     style_ = fd >= 0 && isatty(fd) ? ProgressStyle::kBar : ProgressStyle::kLines;
@@ -200,6 +201,12 @@ void ProgressReporter::on_summary(const RunSummary& s) {
   const std::string rate = std::isfinite(s.samples_per_s) ? with_thousands(std::llround(s.samples_per_s)) : "?";
   absl::StrAppend(&text, absl::StrFormat("  %-15s %s (median)\n", "samples/s", rate));
   absl::StrAppend(&text, absl::StrFormat("  %-15s %s (%.1f s)\n", "wall time", clock_duration(s.wall_s), s.wall_s));
+  if (s.stopped.has_value()) {
+    std::string how = s.stopped->signal != 0 ? absl::StrCat("by ", signal_name(s.stopped->signal), " ") : "";
+    absl::StrAppend(&how, "at step ", s.stopped->step,
+                    s.stopped->checkpoint.empty() ? ", nothing saved" : ", checkpoint " + s.stopped->checkpoint);
+    absl::StrAppend(&text, absl::StrFormat("  %-15s %s\n", "stopped", how));
+  }
   put(text);
 }
 

@@ -19,6 +19,7 @@ struct ProgressOptions {
   ProgressStyle style = ProgressStyle::kAuto;
   int64_t total_steps = 0;         // steps of the whole run; 0: unknown (no percentage, no ETA)
   int64_t steps_per_epoch = 0;     // kLines writes a line at each epoch end; 0: unknown (no epoch-end lines)
+  int64_t skipped_before = 0;      // steps the run skipped before the first one shown (a resumed run's)
   double line_interval_s = 5.0;    // kLines: seconds between lines
   int64_t line_every_steps = 0;    // kLines: also a line every N steps; 0: by time only
   double redraw_interval_s = 0.1;  // kBar: at most one redraw per this many seconds

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <omp.h>
 #include <optional>
@@ -175,11 +176,13 @@ absl::Status validate(const RunOptions& o) {
     return bad("--min_scale must be in [0, --init_scale], got ", s.min_scale);
   }
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty()) return bad("--checkpoint_every needs --checkpoint_dir");
-  if (o.resume == "latest" && o.checkpoint_dir.empty()) return bad("--resume=latest needs --checkpoint_dir");
+  if ((o.resume == "latest" || o.resume == "auto") && o.checkpoint_dir.empty()) {
+    return bad("--resume=", o.resume, " needs --checkpoint_dir");
+  }
   return absl::OkStatus();
 }
 
-absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
+absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRequest* stop) {
   if (absl::Status s = validate(options); !s.ok()) return s;
   RunOptions o = options;
   const bool gpt = o.model == ModelKind::kGPT;
@@ -257,12 +260,20 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
                        .seed = o.seed + 1,
                        .metrics_path = o.metrics,
                        .config_json = o.config_json.empty() ? to_json(o) : o.config_json,
-                       .process_group = group->get()};
+                       .process_group = group->get(),
+                       .stop = stop};
   if (o.precision == Precision::kF16) config.scaler = o.scaler;
   Trainer trainer(config, *model.module, model.task, *optimizer, train, &eval);
   if (data->vocab) trainer.set_data("vocabulary", data->vocab->serialize());
-  if (!o.resume.empty()) {
-    if (absl::Status s = trainer.resume(o.resume); !s.ok()) return s;
+  // --resume=auto: the latest checkpoint when the folder has a `latest` file (a job that was stopped; one
+  // that names a missing file is an error, not a fresh start), else a fresh run.
+  std::string resume = o.resume;
+  if (resume == "auto") {
+    std::error_code ec;
+    resume = std::filesystem::exists(std::filesystem::path(o.checkpoint_dir) / "latest", ec) ? "latest" : "";
+  }
+  if (!resume.empty()) {
+    if (absl::Status s = trainer.resume(resume); !s.ok()) return s;
     // The model's token ids mean the characters of the vocabulary it was trained with.
     if (data->vocab && trainer.data().at("vocabulary") != data->vocab->serialize()) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -283,11 +294,14 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
   const int64_t total = o.max_steps > 0 ? o.max_steps : o.epochs * trainer.steps_per_epoch();
   std::optional<ProgressReporter> progress;
   if (o.progress != ProgressMode::kNone && rank == 0) {
-    progress.emplace(out, ProgressOptions{.style = o.progress == ProgressMode::kBar     ? ProgressStyle::kBar
-                                                   : o.progress == ProgressMode::kLines ? ProgressStyle::kLines
-                                                                                        : ProgressStyle::kAuto,
-                                          .total_steps = total,
-                                          .steps_per_epoch = trainer.steps_per_epoch()});
+    progress.emplace(
+        out,
+        ProgressOptions{.style = o.progress == ProgressMode::kBar     ? ProgressStyle::kBar
+                                 : o.progress == ProgressMode::kLines ? ProgressStyle::kLines
+                                                                      : ProgressStyle::kAuto,
+                        .total_steps = total,
+                        .steps_per_epoch = trainer.steps_per_epoch(),
+                        .skipped_before = trainer.scaler().is_enabled() ? trainer.scaler().stats().skipped_steps : 0});
     trainer.on_step_end([&](const StepMetrics& m) { progress->on_step(m); });
     trainer.on_eval_end([&](const EvalMetrics& m) { progress->on_eval(m); });
   }
@@ -301,8 +315,9 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out) {
                  summary->final_scale, summary->samples_per_s, summary->wall_s);
     if (summary->test_accuracy) std::fprintf(out, "test accuracy: %.2f%%\n", 100.0 * *summary->test_accuracy);
     if (summary->val_loss) std::fprintf(out, "validation loss: %.4f\n", *summary->val_loss);
+    if (summary->stopped) std::fprintf(out, "stopped at step %lld\n", static_cast<long long>(summary->stopped->step));
   }
-  if (model.gpt && data->vocab && o.sample_chars > 0 && rank == 0) {
+  if (model.gpt && data->vocab && o.sample_chars > 0 && rank == 0 && !summary->stopped) {
     Generator sample_gen(o.seed + 7);
     absl::StatusOr<std::vector<int64_t>> prompt = data->vocab->encode(U"\n");
     const Tensor start =

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "train/metrics.h"
+#include "train/stop.h"
 #include "train/trainer.h"
 
 namespace mantissa {
@@ -48,7 +49,7 @@ struct RunOptions {
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   int64_t keep_checkpoints = 3;
-  std::string resume;          // a path or "latest"
+  std::string resume;          // a path, "latest", or "auto" (latest when there is one, else a fresh start)
   std::string metrics;         // JSON lines path
   int64_t sample_chars = 400;  // gpt: characters generated at the end
   ProgressMode progress = ProgressMode::kAuto;
@@ -65,7 +66,13 @@ DataKind effective_data(const RunOptions& options);
 
 // Trains as the options say, printing to `out`. Errors: data files, checkpoints, metrics file. Under mpirun
 // (train/launch.h) every rank trains its shard of each batch; rank 0 alone prints, writes the metrics and
-// the checkpoints, and the other ranks print nothing.
-absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out);
+// the checkpoints, and the other ranks print nothing. A request on `stop` (e.g. from StopOnSignals) ends the
+// run after the step in progress with a checkpoint: the summary's `stopped` says so.
+absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRequest* stop = nullptr);
+
+// mantissa-train's exit statuses: finished; failed (data, checkpoint, metrics errors); a bad flag; stopped
+// by a signal or request after writing its checkpoint ("preempted, resume me": 75 is sysexits.h's
+// EX_TEMPFAIL). A second Ctrl-C during the stop ends the process by SIGINT (a shell's 130).
+inline constexpr int kExitFinished = 0, kExitFailed = 1, kExitUsage = 2, kExitStopped = 75;
 
 }  // namespace mantissa

@@ -105,7 +105,9 @@ void for_each_flag(Options& o, Visit&& visit) {
        {.range = at_least(0), .in_config = kNo});
   flag(o.keep_checkpoints, "keep_checkpoints", "checkpoints kept in --checkpoint_dir",
        {.range = above(0), .in_config = kNo});
-  flag(o.resume, "resume", "resume from a checkpoint file, or 'latest' in --checkpoint_dir", {.in_config = kNo});
+  flag(o.resume, "resume",
+       "resume from a checkpoint file, 'latest' in --checkpoint_dir, or 'auto' (latest if any, else start)",
+       {.in_config = kNo});
   flag(o.metrics, "metrics", "write JSON lines (one per step, per evaluation, and a summary) here", {.in_config = kNo});
   flag(o.sample_chars, "sample_chars", "gpt: characters generated after training",
        {.range = at_least(0), .in_config = kNo});

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <filesystem>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -21,6 +23,9 @@
 
 namespace mantissa {
 namespace {
+
+// Slots of the stop vote: signal numbers 0 (no signal) to NSIG - 1.
+constexpr int kStopSlots = NSIG;
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -160,6 +165,7 @@ Trainer::Trainer(TrainerConfig config, Module& model, Task task, Optimizer& opti
       eval_(eval),
       scaler_(scaler_options(config_)) {
   check_config(config_);
+  if (config_.stop != nullptr) stop_ = config_.stop;
   MT_CHECK(task_.loss != nullptr, "Trainer: the task has no loss function");
   MT_CHECK(eval_ == nullptr || task_.evaluate != nullptr,
            "Trainer: an eval loader was given but the task has no evaluate function");
@@ -253,10 +259,17 @@ StepMetrics Trainer::train_step() {
   if (ddp_) ddp_->finish();  // the grads are now the mean over the ranks
   // The logged loss is the mean over the ranks (comparable with a one-process run of the whole batch). Its
   // all-reduce runs while the optimizer steps; the loss scaler's found_inf all-reduce in between is started
-  // after it on every rank, so the order of collectives matches.
-  Tensor global_loss = full({1}, loss_sum / static_cast<double>(micro), {.dtype = DType::kF64});
+  // after it on every rank, so the order of collectives matches. The same all-reduce carries the ranks'
+  // stop requests, so that a request on any rank stops all of them after this step without a collective of
+  // its own: slot 1 + s counts the ranks asked to stop by signal s (s = 0: request_stop without a signal).
+  const int local_stop = stop_->requested() ? std::clamp(stop_->signal(), 0, kStopSlots - 1) : -1;
+  Tensor shared = zeros({ddp_ ? 1 + kStopSlots : 1}, {.dtype = DType::kF64});
+  shared.data<double>()[0] = loss_sum / static_cast<double>(micro);
   std::unique_ptr<Work> loss_work;
-  if (ddp_) loss_work = config_.process_group->all_reduce_async(global_loss, ReduceOp::kAvg);
+  if (ddp_) {
+    if (local_stop >= 0) shared.data<double>()[1 + local_stop] = 1.0;
+    loss_work = config_.process_group->all_reduce_async(shared, ReduceOp::kSum);
+  }
   // The epoch's last batch was taken: move the loader on now, so that the position saved with a checkpoint
   // reads {next epoch, 0}.
   if (train_.position().batch == train_.batches_per_epoch()) train_.next();
@@ -272,8 +285,20 @@ StepMetrics Trainer::train_step() {
   m.skipped = !scaler_.step(optimizer_);
   scaler_.update();
   if (scheduler_) scheduler_->step();
-  if (loss_work) loss_work->wait();
-  m.loss = global_loss.item();
+  agreed_stop_ = local_stop;
+  if (loss_work) {
+    loss_work->wait();
+    const double* v = shared.data<double>();
+    m.loss = v[0] / static_cast<double>(world_size_);  // what ReduceOp::kAvg computes
+    // The reason most ranks were given (a signal before a plain request when as many had each).
+    double most = 0.0;
+    for (int s = 1; s <= kStopSlots; ++s) {
+      const int slot = s % kStopSlots;  // 1 ... kStopSlots - 1, then 0
+      if (v[1 + slot] > most) most = v[1 + slot], agreed_stop_ = slot;
+    }
+  } else {
+    m.loss = shared.data<double>()[0];
+  }
   m.step = ++step_;
   last_epoch_ = m.epoch;
   const double elapsed = now_s() - start;
@@ -323,10 +348,22 @@ EvalMetrics Trainer::evaluate() {
 }
 
 absl::StatusOr<RunSummary> Trainer::fit() {
-  const double start = now_s();
+  fit_start_ = now_s();
+  agreed_stop_ = -1;
+  // Ends this part of the run's wall time, however fit() returns.
+  struct EndPart {
+    Trainer& t;
+    ~EndPart() {
+      t.wall_before_ = t.wall_s();
+      t.fit_start_ = -1.0;
+    }
+  } end_part{*this};
   if (!resumed_ && step_ == 0) default_generator().manual_seed(config_.seed);
   if (!config_.metrics_path.empty() && rank_ == 0) {
-    absl::StatusOr<std::unique_ptr<MetricsWriter>> writer = MetricsWriter::open(config_.metrics_path);
+    // A run past its first step (resumed, or fit() called again) goes on with the file it wrote.
+    absl::StatusOr<std::unique_ptr<MetricsWriter>> writer =
+        step_ > 0 ? MetricsWriter::open_resumed(config_.metrics_path, step_)
+                  : MetricsWriter::open(config_.metrics_path);
     if (!writer.ok()) return writer.status();
     metrics_ = *std::move(writer);
   }
@@ -335,10 +372,12 @@ absl::StatusOr<RunSummary> Trainer::fit() {
     checkpoints.emplace(config_.checkpoint_dir, config_.keep_checkpoints);
   }
   int64_t last_checkpoint_step = -1;
+  std::string last_checkpoint;
   auto write_checkpoint = [&]() -> absl::Status {
     absl::StatusOr<std::string> written = checkpoints->write(checkpoint());
     if (!written.ok()) return written.status();
     last_checkpoint_step = step_;
+    last_checkpoint = *written;
     return absl::OkStatus();
   };
 
@@ -349,7 +388,7 @@ absl::StatusOr<RunSummary> Trainer::fit() {
   std::optional<EvalMetrics> last_eval;
   samples_per_s_.clear();
   if (eval_ != nullptr && config_.eval_at_start == EvalAtStart::kYes && step_ == 0) last_eval = evaluate();
-  while (!finished()) {
+  while (!finished() && agreed_stop_ < 0) {
     const int64_t epoch = train_.position().epoch;
     const StepMetrics m = train_step();
     samples_per_s_.push_back(m.samples_per_s);
@@ -363,12 +402,38 @@ absl::StatusOr<RunSummary> Trainer::fit() {
     }
     if (metrics_ && !metrics_->status().ok()) return metrics_->status();
   }
-  if (eval_ != nullptr && last_eval_step_ != step_) last_eval = evaluate();
-  if (checkpoints && last_checkpoint_step != step_) {
-    if (absl::Status s = write_checkpoint(); !s.ok()) return s;
-  }
 
   RunSummary summary;
+  if (!finished()) {
+    // Stopped on request: a checkpoint of this step, no final evaluation (a scheduler's grace period is
+    // short), a "stopped" line and no summary line (the run is not over).
+    StopEvent stop{.step = step_, .signal = agreed_stop_};
+    absl::Status written;
+    if (checkpoints && last_checkpoint_step != step_) written = write_checkpoint();
+    if (written.ok() && last_checkpoint_step == step_) stop.checkpoint = last_checkpoint;
+    if (ddp_) {
+      // The ranks wait for rank 0's checkpoint: none exits (and mpirun ends the job) while it is written,
+      // and a failed write fails them all.
+      Tensor failed = full({1}, written.ok() ? 0.0 : 1.0, {.dtype = DType::kF64});
+      config_.process_group->all_reduce(failed, ReduceOp::kSum);
+      if (written.ok() && failed.item() > 0) {
+        return absl::InternalError(
+            absl::StrCat("stopped at step ", step_, " but rank 0 could not write the checkpoint (its error says why)"));
+      }
+    }
+    if (!written.ok()) return written;
+    if (metrics_) {
+      metrics_->write(stop);
+      if (!metrics_->status().ok()) return metrics_->status();
+    }
+    summary.stopped = stop;
+  } else {
+    if (eval_ != nullptr && last_eval_step_ != step_) last_eval = evaluate();
+    if (checkpoints && last_checkpoint_step != step_) {
+      if (absl::Status s = write_checkpoint(); !s.ok()) return s;
+    }
+  }
+
   summary.steps = step_;
   summary.skipped_steps = scaler_.is_enabled() ? scaler_.stats().skipped_steps : 0;
   summary.final_scale = scaler_.get_scale();
@@ -383,13 +448,15 @@ absl::StatusOr<RunSummary> Trainer::fit() {
   const size_t warmup = static_cast<size_t>(config_.warmup_steps);
   if (rates.size() > warmup) rates.erase(rates.begin(), rates.begin() + static_cast<std::ptrdiff_t>(warmup));
   summary.samples_per_s = median(std::move(rates));
-  summary.wall_s = now_s() - start;
-  if (metrics_) {
+  summary.wall_s = wall_s();
+  if (metrics_ && !summary.stopped) {
     metrics_->write(summary);
     if (!metrics_->status().ok()) return metrics_->status();
   }
   return summary;
 }
+
+double Trainer::wall_s() const { return wall_before_ + (fit_start_ >= 0 ? now_s() - fit_start_ : 0.0); }
 
 Checkpoint Trainer::checkpoint() const {
   Checkpoint c;
@@ -406,6 +473,7 @@ Checkpoint Trainer::checkpoint() const {
   c.data = data_;
   c.meta.precision = precision_name(config_.precision);
   c.meta.config_json = config_.config_json;
+  c.meta.wall_s = wall_s();
   return c;
 }
 
@@ -474,6 +542,7 @@ absl::Status Trainer::restore(const Checkpoint& c, const std::string& path) {
   default_generator().set_state(generator->second);
   for (const auto& [name, blob] : c.data) data_[name] = blob;
   step_ = c.trainer.step;
+  wall_before_ = c.meta.wall_s;
   resumed_ = true;
   last_epoch_ = c.trainer.batch > 0 ? c.trainer.epoch : std::max<int64_t>(0, c.trainer.epoch - 1);
   last_eval_step_ = -1;

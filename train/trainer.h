@@ -19,6 +19,12 @@
 // global numbers on every rank: the loss averaged over the ranks, evaluation sums over all of the eval
 // batches, samples/s of all ranks. Rank 0 alone writes the metrics file and the checkpoints; every rank
 // reads the checkpoint it resumes from.
+//
+// Stopping early (train/stop.h): request_stop(), from any thread or a signal handler, ends fit() after the
+// optimizer step in progress: a checkpoint is written (with checkpoint_dir), the metrics file gets a
+// {"event": "stopped"} line and the summary comes back with `stopped` set. With several ranks a request on
+// any one of them stops all of them after the same step (they agree in the all-reduce of the step's loss).
+// resume() then continues the run exactly, its metrics file appended to.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +45,7 @@
 #include "optim/optimizer.h"
 #include "train/checkpoint.h"
 #include "train/metrics.h"
+#include "train/stop.h"
 
 namespace mantissa {
 
@@ -98,6 +105,10 @@ struct TrainerConfig {
   // process trains alone. See the top of this file.
   ProcessGroup* process_group = nullptr;
   double ddp_bucket_cap_mb = 25;  // DDPOptions::bucket_cap_mb
+  // Read at step boundaries; a request ends the run (see the top of this file). Not owned, must outlive the
+  // Trainer; null: the Trainer's own, set by request_stop(). Give one here to request a stop before the
+  // Trainer exists (signal handlers installed at the start of a program: StopOnSignals).
+  StopRequest* stop = nullptr;
 };
 
 class Trainer {
@@ -124,6 +135,10 @@ class Trainer {
   void on_step_end(std::function<void(const StepMetrics&)> callback);
   void on_eval_end(std::function<void(const EvalMetrics&)> callback);
 
+  // Asks fit() to stop after the optimizer step in progress (see the top of this file). Thread-safe and
+  // async-signal-safe; `signal` is reported as the reason (0: none). Requests config.stop when it is set.
+  void request_stop(int signal = 0) noexcept { stop_->request(signal); }
+
   // A text blob stored under /data/<name> in checkpoints (e.g. "vocabulary").
   void set_data(const std::string& name, std::string blob);
   const std::map<std::string, std::string>& data() const { return data_; }
@@ -147,6 +162,7 @@ class Trainer {
 
  private:
   StepMetrics train_step();
+  double wall_s() const;  // of the whole run: the parts before a resume and this one
   void emit(const StepMetrics& m);
   void emit(const EvalMetrics& m);
 
@@ -171,6 +187,12 @@ class Trainer {
   int64_t last_eval_step_ = -1;
   int64_t last_epoch_ = 0;             // of the latest step
   std::vector<double> samples_per_s_;  // per step of this process, for the summary's median
+  StopRequest own_stop_;
+  StopRequest* stop_ = &own_stop_;  // config.stop or own_stop_
+  // After a step: -1, or the stop the ranks agreed on (a signal number, 0 for a request without one).
+  int agreed_stop_ = -1;
+  double wall_before_ = 0.0;  // wall time of the run before this process resumed it (from the checkpoint)
+  double fit_start_ = -1.0;   // when fit() started; -1 outside fit()
 };
 
 }  // namespace mantissa

@@ -5,6 +5,7 @@
 
 #if MANTISSA_WITH_MPI
 #include <array>
+#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <mpi.h>
@@ -52,6 +53,9 @@ void finish_mpi_at_exit(int status, void*) {
   MPI_Finalize();
 }
 
+// Set when ensure_mpi_initialized initialized MPI (and registered finish_mpi_at_exit).
+std::atomic<bool> g_mpi_is_ours{false};
+
 // The thread support MPI runs with, initializing MPI (MPI_THREAD_FUNNELED) on the first call if needed.
 int ensure_mpi_initialized() {
   static const int provided = [] {
@@ -69,6 +73,7 @@ int ensure_mpi_initialized() {
       mpi_check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &level), "init_process_group",
                 "MPI_Init_thread");
       on_exit(finish_mpi_at_exit, nullptr);
+      g_mpi_is_ours = true;
       // Open MPI 4 reports errors of nonblocking collectives (found in MPI_Test) to MPI_COMM_WORLD's handler,
       // not to the group's communicator; mantissa owns MPI here, so those come back as codes too.
       MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -391,6 +396,13 @@ class MpiProcessGroup final : public ProcessGroup {
 };
 
 }  // namespace
+
+void finalize_mpi_if_ours() {
+  if (!g_mpi_is_ours) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
 
 std::unique_ptr<ProcessGroup> make_mpi_process_group(ProcessGroupOptions options) {
   return std::make_unique<MpiProcessGroup>(options);

@@ -15,5 +15,9 @@ namespace mantissa {
 // Open MPI's mpirun) and otherwise counts the ranks sharing this machine's memory.
 std::unique_ptr<ProcessGroup> make_mpi_process_group(ProcessGroupOptions options = {});
 
+// MPI_Finalize now, when make_mpi_process_group initialized MPI and it is not finalized yet
+// (finalize_process_groups in process_group.h says when).
+void finalize_mpi_if_ours();
+
 }  // namespace mantissa
 #endif

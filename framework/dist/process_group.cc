@@ -85,4 +85,10 @@ std::unique_ptr<ProcessGroup> init_process_group(ProcessGroupOptions options) {
 #endif
 }
 
+void finalize_process_groups() {
+#if MANTISSA_WITH_MPI
+  finalize_mpi_if_ours();
+#endif
+}
+
 }  // namespace mantissa

@@ -78,6 +78,12 @@ class ProcessGroup {
 // mpirun gets a world of one in both cases. Call it once; every call returns a new group over the world.
 std::unique_ptr<ProcessGroup> init_process_group(ProcessGroupOptions options = {});
 
+// For a program about to exit with a non-zero status that every rank reached together, past its last
+// collective (e.g. a training run stopped on request): finalizes MPI now when init_process_group initialized
+// it, so that the exit handler does not take the status for a failure and abort the job. Does nothing
+// otherwise. No collective may follow.
+void finalize_process_groups();
+
 // A world of one process: collectives leave their tensors as they are (all_gather adds dim 0).
 std::unique_ptr<ProcessGroup> make_local_process_group();
 

@@ -1,8 +1,10 @@
 // The Trainer in fp16 on N ranks, the last rank's loss blown up to overflow the f16 backward at one step:
 // every rank's step callback must report that step skipped with the same scale before and after, the
-// same (rank-averaged) losses at every step, and the replicas must end with identical weights.
+// same (rank-averaged) losses at every step, and the replicas must end with identical weights. Then a stop
+// requested on the last rank alone must stop every rank after the same step, with that rank's reason.
 #include "tests/dist/trainer_dist.h"
 
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -90,11 +92,38 @@ int run_trainer_checks(ProcessGroup& pg, int& checks) {
              detail::cat(p.name, ": rank ", q, " holds other weights than rank 0"));
     }
   }
+  // A stop requested on the last rank after step kStopAt (from its step callback, i.e. after that step's
+  // vote) is voted in step kStopAt + 1: every rank must stop after it, with SIGUSR1 as the reason.
+  constexpr int64_t kStopAt = 3;
+  {
+    // Its own model, optimizer and loader: DDP hooks into the parameters of the model it is given.
+    DataLoader train2(
+        data, {.batch_size = 16, .shuffle = Shuffle::kRandom, .seed = 3, .shard = {.rank = r, .world_size = n}});
+    MLP model2(6, {32}, 3, {.generator = &ginit});
+    SGD sgd2(model2.named_parameters(), {.lr = 0.05});
+    Task task2 = classification_task([&](const Tensor& in) { return model2.forward(in); });
+    Trainer again({.precision = Precision::kF16, .max_steps = kSteps, .process_group = &pg}, model2, task2, sgd2,
+                  train2);
+    again.on_step_end([&](const StepMetrics& m) {
+      if (r == n - 1 && m.step == kStopAt) again.request_stop(SIGUSR1);
+    });
+    const absl::StatusOr<RunSummary> stopped = again.fit();
+    expect(stopped.ok(), stopped.ok() ? "" : std::string(stopped.status().message()));
+    if (!stopped.ok()) return failures;
+    expect(stopped->stopped.has_value() && stopped->stopped->step == kStopAt + 1 && again.step() == kStopAt + 1 &&
+               stopped->stopped->signal == SIGUSR1,
+           detail::cat("a stop requested on rank ", n - 1, " after step ", kStopAt, ": this rank stopped ",
+                       stopped->stopped
+                           ? detail::cat("after step ", stopped->stopped->step, " by signal ", stopped->stopped->signal)
+                           : std::string("never"),
+                       " (want after step ", kStopAt + 1, " by SIGUSR1)"));
+  }
   if (r == 0) {
     std::printf(
         "trainer: %d ranks, fp16, the last rank overflowing at step %lld: skipped on every rank, final "
-        "scale %g, identical losses, scales and weights\n",
-        n, static_cast<long long>(kOverflowStep), summary->final_scale);
+        "scale %g, identical losses, scales and weights; a stop requested on rank %d stopped every rank after step "
+        "%lld\n",
+        n, static_cast<long long>(kOverflowStep), summary->final_scale, n - 1, static_cast<long long>(kStopAt + 1));
   }
   return failures;
 }

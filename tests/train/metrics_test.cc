@@ -1,11 +1,13 @@
 // MetricsWriter and to_json: the exact JSON lines, float32 round trips through the text, null for
-// non-finite numbers, and the errors of a file that cannot be created or written.
+// non-finite numbers, the errors of a file that cannot be created or written, and a resumed run's file
+// (the lines up to the checkpoint kept, the rest dropped, appended to).
 #include "train/metrics.h"
 
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -86,6 +88,20 @@ TEST(MetricsJson, SummaryLineClassifierAndLanguageModel) {
           .steps = 2000, .skipped_steps = 0, .final_scale = 1, .val_loss = 1.5, .samples_per_s = 800, .wall_s = 120}),
       "{\"event\": \"summary\", \"steps\": 2000, \"skipped_steps\": 0, \"final_scale\": 1, "
       "\"val_loss\": 1.5, \"samples_per_s\": 800, \"wall_s\": 120}");
+}
+
+TEST(MetricsJson, StopAndTheStepOfEachLine) {
+  EXPECT_EQ(to_json(StopEvent{.step = 285, .signal = SIGTERM, .checkpoint = "runs/a/step_285.h5"}),
+            R"({"event": "stopped", "step": 285, "signal": "SIGTERM", "checkpoint": "step_285.h5"})");
+  EXPECT_EQ(to_json(StopEvent{.step = 3}), R"({"event": "stopped", "step": 3, "signal": null, "checkpoint": null})");
+  EXPECT_EQ(metrics_line_step(to_json(StepMetrics{.step = 12})), 12);
+  EXPECT_EQ(metrics_line_step(to_json(EvalMetrics{.step = 469, .loss = 1})), 469);
+  EXPECT_EQ(metrics_line_step(to_json(StopEvent{.step = 285})), 285);
+  EXPECT_EQ(metrics_line_step(to_json(RunSummary{.steps = 20})), std::nullopt);  // "steps" is not "step"
+  const std::string cut = to_json(StepMetrics{.step = 7}).substr(0, 20);         // a crash in the middle
+  EXPECT_EQ(metrics_line_step(cut), std::nullopt) << cut;
+  EXPECT_EQ(metrics_line_step(R"({"step": 1x})"), std::nullopt);
+  EXPECT_EQ(metrics_line_step(""), std::nullopt);
 }
 
 TEST(MetricsJson, LargeIntegersStayIntegers) {
@@ -171,6 +187,54 @@ TEST_F(MetricsWriterTest, OpenInAMissingFolderNamesThePathAndReason) {
   EXPECT_EQ(writer.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(writer.status().message().find(path), std::string::npos) << writer.status();
   EXPECT_NE(writer.status().message().find("No such file or directory"), std::string::npos) << writer.status();
+}
+
+TEST_F(MetricsWriterTest, OpenResumedKeepsTheRunUpToItsCheckpointAndAppends) {
+  const std::string path = (dir_ / "run.jsonl").string();
+  // What a run killed after step 5 left, its checkpoint at step 4: steps 1-5, an evaluation at 4, a summary
+  // of an earlier part, and a line cut short by the kill.
+  std::string before, kept;
+  for (int64_t step = 1; step <= 5; ++step) {
+    const std::string line = to_json(StepMetrics{.step = step, .loss = 1.0 / static_cast<double>(step)}) + "\n";
+    before += line;
+    if (step <= 4) kept += line;
+    if (step == 4) {
+      const std::string eval = to_json(EvalMetrics{.step = 4, .loss = 0.5}) + "\n";
+      before += eval;
+      kept += eval;
+    }
+  }
+  before += to_json(RunSummary{.steps = 5}) + "\n";
+  before += to_json(StepMetrics{.step = 6}).substr(0, 30);
+  std::ofstream(path) << before;
+
+  auto writer = MetricsWriter::open_resumed(path, 4);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  kept += R"({"event": "resumed", "step": 4})"
+          "\n";
+  EXPECT_EQ(read_all(path), kept);
+  const StepMetrics next{.step = 5, .loss = 0.2};
+  (*writer)->write(next);
+  EXPECT_EQ(read_all(path), kept + to_json(next) + "\n");
+  // No temporary file is left beside it.
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) files += entry.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(files, 1);
+}
+
+TEST_F(MetricsWriterTest, OpenResumedStartsAMissingFile) {
+  const std::string path = (dir_ / "new.jsonl").string();
+  auto writer = MetricsWriter::open_resumed(path, 40);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  EXPECT_EQ(read_all(path), R"({"event": "resumed", "step": 40})"
+                            "\n");
+}
+
+TEST_F(MetricsWriterTest, OpenResumedInAMissingFolderNamesThePath) {
+  const std::string path = (dir_ / "no_such_dir" / "run.jsonl").string();
+  auto writer = MetricsWriter::open_resumed(path, 4);
+  ASSERT_FALSE(writer.ok());
+  EXPECT_NE(writer.status().message().find(path), std::string::npos) << writer.status();
 }
 
 TEST(MetricsWriter, WriteErrorBecomesStatusNamingTheFile) {

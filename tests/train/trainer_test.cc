@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "data/dataset.h"
@@ -299,6 +303,148 @@ TEST_P(TrainerResumeTest, ContinuesBitForBitFromAnInMemoryCheckpoint) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, TrainerResumeTest,
+                         ::testing::Values(Precision::kF32, Precision::kF16, Precision::kBF16),
+                         [](const auto& info) { return std::string(precision_name(info.param)); });
+
+// request_stop from another thread (here: the step callback, as a signal handler or a watchdog thread
+// would) ends fit() after the step in progress with a checkpoint and a "stopped" line; resume() continues the
+// run bit for bit, the metrics file appended to, and the summary counts the whole run.
+class TrainerStopTest : public ::testing::TestWithParam<Precision> {
+ protected:
+  std::string dir_ =
+      ::testing::TempDir() + "/trainer_stop_" + precision_name(GetParam()) + "." + std::to_string(::getpid());
+  void SetUp() override {
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  TrainerConfig config(const std::string& name) const {
+    return {.precision = GetParam(),
+            .max_steps = 30,
+            .eval_every = 10,
+            .checkpoint_dir = dir_ + "/" + name,
+            .checkpoint_every = 4,
+            .metrics_path = dir_ + "/" + name + ".jsonl"};
+  }
+};
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// A metrics line without its timing fields, which differ from run to run.
+std::string without_timing(std::string line) {
+  for (const std::string key : {", \"samples_per_s\": ", ", \"wall_s\": "}) {
+    const size_t at = line.find(key);
+    if (at != std::string::npos) line.erase(at, line.find_first_of(",}", at + key.size()) - at);
+  }
+  return line;
+}
+
+TEST_P(TrainerStopTest, StopsAfterTheStepWithACheckpointAndResumesExactly) {
+  constexpr int64_t kStopAt = 13;  // between checkpoints (every 4) and evaluations (every 10)
+  std::vector<float> full_weights;
+  {
+    Rig s;
+    Trainer trainer(config("full"), s.model, s.task(), s.adam, s.train, &s.test);
+    ASSERT_TRUE(trainer.fit().ok());
+    full_weights = flat_weights(s.model);
+  }
+  double stopped_wall_s = 0;
+  {
+    Rig s;
+    Trainer trainer(config("part"), s.model, s.task(), s.adam, s.train, &s.test);
+    int64_t evaluations = 0;
+    trainer.on_eval_end([&](const EvalMetrics&) { ++evaluations; });
+    std::thread asker;
+    trainer.on_step_end([&](const StepMetrics& m) {
+      if (m.step == kStopAt) {
+        asker = std::thread([&] { trainer.request_stop(SIGTERM); });
+        asker.join();
+      }
+    });
+    const absl::StatusOr<RunSummary> summary = trainer.fit();
+    ASSERT_TRUE(summary.ok()) << summary.status();
+    ASSERT_TRUE(summary->stopped.has_value());
+    // Single process: the request is read at the next step's end, after the callback of step kStopAt.
+    const int64_t stop = kStopAt + 1;
+    EXPECT_EQ(summary->stopped->step, stop);
+    EXPECT_EQ(trainer.step(), stop);
+    EXPECT_EQ(summary->steps, stop);
+    EXPECT_EQ(summary->stopped->signal, SIGTERM);
+    EXPECT_EQ(summary->stopped->checkpoint, dir_ + "/part/step_" + std::to_string(stop) + ".h5");
+    EXPECT_TRUE(std::filesystem::exists(summary->stopped->checkpoint));
+    EXPECT_EQ(evaluations, 1);  // at step 10; none at the stop
+    const std::vector<std::string> lines = lines_of(dir_ + "/part.jsonl");
+    ASSERT_FALSE(lines.empty());
+    EXPECT_EQ(lines.back(), to_json(*summary->stopped));
+    stopped_wall_s = summary->wall_s;
+  }
+  Rig s({32}, 32, 512, /*init_seed=*/1234);
+  Trainer trainer(config("part"), s.model, s.task(), s.adam, s.train, &s.test);
+  ASSERT_TRUE(trainer.resume("latest").ok());
+  const absl::StatusOr<RunSummary> summary = trainer.fit();
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_FALSE(summary->stopped.has_value());
+  EXPECT_EQ(summary->steps, 30);
+  EXPECT_GE(summary->wall_s, stopped_wall_s);  // the whole run's, the part before the stop included
+  EXPECT_EQ(flat_weights(s.model), full_weights);
+  // The metrics file reads as the unbroken run's, with the stop and the resume marked.
+  std::vector<std::string> full, part;
+  for (const std::string& line : lines_of(dir_ + "/full.jsonl")) full.push_back(without_timing(line));
+  for (const std::string& line : lines_of(dir_ + "/part.jsonl")) {
+    if (line.find("\"event\": \"stopped\"") == std::string::npos &&
+        line.find("\"event\": \"resumed\"") == std::string::npos) {
+      part.push_back(without_timing(line));
+    }
+  }
+  EXPECT_EQ(part, full);
+}
+
+TEST_P(TrainerStopTest, ARequestBeforeFitStopsAfterTheFirstStep) {
+  Rig s;
+  StopRequest stop;
+  stop.request();  // e.g. a signal during the program's start-up
+  TrainerConfig c = config("early");
+  c.stop = &stop;
+  Trainer trainer(c, s.model, s.task(), s.adam, s.train, &s.test);
+  const absl::StatusOr<RunSummary> summary = trainer.fit();
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  ASSERT_TRUE(summary->stopped.has_value());
+  EXPECT_EQ(summary->stopped->step, 1);
+  EXPECT_EQ(summary->stopped->signal, 0);
+  EXPECT_EQ(lines_of(dir_ + "/early.jsonl").back(),
+            R"({"event": "stopped", "step": 1, "signal": null, "checkpoint": "step_1.h5"})");
+  // Cleared, the same Trainer goes on to the end, its metrics file appended to.
+  stop.clear();
+  const absl::StatusOr<RunSummary> rest = trainer.fit();
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  EXPECT_FALSE(rest->stopped.has_value());
+  EXPECT_EQ(rest->steps, 30);
+  const std::vector<std::string> lines = lines_of(dir_ + "/early.jsonl");
+  EXPECT_EQ(lines[0].rfind(R"({"step": 1,)", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[2], R"({"event": "resumed", "step": 1})");
+  EXPECT_EQ(lines[3].rfind(R"({"step": 2,)", 0), 0u) << lines[3];
+}
+
+TEST_P(TrainerStopTest, AStopOnTheLastStepFinishesNormally) {
+  Rig s;
+  TrainerConfig c = config("last");
+  Trainer trainer(c, s.model, s.task(), s.adam, s.train, &s.test);
+  trainer.on_step_end([&](const StepMetrics& m) {
+    if (m.step == c.max_steps - 1) trainer.request_stop();
+  });
+  const absl::StatusOr<RunSummary> summary = trainer.fit();
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_FALSE(summary->stopped.has_value());  // the step it stopped after was the run's last
+  EXPECT_EQ(summary->steps, c.max_steps);
+  EXPECT_EQ(lines_of(c.metrics_path).back().rfind(R"({"event": "summary")", 0), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, TrainerStopTest,
                          ::testing::Values(Precision::kF32, Precision::kF16, Precision::kBF16),
                          [](const auto& info) { return std::string(precision_name(info.param)); });
 

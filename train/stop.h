@@ -1,0 +1,59 @@
+// Stopping a run cleanly: a request that any thread or a signal handler may make, and the signal handlers
+// that make it. The Trainer reads the request at step boundaries (after a whole optimizer step, never
+// between unscale_ and update), writes a checkpoint and returns; under data parallelism the ranks agree on
+// it in the all-reduce each step already runs, so they all stop after the same step.
+//
+//   StopRequest stop;
+//   StopOnSignals signals(stop);  // SIGTERM, SIGINT, SIGUSR1 now request a stop instead of killing
+//   TrainerConfig config{..., .stop = &stop};
+//   ... trainer.fit() returns a RunSummary with `stopped` set ...
+#pragma once
+
+#include <atomic>
+#include <csignal>
+#include <string>
+#include <vector>
+
+namespace mantissa {
+
+// A request to stop, kept as the signal that asked for it (0: the program's own condition). Every member
+// is one lock-free atomic operation: thread-safe and async-signal-safe.
+class StopRequest {
+ public:
+  // The first request is kept; later ones change nothing. `signal` names the reason in reports.
+  void request(int signal = 0) noexcept {
+    int none = kNone;
+    state_.compare_exchange_strong(none, signal < 0 ? 0 : signal);
+  }
+  bool requested() const noexcept { return state_.load() != kNone; }
+  // The signal of the first request; 0 when it was no signal (or there was none).
+  int signal() const noexcept { return requested() ? state_.load() : 0; }
+  // Forgets the request (a program that goes on after a stop, e.g. to start another run).
+  void clear() noexcept { state_.store(kNone); }
+
+ private:
+  static constexpr int kNone = -1;
+  std::atomic<int> state_{kNone};
+  static_assert(std::atomic<int>::is_always_lock_free, "a signal handler may only touch lock-free atomics");
+};
+
+// While it lives, each of `signals` requests a stop on `stop` instead of running its previous action; a
+// SIGINT that arrives when a stop is already requested ends the process at once, by SIGINT (Ctrl-C twice).
+// The previous actions come back when it is destroyed. One may live at a time in a process (a second
+// throws mantissa::Error).
+class StopOnSignals {
+ public:
+  explicit StopOnSignals(StopRequest& stop, std::vector<int> signals = {SIGTERM, SIGINT, SIGUSR1});
+  ~StopOnSignals();
+  StopOnSignals(const StopOnSignals&) = delete;
+  StopOnSignals& operator=(const StopOnSignals&) = delete;
+
+ private:
+  std::vector<int> signals_;
+  std::vector<struct sigaction> previous_;
+};
+
+// "SIGTERM", "SIGINT", "SIGUSR1", ... ("signal 42" for one without a name here); "" for 0.
+std::string signal_name(int signal);
+
+}  // namespace mantissa
