@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -288,6 +289,40 @@ TEST(Progress, SummaryWithValidationLoss) {
             "  val loss        1.5000\n"
             "  samples/s       800 (median)\n"
             "  wall time       1:02:05 (3725.0 s)\n");
+}
+
+// A run resumed at step 500 that had skipped 3 steps: the bar's percentage, the skipped count and the ETA
+// count from the run's start; a stopped run's summary says where and why it stopped.
+TEST(Progress, AResumedRunCountsFromItsStartAndAStopIsReported) {
+  Capture out;
+  double t = 50;
+  ProgressReporter progress(
+      out.file(), {.style = ProgressStyle::kBar, .total_steps = 1000, .skipped_before = 3, .columns = 200, .now = [&] {
+                     return t;
+                   }});
+  progress.on_step(step_at(501));
+  t = 51;
+  progress.on_step(step_at(511));  // 10 steps a second since step 501: 489 steps left, 49 s
+  StepMetrics skipped = step_at(512);
+  skipped.skipped = true;
+  t = 52;
+  progress.on_step(skipped);
+  progress.on_summary({.steps = 512,
+                       .skipped_steps = 4,
+                       .final_scale = 32768,
+                       .samples_per_s = 1000,
+                       .wall_s = 125,
+                       .stopped = StopEvent{.step = 512, .signal = SIGTERM, .checkpoint = "run/step_512.h5"}});
+  const std::string text = out.text();
+  EXPECT_NE(text.find("[##########..........] 51% step 511/1000 epoch 0 loss 1.0000 scale 65536 skipped 3 1,000 "
+                      "samples/s ETA 0:49"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("51% step 512/1000 epoch 0 loss 1.0000 scale 65536 skipped 4 "), std::string::npos) << text;
+  EXPECT_NE(text.find("  wall time       2:05 (125.0 s)\n"
+                      "  stopped         by SIGTERM at step 512, checkpoint run/step_512.h5\n"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace
