@@ -31,6 +31,9 @@ StopOnSignals::StopOnSignals(StopRequest& stop, std::vector<int> signals) : sign
            "StopOnSignals: another StopOnSignals is installed in this process (one at a time)");
   previous_.resize(signals_.size());
   for (size_t i = 0; i < signals_.size(); ++i) {
+    // A signal the process was started with ignored stays ignored: the shell does that to SIGINT for a
+    // background job (Ctrl-C is for the foreground one), nohup to SIGHUP.
+    if (sigaction(signals_[i], nullptr, &previous_[i]) == 0 && previous_[i].sa_handler == SIG_IGN) continue;
     struct sigaction action {};
     action.sa_handler = &on_stop_signal;
     sigemptyset(&action.sa_mask);

@@ -39,8 +39,9 @@ class StopRequest {
 
 // While it lives, each of `signals` requests a stop on `stop` instead of running its previous action; a
 // SIGINT that arrives when a stop is already requested ends the process at once, by SIGINT (Ctrl-C twice).
-// The previous actions come back when it is destroyed. One may live at a time in a process (a second
-// throws mantissa::Error).
+// The previous actions come back when it is destroyed. A signal that is ignored when it is made stays
+// ignored (a background job of a shell script starts with SIGINT ignored; nohup ignores SIGHUP). One may live
+// at a time in a process (a second throws mantissa::Error).
 class StopOnSignals {
  public:
   explicit StopOnSignals(StopRequest& stop, std::vector<int> signals = {SIGTERM, SIGINT, SIGUSR1});

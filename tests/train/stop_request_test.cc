@@ -79,6 +79,23 @@ TEST(StopOnSignals, OnlyTheSignalsGivenAreHandled) {
   std::signal(SIGUSR2, SIG_DFL);
 }
 
+TEST(StopOnSignals, AnIgnoredSignalStaysIgnored) {
+  std::signal(SIGUSR2, SIG_IGN);  // as a shell leaves SIGINT for a background job
+  StopRequest stop;
+  {
+    StopOnSignals signals(stop, {SIGUSR2, SIGUSR1});
+    ASSERT_EQ(std::raise(SIGUSR2), 0);
+    EXPECT_FALSE(stop.requested());
+    ASSERT_EQ(std::raise(SIGUSR1), 0);
+    EXPECT_EQ(stop.signal(), SIGUSR1);
+  }
+  struct sigaction now {};
+  ASSERT_EQ(sigaction(SIGUSR2, nullptr, &now), 0);
+  EXPECT_EQ(now.sa_handler, SIG_IGN);
+  std::signal(SIGUSR2, SIG_DFL);
+  std::signal(SIGUSR1, SIG_DFL);
+}
+
 TEST(StopOnSignals, OneAtATime) {
   StopRequest a, b;
   StopOnSignals first(a);
