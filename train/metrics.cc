@@ -55,6 +55,16 @@ class JsonLine {
   std::string body_;
 };
 
+// fopen with the error a user can act on: "metrics: cannot create run.jsonl: No such file or directory".
+absl::StatusOr<std::FILE*> open_file(const std::string& path, const char* mode) {
+  std::FILE* file = std::fopen(path.c_str(), mode);
+  if (file != nullptr) return file;
+  const int err = errno;
+  return absl::Status(absl::ErrnoToStatusCode(err),
+                      absl::StrCat("metrics: cannot ", *mode == 'a' ? "append to " : "create ", path, ": ",
+                                   std::strerror(err), ". HINT: check that its folder exists and is writable"));
+}
+
 }  // namespace
 
 std::string to_json(const StepMetrics& m) {
@@ -142,28 +152,18 @@ absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::open_resumed(const
                                                  s.message(), " (the file is left as it was)"));
     }
   }
-  std::FILE* file = std::fopen(path.c_str(), "a");
-  if (file == nullptr) {
-    const int err = errno;
-    return absl::Status(absl::ErrnoToStatusCode(err),
-                        absl::StrCat("metrics: cannot open ", path, " to append: ", std::strerror(err),
-                                     ". HINT: check that its folder exists and is writable"));
-  }
-  std::unique_ptr<MetricsWriter> writer(new MetricsWriter(path, file));
+  absl::StatusOr<std::FILE*> file = open_file(path, "a");
+  if (!file.ok()) return file.status();
+  std::unique_ptr<MetricsWriter> writer(new MetricsWriter(path, *file));
   writer->put_line(JsonLine().text("event", "resumed").integer("step", step).str());
   if (!writer->status().ok()) return writer->status();
   return writer;
 }
 
 absl::StatusOr<std::unique_ptr<MetricsWriter>> MetricsWriter::open(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "w");
-  if (file == nullptr) {
-    const int err = errno;
-    return absl::Status(absl::ErrnoToStatusCode(err),
-                        absl::StrCat("metrics: cannot create ", path, ": ", std::strerror(err),
-                                     ". HINT: check that its folder exists and is writable"));
-  }
-  return std::unique_ptr<MetricsWriter>(new MetricsWriter(path, file));
+  absl::StatusOr<std::FILE*> file = open_file(path, "w");
+  if (!file.ok()) return file.status();
+  return std::unique_ptr<MetricsWriter>(new MetricsWriter(path, *file));
 }
 
 MetricsWriter::~MetricsWriter() {
