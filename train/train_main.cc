@@ -78,6 +78,11 @@ int main(int argc, char** argv) {
     setenv("GOMP_SPINCOUNT", "10000", 1);
     execv("/proc/self/exe", argv);  // returns only on failure: then go on with the default policy
   }
+  // From here SIGTERM, SIGINT and SIGUSR1 (what schedulers send before they kill a job) stop the run after
+  // the step in progress, with a checkpoint. They are taken by a thread of their own (train/stop.h), so it
+  // is made before any other thread starts (OpenMP, MPI, the loader): those inherit the signals blocked.
+  StopRequest stop;
+  StopOnSignals signals(stop);
   const RunOptions options = options_from_flags(argc, argv);
   if (absl::Status s = validate(options); !s.ok()) usage_error(std::string(s.message()));
   // Under mpirun errors name their rank. A non-zero exit of any rank aborts the whole job (the MPI process
@@ -85,10 +90,6 @@ int main(int argc, char** argv) {
   const LaunchInfo launch = launch_info();
   const std::string who = launch.world_size > 1 ? "mantissa-train: rank " + std::to_string(launch.rank) + ": "
                                                 : std::string("mantissa-train: ");
-  // From here SIGTERM, SIGINT and SIGUSR1 (what schedulers send before they kill a job) stop the run after
-  // the step in progress, with a checkpoint; the handlers only set the flag the Trainer reads.
-  StopRequest stop;
-  StopOnSignals signals(stop);
   try {
     absl::StatusOr<RunSummary> summary = run(options, stdout, &stop);
     if (!summary.ok()) {

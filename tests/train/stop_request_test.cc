@@ -1,11 +1,14 @@
 // StopRequest and StopOnSignals with real signals sent to this process: a handled signal only sets the
-// request, the first reason is kept, the previous handlers come back, and a second Ctrl-C ends the
-// process at once.
+// request, the first reason is kept, the previous handlers come back, no handler runs on a computing thread
+// started after it, and a second Ctrl-C ends the process at once.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
+#include <signal.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "framework/error.h"
@@ -46,22 +49,33 @@ TEST(StopRequest, ManyThreadsRequestingAtOnceKeepOneOfTheirReasons) {
   EXPECT_LE(stop.signal(), 8);
 }
 
-int g_previous_calls = 0;
+std::atomic<int> g_previous_calls{0};
 void previous_handler(int) { ++g_previous_calls; }
+
+// Sends `sig` to this process, as kill(1), a scheduler or the terminal do.
+void send_to_process(int sig) { ASSERT_EQ(kill(getpid(), sig), 0); }
+
+// The waiting thread takes the signal a moment after kill() returns: waits up to 10 s for the request.
+bool wait_for_request(const StopRequest& stop) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!stop.requested() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  return stop.requested();
+}
 
 TEST(StopOnSignals, ASignalRequestsAStopAndThePreviousHandlerComesBack) {
   std::signal(SIGUSR1, &previous_handler);
   {
     StopRequest stop;
     StopOnSignals signals(stop);
-    ASSERT_EQ(std::raise(SIGUSR1), 0);  // handled: the process goes on
-    EXPECT_TRUE(stop.requested());
+    send_to_process(SIGUSR1);  // taken: the process goes on
+    ASSERT_TRUE(wait_for_request(stop));
     EXPECT_EQ(stop.signal(), SIGUSR1);
-    ASSERT_EQ(std::raise(SIGTERM), 0);  // a later one changes nothing
+    send_to_process(SIGTERM);  // a later one changes nothing
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
     EXPECT_EQ(stop.signal(), SIGUSR1);
     EXPECT_EQ(g_previous_calls, 0);
   }
-  ASSERT_EQ(std::raise(SIGUSR1), 0);
+  send_to_process(SIGUSR1);  // unblocked again here, so delivered before kill() returns
   EXPECT_EQ(g_previous_calls, 1);
   std::signal(SIGUSR1, SIG_DFL);
 }
@@ -72,7 +86,8 @@ TEST(StopOnSignals, OnlyTheSignalsGivenAreHandled) {
   const int before = g_previous_calls;
   {
     StopOnSignals signals(stop, {SIGTERM});
-    ASSERT_EQ(std::raise(SIGUSR2), 0);
+    send_to_process(SIGUSR2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
     EXPECT_FALSE(stop.requested());
     EXPECT_EQ(g_previous_calls, before + 1);
   }
@@ -84,9 +99,11 @@ TEST(StopOnSignals, AnIgnoredSignalStaysIgnored) {
   StopRequest stop;
   {
     StopOnSignals signals(stop, {SIGUSR2, SIGUSR1});
-    ASSERT_EQ(std::raise(SIGUSR2), 0);
+    send_to_process(SIGUSR2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
     EXPECT_FALSE(stop.requested());
-    ASSERT_EQ(std::raise(SIGUSR1), 0);
+    send_to_process(SIGUSR1);
+    ASSERT_TRUE(wait_for_request(stop));
     EXPECT_EQ(stop.signal(), SIGUSR1);
   }
   struct sigaction now {};
@@ -94,6 +111,35 @@ TEST(StopOnSignals, AnIgnoredSignalStaysIgnored) {
   EXPECT_EQ(now.sa_handler, SIG_IGN);
   std::signal(SIGUSR2, SIG_DFL);
   std::signal(SIGUSR1, SIG_DFL);
+}
+
+// The reason for the waiting thread: a thread started after it (OpenMP, a loader) has the signals blocked,
+// so a handler never runs on it (oneDNN's sgemm points the stack pointer into the heap while it runs).
+TEST(StopOnSignals, ThreadsStartedLaterHaveTheSignalsBlocked) {
+  StopRequest stop;
+  StopOnSignals signals(stop);
+  sigset_t in_worker;
+  std::thread([&] { pthread_sigmask(SIG_BLOCK, nullptr, &in_worker); }).join();
+  EXPECT_EQ(sigismember(&in_worker, SIGTERM), 1);
+  EXPECT_EQ(sigismember(&in_worker, SIGINT), 1);
+  EXPECT_EQ(sigismember(&in_worker, SIGUSR1), 1);
+  EXPECT_EQ(sigismember(&in_worker, SIGUSR2), 0);
+  // A signal sent while every computing thread blocks it is still taken.
+  send_to_process(SIGTERM);
+  ASSERT_TRUE(wait_for_request(stop));
+  EXPECT_EQ(stop.signal(), SIGTERM);
+}
+
+TEST(StopOnSignals, ASignalRaisedInTheBlockingThreadIsARequestAtTheEnd) {
+  StopRequest stop;
+  {
+    StopOnSignals signals(stop);
+    ASSERT_EQ(std::raise(SIGUSR1), 0);  // pending in this thread, which blocks it
+  }
+  EXPECT_EQ(stop.signal(), SIGUSR1);  // taken by the destructor, not delivered with the default action
+  sigset_t mask;
+  pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+  EXPECT_EQ(sigismember(&mask, SIGUSR1), 0) << "the thread's mask comes back";
 }
 
 TEST(StopOnSignals, OneAtATime) {
@@ -113,9 +159,10 @@ TEST(StopOnSignalsDeathTest, ASecondCtrlCEndsTheProcessAtOnce) {
       {
         StopRequest stop;
         StopOnSignals signals(stop);
-        std::raise(SIGINT);  // the first asks for a stop
-        if (!stop.requested()) std::_Exit(3);
-        std::raise(SIGINT);  // the second ends the process by SIGINT
+        kill(getpid(), SIGINT);  // the first asks for a stop
+        if (!wait_for_request(stop)) std::_Exit(3);
+        kill(getpid(), SIGINT);  // the second ends the process by SIGINT
+        std::this_thread::sleep_for(std::chrono::seconds(10));
         std::_Exit(4);
       },
       ::testing::KilledBySignal(SIGINT), "");
