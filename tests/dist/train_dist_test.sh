@@ -11,7 +11,8 @@
 #   (mode "resume" runs resume, stop and kill: ctest runs the two halves as two tests.)
 #   signal: issue 15's stop under mpirun. (a) SIGUSR1 to rank 1 alone: both ranks stop after the same step
 #           and exit 75 (seen through a wrapper that records each rank's status), mpirun's status is 75;
-#           (b) SIGTERM to mpirun: Open MPI 4.1's mpirun sends the ranks SIGCONT, SIGTERM a second later
+#           (b) SIGUSR1 to mpirun, which forwards it to the ranks at once: mpirun's status is 75;
+#           (c) SIGTERM to mpirun: Open MPI 4.1's mpirun sends the ranks SIGCONT, SIGTERM a second later
 #           (odls_base_sigkill_timeout, default 1 s) and SIGKILL after another second, and exits 1 whatever the
 #           ranks do: they stop within that second (rank 0's checkpoint and "stopped" line) and are killed
 #           in MPI_Finalize, which cannot finish while mpirun is ending the job; no rank may be left running.
@@ -164,7 +165,7 @@ sig_args="--data=synthetic --mlp_hidden=64,32 --batch_size=32 --epochs=0 --eval_
   --progress=none --threads=1 --precision=fp16 --optimizer=adam"
 sig_total=20000  # about 5 s on 2 ranks; a SIGTERM to mpirun reaches the ranks 1 s after it is sent
 started=$(date +%s)
-# Each rank through a wrapper that writes its exit status to DIR/rank<R>.status. The wrapper catches the
+# Each rank through a wrapper that writes its exit status to DIR/rank<R>.status (case a). The wrapper catches the
 # signals mpirun sends to the rank's whole process group, so that it outlives the program to write it; the
 # program starts with them at their defaults (exec resets a caught signal).
 cat >"$work/rank.sh" <<'END_OF_WRAPPER'
@@ -206,7 +207,7 @@ mpi 2 "$prog" $sig_args --max_steps=$sig_total --checkpoint_dir="$d/full" --metr
   { fail "signal: the unbroken 2-rank run failed:"; tail -5 "$d/full.out"; }
 sig_normalized "$d/full.jsonl" >"$d/full.norm"
 # NAME SIGNAL TARGET (rank1 | mpirun) RESUME SEED (of the step to wait for and the pause after it)
-for case in "usr1-rank1 USR1 rank1 latest 3" "term-mpirun TERM mpirun auto 4"; do
+for case in "usr1-rank1 USR1 rank1 latest 3" "usr1-mpirun USR1 mpirun latest 5" "term-mpirun TERM mpirun auto 4"; do
   # shellcheck disable=SC2086
   set -- $case
   name=$1 sig=$2 target=$3 resume=$4 seed=$5
@@ -241,7 +242,7 @@ for case in "usr1-rank1 USR1 rank1 latest 3" "term-mpirun TERM mpirun auto 4"; d
   took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
   pkill -P "$watchdog" 2>/dev/null
   kill "$watchdog" 2>/dev/null
-  r0=$(cat "$c/rank0.status" 2>/dev/null || echo none) r1=$(cat "$c/rank1.status" 2>/dev/null || echo none)
+  r0=$(cat "$c/rank0.status" 2>/dev/null || echo -) r1=$(cat "$c/rank1.status" 2>/dev/null || echo -)  # -: not recorded
   left=$(pgrep -f -- "--checkpoint_dir=$c/ckpt" | wc -l)
   step=$(sed -n 's/^step_\([0-9]*\)\.h5$/\1/p' "$c/ckpt/latest" 2>/dev/null)
   want="{\"event\": \"stopped\", \"step\": $step, \"signal\": \"SIG$sig\", \"checkpoint\": \"step_$step.h5\"}"
@@ -262,7 +263,7 @@ for case in "usr1-rank1 USR1 rank1 latest 3" "term-mpirun TERM mpirun auto 4"; d
     tail -1 "$c/m.jsonl"; tail -20 "$c/out"; continue
   elif [ "$files" != "latest step_$step.h5" ]; then
     fail "$name: want latest and step_$step.h5 alone in the checkpoint folder: $files"; continue
-  elif [ "$target" = rank1 ] && [ "$rc" -ne 75 ]; then
+  elif [ "$sig" = USR1 ] && [ "$rc" -ne 75 ]; then
     fail "$name: mpirun's status is $rc, want 75 (the ranks' status)"; tail -20 "$c/out"; continue
   elif [ "$rc" -eq 0 ]; then
     fail "$name: mpirun's status is 0"; continue
