@@ -310,12 +310,18 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRe
   if (progress) {
     progress->on_summary(*summary);
   } else {
-    std::fprintf(out, "done: %lld steps (%lld skipped), final scale %g, %.0f samples/s, %.1f s\n",
-                 static_cast<long long>(summary->steps), static_cast<long long>(summary->skipped_steps),
-                 summary->final_scale, summary->samples_per_s, summary->wall_s);
-    if (summary->test_accuracy) std::fprintf(out, "test accuracy: %.2f%%\n", 100.0 * *summary->test_accuracy);
-    if (summary->val_loss) std::fprintf(out, "validation loss: %.4f\n", *summary->val_loss);
-    if (summary->stopped) std::fprintf(out, "stopped at step %lld\n", static_cast<long long>(summary->stopped->step));
+    // A stopped run says so first: it is not done, and it has no final evaluation.
+    if (summary->stopped) {
+      std::fprintf(out, "stopped at step %lld: %lld skipped, scale %g, %.0f samples/s, %.1f s\n",
+                   static_cast<long long>(summary->stopped->step), static_cast<long long>(summary->skipped_steps),
+                   summary->final_scale, summary->samples_per_s, summary->wall_s);
+    } else {
+      std::fprintf(out, "done: %lld steps (%lld skipped), final scale %g, %.0f samples/s, %.1f s\n",
+                   static_cast<long long>(summary->steps), static_cast<long long>(summary->skipped_steps),
+                   summary->final_scale, summary->samples_per_s, summary->wall_s);
+      if (summary->test_accuracy) std::fprintf(out, "test accuracy: %.2f%%\n", 100.0 * *summary->test_accuracy);
+      if (summary->val_loss) std::fprintf(out, "validation loss: %.4f\n", *summary->val_loss);
+    }
   }
   if (model.gpt && data->vocab && o.sample_chars > 0 && rank == 0 && !summary->stopped) {
     Generator sample_gen(o.seed + 7);

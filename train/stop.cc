@@ -2,7 +2,6 @@
 // handlers that only touch lock-free atomics), and signal names.
 #include "train/stop.h"
 
-#include <cstdlib>
 #include <ctime>
 #include <pthread.h>
 
@@ -18,20 +17,22 @@ std::atomic<StopRequest*> g_target{nullptr};
 // Ctrl-C twice: end now, by SIGINT, which a shell reports as 130. Every call here is async-signal-safe
 // (pthread_sigmask is rt_sigprocmask on Linux). SIGINT is unblocked in this thread first: it is blocked in
 // the waiting thread, and in a handler for SIGINT.
-[[noreturn]] void end_by_sigint() {
+void end_by_sigint() {
   std::signal(SIGINT, SIG_DFL);
   sigset_t only_int;
   sigemptyset(&only_int);
   sigaddset(&only_int, SIGINT);
   pthread_sigmask(SIG_UNBLOCK, &only_int, nullptr);
-  std::raise(SIGINT);
-  std::_Exit(128 + SIGINT);  // not reached: the default action of SIGINT ends the process
+  std::raise(SIGINT);  // the default action ends the process here
 }
 
 void on_stop_signal(int sig) {
   StopRequest* target = g_target.load();
   if (target == nullptr) return;
-  if (sig == SIGINT && target->requested()) end_by_sigint();
+  if (sig == SIGINT && target->requested()) {
+    end_by_sigint();
+    return;
+  }
   target->request(sig);
 }
 

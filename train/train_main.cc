@@ -63,26 +63,8 @@ RunOptions options_from_flags(int argc, char** argv) {
   return o;
 }
 
-}  // namespace
-}  // namespace mantissa
-
-int main(int argc, char** argv) {
-  using namespace mantissa;
-  // OpenMP threads spin while they wait for the next parallel region: libgomp's default spin (300,000
-  // rounds) starves the loader's worker thread and everything else on a busy machine (MLP f32 steps ran
-  // at 1,000 samples/s instead of 4,300 at a load of 5 on 2 cores), and sleeping at once
-  // (OMP_WAIT_POLICY=passive) costs 15-20% on an idle one (CNN bf16: 8,900 vs 10,800 samples/s). A short
-  // spin keeps the idle speed. libgomp reads its variables once, when it is loaded, so the program sets
-  // GOMP_SPINCOUNT and runs itself again; a user's OMP_WAIT_POLICY or GOMP_SPINCOUNT is left as it is.
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
-    setenv("GOMP_SPINCOUNT", "10000", 1);
-    execv("/proc/self/exe", argv);  // returns only on failure: then go on with the default policy
-  }
-  // From here SIGTERM, SIGINT and SIGUSR1 (what schedulers send before they kill a job) stop the run after
-  // the step in progress, with a checkpoint. They are taken by a thread of their own (train/stop.h), so it
-  // is made before any other thread starts (OpenMP, MPI, the loader): those inherit the signals blocked.
-  StopRequest stop;
-  StopOnSignals signals(stop);
+// The program once the signals are taken: runs and returns the exit status.
+int train(int argc, char** argv, StopRequest& stop) {
   const RunOptions options = options_from_flags(argc, argv);
   if (absl::Status s = validate(options); !s.ok()) usage_error(std::string(s.message()));
   // Under mpirun errors name their rank. A non-zero exit of any rank aborts the whole job (the MPI process
@@ -117,4 +99,29 @@ int main(int argc, char** argv) {
     return kExitFailed;
   }
   return kExitFinished;
+}
+
+}  // namespace
+}  // namespace mantissa
+
+int main(int argc, char** argv) {
+  using namespace mantissa;
+  // OpenMP threads spin while they wait for the next parallel region: libgomp's default spin (300,000
+  // rounds) starves the loader's worker thread and everything else on a busy machine (MLP f32 steps ran
+  // at 1,000 samples/s instead of 4,300 at a load of 5 on 2 cores), and sleeping at once
+  // (OMP_WAIT_POLICY=passive) costs 15-20% on an idle one (CNN bf16: 8,900 vs 10,800 samples/s). A short
+  // spin keeps the idle speed. libgomp reads its variables once, when it is loaded, so the program sets
+  // GOMP_SPINCOUNT and runs itself again; a user's OMP_WAIT_POLICY or GOMP_SPINCOUNT is left as it is.
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
+    setenv("GOMP_SPINCOUNT", "10000", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: then go on with the default policy
+  }
+  // From here SIGTERM, SIGINT and SIGUSR1 (what schedulers send before they kill a job) stop the run after
+  // the step in progress, with a checkpoint. They are taken by a thread of their own (train/stop.h), so it
+  // is made before any other thread starts (OpenMP, MPI, the loader): those inherit the signals blocked.
+  StopRequest stop;
+  StopOnSignals signals(stop);
+  // exit() rather than a return: `signals` is never destroyed, so a signal that comes while the process
+  // winds down after a stop is one more request, not a status 143 for a run that was saved.
+  std::exit(train(argc, argv, stop));
 }

@@ -1,6 +1,6 @@
 #!/bin/sh
 # mantissa-train under mpirun (issue 8), end to end.
-# Usage: train_dist_test.sh MPIRUN PATH/TO/mantissa-train [follow | resume | all] (default all)
+# Usage: train_dist_test.sh MPIRUN PATH/TO/mantissa-train [follow | resume | signal | all] (default all)
 #   follow: 2 ranks with --batch_size=B log the same losses (the mean over the ranks) and evaluation losses
 #           as one process with 2B, for 50 steps, SGD and Adam, fp32 and fp16 (and with accumulation, and
 #           the GPT), within float32 tolerance (fp16: see below); only rank 0 prints.
@@ -9,6 +9,17 @@
 #   stop:   one rank stopped (SIGSTOP) mid-run: the other times out (--dist_timeout=3) and the job ends with
 #           a non-zero status and the message within 30 s.  kill: one rank SIGKILLed ends the job likewise.
 #   (mode "resume" runs resume, stop and kill: ctest runs the two halves as two tests.)
+#   signal: issue 15's stop under mpirun. (a) SIGUSR1 to rank 1 alone: both ranks stop after the same step
+#           and exit 75 (seen through a wrapper that records each rank's status), mpirun's status is 75;
+#           (b) SIGUSR1 to mpirun, which forwards it to the ranks at once: mpirun's status is 75;
+#           (c) SIGTERM to mpirun: Open MPI 4.1's mpirun sends the ranks SIGCONT, SIGTERM a second later
+#           (odls_base_sigkill_timeout, default 1 s) and SIGKILL after another second, and exits 1 whatever the
+#           ranks do: they stop within that second (rank 0's checkpoint and "stopped" line) and are killed
+#           in MPI_Finalize, which cannot finish while mpirun is ending the job; no rank may be left running.
+#           In both: rank 0 alone writes the one checkpoint (step_N.h5 and `latest` only in the folder) and the
+#           "stopped" line, the message names step N; then 2 ranks resume (--resume=latest, then auto) and
+#           end bit for bit like the unbroken 2-rank run: final checkpoint (h5diff of every group but /meta)
+#           and metrics lines (timing fields removed, stopped/resumed events left out).
 set -u
 mpirun=$1 prog=$2 mode=${3:-all}
 want() { [ "$mode" = all ] || [ "$mode" = "$1" ]; }
@@ -146,6 +157,133 @@ for case in "stop|STOP|timed out" "kill|KILL|signal 9"; do
   fi
 done
 
+fi
+
+if want signal; then
+# --- signal: a stop asked of one rank, or of mpirun, stops the job at one step; 2 ranks resume it exactly ---
+sig_args="--data=synthetic --mlp_hidden=64,32 --batch_size=32 --epochs=0 --eval_every=1000 --eval_batches=1
+  --progress=none --threads=1 --precision=fp16 --optimizer=adam"
+sig_total=20000  # about 5 s on 2 ranks; a SIGTERM to mpirun reaches the ranks 1 s after it is sent
+started=$(date +%s)
+# Each rank through a wrapper that writes its exit status to DIR/rank<R>.status (case a). The wrapper catches the
+# signals mpirun sends to the rank's whole process group, so that it outlives the program to write it; the
+# program starts with them at their defaults (exec resets a caught signal).
+cat >"$work/rank.sh" <<'END_OF_WRAPPER'
+#!/bin/sh
+dir=$1
+shift
+trap 'echo "wrapper of rank $OMPI_COMM_WORLD_RANK: a signal" >&2' TERM INT USR1
+"$@"
+rc=$?
+echo "$rc" >"$dir/rank$OMPI_COMM_WORLD_RANK.status"
+exit "$rc"
+END_OF_WRAPPER
+descendants() { for c in $(pgrep -P "$1"); do echo "$c"; descendants "$c"; done; }
+# The pid of rank R's mantissa-train process among the job's descendants.
+rank_pid() {  # rank_pid JOB R
+  for p in $(descendants "$1"); do
+    if [ "$(cat "/proc/$p/comm" 2>/dev/null)" = mantissa-train ] &&
+       tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$p"; return; fi
+  done
+}
+sig_last_step() { tail -n 4 "$1" 2>/dev/null | sed -n 's/^{"step": \([0-9]*\),.*/\1/p' | tail -1 | grep . || echo 0; }
+sig_normalized() {
+  grep -v '^{"event": "\(stopped\|resumed\)"' "$1" | sed -e 's/, "samples_per_s": [^,}]*//' -e 's/, "wall_s": [^,}]*//'
+}
+# Every group of two checkpoints but /meta (creation time, wall time) identical, attributes included.
+same_state() {  # same_state A B OUT
+  ga=$(h5ls "$1" 2>/dev/null | awk '$2 == "Group" && $1 != "meta" { print $1 }' | sort | tr '\n' ' ')
+  gb=$(h5ls "$2" 2>/dev/null | awk '$2 == "Group" && $1 != "meta" { print $1 }' | sort | tr '\n' ' ')
+  if [ -z "$ga" ] || [ "$ga" != "$gb" ]; then echo "groups differ: '$ga' vs '$gb'" >"$3"; return 1; fi
+  for g in $ga; do
+    h5diff "$1" "$2" "/$g" "/$g" >"$3" 2>&1 || { echo "(/$g)" >>"$3"; return 1; }
+  done
+  echo "$ga" >"$3"
+}
+d="$work/signal"
+mkdir -p "$d"
+# shellcheck disable=SC2086
+mpi 2 "$prog" $sig_args --max_steps=$sig_total --checkpoint_dir="$d/full" --metrics="$d/full.jsonl" >"$d/full.out" 2>&1 ||
+  { fail "signal: the unbroken 2-rank run failed:"; tail -5 "$d/full.out"; }
+sig_normalized "$d/full.jsonl" >"$d/full.norm"
+# NAME SIGNAL TARGET (rank1 | mpirun) RESUME SEED (of the step to wait for and the pause after it)
+for case in "usr1-rank1 USR1 rank1 latest 3" "usr1-mpirun USR1 mpirun latest 5" "term-mpirun TERM mpirun auto 4"; do
+  # shellcheck disable=SC2086
+  set -- $case
+  name=$1 sig=$2 target=$3 resume=$4 seed=$5
+  c="$d/$name"
+  mkdir -p "$c"
+  at=$(awk -v s="$seed" 'BEGIN { srand(s); print 20 + int(1500 * rand()) }')
+  pause=$(awk -v s="$seed" 'BEGIN { srand(s); rand(); printf "%.3f", 0.3 * rand() }')
+  # mpirun itself in the background (not the mpi function: $! would be a subshell). The ranks through the
+  # wrapper, except when mpirun is signalled: it SIGKILLs its children (the wrappers) in the end, which
+  # would leave the programs running on.
+  wrapper="sh $work/rank.sh $c"
+  [ "$target" = mpirun ] && wrapper=""
+  # shellcheck disable=SC2086
+  "$mpirun" --allow-run-as-root --oversubscribe -np 2 $wrapper "$prog" $sig_args \
+    --max_steps=$sig_total --checkpoint_dir="$c/ckpt" --metrics="$c/m.jsonl" >"$c/out" 2>&1 &
+  job=$!
+  i=0
+  while [ "$(sig_last_step "$c/m.jsonl")" -lt "$at" ] && kill -0 "$job" 2>/dev/null && [ $i -lt 1500 ]; do
+    sleep 0.02; i=$((i + 1))
+  done
+  sleep "$pause"
+  if [ "$target" = rank1 ]; then victim=$(rank_pid "$job" 1); else victim=$job; fi
+  if [ -z "$victim" ]; then fail "$name: no rank-1 process found"; kill "$job"; wait "$job"; continue; fi
+  sent_at=$(sig_last_step "$c/m.jsonl")
+  t0=$(date +%s.%N)
+  kill -"$sig" "$victim"
+  # Watchdog: a hang must not hang the test (its output goes nowhere, so that ctest does not wait for it).
+  ( sleep 60; kill -KILL "$job" ) </dev/null >/dev/null 2>&1 &
+  watchdog=$!
+  wait "$job"
+  rc=$?
+  took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+  pkill -P "$watchdog" 2>/dev/null
+  kill "$watchdog" 2>/dev/null
+  r0=$(cat "$c/rank0.status" 2>/dev/null || echo -) r1=$(cat "$c/rank1.status" 2>/dev/null || echo -)  # -: not recorded
+  left=$(pgrep -f -- "--checkpoint_dir=$c/ckpt" | wc -l)
+  step=$(sed -n 's/^step_\([0-9]*\)\.h5$/\1/p' "$c/ckpt/latest" 2>/dev/null)
+  want="{\"event\": \"stopped\", \"step\": $step, \"signal\": \"SIG$sig\", \"checkpoint\": \"step_$step.h5\"}"
+  said=$(grep -o "stopped by SIG$sig at step [0-9]*" "$c/out" | sed 's/.* //' | sort -u | tr '\n' ' ')
+  files=$(cd "$c/ckpt" 2>/dev/null && echo .* * | sed 's/^\. \.\. *//')
+  echo "$name: SIG$sig to $target at step $sent_at: mpirun status $rc after $took s, rank statuses $r0 $r1," \
+    "latest step ${step:-none}, stop messages' steps: ${said:-none}; checkpoint folder: $files"
+  if grep -q 'Process received signal\|corrupted\|double free' "$c/out"; then
+    # (A signal handled inside oneDNN 2.6's JIT sgemm writes its frame into the heap: oneDNN issue 4845.)
+    fail "$name: a rank crashed:"; grep -m3 -A3 'corrupted\|double free\|Process received signal' "$c/out"
+    pkill -KILL -f -- "--checkpoint_dir=$c/ckpt"; continue
+  elif [ "$left" -ne 0 ]; then
+    fail "$name: $left rank(s) still running after mpirun returned"; pkill -KILL -f -- "--checkpoint_dir=$c/ckpt"; continue
+  elif [ "$target" = rank1 ] && { [ "$r0" != 75 ] || [ "$r1" != 75 ]; }; then
+    fail "$name: the ranks' exit statuses are $r0 and $r1, want 75 and 75:"; tail -20 "$c/out"; continue
+  elif [ -z "$step" ] || [ "$(tail -1 "$c/m.jsonl")" != "$want" ] || [ "$said" != "$step " ]; then
+    fail "$name: latest step '$step', the stop messages name steps '$said', metrics' last line:"
+    tail -1 "$c/m.jsonl"; tail -20 "$c/out"; continue
+  elif [ "$files" != "latest step_$step.h5" ]; then
+    fail "$name: want latest and step_$step.h5 alone in the checkpoint folder: $files"; continue
+  elif [ "$sig" = USR1 ] && [ "$rc" -ne 75 ]; then
+    fail "$name: mpirun's status is $rc, want 75 (the ranks' status)"; tail -20 "$c/out"; continue
+  elif [ "$rc" -eq 0 ]; then
+    fail "$name: mpirun's status is 0"; continue
+  fi
+  # shellcheck disable=SC2086
+  if ! mpi 2 "$prog" $sig_args --max_steps=$sig_total --checkpoint_dir="$c/ckpt" --resume="$resume" \
+      --metrics="$c/m.jsonl" >"$c/resume.out" 2>&1 || ! grep -q "^resumed at step $step\$" "$c/resume.out"; then
+    fail "$name: 2 ranks did not resume at step $step (--resume=$resume):"; tail -10 "$c/resume.out"; continue
+  fi
+  sig_normalized "$c/m.jsonl" >"$c/m.norm"
+  if ! same_state "$d/full/step_$sig_total.h5" "$c/ckpt/step_$sig_total.h5" "$c/h5diff"; then
+    fail "$name: the final checkpoint differs from the unbroken 2-rank run's:"; head -8 "$c/h5diff"
+  elif ! cmp -s "$d/full.norm" "$c/m.norm"; then
+    fail "$name: the metrics lines differ from the unbroken 2-rank run's:"; diff "$d/full.norm" "$c/m.norm" | head -6
+  else
+    echo "ok: $name: all stopped at step $step (rank statuses $r0 $r1, mpirun $rc, $took s); 2 ranks resumed" \
+      "(--resume=$resume) to $sig_total: final $(cat "$c/h5diff")identical to the unbroken run's, metrics lines too"
+  fi
+done
+echo "signal: wall time $(($(date +%s) - started)) s"
 fi
 
 echo "$failures failure(s)"
