@@ -2,6 +2,7 @@
 // kept on a per-class free list when released. Blocks over 1 GiB bypass the cache.
 #include "framework/allocator.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <mutex>
@@ -36,7 +37,7 @@ class CachingCpuAllocator final : public Allocator {
         void* p = it->second.back();
         it->second.pop_back();
         stats_.cached_bytes -= cls;
-        stats_.allocated_bytes += cls;
+        add_allocated(cls);
         ++stats_.cache_hits;
         return p;
       }
@@ -48,7 +49,7 @@ class CachingCpuAllocator final : public Allocator {
     }
     MT_CHECK(p != nullptr, "out of memory: could not allocate ", nbytes, " bytes on the CPU");
     std::lock_guard<std::mutex> lock(mu_);
-    stats_.allocated_bytes += cls;
+    add_allocated(cls);
     ++stats_.system_allocations;
     return p;
   }
@@ -80,7 +81,17 @@ class CachingCpuAllocator final : public Allocator {
     return stats_;
   }
 
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.peak_allocated_bytes = stats_.allocated_bytes;
+  }
+
  private:
+  void add_allocated(size_t cls) {  // with mu_ held
+    stats_.allocated_bytes += cls;
+    stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  }
+
   std::mutex mu_;
   std::unordered_map<size_t, std::vector<void*>> free_;
   AllocatorStats stats_;
@@ -97,5 +108,6 @@ CachingCpuAllocator& instance() {
 Allocator* cpu_allocator() { return &instance(); }
 AllocatorStats cpu_allocator_stats() { return instance().stats(); }
 void cpu_allocator_empty_cache() { instance().empty_cache(); }
+void cpu_allocator_reset_peak() { instance().reset_peak(); }
 
 }  // namespace mantissa
