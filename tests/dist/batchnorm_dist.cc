@@ -1,9 +1,12 @@
 // BatchNorm under data parallelism on N ranks (tests/dist/dist_test.sh runs 1, 2 and 3), each rank
 // training on data of its own: DistributedDataParallel::sync_buffers() gives every rank rank 0's running
 // statistics (BroadcastBuffers::kYes) or leaves each rank its own (kNo), and the Trainer calls it before
-// every step and every evaluation.
+// every step and every evaluation. A synchronized BatchNorm2d (models/layers/sync_batch_norm.h) on N ranks
+// gives one process's outputs, gradients and running statistics for the global batch.
 #include "tests/dist/batchnorm_dist.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -20,7 +23,10 @@
 #include "models/layers/linear.h"
 #include "models/layers/norm.h"
 #include "models/layers/sequential.h"
+#include "ops/elementwise.h"
 #include "ops/loss.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
 #include "optim/sgd.h"
 #include "train/ddp.h"
 #include "train/trainer.h"
@@ -178,6 +184,74 @@ void check_trainer_syncs(ProcessGroup& pg, Checker& c) {
   c.expect(all_ranks_hold_rank0s(gather_buffers(pg, *net), n), "trainer: buffers differ after the evaluation");
 }
 
+// |a - b| <= rtol |b| + atol everywhere: the worst element's share of that tolerance (<= 1 passes).
+double share_of_tolerance(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  const Tensor x = a.detach().to(DType::kF64).contiguous(), y = b.detach().to(DType::kF64).contiguous();
+  double worst = x.shape() == y.shape() ? 0.0 : 1e30;
+  for (int64_t i = 0; worst < 1e30 && i < x.numel(); ++i) {
+    const double e = y.data<double>()[i];
+    worst = std::max(worst, std::fabs(x.data<double>()[i] - e) / (rtol * std::fabs(e) + atol));
+  }
+  return worst;
+}
+
+// SyncBatchNorm on N ranks against BatchNorm2d in one process over the global batch. Rank r holds 2 + r
+// rows (unequal counts weigh the ranks' statistics), drawn around a mean of its own (the merge must add the
+// spread between the ranks' means), and takes the loss sum(y_r * dy_r): its x gradient must be the rows'
+// gradient of the one-process loss sum(y * dy), its weight and bias gradients summed over the ranks that
+// loss's, and every rank's running statistics the one process's. Returns the worst share of the tolerance.
+double check_sync_batchnorm(ProcessGroup& pg, Checker& c) {
+  const int n = pg.size(), r = pg.rank();
+  constexpr int64_t kC = 3;
+  std::vector<Tensor> xs, dys;
+  Generator gdata(21);  // the same global batch on every rank
+  for (int q = 0; q < n; ++q) {
+    Tensor xq = empty({2 + q, kC, 3, 4});
+    normal_(xq, 2.0 * q - 1.0, 1.5, &gdata);
+    xs.push_back(xq);
+    dys.push_back(randn({2 + q, kC, 3, 4}, {}, &gdata));
+  }
+  BatchNorm2d ref(kC), synced(kC, {.process_group = &pg});
+  Generator gparam(22);
+  const Tensor w = randn({kC}, {}, &gparam), b = randn({kC}, {}, &gparam);
+  for (BatchNorm2d* bn : {&ref, &synced}) {
+    copy_(bn->weight.detach(), w);
+    copy_(bn->bias.detach(), b);
+  }
+  Tensor x_all = cat(xs, 0).set_requires_grad(true), x_mine = xs[r].clone().set_requires_grad(true);
+  Tensor y_all, y_mine;
+  for (int step = 0; step < 2; ++step) {  // two running-statistics updates
+    y_all = ref.forward(x_all);
+    y_mine = synced.forward(x_mine);
+  }
+  sum(mul(y_all, cat(dys, 0))).backward();
+  sum(mul(y_mine, dys[r])).backward();
+  Tensor dw = synced.weight.grad().clone(), db = synced.bias.grad().clone();
+  pg.all_reduce(dw);
+  pg.all_reduce(db);
+  int64_t offset = 0;
+  for (int q = 0; q < r; ++q) offset += 2 + q;
+  // As in tests/models/sync_batch_norm_test.cc: the same formulas in another order (the fused kernel's f64
+  // statistics against composed f32 ops and the merge of the ranks' statistics), float rounding apart.
+  constexpr double kRtol = 1e-5, kAtol = 1e-6;
+  const std::pair<const char*, double> shares[] = {
+      {"output", share_of_tolerance(y_mine, y_all.narrow(0, offset, 2 + r), kRtol, kAtol)},
+      {"x gradient", share_of_tolerance(x_mine.grad(), x_all.grad().narrow(0, offset, 2 + r), kRtol, kAtol)},
+      {"weight gradient", share_of_tolerance(dw, ref.weight.grad(), kRtol, kAtol)},
+      {"bias gradient", share_of_tolerance(db, ref.bias.grad(), kRtol, kAtol)},
+      {"running_mean", share_of_tolerance(synced.running_mean, ref.running_mean, kRtol, kAtol)},
+      {"running_var", share_of_tolerance(synced.running_var, ref.running_var, kRtol, kAtol)}};
+  double worst = 0;
+  for (const auto& [what, share] : shares) {
+    worst = std::max(worst, share);
+    c.expect(share <= 1.0,
+             detail::cat("sync batchnorm: ", what, " differs from one process's by ", share, " times the tolerance"));
+  }
+  // Every rank computes the statistics from the same all-reduced bits: identical running statistics.
+  c.expect(all_ranks_hold_rank0s(gather_buffers(pg, synced), n), "sync batchnorm: the ranks' buffers differ");
+  return worst;
+}
+
 }  // namespace
 
 int run_batchnorm_checks(ProcessGroup& pg, int& checks) {
@@ -186,11 +260,13 @@ int run_batchnorm_checks(ProcessGroup& pg, int& checks) {
   check_sync_buffers(pg, c, BroadcastBuffers::kNo);
   check_every_dtype(pg, c);
   check_trainer_syncs(pg, c);
+  const double worst = check_sync_batchnorm(pg, c);
   if (pg.rank() == 0) {
     std::printf(
         "batchnorm: %d ranks: sync_buffers() gives every rank rank 0's buffers (kNo: its own), and the "
-        "Trainer calls it before each step and evaluation\n",
-        pg.size());
+        "Trainer calls it before each step and evaluation; SyncBatchNorm follows one process's BatchNorm2d "
+        "(worst %.2g of the tolerance)\n",
+        pg.size(), worst);
   }
   checks += c.checks;
   return c.failures;
