@@ -90,9 +90,10 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor
 
   // This rank's statistics per channel [3, C]: the count (exact in f32 up to 2^24 values per channel), the
   // mean, and M2, the sum of squared deviations from that mean (var subtracts the mean before squaring).
-  const Tensor local_mean = count > 0 ? mean(xf, dims) : zeros({channels}, options);
-  const Tensor local_m2 =
-      count > 0 ? mul(var(xf, dims, {.correction = 0}), static_cast<double>(count)) : zeros({channels}, options);
+  // A rank with an empty batch contributes zeros that still depend on x (an empty sum), so that its graph
+  // holds the backward's all-reduce as the other ranks' graphs do.
+  const Tensor local_mean = count > 0 ? mean(xf, dims) : sum(xf, dims);
+  const Tensor local_m2 = count > 0 ? mul(var(xf, dims, {.correction = 0}), static_cast<double>(count)) : sum(xf, dims);
   const Tensor stats = stack({full({channels}, static_cast<double>(count), options), local_mean, local_m2});
 
   // Every rank's statistics in one collective [W, 3, C]: a sum to which each rank adds its own row and

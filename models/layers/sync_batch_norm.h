@@ -2,9 +2,9 @@
 // [N, C, *] cover the global batch, every rank's x, so that N ranks with batch B normalise as one process
 // with batch N x B would; and the differentiable all-reduce it is built from.
 //
-//   auto pg = init_process_group();            // under mpirun
+//   auto pg = init_process_group();  // under mpirun
 //   CNN model;
-//   convert_sync_batchnorm(model, *pg);        // bn1 and bn2 now use the statistics of all ranks
+//   convert_sync_batchnorm(model, *pg);  // bn1 and bn2 now use the statistics of all ranks
 //   DistributedDataParallel ddp(model, *pg);
 //
 // Each training forward of a synchronized BatchNorm2d is one all-reduce of 3 x C x world-size values (every

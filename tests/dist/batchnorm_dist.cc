@@ -17,12 +17,14 @@
 #include "data/loader.h"
 #include "framework/generator.h"
 #include "framework/random.h"
+#include "models/cnn.h"
 #include "models/layers/activation.h"
 #include "models/layers/conv.h"
 #include "models/layers/flatten.h"
 #include "models/layers/linear.h"
 #include "models/layers/norm.h"
 #include "models/layers/sequential.h"
+#include "models/layers/sync_batch_norm.h"
 #include "ops/elementwise.h"
 #include "ops/loss.h"
 #include "ops/reduce.h"
@@ -195,21 +197,24 @@ double share_of_tolerance(const Tensor& a, const Tensor& b, double rtol, double 
   return worst;
 }
 
-// SyncBatchNorm on N ranks against BatchNorm2d in one process over the global batch. Rank r holds 2 + r
-// rows (unequal counts weigh the ranks' statistics), drawn around a mean of its own (the merge must add the
-// spread between the ranks' means), and takes the loss sum(y_r * dy_r): its x gradient must be the rows'
-// gradient of the one-process loss sum(y * dy), its weight and bias gradients summed over the ranks that
-// loss's, and every rank's running statistics the one process's. Returns the worst share of the tolerance.
+// SyncBatchNorm on N ranks against BatchNorm2d in one process over the global batch. Rank r holds 2r rows
+// (3 in a world of one): unequal counts weigh the ranks' statistics, and rank 0's batch is empty (it must
+// still take part in both collectives). The rows are drawn around a mean per rank (the merge must add the
+// spread between the ranks' means). Rank r takes the loss sum(y_r * dy_r): its x gradient must be the
+// rows' gradient of the one-process loss sum(y * dy), its weight and bias gradients summed over the ranks
+// that loss's, and every rank's running statistics the one process's. Returns the worst share of the
+// tolerance.
 double check_sync_batchnorm(ProcessGroup& pg, Checker& c) {
   const int n = pg.size(), r = pg.rank();
   constexpr int64_t kC = 3;
+  auto rows = [n](int q) -> int64_t { return n == 1 ? 3 : 2 * q; };
   std::vector<Tensor> xs, dys;
   Generator gdata(21);  // the same global batch on every rank
   for (int q = 0; q < n; ++q) {
-    Tensor xq = empty({2 + q, kC, 3, 4});
+    Tensor xq = empty({rows(q), kC, 3, 4});
     normal_(xq, 2.0 * q - 1.0, 1.5, &gdata);
     xs.push_back(xq);
-    dys.push_back(randn({2 + q, kC, 3, 4}, {}, &gdata));
+    dys.push_back(randn({rows(q), kC, 3, 4}, {}, &gdata));
   }
   BatchNorm2d ref(kC), synced(kC, {.process_group = &pg});
   Generator gparam(22);
@@ -230,13 +235,13 @@ double check_sync_batchnorm(ProcessGroup& pg, Checker& c) {
   pg.all_reduce(dw);
   pg.all_reduce(db);
   int64_t offset = 0;
-  for (int q = 0; q < r; ++q) offset += 2 + q;
+  for (int q = 0; q < r; ++q) offset += rows(q);
   // As in tests/models/sync_batch_norm_test.cc: the same formulas in another order (the fused kernel's f64
   // statistics against composed f32 ops and the merge of the ranks' statistics), float rounding apart.
   constexpr double kRtol = 1e-5, kAtol = 1e-6;
   const std::pair<const char*, double> shares[] = {
-      {"output", share_of_tolerance(y_mine, y_all.narrow(0, offset, 2 + r), kRtol, kAtol)},
-      {"x gradient", share_of_tolerance(x_mine.grad(), x_all.grad().narrow(0, offset, 2 + r), kRtol, kAtol)},
+      {"output", share_of_tolerance(y_mine, y_all.narrow(0, offset, rows(r)), kRtol, kAtol)},
+      {"x gradient", share_of_tolerance(x_mine.grad(), x_all.grad().narrow(0, offset, rows(r)), kRtol, kAtol)},
       {"weight gradient", share_of_tolerance(dw, ref.weight.grad(), kRtol, kAtol)},
       {"bias gradient", share_of_tolerance(db, ref.bias.grad(), kRtol, kAtol)},
       {"running_mean", share_of_tolerance(synced.running_mean, ref.running_mean, kRtol, kAtol)},
@@ -252,6 +257,18 @@ double check_sync_batchnorm(ProcessGroup& pg, Checker& c) {
   return worst;
 }
 
+// The example at the top of models/layers/sync_batch_norm.h, verbatim, then one training forward on data
+// of each rank's own: the running statistics must come out the same on every rank.
+void check_header_example(Checker& c) {
+  auto pg = init_process_group();  // under mpirun
+  CNN model;
+  convert_sync_batchnorm(model, *pg);  // bn1 and bn2 now use the statistics of all ranks
+  DistributedDataParallel ddp(model, *pg);
+  Generator g(30 + static_cast<uint64_t>(pg->rank()));
+  model.forward(randn({2, 1, 28, 28}, {}, &g));
+  c.expect(all_ranks_hold_rank0s(gather_buffers(*pg, model), pg->size()), "header example: buffers differ");
+}
+
 }  // namespace
 
 int run_batchnorm_checks(ProcessGroup& pg, int& checks) {
@@ -260,13 +277,15 @@ int run_batchnorm_checks(ProcessGroup& pg, int& checks) {
   check_sync_buffers(pg, c, BroadcastBuffers::kNo);
   check_every_dtype(pg, c);
   check_trainer_syncs(pg, c);
-  const double worst = check_sync_batchnorm(pg, c);
+  check_header_example(c);
+  Tensor worst = full({1}, check_sync_batchnorm(pg, c), {.dtype = DType::kF64});
+  pg.all_reduce(worst, ReduceOp::kMax);  // of every rank
   if (pg.rank() == 0) {
     std::printf(
         "batchnorm: %d ranks: sync_buffers() gives every rank rank 0's buffers (kNo: its own), and the "
         "Trainer calls it before each step and evaluation; SyncBatchNorm follows one process's BatchNorm2d "
         "(worst %.2g of the tolerance)\n",
-        pg.size(), worst);
+        pg.size(), worst.item());
   }
   checks += c.checks;
   return c.failures;
