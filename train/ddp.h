@@ -11,18 +11,33 @@
 
 namespace mantissa {
 
+// Whether sync_buffers() copies rank 0's buffers to the other ranks (PyTorch's broadcast_buffers).
+enum class BroadcastBuffers { kNo, kYes };
+
 struct DDPOptions {
   // Parameters are packed, in reverse registration order (the order backward produces their gradients),
   // into buckets of at most this many MiB of f32 gradient; a parameter larger than the cap gets a bucket
   // of its own. PyTorch's default is 25 too.
   double bucket_cap_mb = 25;
+  // kYes (PyTorch's default too): sync_buffers() makes every rank's buffers rank 0's, so that BatchNorm's
+  // running statistics, computed by each rank from its own shard, do not drift apart. kNo: each rank keeps
+  // its own (sync_buffers() does nothing).
+  BroadcastBuffers broadcast_buffers = BroadcastBuffers::kYes;
 };
 
 // Usage, every rank with its own shard of the batch:
 //   DistributedDataParallel ddp(model, *pg);   // rank 0's parameters and buffers now on every rank
+//   ddp.sync_buffers();                        // each step, before its first forward: rank 0's buffers
+//   Tensor loss = loss_fn(model.forward(x));
 //   loss.backward();                           // buckets are all-reduced while backward runs
 //   ddp.finish();                              // every grad is now the mean over the ranks
 //   optimizer.step();
+// PyTorch's DDP wraps the forward and broadcasts the buffers at its start; here the loop calls the model
+// itself, so it calls sync_buffers() where that forward would begin (the Trainer does, once per optimizer
+// step, and before each evaluation). Without it the ranks' buffers (BatchNorm's running statistics, each
+// updated from the rank's own shard) drift apart, and so do their evaluations. A model without buffers
+// needs no call (it does nothing). BatchNorm's batch statistics stay per rank: for statistics over the
+// global batch, see convert_sync_batchnorm (models/layers/sync_batch_norm.h).
 // Gradient accumulation: backwards inside `auto guard = ddp.no_sync();` only accumulate locally; the next
 // backward outside it reduces the accumulated grads (finish() after it as usual).
 //
@@ -43,6 +58,11 @@ class DistributedDataParallel {
   // each backward outside no_sync(), before the optimizer step. After a backward inside no_sync() it does
   // nothing.
   void finish();
+
+  // Copies rank 0's buffers into every other rank's buffers, all of them in one broadcast (see the usage
+  // above for when). Does nothing with BroadcastBuffers::kNo or a module without buffers. A collective:
+  // every rank must call it at the same point.
+  void sync_buffers();
 
   // While the returned guard lives, backwards accumulate grads locally and reduce nothing.
   class NoSync {

@@ -22,6 +22,7 @@
 #include "framework/random.h"
 #include "models/cnn.h"
 #include "models/gpt.h"
+#include "models/layers/sync_batch_norm.h"
 #include "models/mlp.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
@@ -165,6 +166,9 @@ absl::Status validate(const RunOptions& o) {
   if (o.model != ModelKind::kGPT && data == DataKind::kText) {
     return bad("--data=text needs --model=gpt (mlp and cnn classify images)");
   }
+  if (o.batchnorm == BatchNormStats::kSync && o.model != ModelKind::kCNN) {
+    return bad("--batchnorm=sync needs --model=cnn (the only model with BatchNorm)");
+  }
   if (o.n_embd % o.n_head != 0) {
     return bad("--n_embd (", o.n_embd, ") must be a multiple of --n_head (", o.n_head, ")");
   }
@@ -227,6 +231,9 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRe
       *group = make_device_dispatch_group(std::move(*group), std::move(nccl));
     }
   }
+  // The statistics of the global batch: every BatchNorm2d all-reduces them over the ranks (in a world of
+  // one the same code runs with nothing to add, so that one process computes what N ranks do).
+  if (o.batchnorm == BatchNormStats::kSync) convert_sync_batchnorm(*model.module, **group);
   std::unique_ptr<Optimizer> optimizer = build_optimizer(o, *model.module);
   const PinMemory pin = device.is_cuda() ? PinMemory::kYes : PinMemory::kNo;
 

@@ -22,6 +22,9 @@ enum class ModelKind { kMLP, kCNN, kGPT };
 enum class DataKind { kDefault, kFashionMnist, kText, kSynthetic };  // kDefault: fashion-mnist, text for gpt
 enum class OptimizerKind { kSGD, kAdam, kAdamW };
 enum class ProgressMode { kAuto, kBar, kLines, kNone };
+// BatchNorm's batch statistics under mpirun: each rank's own batch, or the global batch of all ranks
+// (SyncBatchNorm, models/layers/sync_batch_norm.h).
+enum class BatchNormStats { kLocal, kSync };
 
 struct RunOptions {
   ModelKind model = ModelKind::kMLP;
@@ -30,6 +33,7 @@ struct RunOptions {
   std::vector<int64_t> mlp_hidden = {1024, 1024};
   int64_t n_layer = 4, n_head = 4, n_embd = 128, block_size = 128;
   double dropout = 0.0;
+  BatchNormStats batchnorm = BatchNormStats::kLocal;  // cnn
   Precision precision = Precision::kF16;
   OptimizerKind optimizer = OptimizerKind::kAdam;
   double lr = 1e-3;

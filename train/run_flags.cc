@@ -73,6 +73,10 @@ void for_each_flag(Options& o, Visit&& visit) {
   flag(o.n_embd, "n_embd", "GPT: embedding width", {.range = above(0)});  // a multiple of n_head: validate()
   flag(o.block_size, "block_size", "GPT: context length in characters", {.range = above(0)});
   flag(o.dropout, "dropout", "GPT: dropout probability", {.range = half_open(0, 1)});
+  // Only the CNN has BatchNorm: validate() checks it.
+  flag(o.batchnorm, "batchnorm",
+       "CNN under mpirun: BatchNorm statistics of each rank's batch (local) or of the global batch of all ranks "
+       "(sync: SyncBatchNorm)");
   flag(o.precision, "precision", "fp32 | fp16 (autocast + loss scaling) | bf16 (autocast)");
   flag(o.optimizer, "optimizer", "sgd | adam | adamw");
   flag(o.lr, "lr", "learning rate", {.range = above(0)});
@@ -134,6 +138,7 @@ constexpr Choice<Precision> kPrecisions[] = {
     {"fp32", Precision::kF32}, {"fp16", Precision::kF16}, {"bf16", Precision::kBF16}};
 constexpr Choice<OptimizerKind> kOptimizers[] = {
     {"sgd", OptimizerKind::kSGD}, {"adam", OptimizerKind::kAdam}, {"adamw", OptimizerKind::kAdamW}};
+constexpr Choice<BatchNormStats> kBatchNorm[] = {{"local", BatchNormStats::kLocal}, {"sync", BatchNormStats::kSync}};
 constexpr Choice<ProgressMode> kProgress[] = {{"auto", ProgressMode::kAuto},
                                               {"bar", ProgressMode::kBar},
                                               {"lines", ProgressMode::kLines},
@@ -143,6 +148,7 @@ std::span<const Choice<DataKind>> choices(DataKind) { return kData; }
 std::span<const Choice<Precision>> choices(Precision) { return kPrecisions; }
 std::span<const Choice<OptimizerKind>> choices(OptimizerKind) { return kOptimizers; }
 std::span<const Choice<ProgressMode>> choices(ProgressMode) { return kProgress; }
+std::span<const Choice<BatchNormStats>> choices(BatchNormStats) { return kBatchNorm; }
 
 template <typename E>
 const char* name_of(E value) {

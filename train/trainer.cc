@@ -235,6 +235,9 @@ StepMetrics Trainer::train_step() {
   // number of micro-batches of its step, so the grads are the mean over them.
   const int64_t micro = std::min(config_.grad_accum, train_.batches_per_epoch() - position.batch);
   optimizer_.zero_grad();
+  // Rank 0's buffers (BatchNorm's running statistics) on every rank before the step's first forward, as
+  // PyTorch's DDP does at the start of its forward: each rank then updates them from its own shard.
+  if (ddp_) ddp_->sync_buffers();
   double loss_sum = 0.0;
   int64_t samples = 0;
   for (int64_t i = 0; i < micro; ++i) {
@@ -310,6 +313,9 @@ StepMetrics Trainer::train_step() {
 EvalMetrics Trainer::evaluate() {
   MT_CHECK(eval_ != nullptr, "Trainer::evaluate: no eval loader was given to the Trainer");
   NoGradGuard no_grad;
+  // Every rank evaluates its batches with rank 0's buffers: the last step updated each rank's from its own
+  // shard, and the sums below must be those of one model.
+  if (ddp_) ddp_->sync_buffers();
   model_.eval();
   eval_->set_position({.epoch = 0, .batch = 0});
   EvalSums total;

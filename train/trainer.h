@@ -14,7 +14,8 @@
 // Data parallelism (TrainerConfig::process_group with more than one rank): every rank builds the same
 // model, optimizer and loaders, the training loader sharded ({.shard = {.rank, .world_size}}, the batch
 // size per rank) and the eval loader NOT sharded (the Trainer gives rank r its batches r, r + W, ...). The
-// Trainer then averages the gradients with DistributedDataParallel (rank 0's initial weights), accumulates
+// Trainer then averages the gradients with DistributedDataParallel (rank 0's initial weights; rank 0's
+// buffers, such as BatchNorm's running statistics, before every step and every evaluation), accumulates
 // without syncing for all but the last micro-batch, agrees on the loss scaler's found_inf, and reports
 // global numbers on every rank: the loss averaged over the ranks, evaluation sums over all of the eval
 // batches, samples/s of all ranks. Rank 0 alone writes the metrics file and the checkpoints; every rank

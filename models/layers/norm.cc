@@ -1,8 +1,9 @@
-// BatchNorm2d and LayerNorm layers over ops/norm.h.
+// BatchNorm2d and LayerNorm layers over ops/norm.h (a synchronized BatchNorm2d over sync_batch_norm.h).
 #include "models/layers/norm.h"
 
 #include "framework/autograd.h"
 #include "framework/error.h"
+#include "models/layers/sync_batch_norm.h"
 #include "ops/norm.h"
 
 namespace mantissa {
@@ -29,6 +30,10 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
     num_batches_tracked.data<int64_t>()[0] += 1;
   } else {
     accumulate_(num_batches_tracked, ones({}, {.dtype = DType::kI64, .device = num_batches_tracked.device()}));
+  }
+  if (options.process_group != nullptr) {
+    return sync_batch_norm(x, running_mean, running_var, weight, bias, *options.process_group, options.momentum,
+                           options.eps);
   }
   return batch_norm(x, running_mean, running_var, weight, bias, BatchNormMode::kTrain, options.momentum, options.eps);
 }

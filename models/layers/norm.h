@@ -1,4 +1,5 @@
-// Normalisation layers: BatchNorm2d (batch statistics in training, running statistics in eval) and
+// Normalisation layers: BatchNorm2d (batch statistics in training, running statistics in eval; this
+// rank's batch, or with a process group the global batch of all ranks, as torch.nn.SyncBatchNorm) and
 // LayerNorm (over the trailing normalized_shape), as torch.nn, initialised to weight 1, bias 0.
 #pragma once
 
@@ -6,19 +7,25 @@
 
 namespace mantissa {
 
+class ProcessGroup;
+
 struct BatchNormOptions {
   double eps = 1e-5;
   double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch statistic
   bool affine = true;     // learnable weight and bias
   DType dtype = DType::kF32;
+  // Null: batch statistics of this process's batch. Set (convert_sync_batchnorm in sync_batch_norm.h does
+  // it for a whole model): statistics of the global batch of the group's ranks, SyncBatchNorm. Not owned.
+  ProcessGroup* process_group = nullptr;
 };
 
 class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(int64_t num_features, BatchNormOptions options = {});
-  std::string type_name() const override { return "BatchNorm2d"; }
-  // [N, C, H, W] -> same shape. Training mode normalises with the batch's statistics and updates the
-  // running buffers (unbiased variance) and num_batches_tracked; eval mode uses the running buffers.
+  std::string type_name() const override { return options.process_group ? "SyncBatchNorm" : "BatchNorm2d"; }
+  // [N, C, H, W] -> same shape. Training mode normalises with the batch's statistics (the global batch's
+  // with a process group) and updates the running buffers (unbiased variance) and num_batches_tracked;
+  // eval mode uses the running buffers.
   Tensor forward(const Tensor& x);
 
   int64_t num_features;

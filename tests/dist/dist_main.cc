@@ -1,9 +1,10 @@
 // The ProcessGroup tests, run on every rank under `mpirun -np N` (tests/dist/dist_test.sh): collectives
 // in every dtype against closed forms, 16-bit sums rounded once, async all-reduces in flight together,
 // argument errors, checked mode, DDP against one process (ddp_dist.cc), the loss scaler's agreed found_inf
-// (scaler_dist.cc) and the Trainer with an overflow on one rank (trainer_dist.cc). Other modes make a
-// rank fail on purpose (die-exit, die-abort, die-throw, hang, mismatch); `bench` times all-reduce and
-// `overlap` DDP's all-reduce against the backward it hides.
+// (scaler_dist.cc), the Trainer with an overflow on one rank (trainer_dist.cc) and BatchNorm's buffers
+// and statistics across ranks (batchnorm_dist.cc). Other modes make a rank fail on purpose (die-exit,
+// die-abort, die-throw, hang, mismatch); `bench` times all-reduce and `overlap` DDP's all-reduce against
+// the backward it hides.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,6 +17,7 @@
 
 #include "framework/dist/process_group.h"
 #include "framework/error.h"
+#include "tests/dist/batchnorm_dist.h"
 #include "tests/dist/ddp_dist.h"
 #include "tests/dist/dist_bench.h"
 #include "tests/dist/scaler_dist.h"
@@ -302,6 +304,7 @@ int main(int argc, char** argv) {
     g_failures += run_ddp_checks(*pg, g_checks);
     g_failures += run_scaler_checks(*pg, g_checks);
     g_failures += run_trainer_checks(*pg, g_checks);
+    g_failures += run_batchnorm_checks(*pg, g_checks);
     Tensor failures = full({1}, g_failures, {.dtype = DType::kI64});
     pg->all_reduce(failures);
     if (pg->rank() == 0) {

@@ -30,6 +30,7 @@ const std::map<std::string, std::string>& other_values() {
                                                                      {"n_embd", "64"},
                                                                      {"block_size", "32"},
                                                                      {"dropout", "0.1"},
+                                                                     {"batchnorm", "sync"},
                                                                      {"precision", "bf16"},
                                                                      {"optimizer", "adamw"},
                                                                      {"lr", "0.0003"},
@@ -169,6 +170,7 @@ TEST(RunFlags, OutOfRangeValuesAreRefusedNamingTheFlag) {
       {{{"dist_timeout", "0"}}, "--dist_timeout must be > 0, got 0"},
       // Rules that tie two flags together, and the device's form: validate() itself.
       {{{"model", "gpt"}, {"n_embd", "130"}}, "--n_embd (130) must be a multiple of --n_head (4)"},
+      {{{"batchnorm", "sync"}}, "--batchnorm=sync needs --model=cnn (the only model with BatchNorm)"},
       {{{"min_scale", "1e6"}}, "--min_scale must be in [0, --init_scale], got 1e+06"},
       {{{"device", "gpu"}}, "--device=gpu: expected cpu, cuda or cuda:N"},
   };
@@ -187,7 +189,7 @@ TEST(RunFlags, EnumFlagsNameEveryChoiceInTheirHelp) {
       EXPECT_TRUE(absl::StrContains(f.help, choice)) << "--" << f.name << "'s help does not name " << choice;
     }
   }
-  EXPECT_EQ(enums, 5);  // model, data, precision, optimizer, progress
+  EXPECT_EQ(enums, 6);  // model, data, batchnorm, precision, optimizer, progress
 }
 
 TEST(RunFlags, PrecisionChoicesAreTheTrainersNames) {
@@ -202,16 +204,22 @@ TEST(RunFlags, PrecisionChoicesAreTheTrainersNames) {
   }
 }
 
-// The JSON checkpoints hold in /meta/config_json, as runs wrote it before the table existed: old and new
-// checkpoints must read the same.
+// The JSON checkpoints hold in /meta/config_json, as runs wrote it before the table existed (--batchnorm
+// came later and is recorded after --dropout): old and new checkpoints must read the same.
 TEST(RunFlagsConfigJson, TheDefaultsAsCheckpointsKeepThem) {
-  EXPECT_EQ(to_json(RunOptions{}),
-            R"({"model": "mlp", "data": "fashion-mnist", "data_path": "", "mlp_hidden": [1024, 1024], )"
-            R"("n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 128, "dropout": 0, "precision": "fp16", )"
-            R"("optimizer": "adam", "lr": 0.001, "momentum": 0.90000000000000002, "weight_decay": null, )"
-            R"("batch_size": 128, "epochs": 5, "max_steps": 0, "grad_accum": 1, "clip_grad_norm": 0, )"
-            R"("init_scale": 65536, "growth_factor": 2, "backoff_factor": 0.5, "growth_interval": 2000, )"
-            R"("hysteresis": 1, "min_scale": 0, "seed": 1, "eval_every": 0, "eval_batches": 0})");
+  const std::string head = R"({"model": "mlp", "data": "fashion-mnist", "data_path": "", "mlp_hidden": [1024, 1024], )"
+                           R"("n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 128, "dropout": 0, )";
+  const std::string tail =
+      R"("precision": "fp16", )"
+      R"("optimizer": "adam", "lr": 0.001, "momentum": 0.90000000000000002, "weight_decay": null, )"
+      R"("batch_size": 128, "epochs": 5, "max_steps": 0, "grad_accum": 1, "clip_grad_norm": 0, )"
+      R"("init_scale": 65536, "growth_factor": 2, "backoff_factor": 0.5, "growth_interval": 2000, )"
+      R"("hysteresis": 1, "min_scale": 0, "seed": 1, "eval_every": 0, "eval_batches": 0})";
+  EXPECT_EQ(to_json(RunOptions{}), head + R"("batchnorm": "local", )" + tail);
+  // A checkpoint written before --batchnorm existed reads as the default, local statistics.
+  absl::StatusOr<RunOptions> old = options_from_json(head + tail);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(to_json(*old), to_json(RunOptions{}));
 }
 
 TEST(RunFlagsConfigJson, RecordsExactlyTheFlagsMarkedForIt) {
