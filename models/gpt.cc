@@ -13,6 +13,7 @@
 #include "ops/elementwise.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"
+#include "ops/recompute.h"
 #include "ops/shape.h"
 #include "ops/softmax.h"
 
@@ -80,7 +81,8 @@ Tensor GPTBlock::forward(const Tensor& x) {
   return h + mlp->forward(ln_2->forward(h));
 }
 
-GPT::GPT(GPTConfig config, GPTOptions o) : config_(config) {
+GPT::GPT(GPTConfig config, GPTOptions o)
+    : config_(config), dropout_generator_(o.generator != nullptr ? o.generator : &default_generator()) {
   const GPTConfig& c = config_;
   MT_CHECK(c.vocab_size > 0 && c.n_layer >= 0 && c.n_head > 0 && c.n_embd > 0 && c.block_size > 0,
            "GPT: sizes must be positive, got vocab_size ", c.vocab_size, " n_layer ", c.n_layer, " n_head ", c.n_head,
@@ -126,7 +128,15 @@ GPTOutput GPT::forward(const Tensor& idx, const Tensor& targets) {
            config_.block_size, "]. HINT: crop the context to the last block_size tokens");
   const Tensor pos = arange(static_cast<double>(T)).to(idx.device());  // [T] i64, on the tokens' device
   Tensor x = drop->forward(wte->forward(idx) + wpe->forward(pos));     // [B, T, C] + [T, C]
-  for (auto& block : h) x = block->forward(x);
+  for (auto& block : h) {
+    if (config_.recompute && GradMode::is_enabled()) {
+      GPTBlock* b = block.get();
+      x = recompute([b](const std::vector<Tensor>& in) { return std::vector<Tensor>{b->forward(in[0])}; }, {x},
+                    {.generators = {dropout_generator_}})[0];
+    } else {
+      x = block->forward(x);
+    }
+  }
   GPTOutput out;
   out.logits = linear(ln_f->forward(x), lm_head_weight);  // [B, T, V]
   if (targets.defined()) {

@@ -27,6 +27,9 @@ struct GPTConfig {
   int64_t block_size = 128;  // the longest context
   double dropout = 0.0;      // on the embeddings, attention weights, attention output and MLP output
                              // (training only), as nanoGPT
+  // Activation checkpointing: each block keeps only its input for backward and runs again there
+  // (ops/recompute.h). Same gradients bit for bit; less memory for one more forward of the blocks.
+  bool recompute = false;
 };
 
 struct GPTOptions {
@@ -97,6 +100,8 @@ class GPT : public Module {
 
   int64_t num_parameters() const;
   const GPTConfig& config() const { return config_; }
+  // Turns activation checkpointing of the blocks on or off (GPTConfig::recompute); the weights are the same.
+  void set_recompute(bool on) { config_.recompute = on; }
 
   std::shared_ptr<Embedding> wte, wpe;
   std::shared_ptr<Dropout> drop;
@@ -106,6 +111,7 @@ class GPT : public Module {
 
  private:
   GPTConfig config_;
+  Generator* dropout_generator_;  // what the dropout masks are drawn from, replayed by recompute
 };
 
 }  // namespace mantissa

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages mantissa needs, only those missing: quiet and under a second when all are
-# present. Usage: scripts/install-deps.sh [--bench]   (--bench adds python3-torch for the PyTorch comparison)
+# present. Usage: scripts/install-deps.sh [--bench]   (--bench adds python3-torch for the PyTorch comparison and time for peak memory)
 set -euo pipefail
 
 packages=(
@@ -12,7 +12,7 @@ packages=(
   gnuplot-nox python3-h5py        # train: metrics chart to PNG; checkpoint interop test (h5py reads our files)
   clang-format                    # ctest format: the tree stays as .clang-format writes it
 )
-bench_packages=(python3-torch)
+bench_packages=(python3-torch time)  # time: /usr/bin/time, the peak memory of bench/recompute_gpt.sh
 
 for arg in "$@"; do
   case "$arg" in

@@ -118,7 +118,8 @@ Model build_model(const RunOptions& o, const Data& data) {
                      .n_head = o.n_head,
                      .n_embd = o.n_embd,
                      .block_size = o.block_size,
-                     .dropout = o.dropout};
+                     .dropout = o.dropout,
+                     .recompute = o.recompute == RecomputeMode::kBlocks};
     m.gpt = std::make_shared<GPT>(config, GPTOptions{});
     m.task = language_model_task(*m.gpt);
     m.module = m.gpt;
@@ -165,6 +166,9 @@ absl::Status validate(const RunOptions& o) {
   }
   if (o.model != ModelKind::kGPT && data == DataKind::kText) {
     return bad("--data=text needs --model=gpt (mlp and cnn classify images)");
+  }
+  if (o.recompute != RecomputeMode::kNone && o.model != ModelKind::kGPT) {
+    return bad("--recompute=blocks needs --model=gpt (the only model with blocks to recompute)");
   }
   if (o.batchnorm == BatchNormStats::kSync && o.model != ModelKind::kCNN) {
     return bad("--batchnorm=sync needs --model=cnn (the only model with BatchNorm)");

@@ -25,6 +25,8 @@ enum class ProgressMode { kAuto, kBar, kLines, kNone };
 // BatchNorm's batch statistics under mpirun: each rank's own batch, or the global batch of all ranks
 // (SyncBatchNorm, models/layers/sync_batch_norm.h).
 enum class BatchNormStats { kLocal, kSync };
+// Activation checkpointing of the GPT: none, or each transformer block recomputed in backward.
+enum class RecomputeMode { kNone, kBlocks };
 
 struct RunOptions {
   ModelKind model = ModelKind::kMLP;
@@ -34,6 +36,7 @@ struct RunOptions {
   int64_t n_layer = 4, n_head = 4, n_embd = 128, block_size = 128;
   double dropout = 0.0;
   BatchNormStats batchnorm = BatchNormStats::kLocal;  // cnn
+  RecomputeMode recompute = RecomputeMode::kNone;     // gpt
   Precision precision = Precision::kF16;
   OptimizerKind optimizer = OptimizerKind::kAdam;
   double lr = 1e-3;

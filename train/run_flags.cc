@@ -77,6 +77,11 @@ void for_each_flag(Options& o, Visit&& visit) {
   flag(o.batchnorm, "batchnorm",
        "CNN under mpirun: BatchNorm statistics of each rank's batch (local) or of the global batch of all ranks "
        "(sync: SyncBatchNorm)");
+  // The same gradients either way, so a resumed run may change it: not part of the config.
+  flag(o.recompute, "recompute",
+       "GPT: activation checkpointing: none | blocks (each block keeps only its input and runs again in "
+       "backward: less memory, one more forward)",
+       {.in_config = kNo});
   flag(o.precision, "precision", "fp32 | fp16 (autocast + loss scaling) | bf16 (autocast)");
   flag(o.optimizer, "optimizer", "sgd | adam | adamw");
   flag(o.lr, "lr", "learning rate", {.range = above(0)});
@@ -139,6 +144,7 @@ constexpr Choice<Precision> kPrecisions[] = {
 constexpr Choice<OptimizerKind> kOptimizers[] = {
     {"sgd", OptimizerKind::kSGD}, {"adam", OptimizerKind::kAdam}, {"adamw", OptimizerKind::kAdamW}};
 constexpr Choice<BatchNormStats> kBatchNorm[] = {{"local", BatchNormStats::kLocal}, {"sync", BatchNormStats::kSync}};
+constexpr Choice<RecomputeMode> kRecompute[] = {{"none", RecomputeMode::kNone}, {"blocks", RecomputeMode::kBlocks}};
 constexpr Choice<ProgressMode> kProgress[] = {{"auto", ProgressMode::kAuto},
                                               {"bar", ProgressMode::kBar},
                                               {"lines", ProgressMode::kLines},
@@ -149,6 +155,7 @@ std::span<const Choice<Precision>> choices(Precision) { return kPrecisions; }
 std::span<const Choice<OptimizerKind>> choices(OptimizerKind) { return kOptimizers; }
 std::span<const Choice<ProgressMode>> choices(ProgressMode) { return kProgress; }
 std::span<const Choice<BatchNormStats>> choices(BatchNormStats) { return kBatchNorm; }
+std::span<const Choice<RecomputeMode>> choices(RecomputeMode) { return kRecompute; }
 
 template <typename E>
 const char* name_of(E value) {

@@ -31,6 +31,7 @@ const std::map<std::string, std::string>& other_values() {
                                                                      {"block_size", "32"},
                                                                      {"dropout", "0.1"},
                                                                      {"batchnorm", "sync"},
+                                                                     {"recompute", "blocks"},
                                                                      {"precision", "bf16"},
                                                                      {"optimizer", "adamw"},
                                                                      {"lr", "0.0003"},
@@ -119,7 +120,14 @@ TEST(RunFlags, ValuesAndDefaultsRoundTripThroughTheirFlagText) {
 
 TEST(RunFlags, TheDefaultsAndTheOtherValuesAreValid) {
   EXPECT_TRUE(validate(RunOptions{}).ok()) << validate(RunOptions{});
-  EXPECT_TRUE(validate(other_options()).ok()) << validate(other_options());
+  // other_values() runs the CNN; --recompute=blocks is the GPT's, so it is checked with the GPT.
+  RunOptions cnn = other_options();
+  cnn.recompute = RecomputeMode::kNone;
+  EXPECT_TRUE(validate(cnn).ok()) << validate(cnn);
+  RunOptions gpt;
+  gpt.model = ModelKind::kGPT;
+  gpt.recompute = RecomputeMode::kBlocks;
+  EXPECT_TRUE(validate(gpt).ok()) << validate(gpt);
 }
 
 TEST(RunFlags, ABadValueIsRefusedNamingItsFlag) {
@@ -171,6 +179,7 @@ TEST(RunFlags, OutOfRangeValuesAreRefusedNamingTheFlag) {
       // Rules that tie two flags together, and the device's form: validate() itself.
       {{{"model", "gpt"}, {"n_embd", "130"}}, "--n_embd (130) must be a multiple of --n_head (4)"},
       {{{"batchnorm", "sync"}}, "--batchnorm=sync needs --model=cnn (the only model with BatchNorm)"},
+      {{{"recompute", "blocks"}}, "--recompute=blocks needs --model=gpt (the only model with blocks to recompute)"},
       {{{"min_scale", "1e6"}}, "--min_scale must be in [0, --init_scale], got 1e+06"},
       {{{"device", "gpu"}}, "--device=gpu: expected cpu, cuda or cuda:N"},
   };
@@ -189,7 +198,7 @@ TEST(RunFlags, EnumFlagsNameEveryChoiceInTheirHelp) {
       EXPECT_TRUE(absl::StrContains(f.help, choice)) << "--" << f.name << "'s help does not name " << choice;
     }
   }
-  EXPECT_EQ(enums, 6);  // model, data, batchnorm, precision, optimizer, progress
+  EXPECT_EQ(enums, 7);  // model, data, batchnorm, recompute, precision, optimizer, progress
 }
 
 TEST(RunFlags, PrecisionChoicesAreTheTrainersNames) {
