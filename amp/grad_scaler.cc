@@ -34,6 +34,21 @@ void prepare_grads(const Optimizer& optimizer) {
     }
 }
 
+// Whether any parameter of `optimizer` has a grad: without one there is nothing to check for inf, and
+// PyTorch's step() refuses to guess ("No inf checks were recorded for this optimizer").
+bool has_grads(const Optimizer& optimizer) {
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g)
+    for (const auto& p : optimizer.group_params(g))
+      if (p.tensor.grad().defined()) return true;
+  return false;
+}
+
+size_t num_params(const Optimizer& optimizer) {
+  size_t n = 0;
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g) n += optimizer.group_params(g).size();
+  return n;
+}
+
 }  // namespace
 
 GradScalerOptions scaler_defaults_for(DType precision) {
@@ -103,6 +118,12 @@ void GradScaler::unscale_(Optimizer& optimizer) {
            "between backward and step");
   MT_CHECK(s.stage != Stage::kStepped, "GradScaler.unscale_: unscale_() is being called after step() on this ",
            optimizer.type_name(), " optimizer. HINT: unscale_ (and clip) before step(), then update()");
+  if (!has_grads(optimizer)) {
+    // As PyTorch's unscale_: nothing to unscale is not an error here, but no inf check is recorded, so
+    // step() refuses this optimizer.
+    s.stage = Stage::kUnscaled;
+    return;
+  }
   if (cuda_grads(optimizer)) return unscale_cuda(optimizer, s);
   prepare_grads(optimizer);
   s.found_inf = zeros({}, {.dtype = DType::kF32});
@@ -119,6 +140,7 @@ bool GradScaler::step(Optimizer& optimizer) {
   PerOptimizer& s = per_optimizer_[&optimizer];
   MT_CHECK(s.stage != Stage::kStepped, "GradScaler.step: step() has already been called on this ",
            optimizer.type_name(), " optimizer since the last update(). HINT: call update() once per iteration");
+  require_inf_check(optimizer, s);
   if (cuda_grads(optimizer)) {
     step_cuda(optimizer, s);
     return s.found_inf.item() == 0.0;  // the one host read; enqueue_step does without it
@@ -140,11 +162,25 @@ bool GradScaler::step(Optimizer& optimizer) {
   return applied;
 }
 
+// PyTorch's "No inf checks were recorded for this optimizer": after unscale_ the check must have run (it
+// runs only where there are grads); before it, the fused step's check needs grads to look at. Stepping
+// anyway would report an applied update that changed nothing, and hide a broken backward.
+void GradScaler::require_inf_check(const Optimizer& optimizer, const PerOptimizer& s) const {
+  const bool checked = s.stage == Stage::kUnscaled ? s.found_inf.defined() : has_grads(optimizer);
+  MT_CHECK(checked, "GradScaler.step: no inf checks were recorded for this ", optimizer.type_name(),
+           " optimizer: none of its ", num_params(optimizer), " parameters has a grad",
+           s.stage == Stage::kUnscaled ? " (unscale_ found none)" : "",
+           ". HINT: call backward() on scaler.scale(loss) between zero_grad() and step(), and check that the ",
+           "optimizer holds the parameters the loss was computed from (a parameter the forward never used ",
+           "gets no grad)");
+}
+
 void GradScaler::enqueue_step(Optimizer& optimizer) {
   if (is_enabled() && cuda_grads(optimizer)) {
     PerOptimizer& s = per_optimizer_[&optimizer];
     MT_CHECK(s.stage != Stage::kStepped, "GradScaler.enqueue_step: step() has already been called on this ",
              optimizer.type_name(), " optimizer since the last update(). HINT: call update() once per iteration");
+    require_inf_check(optimizer, s);
     return step_cuda(optimizer, s);
   }
   step(optimizer);  // the CPU reads found_inf for free

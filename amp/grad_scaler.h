@@ -89,6 +89,8 @@ class GradScaler {
   void unscale_(Optimizer& optimizer);
   // The optimizer's update unless an inf/nan grad was found; returns whether it was applied. Without an
   // earlier unscale_ it runs the fused Optimizer::step(GradScaling) (the kernel unscales and skips).
+  // Throws, as PyTorch's "No inf checks were recorded for this optimizer", when none of the optimizer's
+  // parameters has a grad (unscale_ itself accepts that, as PyTorch's does).
   bool step(Optimizer& optimizer);
   // step() without asking whether it was applied. On CUDA nothing is read on the host: the fused kernels
   // read found_inf on the device, so unscale_, enqueue_step and update never wait for the GPU (and can
@@ -120,6 +122,7 @@ class GradScaler {
     Stage stage = Stage::kReady;
     Tensor found_inf;  // f32 scalar; undefined until an inf check ran this iteration
   };
+  void require_inf_check(const Optimizer& optimizer, const PerOptimizer& s) const;
   Tensor inv_scale_tensor() const;
   void set_scale(double scale);
   void agree_found_inf(const Tensor& found_inf) const;
