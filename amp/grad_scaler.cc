@@ -1,6 +1,7 @@
 // GradScaler over optim's grad-scaling passes (unscale_grads_, check_grads_finite_, the fused step).
 #include "amp/grad_scaler.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "amp/grad_scaling.h"
@@ -12,8 +13,9 @@ namespace mantissa::amp {
 namespace {
 
 const char* const kPyTorchKeys[] = {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"};
-const char* const kExtensionKeys[] = {"hysteresis", "min_scale",      "max_scale",          "_consecutive_overflows",
-                                      "_steps",     "_skipped_steps", "_last_overflow_step"};
+const char* const kExtensionKeys[] = {"hysteresis", "hysteresis_refill",      "min_scale",
+                                      "max_scale",  "_consecutive_overflows", "_hysteresis_overflows",
+                                      "_steps",     "_skipped_steps",         "_last_overflow_step"};
 
 // The grads the passes may touch: fp32/f64 (a 16-bit grad would lose what unscaling recovers) and
 // contiguous. A strided grad (a transposed or sliced view) is replaced by a contiguous copy first: the
@@ -32,6 +34,21 @@ void prepare_grads(const Optimizer& optimizer) {
         param.set_grad(grad.contiguous());
       }
     }
+}
+
+// Whether any parameter of `optimizer` has a grad: without one there is nothing to check for inf, and
+// PyTorch's step() refuses to guess ("No inf checks were recorded for this optimizer").
+bool has_grads(const Optimizer& optimizer) {
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g)
+    for (const auto& p : optimizer.group_params(g))
+      if (p.tensor.grad().defined()) return true;
+  return false;
+}
+
+size_t num_params(const Optimizer& optimizer) {
+  size_t n = 0;
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g) n += optimizer.group_params(g).size();
+  return n;
 }
 
 }  // namespace
@@ -54,6 +71,9 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options) {
            o.backoff_factor);
   MT_CHECK(o.growth_interval > 0, "GradScaler: growth_interval must be > 0, got ", o.growth_interval);
   MT_CHECK(o.hysteresis > 0, "GradScaler: hysteresis must be >= 1 (1: back off at every overflow), got ", o.hysteresis);
+  MT_CHECK(o.hysteresis_refill == HysteresisRefill::kOnCleanStep || o.hysteresis_refill == HysteresisRefill::kOnGrowth,
+           "GradScaler: hysteresis_refill must be kOnCleanStep or kOnGrowth, got ",
+           static_cast<int>(o.hysteresis_refill));
   // Compared as stored (f32), so a saved scale sitting at min_scale loads back.
   const float init = static_cast<float>(o.init_scale);
   MT_CHECK(o.min_scale >= 0.0 && static_cast<float>(o.min_scale) <= init && init <= static_cast<float>(o.max_scale),
@@ -103,6 +123,12 @@ void GradScaler::unscale_(Optimizer& optimizer) {
            "between backward and step");
   MT_CHECK(s.stage != Stage::kStepped, "GradScaler.unscale_: unscale_() is being called after step() on this ",
            optimizer.type_name(), " optimizer. HINT: unscale_ (and clip) before step(), then update()");
+  if (!has_grads(optimizer)) {
+    // As PyTorch's unscale_: nothing to unscale is not an error here, but no inf check is recorded, so
+    // step() refuses this optimizer.
+    s.stage = Stage::kUnscaled;
+    return;
+  }
   if (cuda_grads(optimizer)) return unscale_cuda(optimizer, s);
   prepare_grads(optimizer);
   s.found_inf = zeros({}, {.dtype = DType::kF32});
@@ -119,6 +145,7 @@ bool GradScaler::step(Optimizer& optimizer) {
   PerOptimizer& s = per_optimizer_[&optimizer];
   MT_CHECK(s.stage != Stage::kStepped, "GradScaler.step: step() has already been called on this ",
            optimizer.type_name(), " optimizer since the last update(). HINT: call update() once per iteration");
+  require_inf_check(optimizer, s);
   if (cuda_grads(optimizer)) {
     step_cuda(optimizer, s);
     return s.found_inf.item() == 0.0;  // the one host read; enqueue_step does without it
@@ -140,11 +167,25 @@ bool GradScaler::step(Optimizer& optimizer) {
   return applied;
 }
 
+// PyTorch's "No inf checks were recorded for this optimizer": after unscale_ the check must have run (it
+// runs only where there are grads); before it, the fused step's check needs grads to look at. Stepping
+// anyway would report an applied update that changed nothing, and hide a broken backward.
+void GradScaler::require_inf_check(const Optimizer& optimizer, const PerOptimizer& s) const {
+  const bool checked = s.stage == Stage::kUnscaled ? s.found_inf.defined() : has_grads(optimizer);
+  MT_CHECK(checked, "GradScaler.step: no inf checks were recorded for this ", optimizer.type_name(),
+           " optimizer: none of its ", num_params(optimizer), " parameters has a grad",
+           s.stage == Stage::kUnscaled ? " (unscale_ found none)" : "",
+           ". HINT: call backward() on scaler.scale(loss) between zero_grad() and step(), and check that the ",
+           "optimizer holds the parameters the loss was computed from (a parameter the forward never used ",
+           "gets no grad)");
+}
+
 void GradScaler::enqueue_step(Optimizer& optimizer) {
   if (is_enabled() && cuda_grads(optimizer)) {
     PerOptimizer& s = per_optimizer_[&optimizer];
     MT_CHECK(s.stage != Stage::kStepped, "GradScaler.enqueue_step: step() has already been called on this ",
              optimizer.type_name(), " optimizer since the last update(). HINT: call update() once per iteration");
+    require_inf_check(optimizer, s);
     return step_cuda(optimizer, s);
   }
   step(optimizer);  // the CPU reads found_inf for free
@@ -163,34 +204,47 @@ void GradScaler::update() {
            "(or unscale_) before update(), or update(new_scale) to set the scale directly");
   per_optimizer_.clear();
 
-  const int64_t iteration = stats_.steps++;  // set_scale records the scale from the next iteration on
-  const double scale = scale_.item();
-  if (found_inf) {
-    growth_tracker_ = 0;
-    ++consecutive_overflows_;
-    stats_.skipped_steps += 1;
-    stats_.consecutive_skips += 1;
-    stats_.last_overflow_step = iteration;
-    if (consecutive_overflows_ >= options_.hysteresis) {
-      // Compared as stored (f32): f32(0.1) is above 0.1.
-      const bool at_floor = static_cast<float>(scale) <= static_cast<float>(options_.min_scale);
-      MT_CHECK(!(options_.on_min_scale == OnMinScale::kThrow && at_floor), "GradScaler.update: an overflow at step ",
-               iteration, " with the scale already at min_scale ", options_.min_scale, " (", stats_.consecutive_skips,
-               " skipped steps in a row): the gradients ",
-               "are inf/nan whatever the scale, so training is diverging. HINT: lower the learning rate, ",
-               "check the data for inf/nan, or train in bf16");
-      // PyTorch: float scale times double factor, stored as float.
-      set_scale(std::max(scale * options_.backoff_factor, options_.min_scale));
-    }
-  } else {
-    consecutive_overflows_ = 0;
-    stats_.consecutive_skips = 0;
-    if (++growth_tracker_ == options_.growth_interval) {
-      const float grown = static_cast<float>(std::min(scale * options_.growth_factor, options_.max_scale));
-      if (std::isfinite(grown)) set_scale(grown);  // never grows to inf (PyTorch's rule)
-      growth_tracker_ = 0;
-    }
-  }
+  // The shared rule (amp/loss_scale_rule.h) over this scaler's fields; the CUDA scaler runs it on the device.
+  int64_t c[update_math::kNumLossScaleCounters];
+  update_math::initial_loss_scale_counters(c);
+  c[update_math::kGrowthTracker] = growth_tracker_;
+  c[update_math::kConsecutiveOverflows] = consecutive_overflows_;
+  c[update_math::kHysteresisOverflows] = hysteresis_overflows_;
+  c[update_math::kSteps] = stats_.steps;
+  c[update_math::kSkippedSteps] = stats_.skipped_steps;
+  c[update_math::kLastOverflowStep] = stats_.last_overflow_step;
+  const float before = static_cast<float>(scale_.item());
+  float scale = before, inv_scale = 0.0f;  // inv_scale_tensor() derives it from the scale when needed
+  update_math::apply_loss_scale_rule(scale, inv_scale, c, found_inf, rule());
+  growth_tracker_ = c[update_math::kGrowthTracker];
+  consecutive_overflows_ = c[update_math::kConsecutiveOverflows];
+  hysteresis_overflows_ = c[update_math::kHysteresisOverflows];
+  stats_.steps = c[update_math::kSteps];
+  stats_.skipped_steps = c[update_math::kSkippedSteps];
+  stats_.consecutive_skips = consecutive_overflows_;
+  stats_.last_overflow_step = c[update_math::kLastOverflowStep];
+  // The rule leaves the scale alone at the floor under kThrow and records the iteration instead.
+  if (c[update_math::kFloorOverflowStep] >= 0)
+    throw_at_min_scale(c[update_math::kFloorOverflowStep], consecutive_overflows_);
+  if (scale != before) set_scale(scale);  // recorded from the next iteration on (stats_.steps moved on)
+}
+
+update_math::LossScaleRule GradScaler::rule() const {
+  return {.growth_factor = options_.growth_factor,
+          .backoff_factor = options_.backoff_factor,
+          .growth_interval = options_.growth_interval,
+          .hysteresis = options_.hysteresis,
+          .hysteresis_refill = options_.hysteresis_refill,
+          .min_scale = options_.min_scale,
+          .max_scale = options_.max_scale,
+          .throw_at_min_scale = options_.on_min_scale == OnMinScale::kThrow};
+}
+
+void GradScaler::throw_at_min_scale(int64_t iteration, int64_t consecutive_skips) const {
+  MT_THROW("GradScaler.update: an overflow at step ", iteration, " with the scale already at min_scale ",
+           options_.min_scale, " (", consecutive_skips, " skipped steps in a row): the gradients ",
+           "are inf/nan whatever the scale, so training is diverging. HINT: lower the learning rate, ",
+           "check the data for inf/nan, or train in bf16");
 }
 
 void GradScaler::update(double new_scale) {
@@ -204,8 +258,10 @@ void GradScaler::update(double new_scale) {
 int64_t GradScaler::growth_tracker() const { return counters().growth_tracker; }
 
 GradScalerStats GradScaler::stats() const {
-  GradScalerStats out = counters().stats;
+  const Counters c = counters();
+  GradScalerStats out = c.stats;
   out.scale = get_scale();
+  out.hysteresis_left = options_.hysteresis - c.hysteresis_overflows;
   return out;
 }
 
@@ -218,9 +274,11 @@ GradScalerState GradScaler::state_dict() const {
           {"growth_interval", double(options_.growth_interval)},
           {"_growth_tracker", double(c.growth_tracker)},
           {"hysteresis", double(options_.hysteresis)},
+          {"hysteresis_refill", double(static_cast<int>(options_.hysteresis_refill))},
           {"min_scale", options_.min_scale},
           {"max_scale", options_.max_scale},
           {"_consecutive_overflows", double(c.consecutive_overflows)},
+          {"_hysteresis_overflows", double(c.hysteresis_overflows)},
           {"_steps", double(c.stats.steps)},
           {"_skipped_steps", double(c.stats.skipped_steps)},
           {"_last_overflow_step", double(c.stats.last_overflow_step)}};
@@ -246,13 +304,34 @@ void GradScaler::load_state_dict(const GradScalerState& state) {
   o.growth_interval = static_cast<int64_t>(state.at("growth_interval"));
   auto get = [&](const char* key, double fallback) { return state.count(key) ? state.at(key) : fallback; };
   o.hysteresis = static_cast<int64_t>(get("hysteresis", double(o.hysteresis)));
+  if (state.count("hysteresis_refill")) {
+    const double refill = state.at("hysteresis_refill");
+    MT_CHECK(refill == static_cast<int>(HysteresisRefill::kOnCleanStep) ||
+                 refill == static_cast<int>(HysteresisRefill::kOnGrowth),
+             "GradScaler.load_state_dict: 'hysteresis_refill' = ", refill, " is neither kOnCleanStep (",
+             static_cast<int>(HysteresisRefill::kOnCleanStep), ") nor kOnGrowth (",
+             static_cast<int>(HysteresisRefill::kOnGrowth), ")");
+    o.hysteresis_refill = static_cast<HysteresisRefill>(static_cast<int>(refill));
+  } else if (state.count("hysteresis")) {
+    // A mantissa state saved before the option existed ran kOnCleanStep (also the default). A PyTorch
+    // state has neither key and keeps this scaler's rule, as it keeps its hysteresis.
+    o.hysteresis_refill = HysteresisRefill::kOnCleanStep;
+  }
   o.min_scale = get("min_scale", 0.0);
   o.max_scale = get("max_scale", std::numeric_limits<double>::infinity());
+  // Without the key (a state from before hysteresis_refill) the count is the overflows in a row: what
+  // kOnCleanStep, the only rule then, counted. It never exceeds hysteresis (the rule stops counting there).
+  const double consecutive = get("_consecutive_overflows", 0);
+  const double counted_in_state = get("_hysteresis_overflows", consecutive);
+  MT_CHECK(counted_in_state >= 0, "GradScaler.load_state_dict: '_hysteresis_overflows' must be >= 0, got ",
+           counted_in_state);
+  const int64_t counted = std::min(static_cast<int64_t>(counted_in_state), o.hysteresis);
   GradScaler checked(o);
   options_ = o;
   fill_(scale_, o.init_scale);
   growth_tracker_ = static_cast<int64_t>(state.at("_growth_tracker"));
-  consecutive_overflows_ = static_cast<int64_t>(get("_consecutive_overflows", 0));
+  consecutive_overflows_ = static_cast<int64_t>(consecutive);
+  hysteresis_overflows_ = counted;
   stats_.steps = static_cast<int64_t>(get("_steps", 0));
   stats_.skipped_steps = static_cast<int64_t>(get("_skipped_steps", 0));
   stats_.last_overflow_step = static_cast<int64_t>(get("_last_overflow_step", -1));

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "amp/loss_scale_rule.h"
 #include "framework/tensor.h"
 #include "optim/optimizer.h"
 
@@ -36,9 +37,18 @@ struct GradScalerOptions {
   int64_t growth_interval = 2000;  // clean steps in a row before the scale grows
   // kDisabled: scale() returns the loss, step() is a plain step, update() does nothing (PyTorch's enabled=False).
   ScalerState state = ScalerState::kEnabled;
-  // Beyond PyTorch. hysteresis: overflowing steps in a row before a backoff (1 = PyTorch; DeepSpeed and
-  // Megatron use 2); every overflow still skips its step and resets the growth tracker.
+  // Beyond PyTorch. hysteresis: the overflows counted (since the count was last refilled) before a backoff;
+  // from the hysteresis-th on, each overflow backs off until the next refill. 1 = PyTorch (every overflow
+  // backs off; then the refill rule does not matter); Megatron-LM and DeepSpeed configs often use 2. Every
+  // overflow still skips its step and resets the growth tracker.
   int64_t hysteresis = 1;
+  // When the count is refilled (amp/loss_scale_rule.h says which library does which). The default,
+  // kOnCleanStep (only overflows in a row count, DeepSpeed's consecutive_hysteresis=True), is the rule
+  // every mantissa scaler ran before the option existed, so a run resumed from such a checkpoint goes
+  // on exactly as it would have. kOnGrowth is Megatron-LM's and DeepSpeed's default: pick it to match
+  // them, and to back off under overflows that keep coming between clean steps (kOnCleanStep never
+  // backs off on "overflow, clean, overflow, ..." and skips every other step while that lasts).
+  HysteresisRefill hysteresis_refill = HysteresisRefill::kOnCleanStep;
   double min_scale = 0.0;                                      // backoff never goes below (0: no floor)
   double max_scale = std::numeric_limits<double>::infinity();  // growth never goes above
   OnMinScale on_min_scale = OnMinScale::kContinue;
@@ -62,18 +72,22 @@ struct ScaleChange {
 };
 
 struct GradScalerStats {
-  int64_t steps = 0;                 // update() calls that combined inf checks (training iterations)
-  int64_t skipped_steps = 0;         // of those, iterations whose step was skipped (an inf or nan grad)
-  int64_t consecutive_skips = 0;     // skipped iterations since the last clean one
+  int64_t steps = 0;              // update() calls that combined inf checks (training iterations)
+  int64_t skipped_steps = 0;      // of those, iterations whose step was skipped (an inf or nan grad)
+  int64_t consecutive_skips = 0;  // skipped iterations since the last clean one
+  // How many more overflows it takes to back off the scale: hysteresis after a refill, one less per
+  // overflow; at 1 the next overflow backs off, at 0 (used up) every overflow does until the next refill.
+  int64_t hysteresis_left = 1;
   int64_t last_overflow_step = -1;   // index (0-based, counting update() calls) of the last skip; -1: none
   double scale = 1.0;                // the current scale
   std::vector<ScaleChange> history;  // starts with {0, init_scale}; on CUDA sampled when the host asks
 };
 
 // A scaler's state as named numbers, PyTorch's keys first: "scale", "growth_factor", "backoff_factor",
-// "growth_interval", "_growth_tracker"; then the extensions "hysteresis", "min_scale", "max_scale",
-// "_consecutive_overflows", "_steps", "_skipped_steps", "_last_overflow_step". A disabled scaler's
-// state is empty (as PyTorch's).
+// "growth_interval", "_growth_tracker"; then the extensions "hysteresis", "hysteresis_refill" (the
+// HysteresisRefill value), "min_scale", "max_scale", "_consecutive_overflows", "_hysteresis_overflows"
+// (overflows counted since the last refill), "_steps", "_skipped_steps", "_last_overflow_step". A
+// disabled scaler's state is empty (as PyTorch's).
 using GradScalerState = std::map<std::string, double>;
 
 class GradScaler {
@@ -89,12 +103,15 @@ class GradScaler {
   void unscale_(Optimizer& optimizer);
   // The optimizer's update unless an inf/nan grad was found; returns whether it was applied. Without an
   // earlier unscale_ it runs the fused Optimizer::step(GradScaling) (the kernel unscales and skips).
+  // Throws, as PyTorch's "No inf checks were recorded for this optimizer", when none of the optimizer's
+  // parameters has a grad (unscale_ itself accepts that, as PyTorch's does).
   bool step(Optimizer& optimizer);
   // step() without asking whether it was applied. On CUDA nothing is read on the host: the fused kernels
   // read found_inf on the device, so unscale_, enqueue_step and update never wait for the GPU (and can
   // be captured in a CUDA graph). On the CPU it is step().
   void enqueue_step(Optimizer& optimizer);
-  // Backs off on an overflow (after `hysteresis` in a row), else grows after growth_interval clean steps;
+  // Backs off on an overflow (from the `hysteresis`-th since the count's refill), else grows after
+  // growth_interval clean steps (amp/loss_scale_rule.h, the rule the CUDA scaler runs too);
   // combines every optimizer's inf check since the last update and readies them for the next iteration.
   void update();
   // Sets the scale (tracker and counters left alone) and readies the optimizers; no inf check needed.
@@ -120,6 +137,9 @@ class GradScaler {
     Stage stage = Stage::kReady;
     Tensor found_inf;  // f32 scalar; undefined until an inf check ran this iteration
   };
+  void require_inf_check(const Optimizer& optimizer, const PerOptimizer& s) const;
+  update_math::LossScaleRule rule() const;
+  [[noreturn]] void throw_at_min_scale(int64_t iteration, int64_t consecutive_skips) const;
   Tensor inv_scale_tensor() const;
   void set_scale(double scale);
   void agree_found_inf(const Tensor& found_inf) const;
@@ -138,7 +158,7 @@ class GradScaler {
   // The trackers and statistics: the host fields, or on CUDA the device's (one host read; the history
   // then gains the current scale if it changed since the last entry).
   struct Counters {
-    int64_t growth_tracker, consecutive_overflows;
+    int64_t growth_tracker, consecutive_overflows, hysteresis_overflows;
     GradScalerStats stats;
   };
   Counters counters() const;
@@ -152,6 +172,7 @@ class GradScaler {
   Tensor scale_;  // f32 scalar
   int64_t growth_tracker_ = 0;
   int64_t consecutive_overflows_ = 0;
+  int64_t hysteresis_overflows_ = 0;  // update_math::kHysteresisOverflows
   // Keyed by address: this is per-iteration bookkeeping, reset by update(), never saved.
   std::map<const Optimizer*, PerOptimizer> per_optimizer_;
   GradScalerStats stats_;

@@ -60,21 +60,26 @@ void GradScaler::to_device(Device device) {
 }
 
 void GradScaler::counters_to_device() {
-  const std::vector<int64_t> values{
-      growth_tracker_,      consecutive_overflows_,    stats_.steps,
-      stats_.skipped_steps, stats_.last_overflow_step, -1};  // kFloorOverflowStep: none pending
-  static_assert(um::kNumLossScaleCounters == 6);
+  std::vector<int64_t> values(um::kNumLossScaleCounters);
+  um::initial_loss_scale_counters(values.data());  // kFloorOverflowStep: none pending
+  values[um::kGrowthTracker] = growth_tracker_;
+  values[um::kConsecutiveOverflows] = consecutive_overflows_;
+  values[um::kHysteresisOverflows] = hysteresis_overflows_;
+  values[um::kSteps] = stats_.steps;
+  values[um::kSkippedSteps] = stats_.skipped_steps;
+  values[um::kLastOverflowStep] = stats_.last_overflow_step;
   copy_(counters_dev_, from_vector(values, {um::kNumLossScaleCounters}));
   fill_(inv_scale_dev_, inverse(scale_.item()));
 }
 
 GradScaler::Counters GradScaler::counters() const {
-  Counters c{growth_tracker_, consecutive_overflows_, stats_};
+  Counters c{growth_tracker_, consecutive_overflows_, hysteresis_overflows_, stats_};
   if (!on_device()) return c;
   const Tensor host = counters_dev_.to(kCPU);
   const int64_t* v = host.data<int64_t>();
   c.growth_tracker = v[um::kGrowthTracker];
   c.consecutive_overflows = v[um::kConsecutiveOverflows];
+  c.hysteresis_overflows = v[um::kHysteresisOverflows];
   c.stats.steps = v[um::kSteps];
   c.stats.skipped_steps = v[um::kSkippedSteps];
   c.stats.consecutive_skips = v[um::kConsecutiveOverflows];
@@ -148,17 +153,10 @@ void GradScaler::update_cuda() {
   MT_CHECK(!flags.empty(), "GradScaler.update: no inf checks were recorded prior to update(). HINT: call ",
            "step(optimizer) (or unscale_) before update(), or update(new_scale) to set the scale directly");
   per_optimizer_.clear();
-  const um::LossScaleRule rule{.growth_factor = options_.growth_factor,
-                               .backoff_factor = options_.backoff_factor,
-                               .growth_interval = options_.growth_interval,
-                               .hysteresis = options_.hysteresis,
-                               .min_scale = options_.min_scale,
-                               .max_scale = options_.max_scale,
-                               .throw_at_min_scale = options_.on_min_scale == OnMinScale::kThrow};
   const Device device = scale_.device();
   gpu::DeviceGuard guard(device);
-  gpu::update_loss_scale(scale_.data<float>(), inv_scale_dev_.data<float>(), counters_dev_.data<int64_t>(), flags, rule,
-                         gpu::current_stream(device));
+  gpu::update_loss_scale(scale_.data<float>(), inv_scale_dev_.data<float>(), counters_dev_.data<int64_t>(), flags,
+                         rule(), gpu::current_stream(device));
   if (options_.on_min_scale != OnMinScale::kThrow) return;
   // kThrow asks the host to look every iteration (one read): the kernel only records the iteration.
   const int64_t floor_step = counters_dev_.to(kCPU).data<int64_t>()[um::kFloorOverflowStep];
@@ -166,12 +164,10 @@ void GradScaler::update_cuda() {
   const Counters c = counters();
   growth_tracker_ = c.growth_tracker;
   consecutive_overflows_ = c.consecutive_overflows;
+  hysteresis_overflows_ = c.hysteresis_overflows;
   stats_ = c.stats;
   counters_to_device();  // clears the pending report
-  MT_THROW("GradScaler.update: an overflow at step ", floor_step, " with the scale already at min_scale ",
-           options_.min_scale, " (", c.stats.consecutive_skips, " skipped steps in a row): the gradients ",
-           "are inf/nan whatever the scale, so training is diverging. HINT: lower the learning rate, ",
-           "check the data for inf/nan, or train in bf16");
+  throw_at_min_scale(floor_step, c.stats.consecutive_skips);
 }
 
 void GradScaler::set_scale_cuda(double scale) {

@@ -14,7 +14,7 @@ struct AttentionOptions {
   double scale = 0.0;  // 0 means 1/sqrt(D)
 };
 
-MT_OP(scaled_dot_product_attention, kLowerPrecision);
+MT_OP(scaled_dot_product_attention, kLowerPrecision, kLowerPrecision);
 // q [..., L, D], k [..., S, D], v [..., S, Dv] -> [..., L, Dv]; batch dims broadcast.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, AttentionOptions options = {});
 

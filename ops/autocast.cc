@@ -1,6 +1,7 @@
 // AutocastGuard, the casts by descriptor policy and the per-thread weight-cast cache.
 #include "ops/autocast.h"
 
+#include <array>
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
@@ -30,6 +31,8 @@ struct CacheEntry {
 };
 thread_local std::unordered_map<CacheKey, CacheEntry, CacheKeyHash> t_cache;
 thread_local uint64_t t_weight_casts = 0;
+// Whose categories apply to each device type's tensors (AutocastOptions::policy_device), by DeviceType.
+thread_local std::array<DeviceType, 2> t_policy_device{DeviceType::kCPU, DeviceType::kCUDA};
 
 bool eligible(const Tensor& t, DeviceType device) {
   return t.defined() && t.device().type == device && is_floating(t.dtype()) && t.dtype() != DType::kF64;
@@ -86,16 +89,19 @@ Tensor cast_to(const Tensor& t, DType target) {
 }  // namespace
 
 AutocastGuard::AutocastGuard(AutocastOptions options) : device_(options.device) {
-  MT_CHECK(is_low_precision(options.dtype), "AutocastGuard: dtype must be f16 or bf16, got ",
-           dtype_name(options.dtype));
   AutocastTls& tls = autocast_tls();
   const int d = static_cast<int>(device_);
+  // The thread's dtype for the device starts as PyTorch's default for it (framework/autocast_state.h).
+  const DType dtype = options.dtype.value_or(tls.dtype[d]);
+  MT_CHECK(is_low_precision(dtype), "AutocastGuard: dtype must be f16 or bf16, got ", dtype_name(dtype));
   prev_enabled_ = tls.enabled[d];
   prev_dtype_ = tls.dtype[d];
   prev_cache_ = tls.cache_enabled ? CacheMode::kEnabled : CacheMode::kDisabled;
+  prev_policy_device_ = t_policy_device[d];
   tls.enabled[d] = options.state == AutocastState::kEnabled;
-  tls.dtype[d] = options.dtype;
+  tls.dtype[d] = dtype;
   tls.cache_enabled = options.cache == CacheMode::kEnabled;
+  t_policy_device[d] = options.policy_device.value_or(prev_policy_device_);
   counted_ = tls.enabled[d];
   if (counted_) ++tls.enabling_depth;
 }
@@ -108,14 +114,16 @@ AutocastGuard::~AutocastGuard() {
   tls.enabled[d] = prev_enabled_;
   tls.dtype[d] = prev_dtype_;
   tls.cache_enabled = prev_cache_ == CacheMode::kEnabled;
+  t_policy_device[d] = prev_policy_device_;
 }
 
 bool is_enabled(DeviceType device) { return autocast_tls().enabled[static_cast<int>(device)]; }
 DType lower_precision_dtype(DeviceType device) { return autocast_tls().dtype[static_cast<int>(device)]; }
+DeviceType policy_device(DeviceType device) { return t_policy_device[static_cast<int>(device)]; }
 
-CastPolicy policy_for(std::string_view op) {
+CastPolicy policy_for(std::string_view op, DeviceType device) {
   for (const OpInfo* info : all_ops()) {
-    if (info->name == op) return info->autocast;
+    if (info->name == op) return info->autocast.on(device);
   }
   return CastPolicy::kNone;
 }
@@ -124,7 +132,9 @@ const std::vector<PolicyEntry>& policy_table() {
   static const std::vector<PolicyEntry> kTable = [] {
     std::vector<PolicyEntry> table;
     for (const OpInfo* info : all_ops()) {
-      if (info->autocast != CastPolicy::kNone) table.push_back({info->name, info->autocast});
+      if (info->autocast.cpu != CastPolicy::kNone || info->autocast.cuda != CastPolicy::kNone) {
+        table.push_back({info->name, info->autocast});
+      }
     }
     return table;
   }();
@@ -157,12 +167,13 @@ std::vector<Tensor> cast_inputs(const OpInfo& info, std::vector<Tensor> inputs) 
     }
   }
   if (!found || !tls.enabled[static_cast<int>(device)]) return out;
-  const CastPolicy policy = info.autocast;
+  const DeviceType lists = t_policy_device[static_cast<int>(device)];
+  const CastPolicy policy = info.autocast.on(lists);
   switch (policy) {
     case CastPolicy::kNone: return out;
     case CastPolicy::kRefused:
-      MT_THROW(op, ": unsafe to autocast: its gradient and loss lose accuracy in ",
-               dtype_name(tls.dtype[static_cast<int>(device)]),
+      MT_THROW(op, ": unsafe to autocast on ", lists == DeviceType::kCUDA ? "CUDA" : "the CPU",
+               ": its gradient and loss lose accuracy in ", dtype_name(tls.dtype[static_cast<int>(device)]),
                ". HINT: use binary_cross_entropy_with_logits, which fuses the sigmoid and is safe to autocast, "
                "or run this op outside the AutocastGuard on f32 inputs");
     case CastPolicy::kLowerPrecision:
@@ -193,7 +204,10 @@ std::vector<Tensor> cast_inputs(const OpInfo& info, std::vector<Tensor> inputs) 
 Tensor cast_input(const OpInfo& op, const Tensor& input) { return cast_inputs(op, {input})[0]; }
 
 std::vector<Tensor> cast_inputs(std::string_view op, std::vector<Tensor> inputs) {
-  return cast_inputs(OpInfo{op, policy_for(op)}, std::move(inputs));
+  for (const OpInfo* info : all_ops()) {
+    if (info->name == op) return cast_inputs(*info, std::move(inputs));
+  }
+  return cast_inputs(OpInfo{op, {}}, std::move(inputs));  // no descriptor: kNone on every device
 }
 
 Tensor cast_input(std::string_view op, const Tensor& input) { return cast_inputs(op, {input})[0]; }

@@ -1,7 +1,7 @@
-// Autocast: inside an AutocastGuard, each op's public function casts its floating inputs by the policy in
-// its descriptor (ops/op.h: kLowerPrecision, kFp32, kPromote, kRefused, kNone), PyTorch's CUDA policy
-// being the reference. This is part of the ops layer because every op applies it before computing;
-// amp/autocast.h is the header users include.
+// Autocast: inside an AutocastGuard, each op's public function casts its floating inputs by the category
+// its descriptor gives for their device (ops/op.h: kLowerPrecision, kFp32, kPromote, kRefused, kNone),
+// PyTorch's CPU and CUDA lists being the reference (amp/README.md compares them op by op). This is part of
+// the ops layer because every op applies it before computing; amp/autocast.h is the header users include.
 // Only floating, non-f64 tensors on the guard's device are cast; a tensor already in the target dtype
 // is not copied. Casts of fp32 leaves that require grad are cached for the region (weights are cast once
 // per forward) and the cache is cleared when the outermost guard exits. State is per thread.
@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -22,9 +23,16 @@ enum class AutocastState { kEnabled, kDisabled };
 
 struct AutocastOptions {
   DeviceType device = DeviceType::kCPU;
-  DType dtype = DType::kBF16;  // f16 or bf16
+  // f16 or bf16. Unset: the dtype autocast already has on this thread for `device` (an outer guard's), at
+  // the outermost guard the device's default, as PyTorch's: bf16 on the CPU, f16 on CUDA.
+  std::optional<DType> dtype;
   AutocastState state = AutocastState::kEnabled;
   CacheMode cache = CacheMode::kEnabled;
+  // Whose categories the ops apply to tensors on `device`. Unset: as the outer guard for `device` said,
+  // at the outermost guard `device`'s own. kCUDA on a CPU guard runs a GPU recipe's casts on the CPU
+  // (with f16 or bf16 rounding emulated bit-exactly), so that a CPU run can stand in for a GPU run: the
+  // tests that compare a GPU run with the CPU's use it. Beyond PyTorch, which has no such switch.
+  std::optional<DeviceType> policy_device;
 };
 
 // Enables (or, with state kDisabled, suspends) autocast for one device type on this thread until the
@@ -42,19 +50,22 @@ class AutocastGuard {
   bool prev_enabled_;
   DType prev_dtype_;
   CacheMode prev_cache_;
+  DeviceType prev_policy_device_;
 };
 
 bool is_enabled(DeviceType device);
 DType lower_precision_dtype(DeviceType device);
+// Whose categories apply to tensors on `device` on this thread (AutocastOptions::policy_device).
+DeviceType policy_device(DeviceType device);
 
-// The policy of the op named `op` by its descriptor (kNone for an op without one).
-CastPolicy policy_for(std::string_view op);
+// The category of the op named `op` for tensors on `device`, by its descriptor (kNone for an op without one).
+CastPolicy policy_for(std::string_view op, DeviceType device);
 struct PolicyEntry {
   std::string_view op;
-  CastPolicy policy;
+  DevicePolicies policy;
 };
-// Every op whose policy is not kNone, in the order of all_ops(): a view of the descriptors, for
-// documentation and tests.
+// Every op whose category is not kNone on some device, in the order of all_ops(): a view of the
+// descriptors, for documentation and tests.
 const std::vector<PolicyEntry>& policy_table();
 std::string_view policy_name(CastPolicy p);
 
@@ -63,7 +74,7 @@ std::string_view policy_name(CastPolicy p);
 std::vector<Tensor> cast_inputs(const OpInfo& op, std::vector<Tensor> inputs);
 // One-input form.
 Tensor cast_input(const OpInfo& op, const Tensor& input);
-// The same by op name, with the policy looked up (tests, and ops outside the library).
+// The same by op name, with the categories looked up (tests, and ops outside the library).
 std::vector<Tensor> cast_inputs(std::string_view op, std::vector<Tensor> inputs);
 Tensor cast_input(std::string_view op, const Tensor& input);
 

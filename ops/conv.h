@@ -16,7 +16,7 @@ struct Conv2dOptions {
   int64_t groups = 1;
 };
 
-MT_OP(conv2d, kLowerPrecision);
+MT_OP(conv2d, kLowerPrecision, kLowerPrecision);
 // x [N, C, H, W] (or unbatched [C, H, W]), weight [O, C/groups, KH, KW], bias [O] or undefined.
 // Returns [N, O, OH, OW] with OH = (H + 2*pad - dil*(KH-1) - 1) / stride + 1 (likewise OW).
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Conv2dOptions options = {});
@@ -25,7 +25,7 @@ struct Conv1dOptions {
   int64_t stride = 1, padding = 0, dilation = 1;
   int64_t groups = 1;
 };
-MT_OP(conv1d, kLowerPrecision);
+MT_OP(conv1d, kLowerPrecision, kLowerPrecision);
 // x [N, C, L] (or unbatched [C, L]), weight [O, C/groups, K], bias [O] or undefined -> [N, O, OL]: conv2d
 // over a height-1 image (its kernels and backward).
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Conv1dOptions options = {});

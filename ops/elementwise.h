@@ -20,7 +20,7 @@ Tensor mul(const Tensor& a, double b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, double b);
 Tensor neg(const Tensor& a);
-MT_OP(pow, kFp32);
+MT_OP(pow, kNone, kFp32);
 Tensor pow(const Tensor& a, const Tensor& exponent);
 Tensor pow(const Tensor& a, double exponent);
 
@@ -37,33 +37,33 @@ inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 inline Tensor operator/(const Tensor& a, double b) { return div(a, b); }
 inline Tensor operator-(const Tensor& a) { return neg(a); }
 
-MT_OP(addcmul, kPromote);
+MT_OP(addcmul, kNone, kPromote);
 // self + value * t1 * t2 and self + value * t1 / t2, broadcasting all three (ops/pointwise.cc). Computed
-// in fp32 for 16-bit dtypes and rounded once; mixed dtypes promote (under autocast too: the promote
-// category).
+// in fp32 for 16-bit dtypes and rounded once; mixed dtypes promote (under CUDA autocast by the promote
+// category, which gives the same dtype).
 Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, double value = 1.0);
-MT_OP(addcdiv, kPromote);
+MT_OP(addcdiv, kNone, kPromote);
 Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, double value = 1.0);
 
 // Math and activations (ops/unary.cc).
 enum class GeluApproximation { kNone, kTanh };
-MT_OP(exp, kFp32);
+MT_OP(exp, kNone, kFp32);
 Tensor exp(const Tensor& x);
-MT_OP(log, kFp32);
+MT_OP(log, kNone, kFp32);
 Tensor log(const Tensor& x);
-MT_OP(sqrt, kNone);
+MT_OP(sqrt, kNone, kNone);
 Tensor sqrt(const Tensor& x);
-MT_OP(rsqrt, kNone);
+MT_OP(rsqrt, kNone, kFp32);
 Tensor rsqrt(const Tensor& x);
-MT_OP(abs, kNone);
+MT_OP(abs, kNone, kNone);
 Tensor abs(const Tensor& x);
-MT_OP(relu, kNone);
+MT_OP(relu, kNone, kNone);
 Tensor relu(const Tensor& x);
-MT_OP(gelu, kNone);
+MT_OP(gelu, kNone, kNone);
 Tensor gelu(const Tensor& x, GeluApproximation approximate = GeluApproximation::kNone);
-MT_OP(tanh, kNone);
+MT_OP(tanh, kNone, kNone);
 Tensor tanh(const Tensor& x);
-MT_OP(sigmoid, kNone);
+MT_OP(sigmoid, kNone, kNone);
 Tensor sigmoid(const Tensor& x);
 
 // Comparisons, selection and clamping (ops/compare.cc). Comparisons return bool tensors.

@@ -8,29 +8,29 @@
 
 namespace mantissa {
 
-MT_OP(mm, kLowerPrecision);
+MT_OP(mm, kLowerPrecision, kLowerPrecision);
 // a [m, k] @ b [k, n] -> [m, n].
 Tensor mm(const Tensor& a, const Tensor& b);
-MT_OP(bmm, kLowerPrecision);
+MT_OP(bmm, kLowerPrecision, kLowerPrecision);
 // a [B, m, k] @ b [B, k, n] -> [B, m, n] (equal batch sizes, as torch.bmm).
 Tensor bmm(const Tensor& a, const Tensor& b);
-MT_OP(matmul, kLowerPrecision);
+MT_OP(matmul, kLowerPrecision, kLowerPrecision);
 // torch.matmul: 1-D x 1-D is a dot product (0-d); a 1-D operand is promoted to a matrix and the added
 // dim removed from the result; batch dims (all but the last two) broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b);
-MT_OP(linear, kLowerPrecision);
+MT_OP(linear, kLowerPrecision, kLowerPrecision);
 // x [..., in] @ weight [out, in]^T + bias [out] -> [..., out].
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
-MT_OP(addmm, kLowerPrecision);
+MT_OP(addmm, kLowerPrecision, kLowerPrecision);
 // beta * bias + alpha * (a [m, k] @ b [k, n]); bias broadcasts to [m, n]. With beta == 0 the bias is
 // not read (nan or inf in it do not propagate), as in PyTorch.
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta = 1.0, double alpha = 1.0);
-MT_OP(baddbmm, kLowerPrecision);
+MT_OP(baddbmm, kLowerPrecision, kLowerPrecision);
 // beta * bias + alpha * (a [B, m, k] @ b [B, k, n]); bias broadcasts to [B, m, n].
 Tensor baddbmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta = 1.0, double alpha = 1.0);
-MT_OP(dot, kPromote);
+MT_OP(dot, kNone, kPromote);
 // a [n] . b [n] -> 0-d, accumulated in fp32 (f64 for f64). a and b must share a dtype, as torch.dot;
-// under autocast both go to the wider one (the promote category).
+// under CUDA autocast both go to the wider one (the promote category; PyTorch's CPU lists leave it out).
 Tensor dot(const Tensor& a, const Tensor& b);
 
 }  // namespace mantissa

@@ -9,14 +9,14 @@
 
 namespace mantissa {
 
-MT_OP(layer_norm, kFp32);
+MT_OP(layer_norm, kNone, kFp32);
 // y = (x - mean) / sqrt(var + eps) * weight + bias, statistics (biased var) over the last
 // normalized_shape.size() dims of x, which must equal normalized_shape. weight and bias are
 // normalized_shape or undefined (1 and 0).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 
-MT_OP(group_norm, kFp32);
+MT_OP(group_norm, kNone, kFp32);
 // x [N, C, *] normalized over each of `groups` channel groups (C/groups channels and all of *), then
 // weight [C] and bias [C] (or undefined) per channel. Composed from layer_norm (its backward), in fp32
 // for 16-bit inputs and rounded once.

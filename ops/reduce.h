@@ -12,10 +12,10 @@ namespace mantissa {
 
 enum class KeepDim : bool { kNo = false, kYes = true };
 
-MT_OP(sum, kFp32);
+MT_OP(sum, kNone, kFp32);
 Tensor sum(const Tensor& x);  // all elements -> 0-d
 Tensor sum(const Tensor& x, const Shape& dims, KeepDim keepdim = KeepDim::kNo);
-MT_OP(mean, kNone);
+MT_OP(mean, kNone, kNone);
 Tensor mean(const Tensor& x);
 Tensor mean(const Tensor& x, const Shape& dims, KeepDim keepdim = KeepDim::kNo);
 // Variance with Bessel's correction by default (correction = 1), as torch.var. Options are a struct
@@ -40,10 +40,10 @@ MaxResult max(const Tensor& x, int64_t dim, KeepDim keepdim = KeepDim::kNo);
 Tensor max(const Tensor& x);  // 0-d; the gradient is shared evenly among tied maxima
 Tensor argmax(const Tensor& x, int64_t dim, KeepDim keepdim = KeepDim::kNo);
 
-MT_OP(logsumexp, kFp32);
+MT_OP(logsumexp, kNone, kFp32);
 // log(sum(exp(x))) over dims (all when empty), stable: the max is subtracted first.
 Tensor logsumexp(const Tensor& x, const Shape& dims, KeepDim keepdim = KeepDim::kNo);
-MT_OP(prod, kFp32);
+MT_OP(prod, kFp32, kFp32);
 // Product of all elements (0-d), or along one dim. The gradient is exact with zeros in the input.
 Tensor prod(const Tensor& x);
 Tensor prod(const Tensor& x, int64_t dim, KeepDim keepdim = KeepDim::kNo);
@@ -55,9 +55,9 @@ struct NormOptions {
   Shape dims = {};
   KeepDim keepdim = KeepDim::kNo;
 };
-MT_OP(norm, kFp32);
+MT_OP(norm, kNone, kFp32);
 Tensor norm(const Tensor& x, NormOptions options = {});
-MT_OP(cumsum, kFp32);
+MT_OP(cumsum, kNone, kFp32);
 // Running sum along dim, accumulated in fp32 (f64 for f64) and rounded per output element.
 Tensor cumsum(const Tensor& x, int64_t dim);
 

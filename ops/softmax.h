@@ -7,9 +7,9 @@
 
 namespace mantissa {
 
-MT_OP(softmax, kFp32);
+MT_OP(softmax, kNone, kFp32);
 Tensor softmax(const Tensor& x, int64_t dim);
-MT_OP(log_softmax, kFp32);
+MT_OP(log_softmax, kNone, kFp32);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
 }  // namespace mantissa

@@ -1,14 +1,14 @@
-// Every op in amp::policy_table(), driven by the table itself: under f16 and bf16 guards each op's output
-// has its category's dtype and equals, bit for bit, the same op run without autocast on inputs cast by
-// hand. An op in the table without a case here fails the test. The table in amp/README.md is checked
-// against policy_table() so it cannot drift.
+// Every op in amp::policy_table(), driven by the table itself, for both devices' categories (a CPU guard
+// with policy_device kCUDA applies the CUDA ones): under f16 and bf16 guards each op's output has its
+// category's dtype and equals, bit for bit, the same op run without autocast on inputs cast by hand (for
+// kNone: on its inputs as given). An op in the table without a case here fails the test. The categories
+// themselves are pinned by tests/amp/autocast_table_test.cc.
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <map>
-#include <sstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +70,7 @@ std::map<std::string, PolicyCase> cases() {
   // fp32.
   c["exp"] = {[](const In& x) { return exp(x[0]); }, {rnd({3, 4}, 30, kF16)}};
   c["log"] = {[](const In& x) { return log(x[0]); }, {positive({3, 4}, 31, kBF16)}};
+  c["rsqrt"] = {[](const In& x) { return rsqrt(x[0]); }, {positive({3, 4}, 57, kF16)}};
   c["pow"] = {[](const In& x) { return pow(x[0], x[1]); }, {positive({3, 4}, 32, kF16), rnd({4}, 33, kF16)}};
   c["softmax"] = {[](const In& x) { return softmax(x[0], 1); }, {rnd({3, 4}, 34, kF16)}};
   c["log_softmax"] = {[](const In& x) { return log_softmax(x[0], 0); }, {rnd({3, 4}, 35, kBF16)}};
@@ -106,7 +107,7 @@ std::map<std::string, PolicyCase> cases() {
                       {rnd({2, 4}, 74, kF32), index({0, 3, 3, 1, 1, 2}, {2, 3}), rnd({2, 3}, 75, kBF16)}};
   // Refused.
   c["binary_cross_entropy"] = {[](const In& x) { return binary_cross_entropy(x[0], x[1]); },
-                               {rnd({3, 4}, 80, kF32, 0.1, 0.9), rnd({3, 4}, 81, kF32, 0.0, 1.0)}};
+                               {rnd({3, 4}, 80, kF16, 0.1, 0.9), rnd({3, 4}, 81, kF16, 0.0, 1.0)}};
   return c;
 }
 
@@ -141,6 +142,26 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return std::memcmp(ac.data_ptr(), bc.data_ptr(), ac.nbytes()) == 0;
 }
 
+constexpr DeviceType kDevices[] = {DeviceType::kCPU, DeviceType::kCUDA};
+const char* device_name(DeviceType d) { return d == DeviceType::kCUDA ? "CUDA" : "CPU"; }
+
+// The op's output (or that it threw) under a CPU guard applying `lists`' categories.
+struct Outcome {
+  bool threw = false;
+  Tensor out;
+};
+Outcome run(const PolicyCase& pc, const In& inputs, std::optional<amp::AutocastOptions> guard) {
+  Outcome o;
+  try {
+    std::optional<amp::AutocastGuard> g;
+    if (guard) g.emplace(*guard);
+    o.out = pc.run(inputs);
+  } catch (const Error&) {
+    o.threw = true;
+  }
+  return o;
+}
+
 TEST(AutocastPolicy, EveryOpInTheTableHasItsCategorysDtypeAndEqualsTheHandCastOp) {
   const std::map<std::string, PolicyCase> all = cases();
   for (const amp::PolicyEntry& entry : amp::policy_table()) {
@@ -148,81 +169,87 @@ TEST(AutocastPolicy, EveryOpInTheTableHasItsCategorysDtypeAndEqualsTheHandCastOp
     const auto it = all.find(op);
     ASSERT_NE(it, all.end()) << "the policy table lists '" << op << "' but this test has no case for it";
     const PolicyCase& pc = it->second;
-    for (DType low : {kF16, kBF16}) {
-      SCOPED_TRACE(op + " under " + std::string(dtype_name(low)));
-      if (entry.policy == CastPolicy::kRefused) {
-        amp::AutocastGuard g({.dtype = low});
-        EXPECT_THROW(pc.run(pc.inputs), Error);
-        continue;
+    for (DeviceType lists : kDevices) {
+      const CastPolicy policy = entry.policy.on(lists);
+      for (DType low : {kF16, kBF16}) {
+        SCOPED_TRACE(op + " with the " + device_name(lists) + " categories under " + std::string(dtype_name(low)));
+        const amp::AutocastOptions options{.dtype = low, .policy_device = lists};
+        const Outcome got = run(pc, pc.inputs, options);
+        if (policy == CastPolicy::kRefused) {
+          EXPECT_TRUE(got.threw);
+          continue;
+        }
+        if (policy == CastPolicy::kNone) {
+          // Untouched: what the op does without autocast, a refusal of mixed dtypes included.
+          const Outcome plain = run(pc, pc.inputs, std::nullopt);
+          ASSERT_EQ(got.threw, plain.threw);
+          if (!plain.threw) {
+            EXPECT_TRUE(bitwise_equal(got.out, plain.out)) << "autocast changed an op it must not touch";
+          }
+          continue;
+        }
+        ASSERT_FALSE(got.threw);
+        const Tensor want = pc.run(cast_by_hand(policy, pc.inputs, low));
+        EXPECT_EQ(got.out.dtype(), expected_dtype(policy, pc.inputs, low));
+        EXPECT_TRUE(bitwise_equal(got.out, want)) << "autocast and the hand-cast inputs differ";
       }
-      Tensor got;
-      {
-        amp::AutocastGuard g({.dtype = low});
-        got = pc.run(pc.inputs);
-      }
-      const Tensor want = pc.run(cast_by_hand(entry.policy, pc.inputs, low));
-      EXPECT_EQ(got.dtype(), expected_dtype(entry.policy, pc.inputs, low));
-      EXPECT_TRUE(bitwise_equal(got, want)) << "autocast and the hand-cast inputs differ";
     }
   }
 }
 
-// The cases above are not vacuous: without autocast, each non-refused op's output dtype differs from
-// its autocast output for at least one of f16/bf16 (otherwise the case would not test the policy).
+// A CPU guard without policy_device applies the CPU categories: the same as asking for them.
+TEST(AutocastPolicy, ACpuGuardAppliesTheCpuCategories) {
+  EXPECT_EQ(amp::policy_device(DeviceType::kCPU), DeviceType::kCPU);
+  const std::map<std::string, PolicyCase> all = cases();
+  const PolicyCase& softmax_case = all.at("softmax");  // CPU none, CUDA fp32
+  Tensor cpu_lists, cuda_lists;
+  {
+    amp::AutocastGuard g({.dtype = kF16});
+    EXPECT_EQ(amp::policy_device(DeviceType::kCPU), DeviceType::kCPU);
+    cpu_lists = softmax_case.run(softmax_case.inputs);
+    {
+      amp::AutocastGuard inner({.policy_device = DeviceType::kCUDA});
+      EXPECT_EQ(amp::policy_device(DeviceType::kCPU), DeviceType::kCUDA);
+      EXPECT_EQ(amp::lower_precision_dtype(DeviceType::kCPU), kF16) << "an unset dtype is the outer guard's";
+      cuda_lists = softmax_case.run(softmax_case.inputs);
+    }
+    EXPECT_EQ(amp::policy_device(DeviceType::kCPU), DeviceType::kCPU) << "the outer setting comes back";
+  }
+  EXPECT_EQ(cpu_lists.dtype(), kF16);
+  EXPECT_EQ(cuda_lists.dtype(), kF32);
+}
+
+// The cases above are not vacuous: without autocast, each lower-precision or fp32 op's output dtype differs
+// from its autocast output (otherwise the case would not test the policy).
 TEST(AutocastPolicy, EveryCaseExercisesItsCast) {
   const std::map<std::string, PolicyCase> all = cases();
   for (const amp::PolicyEntry& entry : amp::policy_table()) {
-    if (entry.policy == CastPolicy::kRefused || entry.policy == CastPolicy::kPromote) continue;
-    const PolicyCase& pc = all.at(std::string(entry.op));
-    const DType plain = pc.run(pc.inputs).dtype();
-    EXPECT_NE(plain, expected_dtype(entry.policy, pc.inputs, kF16)) << entry.op;
-  }
-  // Promote ops would fail outright without autocast or promote with different casts; their inputs mix
-  // f16 (or bf16) and f32, so the hand cast moves at least one input.
-  for (const amp::PolicyEntry& entry : amp::policy_table()) {
-    if (entry.policy != CastPolicy::kPromote) continue;
-    const PolicyCase& pc = all.at(std::string(entry.op));
-    bool mixed = false;
-    for (const Tensor& t : pc.inputs) mixed = mixed || (eligible(t) && t.dtype() != kF32);
-    EXPECT_TRUE(mixed) << entry.op;
+    for (DeviceType lists : kDevices) {
+      const CastPolicy policy = entry.policy.on(lists);
+      const PolicyCase& pc = all.at(std::string(entry.op));
+      if (policy == CastPolicy::kLowerPrecision || policy == CastPolicy::kFp32) {
+        const DType plain = pc.run(pc.inputs).dtype();
+        EXPECT_NE(plain, expected_dtype(policy, pc.inputs, kF16)) << entry.op << " on " << device_name(lists);
+      }
+      // Promote (and none) ops get mixed f16 (or bf16) and f32 inputs, so a promotion has something to do.
+      if (policy == CastPolicy::kPromote || policy == CastPolicy::kNone) {
+        bool mixed = false, wide = false;
+        for (const Tensor& t : pc.inputs) {
+          mixed = mixed || (eligible(t) && t.dtype() != kF32);
+          wide = wide || (eligible(t) && t.dtype() == kF32);
+        }
+        EXPECT_TRUE(policy == CastPolicy::kNone ? mixed : mixed && wide) << entry.op << " on " << device_name(lists);
+      }
+    }
   }
 }
 
 TEST(AutocastPolicy, NoCaseForAnOpOutsideTheTable) {
   for (const auto& [op, pc] : cases()) {
-    EXPECT_NE(amp::policy_for(op), CastPolicy::kNone) << op << " has a case but is not in the policy table";
+    EXPECT_TRUE(amp::policy_for(op, DeviceType::kCPU) != CastPolicy::kNone ||
+                amp::policy_for(op, DeviceType::kCUDA) != CastPolicy::kNone)
+        << op << " has a case but is not in the policy table";
   }
-}
-
-// The table as amp/README.md shows it, one row per category.
-std::string markdown_table() {
-  std::ostringstream md;
-  md << "| category | ops |\n|---|---|\n";
-  for (CastPolicy p : {CastPolicy::kLowerPrecision, CastPolicy::kFp32, CastPolicy::kPromote, CastPolicy::kRefused}) {
-    md << "| " << amp::policy_name(p) << " |";
-    const char* sep = " ";
-    for (const amp::PolicyEntry& e : amp::policy_table()) {
-      if (e.policy != p) continue;
-      md << sep << "`" << e.op << "`";
-      sep = ", ";
-    }
-    md << " |\n";
-  }
-  return md.str();
-}
-
-std::string read_source_file(const std::string& relative) {
-  std::ifstream in(std::string(MANTISSA_GOLDEN_DIR) + "/../../" + relative);
-  EXPECT_TRUE(in.good()) << "cannot read " << relative;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-TEST(AutocastPolicy, ReadmeTableMatchesPolicyTable) {
-  const std::string readme = read_source_file("amp/README.md");
-  const std::string table = markdown_table();
-  EXPECT_NE(readme.find(table), std::string::npos) << "amp/README.md must contain this table:\n" << table;
 }
 
 }  // namespace

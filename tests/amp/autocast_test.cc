@@ -86,6 +86,27 @@ TEST(AutocastGuard, RejectsANon16BitDtype) {
   EXPECT_FALSE(amp::is_enabled(DeviceType::kCPU));  // a guard that threw changed nothing
 }
 
+// Without a dtype a guard takes the thread's current one for its device: PyTorch's defaults (bf16 on the
+// CPU, f16 on CUDA) at the outermost guard, the outer guard's dtype inside it.
+TEST(AutocastGuard, DefaultDtypeIsPerDeviceAsPyTorchs) {
+  {
+    AutocastGuard cpu;
+    EXPECT_EQ(amp::lower_precision_dtype(DeviceType::kCPU), DType::kBF16);
+    EXPECT_EQ(mm(rnd({2, 3}, 1), rnd({3, 2}, 2)).dtype(), DType::kBF16);
+  }
+  {
+    AutocastGuard cuda({.device = DeviceType::kCUDA});
+    EXPECT_EQ(amp::lower_precision_dtype(DeviceType::kCUDA), DType::kF16);
+    EXPECT_EQ(amp::policy_device(DeviceType::kCUDA), DeviceType::kCUDA);
+  }
+  {
+    AutocastGuard outer({.dtype = DType::kF16});
+    AutocastGuard inner({.cache = amp::CacheMode::kDisabled});
+    EXPECT_EQ(amp::lower_precision_dtype(DeviceType::kCPU), DType::kF16);
+  }
+  EXPECT_EQ(amp::lower_precision_dtype(DeviceType::kCPU), DType::kBF16);
+}
+
 TEST(AutocastGuard, StateIsPerThread) {
   AutocastGuard g({.dtype = DType::kF16});
   bool other_enabled = true;
@@ -118,7 +139,12 @@ TEST(AutocastGuard, AppliesOnlyToItsDevice) {
 TEST(AutocastCasting, OutputDtypesNamedByTheIssue) {
   AutocastGuard g({.dtype = DType::kF16});
   EXPECT_EQ(linear(rnd({2, 3}, 1), rnd({4, 3}, 2), rnd({4}, 3)).dtype(), DType::kF16);
-  EXPECT_EQ(softmax(rnd({2, 3}, 4, DType::kF16), 1).dtype(), DType::kF32);
+  // softmax is fp32 in PyTorch's CUDA lists and in none of its CPU lists.
+  EXPECT_EQ(softmax(rnd({2, 3}, 4, DType::kF16), 1).dtype(), DType::kF16);
+  {
+    AutocastGuard cuda_lists({.policy_device = DeviceType::kCUDA});
+    EXPECT_EQ(softmax(rnd({2, 3}, 4, DType::kF16), 1).dtype(), DType::kF32);
+  }
   // add is in no category: ordinary promotion of f32 and f16.
   EXPECT_EQ(add(rnd({2, 3}, 5), rnd({2, 3}, 6, DType::kF16)).dtype(), DType::kF32);
   const Tensor logits = linear(rnd({4, 3}, 7), rnd({5, 3}, 8));
@@ -144,7 +170,7 @@ TEST(AutocastCasting, ATensorAlreadyInTheTargetDtypeIsNotCopied) {
   EXPECT_EQ(low[0].data_ptr(), a16.data_ptr());
   EXPECT_EQ(low[1].dtype(), DType::kBF16);
   EXPECT_FALSE(low[1].shares_storage(b32));
-  EXPECT_TRUE(amp::cast_input("softmax", f32).is_same(f32));
+  EXPECT_TRUE(amp::cast_input("cross_entropy", f32).is_same(f32));
   const std::vector<Tensor> promoted = amp::cast_inputs("cat", {f32, a16});
   EXPECT_TRUE(promoted[0].is_same(f32));
   EXPECT_EQ(promoted[1].dtype(), DType::kF32);
@@ -154,7 +180,8 @@ TEST(AutocastCasting, ATensorAlreadyInTheTargetDtypeIsNotCopied) {
 
 TEST(AutocastCasting, OpsOutsideTheTableAreUntouched) {
   AutocastGuard g({.dtype = DType::kF16});
-  EXPECT_EQ(amp::policy_for("relu"), amp::CastPolicy::kNone);
+  EXPECT_EQ(amp::policy_for("relu", DeviceType::kCPU), amp::CastPolicy::kNone);
+  EXPECT_EQ(amp::policy_for("relu", DeviceType::kCUDA), amp::CastPolicy::kNone);
   const Tensor x = rnd({2, 3}, 1);
   EXPECT_TRUE(amp::cast_input("relu", x).is_same(x));
   EXPECT_EQ(relu(x).dtype(), DType::kF32);
@@ -176,20 +203,25 @@ TEST(AutocastCasting, InPlaceOpsAreNeverAutocast) {
   EXPECT_EQ(dst.dtype(), DType::kF32);
 }
 
-TEST(AutocastCasting, BinaryCrossEntropyIsRefusedUnderAutocastOnly) {
+// PyTorch refuses binary_cross_entropy under CUDA autocast and runs it in fp32 under CPU autocast.
+TEST(AutocastCasting, BinaryCrossEntropyIsRefusedUnderCudaAutocastOnly) {
   const Tensor p = from_vector<float>({0.2f, 0.7f}), y = from_vector<float>({0.0f, 1.0f});
   {
-    AutocastGuard g({.dtype = DType::kF16});
+    AutocastGuard g({.dtype = DType::kF16, .policy_device = DeviceType::kCUDA});
     try {
       binary_cross_entropy(p, y);
       FAIL() << "expected binary_cross_entropy to be refused under autocast";
     } catch (const Error& e) {
       const std::string msg = e.what();
-      EXPECT_NE(msg.find("binary_cross_entropy: unsafe to autocast"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("binary_cross_entropy: unsafe to autocast on CUDA"), std::string::npos) << msg;
       EXPECT_NE(msg.find("HINT: use binary_cross_entropy_with_logits"), std::string::npos) << msg;
     }
     // The with-logits form is the safe one: fp32 under autocast.
     EXPECT_EQ(binary_cross_entropy_with_logits(p.to(DType::kF16), y).dtype(), DType::kF32);
+  }
+  {
+    AutocastGuard g({.dtype = DType::kF16});
+    EXPECT_EQ(binary_cross_entropy(p.to(DType::kF16), y.to(DType::kF16)).dtype(), DType::kF32);
   }
   // Outside autocast it works: -(log 0.8 + log 0.7) / 2.
   EXPECT_NEAR(binary_cross_entropy(p, y).item(), -(std::log(0.8) + std::log(0.7)) / 2, 1e-6);  // f32 logs

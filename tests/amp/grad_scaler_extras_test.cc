@@ -1,6 +1,6 @@
 // GradScaler beyond PyTorch's tests: a skipped step leaves Adam's params, moments and step counts
-// untouched; how LR schedules see skipped steps; hysteresis, min/max scale, the loud failure at min_scale,
-// statistics and the scale history; bf16 with the scaler on.
+// untouched; how LR schedules see skipped steps; hysteresis and its two refill rules, min/max scale, the
+// loud failure at min_scale, statistics and the scale history; bf16 with the scaler on.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -154,6 +154,127 @@ TEST(GradScalerExtras, HysteresisBacksOffAfterNOverflowsInARow) {
   EXPECT_FALSE(iterate(scaler, opt, w, kInf));
   EXPECT_EQ(scaler.get_scale(), 16.0);  // and each further one in the same run
   EXPECT_EQ(scaler.growth_tracker(), 0);
+}
+
+// One iteration's expected state after update(): the scale and stats().hysteresis_left.
+struct After {
+  bool overflow;
+  double scale;
+  int64_t hysteresis_left;
+};
+
+void expect_sequence(const GradScalerOptions& o, const std::vector<After>& expected) {
+  Tensor w = zeros({1}, {.requires_grad = true});
+  SGD opt({{"w", w}}, {.lr = 1.0});
+  GradScaler scaler(o);
+  EXPECT_EQ(scaler.stats().hysteresis_left, o.hysteresis) << "a new scaler's count is full";
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(iterate(scaler, opt, w, expected[i].overflow ? kInf : 1.0f), !expected[i].overflow) << i;
+    EXPECT_EQ(scaler.get_scale(), expected[i].scale) << "iteration " << i;
+    EXPECT_EQ(scaler.stats().hysteresis_left, expected[i].hysteresis_left) << "iteration " << i;
+  }
+}
+
+// The two refill rules on one sequence (computed by hand), hysteresis 2, growth after 3 clean steps:
+// overflows alternating with clean steps, then a growth, then two overflows in a row.
+constexpr bool kAlternating[] = {true, false, true, false, true, false, false, false, true, true};
+
+TEST(GradScalerExtras, HysteresisRefillOnCleanStepSequence) {
+  // Every clean step refills the count: the alternating overflows never back off (half the steps are
+  // skipped); only the two in a row at the end do.
+  const bool* f = kAlternating;
+  expect_sequence({.init_scale = 64.0, .growth_interval = 3, .hysteresis = 2},  // the default rule
+                  {{f[0], 64, 1},
+                   {f[1], 64, 2},
+                   {f[2], 64, 1},
+                   {f[3], 64, 2},
+                   {f[4], 64, 1},
+                   {f[5], 64, 2},
+                   {f[6], 64, 2},
+                   {f[7], 128, 2},  // three clean steps in a row: growth
+                   {f[8], 128, 1},
+                   {f[9], 64, 0}});  // the second in a row backs off
+  EXPECT_EQ(GradScalerOptions{}.hysteresis_refill, HysteresisRefill::kOnCleanStep);
+}
+
+TEST(GradScalerExtras, HysteresisRefillOnGrowthSequence) {
+  // Megatron-LM's rule: the clean steps between overflows do not refill, so the second overflow backs
+  // off and so does every one after it until a growth refills the count.
+  const bool* f = kAlternating;
+  expect_sequence(
+      {.init_scale = 64.0, .growth_interval = 3, .hysteresis = 2, .hysteresis_refill = HysteresisRefill::kOnGrowth},
+      {{f[0], 64, 1},
+       {f[1], 64, 1},
+       {f[2], 32, 0},  // differs: the second overflow since the refill backs off
+       {f[3], 32, 0},
+       {f[4], 16, 0},  // the count is used up: every overflow backs off
+       {f[5], 16, 0},
+       {f[6], 16, 0},
+       {f[7], 32, 2},  // growth refills the count
+       {f[8], 32, 1},
+       {f[9], 16, 0}});
+}
+
+TEST(GradScalerExtras, HysteresisRefillOnGrowthAlsoWhenTheScaleIsCapped) {
+  // growth_interval clean steps in a row refill the count even when max_scale keeps the scale (as
+  // Megatron-LM, which has no cap, refills at every growth interval).
+  expect_sequence({.init_scale = 64.0,
+                   .growth_interval = 2,
+                   .hysteresis = 2,
+                   .hysteresis_refill = HysteresisRefill::kOnGrowth,
+                   .max_scale = 64.0},
+                  {{true, 64, 1}, {false, 64, 1}, {false, 64, 2}, {true, 64, 1}, {true, 32, 0}});
+}
+
+TEST(GradScalerExtras, HysteresisRefillSurvivesStateRoundTrip) {
+  Tensor w = zeros({1}, {.requires_grad = true});
+  SGD opt({{"w", w}}, {.lr = 1.0});
+  GradScaler a(
+      {.init_scale = 64.0, .growth_interval = 3, .hysteresis = 2, .hysteresis_refill = HysteresisRefill::kOnGrowth});
+  iterate(a, opt, w, kInf);
+  iterate(a, opt, w, 1);  // kOnGrowth: one overflow still counted
+  const GradScalerState state = a.state_dict();
+  EXPECT_EQ(state.at("hysteresis_refill"), 1.0);
+  EXPECT_EQ(state.at("_hysteresis_overflows"), 1.0);
+  EXPECT_EQ(state.at("_consecutive_overflows"), 0.0);
+  GradScaler b;  // the default rule, replaced by the state's
+  b.load_state_dict(state);
+  EXPECT_EQ(b.options().hysteresis_refill, HysteresisRefill::kOnGrowth);
+  EXPECT_EQ(b.stats().hysteresis_left, 1);
+  iterate(b, opt, w, kInf);
+  EXPECT_EQ(b.get_scale(), 32.0) << "the overflow before the save counts";
+
+  GradScalerState bad = state;
+  bad["hysteresis_refill"] = 2;
+  GradScaler c;
+  EXPECT_THROW(c.load_state_dict(bad), Error);
+  EXPECT_EQ(c.get_scale(), 65536.0) << "a refused state changes nothing";
+}
+
+TEST(GradScalerExtras, StateFromBeforeHysteresisRefillLoads) {
+  // A mantissa state saved before the option (no "hysteresis_refill", no "_hysteresis_overflows") ran
+  // kOnCleanStep, the default: it loads with that rule and counts its overflows in a row.
+  Tensor w = zeros({1}, {.requires_grad = true});
+  SGD opt({{"w", w}}, {.lr = 1.0});
+  GradScalerState old_state = {{"scale", 64.0},          {"growth_factor", 2.0},  {"backoff_factor", 0.5},
+                               {"growth_interval", 3.0}, {"_growth_tracker", 0},  {"hysteresis", 3.0},
+                               {"min_scale", 0.0},       {"max_scale", 1024.0},   {"_consecutive_overflows", 2.0},
+                               {"_steps", 5.0},          {"_skipped_steps", 2.0}, {"_last_overflow_step", 4.0}};
+  GradScaler a({.hysteresis_refill = HysteresisRefill::kOnGrowth});
+  a.load_state_dict(old_state);
+  EXPECT_EQ(a.options().hysteresis_refill, HysteresisRefill::kOnCleanStep);
+  EXPECT_EQ(a.stats().hysteresis_left, 1);
+  iterate(a, opt, w, kInf);
+  EXPECT_EQ(a.get_scale(), 32.0) << "the third overflow in a row";
+  // A PyTorch state (its five keys) keeps this scaler's hysteresis and rule.
+  GradScaler b({.hysteresis = 2, .hysteresis_refill = HysteresisRefill::kOnGrowth});
+  b.load_state_dict({{"scale", 8.0},
+                     {"growth_factor", 2.0},
+                     {"backoff_factor", 0.5},
+                     {"growth_interval", 100.0},
+                     {"_growth_tracker", 0.0}});
+  EXPECT_EQ(b.options().hysteresis_refill, HysteresisRefill::kOnGrowth);
+  EXPECT_EQ(b.stats().hysteresis_left, 2);
 }
 
 TEST(GradScalerExtras, MinAndMaxScale) {

@@ -17,6 +17,7 @@
 #include "models/layers/sequential.h"
 #include "ops/elementwise.h"
 #include "ops/loss.h"
+#include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "optim/clip_grad.h"
 #include "optim/sgd.h"
@@ -303,6 +304,46 @@ TEST(GradScalerContract, MisuseThrows) {
   scaler.unscale_(opt);
   EXPECT_TRUE(scaler.step(opt));
   scaler.update();
+}
+
+// PyTorch's step() asserts "No inf checks were recorded for this optimizer" when unscale_ found no grads
+// at all; stepping silently would report an applied update that changed nothing.
+TEST(GradScalerContract, StepWithoutAnyGradThrows) {
+  Tensor w = ones({2, 3}, {.requires_grad = true});
+  Tensor unused = ones({3}, {.requires_grad = true});
+  Tensor x = ones({4, 3});
+  const char* const kNeedle = "no inf checks were recorded for this SGD optimizer: none of its 2 parameters has a grad";
+  {
+    // The loss was scaled but backward never ran: the fused path has nothing to check.
+    SGD opt({{"w", w}, {"unused", unused}}, {.lr = 1.0});
+    GradScaler scaler;
+    const Tensor loss = scaler.scale(sum(matmul(x, w.t())));
+    expect_error([&] { scaler.step(opt); }, kNeedle);
+    expect_error([&] { scaler.enqueue_step(opt); }, kNeedle);
+    expect_error([&] { scaler.step(opt); }, "HINT: call backward() on scaler.scale(loss)");
+    EXPECT_EQ(sum(w).item(), 6.0) << "nothing was stepped";
+    expect_error([&] { scaler.update(); }, "no inf checks were recorded prior to update()");
+    // Once the backward has run, the same scaler and optimizer step as usual.
+    loss.backward();
+    EXPECT_TRUE(scaler.step(opt));
+    scaler.update();
+    EXPECT_FALSE(unused.grad().defined()) << "a parameter outside the graph is fine while another has a grad";
+    EXPECT_LT(sum(w).item(), 6.0);
+  }
+  {
+    // unscale_ accepts an optimizer without grads (as PyTorch's), and step() then refuses it.
+    SGD opt({{"w", w}, {"unused", unused}}, {.lr = 1.0});
+    opt.zero_grad();
+    GradScaler scaler;
+    scaler.unscale_(opt);
+    expect_error([&] { scaler.step(opt); }, std::string(kNeedle) + " (unscale_ found none)");
+  }
+  {
+    // A disabled scaler is a plain optimizer step (PyTorch's enabled=False skips every check).
+    SGD opt({{"unused", unused}}, {.lr = 1.0});
+    GradScaler scaler({.state = ScalerState::kDisabled});
+    EXPECT_TRUE(scaler.step(opt));
+  }
 }
 
 TEST(GradScalerContract, StateSaveLoad) {

@@ -1,10 +1,13 @@
-// amp/loss_scale_rule.h (the update the CUDA GradScaler runs on the device) against amp::GradScaler's CPU
-// update(): the same scale, trackers and statistics after every iteration of overflow, growth, hysteresis,
-// floor and ceiling sequences.
+// amp/loss_scale_rule.h, the update() rule that the CPU GradScaler runs on host values and the CUDA one
+// in a kernel, against a reference written here the way Megatron-LM and DeepSpeed state it (a hysteresis
+// tracker counting down from `hysteresis`, refilled by the chosen rule): the GradScaler's scale, trackers
+// and statistics, and the rule's counters called directly, after every iteration of overflow, growth,
+// hysteresis, floor and ceiling sequences under both refill rules.
 #include "amp/loss_scale_rule.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -24,37 +27,82 @@ um::LossScaleRule rule_of(const amp::GradScalerOptions& o) {
           .backoff_factor = o.backoff_factor,
           .growth_interval = o.growth_interval,
           .hysteresis = o.hysteresis,
+          .hysteresis_refill = o.hysteresis_refill,
           .min_scale = o.min_scale,
           .max_scale = o.max_scale,
           .throw_at_min_scale = o.on_min_scale == amp::OnMinScale::kThrow};
 }
 
-// Runs `overflows` (true: an inf grad that iteration) through a CPU GradScaler and through the rule, and
-// compares everything after each update().
+// The rule as the libraries describe it: the tracker starts at `hysteresis`, drops by one per overflow
+// (not below 0) and the scale backs off when it reaches 0; growth (PyTorch's: the product in double,
+// stored as f32, never to inf) refills it, and under kOnCleanStep so does every clean step.
+struct Reference {
+  explicit Reference(const amp::GradScalerOptions& o)
+      : o(o), scale(static_cast<float>(o.init_scale)), tracker(o.hysteresis) {}
+  void update(bool overflow) {
+    if (overflow) {
+      growth = 0;
+      ++in_a_row;
+      ++skipped;
+      last_overflow = steps;
+      tracker = std::max<int64_t>(tracker - 1, 0);
+      if (tracker == 0) scale = static_cast<float>(std::max(double(scale) * o.backoff_factor, o.min_scale));
+    } else {
+      in_a_row = 0;
+      if (o.hysteresis_refill == amp::HysteresisRefill::kOnCleanStep) tracker = o.hysteresis;
+      if (++growth == o.growth_interval) {
+        const float grown = static_cast<float>(std::min(double(scale) * o.growth_factor, o.max_scale));
+        if (std::isfinite(grown)) scale = grown;
+        growth = 0;
+        tracker = o.hysteresis;
+      }
+    }
+    ++steps;
+  }
+  amp::GradScalerOptions o;
+  float scale;
+  int64_t tracker, growth = 0, in_a_row = 0, steps = 0, skipped = 0, last_overflow = -1;
+};
+
+// Runs `overflows` (true: an inf grad that iteration) through a CPU GradScaler, the rule called directly
+// and the reference, and compares everything after each update().
 void check_sequence(const amp::GradScalerOptions& o, const std::vector<bool>& overflows, const std::string& name) {
   amp::GradScaler scaler(o);
   Tensor w = zeros({3}, {.requires_grad = true});
   SGD opt({{"w", w}}, {.lr = 0.1});
+  Reference ref(o);
 
   float scale = static_cast<float>(o.init_scale), inv_scale = 0.0f;
-  int64_t counters[um::kNumLossScaleCounters] = {0, 0, 0, 0, -1, -1};
+  int64_t counters[um::kNumLossScaleCounters];
+  um::initial_loss_scale_counters(counters);
   for (size_t i = 0; i < overflows.size(); ++i) {
     const std::string at = name + ", iteration " + std::to_string(i);
     w.set_grad(full({3}, overflows[i] ? std::numeric_limits<float>::infinity() : 1.0f));
     scaler.step(opt);
     scaler.update();
     um::apply_loss_scale_rule(scale, inv_scale, counters, overflows[i], rule_of(o));
+    ref.update(overflows[i]);
+
+    ASSERT_EQ(static_cast<double>(ref.scale), static_cast<double>(scale)) << at;
+    ASSERT_EQ(scaler.get_scale(), static_cast<double>(ref.scale)) << at;
+    EXPECT_EQ(inv_scale, static_cast<float>(1.0 / scaler.get_scale())) << at;
+    EXPECT_EQ(counters[um::kGrowthTracker], ref.growth) << at;
+    EXPECT_EQ(o.hysteresis - counters[um::kHysteresisOverflows], ref.tracker) << at;
+    EXPECT_EQ(counters[um::kConsecutiveOverflows], ref.in_a_row) << at;
+    EXPECT_EQ(counters[um::kSteps], ref.steps) << at;
+    EXPECT_EQ(counters[um::kSkippedSteps], ref.skipped) << at;
+    EXPECT_EQ(counters[um::kLastOverflowStep], ref.last_overflow) << at;
+    EXPECT_EQ(counters[um::kFloorOverflowStep], -1) << at;
 
     const amp::GradScalerStats stats = scaler.stats();
-    ASSERT_EQ(scaler.get_scale(), static_cast<double>(scale)) << at;
-    EXPECT_EQ(inv_scale, static_cast<float>(1.0 / scaler.get_scale())) << at;
-    EXPECT_EQ(scaler.growth_tracker(), counters[um::kGrowthTracker]) << at;
-    EXPECT_EQ(scaler.state_dict().at("_consecutive_overflows"), double(counters[um::kConsecutiveOverflows])) << at;
-    EXPECT_EQ(stats.consecutive_skips, counters[um::kConsecutiveOverflows]) << at;
-    EXPECT_EQ(stats.steps, counters[um::kSteps]) << at;
-    EXPECT_EQ(stats.skipped_steps, counters[um::kSkippedSteps]) << at;
-    EXPECT_EQ(stats.last_overflow_step, counters[um::kLastOverflowStep]) << at;
-    EXPECT_EQ(counters[um::kFloorOverflowStep], -1) << at;
+    EXPECT_EQ(scaler.growth_tracker(), ref.growth) << at;
+    EXPECT_EQ(stats.hysteresis_left, ref.tracker) << at;
+    EXPECT_EQ(scaler.state_dict().at("_consecutive_overflows"), double(ref.in_a_row)) << at;
+    EXPECT_EQ(scaler.state_dict().at("_hysteresis_overflows"), double(o.hysteresis - ref.tracker)) << at;
+    EXPECT_EQ(stats.consecutive_skips, ref.in_a_row) << at;
+    EXPECT_EQ(stats.steps, ref.steps) << at;
+    EXPECT_EQ(stats.skipped_steps, ref.skipped) << at;
+    EXPECT_EQ(stats.last_overflow_step, ref.last_overflow) << at;
   }
 }
 
@@ -67,22 +115,25 @@ TEST(LossScaleRule, PyTorchUpdateRule) {
 TEST(LossScaleRule, RandomSequencesWithExtensions) {
   std::mt19937 rng(5);
   int index = 0;
-  for (int64_t hysteresis : {1, 2, 3}) {
-    for (int64_t interval : {1, 2, 5}) {
-      for (double min_scale : {0.0, 1.0}) {
-        for (double max_scale : {std::numeric_limits<double>::infinity(), 1024.0}) {
-          amp::GradScalerOptions o{.init_scale = 64.0,
-                                   .growth_factor = 2.0,
-                                   .backoff_factor = 0.5,
-                                   .growth_interval = interval,
-                                   .hysteresis = hysteresis,
-                                   .min_scale = min_scale,
-                                   .max_scale = max_scale};
-          // Overflows in runs (so hysteresis and the floor are reached) and long clean stretches (so the
-          // scale grows to the ceiling).
-          std::vector<bool> overflows;
-          for (int i = 0; i < 60; ++i) overflows.push_back(rng() % 100 < (i < 30 ? 45u : 10u));
-          check_sequence(o, overflows, "case " + std::to_string(index++));
+  for (amp::HysteresisRefill refill : {amp::HysteresisRefill::kOnCleanStep, amp::HysteresisRefill::kOnGrowth}) {
+    for (int64_t hysteresis : {1, 2, 3}) {
+      for (int64_t interval : {1, 2, 5}) {
+        for (double min_scale : {0.0, 1.0}) {
+          for (double max_scale : {std::numeric_limits<double>::infinity(), 1024.0}) {
+            amp::GradScalerOptions o{.init_scale = 64.0,
+                                     .growth_factor = 2.0,
+                                     .backoff_factor = 0.5,
+                                     .growth_interval = interval,
+                                     .hysteresis = hysteresis,
+                                     .hysteresis_refill = refill,
+                                     .min_scale = min_scale,
+                                     .max_scale = max_scale};
+            // Overflows in runs (so hysteresis and the floor are reached) and long clean stretches (so the
+            // scale grows to the ceiling).
+            std::vector<bool> overflows;
+            for (int i = 0; i < 60; ++i) overflows.push_back(rng() % 100 < (i < 30 ? 45u : 10u));
+            check_sequence(o, overflows, "case " + std::to_string(index++));
+          }
         }
       }
     }
@@ -105,11 +156,13 @@ TEST(LossScaleRule, ThrowAtMinScaleIsRecordedNotApplied) {
   // The CPU scaler throws at the overflow that finds the scale at its floor; the rule records the
   // iteration and leaves the scale (the CUDA scaler throws when it reads this on the host).
   float scale = 1.0f, inv_scale = 0.0f;
-  int64_t counters[um::kNumLossScaleCounters] = {0, 0, 0, 0, -1, -1};
+  int64_t counters[um::kNumLossScaleCounters];
+  um::initial_loss_scale_counters(counters);
   const um::LossScaleRule r{.growth_factor = 2.0,
                             .backoff_factor = 0.5,
                             .growth_interval = 10,
                             .hysteresis = 1,
+                            .hysteresis_refill = amp::HysteresisRefill::kOnCleanStep,
                             .min_scale = 1.0,
                             .max_scale = std::numeric_limits<double>::infinity(),
                             .throw_at_min_scale = true};

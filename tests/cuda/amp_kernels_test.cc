@@ -350,35 +350,41 @@ TEST(CudaAmpKernels, UnscaleF32EqualsCpuKernel) {
   EXPECT_EQ(found.download()[0], found_cpu);
 }
 
-// The single-thread update kernel against the host rule over a sequence with two optimizers' flags.
+// The single-thread update kernel against the host rule over a sequence with two optimizers' flags, under
+// both hysteresis refill rules.
 TEST(CudaAmpKernels, LossScaleUpdateEqualsHostRule) {
   MT_REQUIRE_DEVICE();
   namespace um = update_math;
-  const um::LossScaleRule rule{.growth_factor = 2.0,
-                               .backoff_factor = 0.5,
-                               .growth_interval = 3,
-                               .hysteresis = 2,
-                               .min_scale = 1.0,
-                               .max_scale = 4096.0,
-                               .throw_at_min_scale = false};
-  DeviceArray<float> scale(1, false), inv(1, false), flag_a(1, false), flag_b(1, false);
-  DeviceArray<int64_t> counters(um::kNumLossScaleCounters, false);
-  float host_scale = 256.0f, host_inv = 0.0f;
-  std::vector<int64_t> host_counters{0, 0, 0, 0, -1, -1};
-  scale.upload({host_scale});
-  counters.upload(host_counters);
-  std::mt19937 rng(8);
-  for (int i = 0; i < 80; ++i) {
-    const bool a = rng() % 4 == 0, b = rng() % 6 == 0;
-    flag_a.upload({a ? 1.0f : 0.0f});
-    flag_b.upload({b ? 1.0f : 0.0f});
-    const float* flags[] = {flag_a.get(), flag_b.get()};
-    gpu::update_loss_scale(scale.get(), inv.get(), counters.get(), flags, rule, nullptr);
-    um::apply_loss_scale_rule(host_scale, host_inv, host_counters.data(), a || b, rule);
-    MT_CUDA_CHECK(cudaDeviceSynchronize());
-    ASSERT_EQ(scale.download()[0], host_scale) << "iteration " << i;
-    ASSERT_EQ(inv.download()[0], host_inv) << "iteration " << i;
-    ASSERT_EQ(counters.download(), host_counters) << "iteration " << i;
+  for (amp::HysteresisRefill refill : {amp::HysteresisRefill::kOnCleanStep, amp::HysteresisRefill::kOnGrowth}) {
+    const um::LossScaleRule rule{.growth_factor = 2.0,
+                                 .backoff_factor = 0.5,
+                                 .growth_interval = 3,
+                                 .hysteresis = 2,
+                                 .hysteresis_refill = refill,
+                                 .min_scale = 1.0,
+                                 .max_scale = 4096.0,
+                                 .throw_at_min_scale = false};
+    DeviceArray<float> scale(1, false), inv(1, false), flag_a(1, false), flag_b(1, false);
+    DeviceArray<int64_t> counters(um::kNumLossScaleCounters, false);
+    float host_scale = 256.0f, host_inv = 0.0f;
+    std::vector<int64_t> host_counters(um::kNumLossScaleCounters);
+    um::initial_loss_scale_counters(host_counters.data());
+    scale.upload({host_scale});
+    counters.upload(host_counters);
+    std::mt19937 rng(8);
+    for (int i = 0; i < 80; ++i) {
+      const std::string at = "refill " + std::to_string(static_cast<int>(refill)) + ", iteration " + std::to_string(i);
+      const bool a = rng() % 4 == 0, b = rng() % 6 == 0;
+      flag_a.upload({a ? 1.0f : 0.0f});
+      flag_b.upload({b ? 1.0f : 0.0f});
+      const float* flags[] = {flag_a.get(), flag_b.get()};
+      gpu::update_loss_scale(scale.get(), inv.get(), counters.get(), flags, rule, nullptr);
+      um::apply_loss_scale_rule(host_scale, host_inv, host_counters.data(), a || b, rule);
+      MT_CUDA_CHECK(cudaDeviceSynchronize());
+      ASSERT_EQ(scale.download()[0], host_scale) << at;
+      ASSERT_EQ(inv.download()[0], host_inv) << at;
+      ASSERT_EQ(counters.download(), host_counters) << at;
+    }
   }
 }
 

@@ -174,7 +174,8 @@ void compare_cnn(DType autocast_dtype, double loss_rtol, Tol grad_tol) {
   const Tensor y = from_vector<int64_t>(labels, {32});
   auto step = [&](CNN& model, const Tensor& xs, const Tensor& ys, Device device) {
     if (autocast_dtype == DType::kF32) return cross_entropy(model.forward(xs), ys);
-    amp::AutocastGuard guard({.device = device.type, .dtype = autocast_dtype});
+    // The CPU run applies the CUDA categories (policy_device), so both runs cast the same ops.
+    amp::AutocastGuard guard({.device = device.type, .dtype = autocast_dtype, .policy_device = DeviceType::kCUDA});
     return cross_entropy(model.forward(xs), ys);
   };
   const Tensor loss = step(cpu_model, x, y, kCPU);

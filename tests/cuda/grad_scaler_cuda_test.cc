@@ -87,37 +87,42 @@ const std::vector<std::pair<std::string, Factory>>& factories() {
 TEST(CudaGradScaler, SequencesMatchCpu) {
   MT_REQUIRE_DEVICE();
   const bool overflows[] = {false, false, true, false, true, true, false, false, false, false};
-  for (const auto& [name, make] : factories()) {
-    auto pc = make_params(kCPU), pg = make_params(cuda(0));
-    auto oc = make(pc), og = make(pg);
-    const GradScalerOptions o{.init_scale = 1024.0, .growth_interval = 2, .hysteresis = 2};
-    GradScaler sc(o), sg(o);
-    for (int it = 0; it < 10; ++it) {
-      const std::string at = name + " iteration " + std::to_string(it);
-      set_grads(pc, it, sc.get_scale(), overflows[it]);
-      set_grads(pg, it, sg.get_scale(), overflows[it]);
-      if (it % 2 == 1) {
-        sc.unscale_(*oc);
-        sg.unscale_(*og);
-        for (size_t i = 0; i < pc.size(); ++i) {  // the unscaled grads themselves, inf and nan included
-          const Tensor back = pg[i].tensor.grad().to(kCPU);
-          EXPECT_EQ(std::memcmp(pc[i].tensor.grad().data_ptr(), back.data_ptr(), back.nbytes()), 0)
-              << at << ": unscaled grad of " << pc[i].name;
+  // Both hysteresis refill rules: they part at iteration 4 (an overflow after a clean step that is no growth).
+  for (const auto& [name, make] : factories())
+    for (HysteresisRefill refill : {HysteresisRefill::kOnCleanStep, HysteresisRefill::kOnGrowth}) {
+      auto pc = make_params(kCPU), pg = make_params(cuda(0));
+      auto oc = make(pc), og = make(pg);
+      const GradScalerOptions o{
+          .init_scale = 1024.0, .growth_interval = 2, .hysteresis = 2, .hysteresis_refill = refill};
+      GradScaler sc(o), sg(o);
+      for (int it = 0; it < 10; ++it) {
+        const std::string at =
+            name + " refill " + std::to_string(static_cast<int>(refill)) + " iteration " + std::to_string(it);
+        set_grads(pc, it, sc.get_scale(), overflows[it]);
+        set_grads(pg, it, sg.get_scale(), overflows[it]);
+        if (it % 2 == 1) {
+          sc.unscale_(*oc);
+          sg.unscale_(*og);
+          for (size_t i = 0; i < pc.size(); ++i) {  // the unscaled grads themselves, inf and nan included
+            const Tensor back = pg[i].tensor.grad().to(kCPU);
+            EXPECT_EQ(std::memcmp(pc[i].tensor.grad().data_ptr(), back.data_ptr(), back.nbytes()), 0)
+                << at << ": unscaled grad of " << pc[i].name;
+          }
         }
+        EXPECT_EQ(sc.step(*oc), sg.step(*og)) << at;
+        sc.update();
+        sg.update();
+        ASSERT_EQ(sc.get_scale(), sg.get_scale()) << at;
+        EXPECT_EQ(sc.growth_tracker(), sg.growth_tracker()) << at;
+        EXPECT_EQ(sc.stats().hysteresis_left, sg.stats().hysteresis_left) << at;
+        expect_same_params(pc, pg, at);
       }
-      EXPECT_EQ(sc.step(*oc), sg.step(*og)) << at;
-      sc.update();
-      sg.update();
-      ASSERT_EQ(sc.get_scale(), sg.get_scale()) << at;
-      EXPECT_EQ(sc.growth_tracker(), sg.growth_tracker()) << at;
-      expect_same_params(pc, pg, at);
+      const auto a = sc.stats(), b = sg.stats();
+      EXPECT_EQ(a.steps, b.steps) << name;
+      EXPECT_EQ(a.skipped_steps, b.skipped_steps) << name;
+      EXPECT_EQ(a.last_overflow_step, b.last_overflow_step) << name;
+      EXPECT_EQ(sc.state_dict(), sg.state_dict()) << name;
     }
-    const auto a = sc.stats(), b = sg.stats();
-    EXPECT_EQ(a.steps, b.steps) << name;
-    EXPECT_EQ(a.skipped_steps, b.skipped_steps) << name;
-    EXPECT_EQ(a.last_overflow_step, b.last_overflow_step) << name;
-    EXPECT_EQ(sc.state_dict(), sg.state_dict()) << name;
-  }
 }
 
 // PyTorch's _amp_update_scale_ case on the GPU: growth 2, backoff 0.25, interval 2, scale 4.

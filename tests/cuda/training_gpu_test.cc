@@ -44,7 +44,8 @@ std::vector<double> train(Module& model, Device device, DType precision, const s
     opt.zero_grad();
     Tensor loss;
     {
-      amp::AutocastGuard guard({.device = device.type, .dtype = precision});
+      // The CPU run applies the CUDA categories (policy_device), so both runs cast the same ops.
+      amp::AutocastGuard guard({.device = device.type, .dtype = precision, .policy_device = DeviceType::kCUDA});
       loss = loss_of(on_device[static_cast<size_t>(i) % on_device.size()]);
     }
     scaler.scale(loss).backward();

@@ -16,11 +16,11 @@
 namespace mantissa {
 namespace {
 
-// name -> policy spelled as in the header, from every MT_OP(name, policy) in ops/*.h.
+// name -> "cpu policy, cuda policy" spelled as in the header, from every MT_OP(name, cpu, cuda) in ops/*.h.
 std::map<std::string, std::string> declared_in_headers() {
   const std::filesystem::path ops_dir = std::filesystem::path(MANTISSA_GOLDEN_DIR) / ".." / ".." / "ops";
   std::map<std::string, std::string> found;
-  const std::regex mt_op(R"(^MT_OP\((\w+), (\w+)\))");
+  const std::regex mt_op(R"(^MT_OP\((\w+), (\w+, \w+)\))");
   for (const auto& entry : std::filesystem::directory_iterator(ops_dir)) {
     if (entry.path().extension() != ".h") continue;
     std::ifstream in(entry.path());
@@ -50,7 +50,8 @@ TEST(OpRegistry, ListsEveryDescriptorTheHeadersDeclareOnce) {
   ASSERT_GT(declared.size(), 40u) << "the scan of ops/*.h found too few MT_OP lines";
   std::map<std::string, std::string> listed;
   for (const OpInfo* info : all_ops()) {
-    EXPECT_TRUE(listed.emplace(std::string(info->name), policy_spelling(info->autocast)).second)
+    const std::string spelled = policy_spelling(info->autocast.cpu) + ", " + policy_spelling(info->autocast.cuda);
+    EXPECT_TRUE(listed.emplace(std::string(info->name), spelled).second)
         << info->name << " is listed twice in ops/op_registry.cc";
   }
   for (const auto& [name, policy] : declared) {
@@ -65,9 +66,13 @@ TEST(OpRegistry, ListsEveryDescriptorTheHeadersDeclareOnce) {
 }
 
 TEST(OpRegistry, PolicyLookupByNameReadsTheDescriptor) {
-  EXPECT_EQ(amp::policy_for("softmax"), ops::softmax.autocast);
-  EXPECT_EQ(amp::policy_for("linear"), amp::CastPolicy::kLowerPrecision);
-  EXPECT_EQ(amp::policy_for("not_an_op"), amp::CastPolicy::kNone);
+  for (DeviceType d : {DeviceType::kCPU, DeviceType::kCUDA}) {
+    EXPECT_EQ(amp::policy_for("softmax", d), ops::softmax.autocast.on(d));
+    EXPECT_EQ(amp::policy_for("linear", d), amp::CastPolicy::kLowerPrecision);
+    EXPECT_EQ(amp::policy_for("not_an_op", d), amp::CastPolicy::kNone);
+  }
+  EXPECT_EQ(ops::softmax.autocast.on(DeviceType::kCPU), ops::softmax.autocast.cpu);
+  EXPECT_EQ(ops::softmax.autocast.on(DeviceType::kCUDA), ops::softmax.autocast.cuda);
 }
 
 }  // namespace

@@ -69,9 +69,11 @@ inline Checkpoint make_checkpoint(const Module& model, const Optimizer& opt) {
   for (const auto& [name, t] : model.named_buffers()) c.buffers.push_back({name, t.detach().clone()});
   c.optimizer = opt.state_dict();
   c.schedule = LRSchedulerState{.step = 2, .base_lrs = std::vector<double>(opt.num_param_groups(), 3e-4)};
-  amp::GradScaler scaler({.init_scale = 1024.0, .hysteresis = 2});
+  amp::GradScaler scaler(
+      {.init_scale = 1024.0, .hysteresis = 2, .hysteresis_refill = amp::HysteresisRefill::kOnGrowth});
   c.scaler = scaler.state_dict();
   c.scaler["_growth_tracker"] = 1;
+  c.scaler["_hysteresis_overflows"] = 1;
   Generator data(11), dropout(12);
   data.next_u32();  // index 1 within block 1: a mid-block state
   for (int i = 0; i < 9; ++i) dropout.next_u64();
