@@ -83,12 +83,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "precision must be fp16, bf16 or fp32, got '%s'\n", precision.c_str());
     return 2;
   }
-  const bool use_amp = precision != "fp32";
+  const DType dtype = precision == "bf16" ? DType::kBF16 : precision == "fp16" ? DType::kF16 : DType::kF32;
+  // autocast(enabled=use_amp): a disabled guard may name f32.
   const amp::AutocastOptions autocast_options{
-      .dtype = precision == "bf16" ? DType::kBF16 : DType::kF16,
-      .state = use_amp ? amp::AutocastState::kEnabled : amp::AutocastState::kDisabled};
-  const amp::GradScalerOptions scaler_options =
-      amp::scaler_defaults_for(use_amp ? autocast_options.dtype : DType::kF32);
+      .dtype = dtype, .state = dtype == DType::kF32 ? amp::AutocastState::kDisabled : amp::AutocastState::kEnabled};
+  const amp::GradScalerOptions scaler_options = amp::scaler_defaults_for(dtype);
 
   absl::StatusOr<MnistData> data = read_mnist(MnistSplit::kTrain, {.scaling = PixelScaling::kNormalized});
   if (!data.ok()) {

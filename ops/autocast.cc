@@ -92,8 +92,14 @@ AutocastGuard::AutocastGuard(AutocastOptions options) : device_(options.device) 
   AutocastTls& tls = autocast_tls();
   const int d = static_cast<int>(device_);
   // The thread's dtype for the device starts as PyTorch's default for it (framework/autocast_state.h).
-  const DType dtype = options.dtype.value_or(tls.dtype[d]);
-  MT_CHECK(is_low_precision(dtype), "AutocastGuard: dtype must be f16 or bf16, got ", dtype_name(dtype));
+  DType dtype = options.dtype.value_or(tls.dtype[d]);
+  // A disabled guard may name f32, so that one line serves `autocast(enabled=use_amp)` in every precision
+  // of a loop; it keeps the thread's 16-bit dtype for the guards nested in it.
+  const bool disabled_f32 = options.state == AutocastState::kDisabled && dtype == DType::kF32;
+  if (disabled_f32) dtype = tls.dtype[d];
+  MT_CHECK(is_low_precision(dtype), "AutocastGuard: dtype must be f16 or bf16",
+           options.state == AutocastState::kDisabled ? " (or f32 with the state kDisabled)" : "", ", got ",
+           dtype_name(dtype));
   prev_enabled_ = tls.enabled[d];
   prev_dtype_ = tls.dtype[d];
   prev_cache_ = tls.cache_enabled ? CacheMode::kEnabled : CacheMode::kDisabled;

@@ -23,8 +23,9 @@ enum class AutocastState { kEnabled, kDisabled };
 
 struct AutocastOptions {
   DeviceType device = DeviceType::kCPU;
-  // f16 or bf16. Unset: the dtype autocast already has on this thread for `device` (an outer guard's), at
-  // the outermost guard the device's default, as PyTorch's: bf16 on the CPU, f16 on CUDA.
+  // f16 or bf16 (or f32 when `state` is kDisabled). Unset: the dtype autocast already has on this thread for
+  // `device` (an outer guard's), at the outermost guard the device's default, as PyTorch's: bf16 on the
+  // CPU, f16 on CUDA.
   std::optional<DType> dtype;
   AutocastState state = AutocastState::kEnabled;
   CacheMode cache = CacheMode::kEnabled;

@@ -86,6 +86,20 @@ TEST(AutocastGuard, RejectsANon16BitDtype) {
   EXPECT_FALSE(amp::is_enabled(DeviceType::kCPU));  // a guard that threw changed nothing
 }
 
+// autocast(enabled=use_amp) in an fp32 run: a disabled guard may name f32, and a guard nested in it without
+// a dtype still gets the thread's 16-bit one.
+TEST(AutocastGuard, ADisabledGuardMayNameF32) {
+  const DType before = amp::lower_precision_dtype(DeviceType::kCPU);
+  {
+    AutocastGuard off({.dtype = DType::kF32, .state = amp::AutocastState::kDisabled});
+    EXPECT_FALSE(amp::is_enabled(DeviceType::kCPU));
+    EXPECT_EQ(mm(rnd({2, 3}, 1), rnd({3, 2}, 2)).dtype(), DType::kF32);
+    AutocastGuard nested(amp::AutocastOptions{});
+    EXPECT_EQ(amp::lower_precision_dtype(DeviceType::kCPU), before);
+  }
+  EXPECT_EQ(amp::lower_precision_dtype(DeviceType::kCPU), before);
+}
+
 // Without a dtype a guard takes the thread's current one for its device: PyTorch's defaults (bf16 on the
 // CPU, f16 on CUDA) at the outermost guard, the outer guard's dtype inside it.
 TEST(AutocastGuard, DefaultDtypeIsPerDeviceAsPyTorchs) {
