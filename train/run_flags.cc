@@ -101,6 +101,9 @@ void for_each_flag(Options& o, Visit&& visit) {
        {.range = above(0)});
   flag(o.scaler.hysteresis, "hysteresis", "fp16 loss scaling: overflows in a row before a backoff",
        {.range = above(0)});
+  flag(o.scaler.hysteresis_refill, "hysteresis_refill",
+       "fp16 loss scaling: what refills --hysteresis: clean_step (each clean step: only overflows in a row back "
+       "off) | growth (only a growth of the scale, as Megatron-LM and DeepSpeed's default)");
   // In [0, --init_scale]: validate() checks it.
   flag(o.scaler.min_scale, "min_scale", "fp16 loss scaling: the scale never backs off below this");
   flag(o.seed, "seed", "seed of the initial weights, data order and dropout");
@@ -144,6 +147,8 @@ constexpr Choice<Precision> kPrecisions[] = {
 constexpr Choice<OptimizerKind> kOptimizers[] = {
     {"sgd", OptimizerKind::kSGD}, {"adam", OptimizerKind::kAdam}, {"adamw", OptimizerKind::kAdamW}};
 constexpr Choice<BatchNormStats> kBatchNorm[] = {{"local", BatchNormStats::kLocal}, {"sync", BatchNormStats::kSync}};
+constexpr Choice<amp::HysteresisRefill> kHysteresisRefill[] = {{"clean_step", amp::HysteresisRefill::kOnCleanStep},
+                                                               {"growth", amp::HysteresisRefill::kOnGrowth}};
 constexpr Choice<RecomputeMode> kRecompute[] = {{"none", RecomputeMode::kNone}, {"blocks", RecomputeMode::kBlocks}};
 constexpr Choice<ProgressMode> kProgress[] = {{"auto", ProgressMode::kAuto},
                                               {"bar", ProgressMode::kBar},
@@ -156,6 +161,7 @@ std::span<const Choice<OptimizerKind>> choices(OptimizerKind) { return kOptimize
 std::span<const Choice<ProgressMode>> choices(ProgressMode) { return kProgress; }
 std::span<const Choice<BatchNormStats>> choices(BatchNormStats) { return kBatchNorm; }
 std::span<const Choice<RecomputeMode>> choices(RecomputeMode) { return kRecompute; }
+std::span<const Choice<amp::HysteresisRefill>> choices(amp::HysteresisRefill) { return kHysteresisRefill; }
 
 template <typename E>
 const char* name_of(E value) {

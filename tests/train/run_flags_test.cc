@@ -47,6 +47,7 @@ const std::map<std::string, std::string>& other_values() {
                                                                      {"backoff_factor", "0.25"},
                                                                      {"growth_interval", "10"},
                                                                      {"hysteresis", "2"},
+                                                                     {"hysteresis_refill", "growth"},
                                                                      {"min_scale", "1"},
                                                                      {"seed", "18446744073709551615"},
                                                                      {"threads", "2"},
@@ -198,7 +199,7 @@ TEST(RunFlags, EnumFlagsNameEveryChoiceInTheirHelp) {
       EXPECT_TRUE(absl::StrContains(f.help, choice)) << "--" << f.name << "'s help does not name " << choice;
     }
   }
-  EXPECT_EQ(enums, 7);  // model, data, batchnorm, recompute, precision, optimizer, progress
+  EXPECT_EQ(enums, 8);  // model, data, batchnorm, recompute, precision, optimizer, hysteresis_refill, progress
 }
 
 TEST(RunFlags, PrecisionChoicesAreTheTrainersNames) {
@@ -223,7 +224,7 @@ TEST(RunFlagsConfigJson, TheDefaultsAsCheckpointsKeepThem) {
       R"("optimizer": "adam", "lr": 0.001, "momentum": 0.90000000000000002, "weight_decay": null, )"
       R"("batch_size": 128, "epochs": 5, "max_steps": 0, "grad_accum": 1, "clip_grad_norm": 0, )"
       R"("init_scale": 65536, "growth_factor": 2, "backoff_factor": 0.5, "growth_interval": 2000, )"
-      R"("hysteresis": 1, "min_scale": 0, "seed": 1, "eval_every": 0, "eval_batches": 0})";
+      R"("hysteresis": 1, "hysteresis_refill": "clean_step", "min_scale": 0, "seed": 1, "eval_every": 0, "eval_batches": 0})";
   EXPECT_EQ(to_json(RunOptions{}), head + R"("batchnorm": "local", )" + tail);
   // A checkpoint written before --batchnorm existed reads as the default, local statistics.
   absl::StatusOr<RunOptions> old = options_from_json(head + tail);
