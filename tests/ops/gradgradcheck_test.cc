@@ -1,0 +1,180 @@
+// Second derivatives of every op whose backward supports create_graph, through the one harness
+// (gradgradcheck: the gradient of <grad(y, x; v, create_graph), u> with respect to the inputs and to v,
+// against f64 central differences of first-order gradients), with contiguous, transposed and strided inputs.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "framework/autograd.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+#include "tests/support/gradcheck.h"
+
+namespace mantissa::testing {
+namespace {
+
+using In = std::vector<Tensor>;
+
+struct Case {
+  std::string name;
+  GradcheckFn fn;
+  In inputs;
+  GradcheckOptions options = {};
+};
+
+Tensor rnd(const Shape& s, uint64_t seed, RandomInputOptions o = {}) { return random_input(s, seed, o); }
+// Kinks (relu, abs, clamp, max) are kept 0.05 away; log, sqrt, rsqrt and the divisors need x > 0.
+constexpr RandomInputOptions kAwayFromZero{.low = -2.0, .high = 2.0, .min_abs = 0.05};
+constexpr RandomInputOptions kPositive{.low = 0.4, .high = 2.5};
+
+std::vector<Case> view_cases() {
+  return {
+      {"reshape",
+       [](const In& x) {
+         return x[0].reshape({4, -1}) * x[0].reshape({4, -1});
+       },
+       {rnd({2, 3, 2}, 30)}},
+      {"transpose", [](const In& x) { return x[0].transpose(0, 2) * x[1]; }, {rnd({2, 3, 2}, 31), rnd({2, 3, 2}, 32)}},
+      {"permute",
+       [](const In& x) {
+         return x[0].permute({2, 0, 1}) * x[1];
+       },
+       {rnd({2, 3, 2}, 33), rnd({2, 2, 3}, 34)}},
+      {"slice_step", [](const In& x) { return x[0].slice(1, 1, 6, 2) * x[0].slice(1, 0, 5, 2); }, {rnd({2, 7}, 35)}},
+      {"narrow_and_select", [](const In& x) { return x[0].narrow(0, 1, 2) * x[0].select(0, 0); }, {rnd({3, 4}, 36)}},
+      {"expand",
+       [](const In& x) {
+         return x[0].expand({2, 3, 4}) * x[1];
+       },
+       {rnd({3, 1}, 37), rnd({2, 3, 4}, 38)}},
+      {"unsqueeze_flatten", [](const In& x) { return x[0].unsqueeze(0).flatten(0, 1) * x[0]; }, {rnd({3, 4}, 39)}},
+      {"clone_contiguous", [](const In& x) { return x[0].t().contiguous() * x[0].t().clone(); }, {rnd({3, 4}, 40)}},
+      // Through f32 and back (the cast node both ways): see gradcheck_test.cc's to_f32_and_back for the
+      // eps and atol that f32 rounding needs.
+      {"to_f32_and_back",
+       [](const In& x) { return x[0].to(DType::kF32).to(DType::kF64) * x[0]; },
+       {rnd({3, 4}, 41)},
+       {.eps = 1e-2, .atol = 1e-4}},
+  };
+}
+
+std::vector<Case> elementwise_cases() {
+  return {
+      {"add", [](const In& x) { return add(x[0], x[1]) * x[0]; }, {rnd({3, 4}, 50), rnd({3, 4}, 51)}},
+      {"add_broadcast", [](const In& x) { return (x[0] + x[1]) * x[1]; }, {rnd({3, 1, 2}, 52), rnd({4, 2}, 53)}},
+      {"sub_broadcast", [](const In& x) { return sub(x[0], x[1]) * x[0]; }, {rnd({4, 1}, 54), rnd({3}, 55)}},
+      {"mul", [](const In& x) { return mul(x[0], x[1]); }, {rnd({3, 4}, 56), rnd({3, 4}, 57)}},
+      {"mul_broadcast_square", [](const In& x) { return x[0] * x[1] * x[0]; }, {rnd({3, 2, 2}, 58), rnd({2}, 59)}},
+      {"div", [](const In& x) { return div(x[0], x[1]); }, {rnd({3, 4}, 60), rnd({3, 4}, 61, kAwayFromZero)}},
+      {"div_broadcast", [](const In& x) { return x[0] / x[1]; }, {rnd({2, 1, 3}, 62), rnd({4, 1}, 63, kPositive)}},
+      {"scalar_ops", [](const In& x) { return (1.5 - (x[0] - 0.5) * 3.0 + 2.5) / 4.0 * neg(x[0]); }, {rnd({2, 3}, 64)}},
+      {"pow_scalar_2", [](const In& x) { return pow(x[0], 2.0); }, {rnd({3, 4}, 65)}},
+      {"pow_scalar_3", [](const In& x) { return pow(x[0], 3.0); }, {rnd({3, 4}, 66)}},
+      {"pow_scalar_fractional", [](const In& x) { return pow(x[0], -1.5); }, {rnd({3, 4}, 67, kPositive)}},
+      {"pow_scalar_0", [](const In& x) { return pow(x[0], 0.0) * x[0]; }, {rnd({3, 4}, 68)}},
+      {"exp", [](const In& x) { return exp(x[0]); }, {rnd({3, 4}, 69)}},
+      {"log", [](const In& x) { return log(x[0]); }, {rnd({3, 4}, 70, kPositive)}},
+      {"sqrt", [](const In& x) { return sqrt(x[0]); }, {rnd({3, 4}, 71, kPositive)}},
+      {"rsqrt", [](const In& x) { return rsqrt(x[0]); }, {rnd({3, 4}, 72, kPositive)}},
+      {"abs", [](const In& x) { return abs(x[0]) * x[0]; }, {rnd({3, 4}, 73, kAwayFromZero)}},
+      {"relu", [](const In& x) { return relu(x[0]) * x[0]; }, {rnd({3, 4}, 74, kAwayFromZero)}},
+      {"gelu_erf", [](const In& x) { return gelu(x[0]); }, {rnd({3, 4}, 75, {.low = -4, .high = 4})}},
+      {"gelu_tanh",
+       [](const In& x) { return gelu(x[0], GeluApproximation::kTanh); },
+       {rnd({3, 4}, 76, {.low = -4, .high = 4})}},
+      {"tanh", [](const In& x) { return tanh(x[0]); }, {rnd({3, 4}, 77)}},
+      {"sigmoid", [](const In& x) { return sigmoid(x[0]); }, {rnd({3, 4}, 78, {.low = -5, .high = 5})}},
+      // Random inputs land within eps of a clamp bound with probability ~1e-6 per element.
+      {"clamp", [](const In& x) { return clamp(x[0], -0.5, 0.7) * x[0]; }, {rnd({4, 5}, 79)}},
+      {"where_broadcast",
+       [](const In& x) { return where(x[0], x[1] * x[1], x[2]); },
+       {gt(rnd({3, 1}, 80), 0.0), rnd({3, 4}, 81), rnd({4}, 82)}},
+      {"masked_fill",
+       [](const In& x) { return masked_fill(x[0] * x[0], x[1], -7.0); },
+       {rnd({3, 4}, 83), gt(rnd({4}, 84), 0.0)}},
+  };
+}
+
+std::vector<Case> reduce_cases() {
+  return {
+      {"sum_all", [](const In& x) { return sum(x[0]) * x[0]; }, {rnd({3, 4}, 90)}},
+      {"sum_dims",
+       [](const In& x) {
+         return sum(x[0] * x[0], {0, 2});
+       },
+       {rnd({3, 4, 2}, 91)}},
+      {"sum_keepdim", [](const In& x) { return sum(x[0], {-1}, KeepDim::kYes) * x[0]; }, {rnd({3, 4}, 92)}},
+      {"mean_all", [](const In& x) { return mean(x[0]) * x[0]; }, {rnd({3, 4}, 93)}},
+      {"mean_dim", [](const In& x) { return mean(x[0] * x[0], {1}); }, {rnd({3, 4, 2}, 94)}},
+      {"var_all", [](const In& x) { return var(x[0]); }, {rnd({4, 3}, 95)}},
+      {"var_dim", [](const In& x) { return var(x[0], {1}); }, {rnd({3, 4, 2}, 96)}},
+      {"var_dims_biased_keepdim",
+       [](const In& x) {
+         return var(x[0], {0, 2}, {.correction = 0, .keepdim = KeepDim::kYes});
+       },
+       {rnd({3, 4, 2}, 97)}},
+      // Random values are distinct, so max is differentiable at them.
+      {"max_dim", [](const In& x) { return max(x[0] * x[0], 1).values; }, {rnd({3, 4, 2}, 98, kAwayFromZero)}},
+      {"max_all", [](const In& x) { return max(x[0] * x[0]); }, {rnd({3, 4}, 99, kAwayFromZero)}},
+  };
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> all;
+  for (auto* group : {&view_cases, &elementwise_cases, &reduce_cases}) {
+    for (Case& c : (*group)()) all.push_back(std::move(c));
+  }
+  return all;
+}
+
+class GradgradcheckOp : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GradgradcheckOp, MatchesCentralDifferencesOfTheFirstDerivative) {
+  const Case& c = GetParam();
+  EXPECT_TRUE(gradgradcheck(c.fn, c.inputs, c.options)) << c.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GradgradcheckOp, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// ---- the harness itself must catch a create_graph gradient that is wrong or has no history ----
+
+// y = x^2 whose backward returns 2 g x with history through g only: x's own contribution to the second
+// derivative is lost, which is what a node computing with raw kernels would silently do.
+struct HalfDifferentiableSquareBackward final : Node {
+  SavedTensor self{this, "self"};
+  std::string_view name() const override { return "HalfDifferentiableSquareBackward"; }
+  bool supports_create_graph() const override { return true; }  // wrongly
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override { return {g[0] * self.get().detach() * 2.0}; }
+};
+Tensor half_differentiable_square(const Tensor& x) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = x * x;
+  }
+  if (compute_requires_grad({&x})) {
+    auto node = make_node<HalfDifferentiableSquareBackward>({&x});
+    node->self = x;
+    set_history(out, node);
+  }
+  return out;
+}
+
+TEST(Gradgradcheck, ReportsASecondDerivativeThatLostTheInputsHistory) {
+  const auto r = gradgradcheck([](const In& x) { return half_differentiable_square(x[0]); }, {rnd({2, 3}, 1)},
+                               {.layouts = {InputLayout::kContiguous}});
+  ASSERT_FALSE(r);
+  const std::string msg = r.message();
+  EXPECT_NE(msg.find("input 0 [2, 3] (contiguous), element [0, 0]"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("grad_output"), std::string::npos) << "the history through g is right: " << msg;
+}
+
+TEST(Gradgradcheck, PassesTheSameSquareWithFullHistory) {
+  EXPECT_TRUE(gradgradcheck([](const In& x) { return x[0] * x[0]; }, {rnd({2, 3}, 1)}));
+}
+
+}  // namespace
+}  // namespace mantissa::testing
