@@ -9,6 +9,7 @@
 
 #include "framework/autograd.h"
 #include "ops/elementwise.h"
+#include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "tests/support/gradcheck.h"
 
@@ -28,6 +29,32 @@ Tensor rnd(const Shape& s, uint64_t seed, RandomInputOptions o = {}) { return ra
 // Kinks (relu, abs, clamp, max) are kept 0.05 away; log, sqrt, rsqrt and the divisors need x > 0.
 constexpr RandomInputOptions kAwayFromZero{.low = -2.0, .high = 2.0, .min_abs = 0.05};
 constexpr RandomInputOptions kPositive{.low = 0.4, .high = 2.5};
+
+std::vector<Case> matmul_cases() {
+  return {
+      {"mm", [](const In& x) { return mm(x[0], x[1]); }, {rnd({3, 4}, 1), rnd({4, 2}, 2)}},
+      {"bmm", [](const In& x) { return bmm(x[0], x[1]); }, {rnd({2, 3, 2}, 3), rnd({2, 2, 3}, 4)}},
+      {"matmul_dot", [](const In& x) { return matmul(x[0], x[1]); }, {rnd({4}, 5), rnd({4}, 6)}},
+      {"matmul_matrix_vector", [](const In& x) { return matmul(x[0], x[1]); }, {rnd({3, 4}, 7), rnd({4}, 8)}},
+      {"matmul_broadcast_batch",
+       [](const In& x) { return matmul(x[0], x[1]); },
+       {rnd({2, 1, 2, 3}, 9), rnd({2, 3, 2}, 10)}},
+      {"matmul_matrix_batched", [](const In& x) { return matmul(x[0], x[1]); }, {rnd({2, 3}, 11), rnd({2, 3, 2}, 12)}},
+      {"linear",
+       [](const In& x) { return linear(x[0], x[1], x[2]); },
+       {rnd({4, 3}, 13), rnd({2, 3}, 14), rnd({2}, 15)}},
+      {"linear_3d_no_bias", [](const In& x) { return linear(x[0], x[1]); }, {rnd({2, 2, 3}, 16), rnd({2, 3}, 17)}},
+      {"addmm_broadcast_bias",
+       [](const In& x) { return addmm(x[0], x[1], x[2], 0.5, -2.0); },
+       {rnd({3}, 18), rnd({2, 4}, 19), rnd({4, 3}, 20)}},
+      {"baddbmm",
+       [](const In& x) { return baddbmm(x[0], x[1], x[2], 2.0, 0.5); },
+       {rnd({2, 2, 2}, 21), rnd({2, 2, 3}, 22), rnd({2, 3, 2}, 23)}},
+      {"dot", [](const In& x) { return dot(x[0], x[1]) * x[0]; }, {rnd({3}, 24), rnd({3}, 25)}},
+      // Products are bilinear: what makes a second derivative non-zero is an input met twice.
+      {"mm_self", [](const In& x) { return mm(x[0], x[0].t()); }, {rnd({3, 2}, 26)}},
+  };
+}
 
 std::vector<Case> view_cases() {
   return {
@@ -123,7 +150,7 @@ std::vector<Case> reduce_cases() {
 
 std::vector<Case> all_cases() {
   std::vector<Case> all;
-  for (auto* group : {&view_cases, &elementwise_cases, &reduce_cases}) {
+  for (auto* group : {&matmul_cases, &view_cases, &elementwise_cases, &reduce_cases}) {
     for (Case& c : (*group)()) all.push_back(std::move(c));
   }
   return all;
