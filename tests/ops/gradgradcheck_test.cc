@@ -8,9 +8,13 @@
 #include <vector>
 
 #include "framework/autograd.h"
+#include "framework/generator.h"
+#include "ops/dropout.h"
 #include "ops/elementwise.h"
+#include "ops/loss.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
+#include "ops/softmax.h"
 #include "tests/support/gradcheck.h"
 
 namespace mantissa::testing {
@@ -29,6 +33,11 @@ Tensor rnd(const Shape& s, uint64_t seed, RandomInputOptions o = {}) { return ra
 // Kinks (relu, abs, clamp, max) are kept 0.05 away; log, sqrt, rsqrt and the divisors need x > 0.
 constexpr RandomInputOptions kAwayFromZero{.low = -2.0, .high = 2.0, .min_abs = 0.05};
 constexpr RandomInputOptions kPositive{.low = 0.4, .high = 2.5};
+
+Tensor i64(std::vector<int64_t> v, Shape shape = {}) {
+  if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
+  return from_vector<int64_t>(v, shape);
+}
 
 std::vector<Case> matmul_cases() {
   return {
@@ -121,6 +130,13 @@ std::vector<Case> elementwise_cases() {
       {"masked_fill",
        [](const In& x) { return masked_fill(x[0] * x[0], x[1], -7.0); },
        {rnd({3, 4}, 83), gt(rnd({4}, 84), 0.0)}},
+      // A fresh generator with a fixed seed on every call: the same mask for every evaluation.
+      {"dropout",
+       [](const In& x) {
+         Generator g(9);
+         return dropout(x[0] * x[0], 0.4, &g);
+       },
+       {rnd({4, 5}, 85)}},
   };
 }
 
@@ -148,9 +164,63 @@ std::vector<Case> reduce_cases() {
   };
 }
 
+std::vector<Case> loss_cases() {
+  return {
+      {"softmax", [](const In& x) { return softmax(x[0], -1); }, {rnd({3, 5}, 110, {.low = -3, .high = 3})}},
+      {"softmax_dim0", [](const In& x) { return softmax(x[0], 0); }, {rnd({4, 3, 2}, 111)}},
+      {"log_softmax", [](const In& x) { return log_softmax(x[0], -1); }, {rnd({3, 5}, 112, {.low = -3, .high = 3})}},
+      {"log_softmax_middle", [](const In& x) { return log_softmax(x[0], 1); }, {rnd({2, 4, 3}, 113)}},
+      {"cross_entropy_mean",
+       [](const In& x) { return cross_entropy(x[0], x[1]); },
+       {rnd({4, 5}, 114), i64({1, 0, 4, 4})}},
+      {"cross_entropy_sum_ignore_index",
+       [](const In& x) { return cross_entropy(x[0], x[1], {.reduction = Reduction::kSum, .ignore_index = 2}); },
+       {rnd({5, 3}, 115), i64({0, 2, 1, 2, 1})}},
+      {"cross_entropy_none_spatial",
+       [](const In& x) { return cross_entropy(x[0], x[1], {.reduction = Reduction::kNone}); },
+       {rnd({2, 3, 2, 2}, 116), i64({0, 1, 2, 2, 1, 1, 0, 0}, {2, 2, 2})}},
+      {"cross_entropy_unbatched",
+       [](const In& x) { return cross_entropy(x[0], x[1]); },
+       {rnd({4}, 117), from_vector<int64_t>({2}, Shape{})}},
+      // nll_loss is linear in its input: squared so that the second derivative is not zero.
+      {"nll_loss_mean_ignore_index",
+       [](const In& x) { return nll_loss(x[0] * x[0], x[1], {.ignore_index = 0}); },
+       {rnd({4, 3}, 118), i64({0, 2, 1, 2})}},
+      {"mse_loss_mean", [](const In& x) { return mse_loss(x[0], x[1]); }, {rnd({3, 4}, 119), rnd({3, 4}, 120)}},
+      {"mse_loss_sum",
+       [](const In& x) { return mse_loss(x[0] * x[0], x[1], Reduction::kSum); },
+       {rnd({5}, 121), rnd({5}, 122)}},
+      {"mse_loss_none",
+       [](const In& x) { return mse_loss(x[0], x[1], Reduction::kNone); },
+       {rnd({2, 3}, 123), rnd({2, 3}, 124)}},
+  };
+}
+
+// Compositions: the gradient-penalty shape (an MLP into a loss), shared inputs, several paths into one leaf.
+std::vector<Case> composite_cases() {
+  return {
+      {"mlp_cross_entropy",
+       [](const In& x) {
+         const Tensor h = gelu(linear(x[0], x[1], x[2]));
+         return cross_entropy(linear(tanh(h), x[3]), x[4]);
+       },
+       {rnd({3, 4}, 130), rnd({5, 4}, 131), rnd({5}, 132), rnd({3, 5}, 133), i64({2, 0, 1})}},
+      {"mlp_relu_mse",
+       [](const In& x) { return mse_loss(linear(relu(linear(x[0], x[1])), x[2]), x[3]); },
+       {rnd({3, 2}, 134, kAwayFromZero), rnd({4, 2}, 135), rnd({2, 4}, 136), rnd({3, 2}, 137)}},
+      {"shared_input", [](const In& x) { return x[0] * x[0] + exp(x[0]) * x[0]; }, {rnd({3, 4}, 138)}},
+      {"normalize_like",
+       [](const In& x) {
+         const Tensor m = mean(x[0], {-1}, KeepDim::kYes);
+         return (x[0] - m) * rsqrt(var(x[0], {-1}, {.correction = 0, .keepdim = KeepDim::kYes}) + 1e-5);
+       },
+       {rnd({3, 5}, 139)}},
+  };
+}
+
 std::vector<Case> all_cases() {
   std::vector<Case> all;
-  for (auto* group : {&matmul_cases, &view_cases, &elementwise_cases, &reduce_cases}) {
+  for (auto* group : {&matmul_cases, &view_cases, &elementwise_cases, &reduce_cases, &loss_cases, &composite_cases}) {
     for (Case& c : (*group)()) all.push_back(std::move(c));
   }
   return all;
