@@ -60,22 +60,13 @@ void SavedTensor::keep_as_output(const Tensor& output, uint32_t output_nr) {
   is_output_ = true;
 }
 
-Tensor SavedTensor::get() const {
-  MT_CHECK(!released_, "backward: trying to backward through the graph a second time: ", owner_->name(),
-           "'s saved tensor '", name_,
+const Tensor& SavedTensor::get() const {
+  // A field that never held a tensor (saved only for some inputs) stays undefined after release.
+  MT_CHECK(!released_ || !saved_defined_,
+           "backward: trying to backward through the graph a second time: ", owner_->name(), "'s saved tensor '", name_,
            "' was already freed. HINT: pass {.retain_graph = true} to the first "
            "backward() or grad() if you need to walk the graph again");
-  if (!is_output_ || !GradMode::is_enabled()) return value_;
-  // A create_graph backward: a fresh handle on the output's data whose history is the owner. It lives
-  // only as long as the formula that unpacked it, so the owner never holds a reference to itself.
-  std::shared_ptr<Node> owner = owner_->weak_from_this().lock();
-  MT_ASSERT(owner != nullptr, owner_->name(), " unpacked its output '", name_, "' but is not held by a shared_ptr");
-  Tensor linked = make_view(value_, value_.shape(), value_.strides(), value_.offset());
-  AutogradMeta& m = linked.impl()->meta();
-  m.grad_fn = std::move(owner);
-  m.output_nr = output_nr_;
-  m.requires_grad = true;
-  return linked;
+  return value_;
 }
 
 void SavedTensor::release() {
@@ -109,6 +100,27 @@ Node::~Node() {
 void Node::release_saved() {
   for (SavedTensor* s : saved_) s->release();
   released_ = true;
+}
+
+void Node::link_saved_outputs(const std::shared_ptr<Node>& self) {
+  MT_ASSERT(self.get() == this, name(), ": link_saved_outputs with another node");
+  for (SavedTensor* s : saved_) {
+    if (!s->is_output_ || !s->value_.defined()) continue;
+    // A fresh handle on the output's data whose history is this node.
+    Tensor linked = make_view(s->value_, s->value_.shape(), s->value_.strides(), s->value_.offset());
+    AutogradMeta& m = linked.impl()->meta();
+    m.grad_fn = self;
+    m.output_nr = s->output_nr_;
+    m.requires_grad = true;
+    s->value_ = std::move(linked);
+  }
+}
+
+void Node::unlink_saved_outputs() {
+  // Handles the apply() handed to new nodes keep their history; the field gets a history-free one.
+  for (SavedTensor* s : saved_) {
+    if (s->is_output_ && s->value_.defined()) s->value_ = s->value_.detach();
+  }
 }
 
 bool Node::saved_have_history() const {
@@ -280,13 +292,18 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
     root_grads.push_back(std::move(g));
   }
 
-  // Discover the graph and count, for every node, the edges that point at it. grad() also notes each
-  // node's parents, to find below the nodes that lead to an input.
+  // Discover the graph and count, for every node, the edges that point at it. grad() also finds the
+  // nodes that hold an input's gradient edge, and the nodes that must run because a path leads from them
+  // to one: every parent of such a node is itself needed, so dependency counts of the nodes that run are
+  // only ever lowered by nodes that run. Other nodes get no gradient and never run.
   const bool capture = options.captures != nullptr;
   std::unordered_map<Node*, int> deps;
-  std::unordered_set<Node*> seen;
-  std::unordered_map<Node*, std::vector<Node*>> parents;
+  std::unordered_map<Node*, std::vector<size_t>> captures_at;
+  std::unordered_set<Node*> needed;
+  std::vector<Tensor> captured;
   {
+    std::unordered_set<Node*> seen;
+    std::unordered_map<Node*, std::vector<Node*>> parents;  // grad() only
     std::vector<Node*> stack;
     for (const Edge& e : root_edges) {
       if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
@@ -301,31 +318,23 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
         if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
       }
     }
-  }
-
-  // grad(): the nodes that hold an input's gradient edge, and the nodes that must run because a path
-  // leads from them to one. Every parent of such a node is itself needed, so dependency counts of the
-  // nodes that run are only ever lowered by nodes that run. Other nodes get no gradient and never run.
-  std::unordered_map<Node*, std::vector<size_t>> captures_at;
-  std::unordered_set<Node*> needed;
-  std::vector<Tensor> captured;
-  if (capture) {
-    captured.resize(options.captures->size());
-    std::vector<Node*> stack;
-    for (size_t i = 0; i < options.captures->size(); ++i) {
-      Node* n = (*options.captures)[i].fn.get();
-      if (!seen.contains(n)) continue;
-      std::vector<size_t>& at = captures_at[n];
-      if (at.empty()) stack.push_back(n);
-      at.push_back(i);
-    }
-    while (!stack.empty()) {
-      Node* n = stack.back();
-      stack.pop_back();
-      auto it = parents.find(n);
-      if (it == parents.end()) continue;
-      for (Node* p : it->second) {
-        if (needed.insert(p).second) stack.push_back(p);
+    if (capture) {
+      captured.resize(options.captures->size());
+      for (size_t i = 0; i < options.captures->size(); ++i) {
+        Node* n = (*options.captures)[i].fn.get();
+        if (!seen.contains(n)) continue;
+        std::vector<size_t>& at = captures_at[n];
+        if (at.empty()) stack.push_back(n);
+        at.push_back(i);
+      }
+      while (!stack.empty()) {
+        Node* n = stack.back();
+        stack.pop_back();
+        auto it = parents.find(n);
+        if (it == parents.end()) continue;
+        for (Node* p : it->second) {
+          if (needed.insert(p).second) stack.push_back(p);
+        }
       }
     }
   }
@@ -419,7 +428,17 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
                  "again. HINT: compute this gradient without {.create_graph = true}, or keep this op out of the "
                  "graph between the outputs and the inputs that create_graph differentiates");
       }
-      out = node->apply(std::move(in));
+      if (options.create_graph) {
+        // Saved outputs unpack with this node as history for the call, and only for it (no cycle).
+        struct Unlink {
+          Node* n;
+          ~Unlink() { n->unlink_saved_outputs(); }
+        } unlink{node.get()};
+        node->link_saved_outputs(node);
+        out = node->apply(std::move(in));
+      } else {
+        out = node->apply(std::move(in));
+      }
       if (!options.retain_graph) node->release_saved();
     }
     out.resize(node->next_edges.size());

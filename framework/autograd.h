@@ -30,38 +30,40 @@ struct Edge {
 
 // A tensor kept for backward, as a named field of its node. Any other tensor is kept as it is (its
 // history is upstream of the owner, so no cycle); the owner's own output is kept without history, with
-// its output number, and get() links a fresh handle to the owner only while grad mode is on (a
-// create_graph backward), so the node never references itself. The output is recognised whether it is
-// saved before or after set_history. After the engine releases it, get() throws the error a second
-// backward through a freed graph deserves.
+// its output number, whether it is saved before or after set_history. For a create_graph apply the engine
+// links the saved outputs to their node (get() then returns a handle whose history is the node) and
+// unlinks them right after, so the node holds a reference to itself only during that call. After the
+// engine releases it, get() throws the error a second backward through a freed graph deserves.
 class SavedTensor {
  public:
   SavedTensor(Node* owner, const char* name);
   SavedTensor(const SavedTensor&) = delete;
   SavedTensor& operator=(const SavedTensor&) = delete;
   SavedTensor& operator=(const Tensor& t);
-  // The saved tensor; under grad mode, with its history (a saved output points at the owner).
-  Tensor get() const;
+  // The saved tensor, with its history where it has one (a saved output: only while linked); undefined
+  // when nothing was saved here.
+  const Tensor& get() const;
   // Whether a defined tensor was saved; stays true after release, so that get() reports the freed graph.
   bool defined() const { return saved_defined_; }
-  // Whether get() under grad mode returns a tensor that requires grad.
+  // Whether get() during a create_graph apply returns a tensor that requires grad.
   bool has_history() const { return is_output_ || (value_.defined() && value_.requires_grad()); }
   void release();
 
  private:
+  friend class Node;
   friend void set_history(Tensor& output, const std::shared_ptr<Node>& node);
   void keep_as_output(const Tensor& output, uint32_t output_nr);
 
   Node* owner_;
   const char* name_;
-  Tensor value_;
+  Tensor value_;  // a saved output: without history, except while linked
   uint32_t output_nr_ = 0;
   bool is_output_ = false;  // value_ is the owner's output `output_nr_`, kept without history
   bool saved_defined_ = false;
   bool released_ = false;
 };
 
-class Node : public std::enable_shared_from_this<Node> {
+class Node {
  public:
   Node();
   virtual ~Node();
@@ -93,6 +95,10 @@ class Node : public std::enable_shared_from_this<Node> {
   void release_saved();  // frees every SavedTensor field
   bool saved_released() const { return released_; }
   bool saved_have_history() const;  // some SavedTensor field would unpack with history
+  // The engine's, around a create_graph apply: saved outputs unpack with `self` (this node) as history,
+  // then no longer (a node must not keep a reference to itself).
+  void link_saved_outputs(const std::shared_ptr<Node>& self);
+  void unlink_saved_outputs();
 
  protected:
   uint64_t sequence_nr_;

@@ -107,7 +107,7 @@ struct WhereBackward final : Node {
   bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     const Tensor zero = scalar_like(g[0], 0.0);
-    const Tensor c = cond.get();
+    const Tensor& c = cond.get();
     // create_graph: where() itself, which records this node again.
     const bool graph = compute_requires_grad({&g[0]});
     auto select = [&](const Tensor& x, const Tensor& y) {

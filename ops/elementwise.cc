@@ -45,7 +45,7 @@ struct BinaryBackward final : Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& g = grads[0];
     const bool need_a = next_edges[0].valid(), need_b = next_edges[1].valid();
-    const Tensor av = a.defined() ? a.get() : Tensor(), bv = b.defined() ? b.get() : Tensor();
+    const Tensor &av = a.get(), &bv = b.get();
     Tensor ga, gb;
     switch (op) {
       case BinaryOp::kAdd:
@@ -158,7 +158,7 @@ struct PowScalarBackward final : Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     const double e = exponent;
     if (e == 0.0) return {zeros_like(g[0])};
-    const Tensor x = self.get();
+    const Tensor& x = self.get();
     // create_graph: g e x^(e - 1) through differentiable ops.
     if (compute_requires_grad({&g[0], &x})) return {mul(g[0], mul(pow(x, e - 1.0), e))};
     return {map_binary(g[0], x, "pow_backward",

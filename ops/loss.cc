@@ -254,8 +254,8 @@ struct MseLossBackward final : Node {
   std::string_view name() const override { return "MseLossBackward"; }
   bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    const Tensor a = input.get();
-    const Tensor b = target.get();
+    const Tensor& a = input.get();
+    const Tensor& b = target.get();
     // d/da (a - b)^2 = 2 (a - b), times the upstream grad (per element for kNone, a scalar otherwise)
     // and 1/numel for kMean; each gradient is computed in the compute type and rounded once.
     const double k = reduction == Reduction::kMean ? 2.0 / static_cast<double>(a.numel()) : 2.0;

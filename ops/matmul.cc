@@ -138,11 +138,11 @@ struct GemmBackward final : Node {
       if (beta != 1.0) g_bias = mul(g_bias, beta);
     }
     if (next_edges[1].valid()) {
-      const Tensor bv = b.get();
+      const Tensor& bv = b.get();
       g_a = grad_a(g, bv, compute_requires_grad({&g, &bv}) ? &gemm_op : &run_gemm);
     }
     if (next_edges[2].valid()) {
-      const Tensor av = a.get();
+      const Tensor& av = a.get();
       g_b = grad_b(g, av, compute_requires_grad({&g, &av}) ? &gemm_op : &run_gemm);
     }
     return {g_bias, g_a, g_b};

@@ -137,7 +137,7 @@ struct VarBackward final : Node {
     // d var / dx = 2 (x - mean) / (N - correction)
     const double k = 2.0 / denom;
     Tensor gk = g[0].reshape(keep_shape);
-    const Tensor x = self.get();
+    const Tensor& x = self.get();
     if (compute_requires_grad({&gk, &x})) {
       // create_graph: the saved mean has no history, so it is computed again from x (its dependence on x
       // is part of the second derivative). The reduced dims are the size-1 dims of keep_shape (a size-1 dim

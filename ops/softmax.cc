@@ -44,7 +44,7 @@ struct SoftmaxBackward final : Node {
   }
   bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    const Tensor y = result.get();
+    const Tensor& y = result.get();
     if (compute_requires_grad({&grads[0], &y})) return {graph_backward(grads[0], y)};
     const Tensor dy = grads[0].contiguous();
     Tensor dx = empty(y.shape(), {.dtype = y.dtype(), .device = y.device()});

@@ -40,7 +40,7 @@ struct UnaryBackward final : Node {
   std::string_view name() const override { return op_name; }
   bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
-    const Tensor s = saved.get();
+    const Tensor& s = saved.get();
     if (compute_requires_grad({&g[0], &s})) return {graph_df(g[0], s)};
     return {map_binary(g[0], s, op_name, df, {device_df})};
   }
@@ -133,7 +133,7 @@ struct GeluErfBackwardBackward final : Node {
   std::string_view name() const override { return "GeluBackwardBackward"; }
   bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& gg) override {
-    const Tensor g = grad.get(), x = self.get();
+    const Tensor &g = grad.get(), &x = self.get();
     Tensor d_grad, d_self;
     if (next_edges[0].valid()) d_grad = gelu_erf_backward(gg[0], x);
     if (next_edges[1].valid()) {
