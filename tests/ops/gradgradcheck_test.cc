@@ -9,11 +9,15 @@
 
 #include "framework/autograd.h"
 #include "framework/generator.h"
+#include "ops/conv.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"
+#include "ops/norm.h"
+#include "ops/pool.h"
 #include "ops/reduce.h"
+#include "ops/shape.h"
 #include "ops/softmax.h"
 #include "tests/support/gradcheck.h"
 
@@ -196,6 +200,77 @@ std::vector<Case> loss_cases() {
   };
 }
 
+// Convolution, pooling, normalization, and the shape ops whose backward is a scatter or a gather. Pooling
+// and gather are linear (max_pool2d piecewise): their inputs are squared so that a second derivative exists.
+// Random inputs are distinct, so max pooling is differentiable at them.
+std::vector<Case> layer_cases() {
+  return {
+      {"conv2d",
+       [](const In& x) { return conv2d(x[0], x[1], x[2]); },
+       {rnd({2, 2, 4, 5}, 140), rnd({3, 2, 3, 3}, 141), rnd({3}, 142)}},
+      {"conv2d_stride2_pad1_no_bias",
+       [](const In& x) {
+         return conv2d(x[0], x[1], Tensor(), {.stride = {2, 2}, .padding = {1, 1}});
+       },
+       {rnd({1, 2, 5, 4}, 143), rnd({2, 2, 3, 2}, 144)}},
+      {"conv2d_dilation_groups",
+       [](const In& x) {
+         return conv2d(x[0], x[1], x[2], {.padding = {1, 0}, .dilation = {2, 1}, .groups = 2});
+       },
+       {rnd({1, 4, 4, 3}, 145), rnd({4, 2, 2, 2}, 146), rnd({4}, 147)}},
+      {"conv2d_twice",
+       [](const In& x) {
+         return conv2d(tanh(conv2d(x[0], x[1], Tensor(), {.padding = {1, 1}})), x[1]);
+       },
+       {rnd({1, 2, 4, 4}, 148), rnd({2, 2, 3, 3}, 149, {.low = -0.5, .high = 0.5})}},
+      {"max_pool2d", [](const In& x) { return max_pool2d(x[0] * x[0], {}); }, {rnd({2, 2, 4, 4}, 150, kAwayFromZero)}},
+      {"max_pool2d_k3_s2_pad1",
+       [](const In& x) {
+         return max_pool2d(x[0] * x[0], {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+       },
+       {rnd({1, 2, 5, 4}, 151, kAwayFromZero)}},
+      {"avg_pool2d", [](const In& x) { return avg_pool2d(x[0] * x[0], {}); }, {rnd({2, 2, 4, 4}, 152)}},
+      {"avg_pool2d_k3_s2_pad1_unbatched",
+       [](const In& x) {
+         return avg_pool2d(x[0] * x[0], {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+       },
+       {rnd({2, 5, 4}, 153)}},
+      {"layer_norm",
+       [](const In& x) { return layer_norm(x[0], {4}, x[1], x[2]); },
+       {rnd({3, 2, 4}, 154), rnd({4}, 155), rnd({4}, 156)}},
+      {"layer_norm_two_dims_no_affine",
+       [](const In& x) {
+         return layer_norm(x[0], {2, 3});
+       },
+       {rnd({2, 2, 3}, 157)}},
+      {"batch_norm_train",
+       [](const In& x) {
+         const Tensor rm = zeros({2}, {.dtype = DType::kF64}), rv = ones({2}, {.dtype = DType::kF64});
+         return batch_norm(x[0], rm, rv, x[1], x[2], BatchNormMode::kTrain);
+       },
+       {rnd({3, 2, 2, 2}, 158), rnd({2}, 159), rnd({2}, 160)}},
+      {"batch_norm_train_2d_no_stats",
+       [](const In& x) { return batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], BatchNormMode::kTrain); },
+       {rnd({4, 3}, 161), rnd({3}, 162), rnd({3}, 163)}},
+      // Running statistics make it affine in x: squared so that the second derivative is not zero.
+      {"batch_norm_eval",
+       [](const In& x) { return batch_norm(x[0] * x[0], x[1], x[2], x[3], x[4], BatchNormMode::kEval); },
+       {rnd({3, 2, 2, 2}, 164), rnd({2}, 165), rnd({2}, 166, kPositive), rnd({2}, 167), rnd({2}, 168)},
+       {.differentiate = {true, false, false, true, true}}},
+      {"cat",
+       [](const In& x) {
+         return cat({x[0] * x[0], x[1]}, 1) * cat({x[1], x[0]}, 1);
+       },
+       {rnd({2, 3}, 169), rnd({2, 3}, 170)}},
+      {"gather",
+       [](const In& x) { return gather(x[0] * x[0], 1, x[1]); },
+       {rnd({3, 4}, 171), i64({0, 3, 3, 1, 2, 2, 0, 0, 1}, {3, 3})}},
+      {"scatter_add",
+       [](const In& x) { return scatter_add(x[0] * x[0], 0, x[2], x[1] * x[1]); },
+       {rnd({3, 2}, 172), rnd({2, 2}, 173), i64({2, 0, 2, 2}, {2, 2})}},
+  };
+}
+
 // Compositions: the gradient-penalty shape (an MLP into a loss), shared inputs, several paths into one leaf.
 std::vector<Case> composite_cases() {
   return {
@@ -220,7 +295,8 @@ std::vector<Case> composite_cases() {
 
 std::vector<Case> all_cases() {
   std::vector<Case> all;
-  for (auto* group : {&matmul_cases, &view_cases, &elementwise_cases, &reduce_cases, &loss_cases, &composite_cases}) {
+  for (auto* group :
+       {&matmul_cases, &view_cases, &elementwise_cases, &reduce_cases, &loss_cases, &layer_cases, &composite_cases}) {
     for (Case& c : (*group)()) all.push_back(std::move(c));
   }
   return all;
@@ -271,6 +347,24 @@ TEST(Gradgradcheck, ReportsASecondDerivativeThatLostTheInputsHistory) {
 
 TEST(Gradgradcheck, PassesTheSameSquareWithFullHistory) {
   EXPECT_TRUE(gradgradcheck([](const In& x) { return x[0] * x[0]; }, {rnd({2, 3}, 1)}));
+}
+
+// ---- ops whose backward does not support create_graph yet say so, naming the op ----
+
+TEST(CreateGraph, AnOpWithoutSupportIsNamedInTheError) {
+  Tensor x = rnd({2, 3}, 2).set_requires_grad(true);
+  // cumsum saves nothing: it is refused because the gradient reaching it has history (it depends on x).
+  EXPECT_THAT(
+      [&] { grad(sum(cumsum(x, 1) * x), {x}, {.create_graph = true}); },
+      ::testing::ThrowsMessage<Error>(::testing::HasSubstr("CumsumBackward does not support create_graph yet")));
+  Tensor e = rnd({3}, 3).set_requires_grad(true);
+  EXPECT_THAT(
+      [&] {
+        grad(sum(pow(x, e)), {x, e}, {.create_graph = true});
+      },
+      ::testing::ThrowsMessage<Error>(::testing::HasSubstr("PowBackward does not support create_graph yet")));
+  // Without create_graph the same gradients are fine.
+  EXPECT_EQ(grad(sum(cumsum(x, 1) * x), {x})[0].shape(), x.shape());
 }
 
 }  // namespace
