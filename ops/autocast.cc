@@ -43,9 +43,11 @@ bool eligible(const Tensor& t, DeviceType device) {
 std::mutex g_copies_mu;
 std::atomic<size_t> g_copy_count{0};
 
-// The gradient of a working copy goes to its master in fp32, as a cast's would.
+// The gradient of a working copy goes to its master in fp32, as a cast's would (under create_graph through
+// a cast node, which a second backward crosses back to the copy's dtype).
 struct WorkingCopyBackward final : Node {
   std::string_view name() const override { return "WorkingCopyBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override { return {g[0].to(DType::kF32)}; }
 };
 

@@ -104,13 +104,18 @@ struct WhereBackward final : Node {
   Shape a_shape, b_shape;
   DType a_dtype, b_dtype;
   std::string_view name() const override { return "WhereBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     const Tensor zero = scalar_like(g[0], 0.0);
+    const Tensor& c = cond.get();
+    // create_graph: where() itself, which records this node again.
+    const bool graph = compute_requires_grad({&g[0]});
+    auto select = [&](const Tensor& x, const Tensor& y) {
+      return graph ? where(c, x, y) : select_kernel(c, x, y, "where_backward");
+    };
     Tensor ga, gb;
-    if (next_edges[0].valid())
-      ga = sum_to(select_kernel(cond.get(), g[0], zero, "where_backward"), a_shape).to(a_dtype);
-    if (next_edges[1].valid())
-      gb = sum_to(select_kernel(cond.get(), zero, g[0], "where_backward"), b_shape).to(b_dtype);
+    if (next_edges[0].valid()) ga = sum_to(select(g[0], zero), a_shape).to(a_dtype);
+    if (next_edges[1].valid()) gb = sum_to(select(zero, g[0]), b_shape).to(b_dtype);
     return {ga, gb};
   }
 };
@@ -118,7 +123,9 @@ struct WhereBackward final : Node {
 struct MaskedFillBackward final : Node {
   SavedTensor mask{this, "mask"};
   std::string_view name() const override { return "MaskedFillBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
+    if (compute_requires_grad({&g[0]})) return {masked_fill(g[0], mask.get(), 0.0)};  // create_graph
     return {select_kernel(mask.get(), scalar_like(g[0], 0.0), g[0], "masked_fill_backward")};
   }
 };
@@ -127,8 +134,14 @@ struct ClampBackward final : Node {
   SavedTensor self{this, "self"};
   std::optional<double> lo, hi;
   std::string_view name() const override { return "ClampBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     const double l = lo.value_or(-INFINITY), h = hi.value_or(INFINITY);
+    if (compute_requires_grad({&g[0]})) {
+      // create_graph: the gradient passes where lo <= x <= hi (not at a NaN), through where().
+      const Tensor x = self.get(), zero = scalar_like(g[0], 0.0);
+      return {where(ge(x, l), where(le(x, h), g[0], zero), zero)};
+    }
     return {map_binary(g[0], self.get(), "clamp_backward",
                        [l, h](auto gv, auto x) {
                          using C = decltype(gv);

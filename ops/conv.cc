@@ -18,6 +18,7 @@
 #include "ops/conv.h"
 
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "framework/autograd.h"
@@ -29,6 +30,7 @@
 #include "ops/cpu/gemm.h"
 #include "ops/cuda/host/conv.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
 
 namespace mantissa {
 namespace {
@@ -236,24 +238,97 @@ constexpr DeviceKernels<decltype(cpu_conv2d)> kConv2d{.cpu = &cpu_conv2d, .cuda 
 constexpr DeviceKernels<decltype(cpu_conv2d_backward)> kConv2dBackward{.cpu = &cpu_conv2d_backward,
                                                                        .cuda = MT_CUDA_KERNEL(cuda_conv2d_backward)};
 
+Conv2dOptions options_of(const Conv2dGeometry& g) {
+  return {.stride = {g.stride_h, g.stride_w},
+          .padding = {g.pad_h, g.pad_w},
+          .dilation = {g.dil_h, g.dil_w},
+          .groups = g.groups};
+}
+
+// conv2d's gradients as a differentiable op: dx from (dy, w), dw from (x, dy), db from dy, each computed
+// when asked for (x is read only for dw, w only for dx). Under create_graph they record
+// Conv2dBackwardBackward, whose own gradients are conv2d and this op again.
+struct Conv2dGrads {
+  Tensor dx, dw, db;
+};
+Conv2dGrads conv2d_grads(const Conv2dGeometry& g, const Tensor& dy, const Tensor& x, const Tensor& w,
+                         const Shape& weight_shape, bool need_dx, bool need_dw, bool need_db);
+
+// Each gradient is linear in dy and in the one saved tensor it reads, so with ggx, ggw, ggb the gradients
+// arriving for dx, dw, db: d/d(dy) = conv2d(ggx, w) + conv2d(x, ggw) + ggb (the forward is their adjoint),
+// d/dx = dx-of(dy; ggw) and d/dw = dw-of(ggx; dy).
+struct Conv2dBackwardBackward final : Node {
+  SavedTensor grad{this, "grad"};      // dy
+  SavedTensor input{this, "input"};    // x, when dw was computed
+  SavedTensor weight{this, "weight"};  // w, when dx was computed
+  Conv2dGeometry geometry;
+  Shape weight_shape;
+  int out_dx = -1, out_dw = -1, out_db = -1;  // the output number of each computed gradient
+  std::string_view name() const override { return "Conv2dBackwardBackward"; }
+  bool supports_create_graph() const override { return true; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& gg) override {
+    const Tensor ggx = out_dx >= 0 ? gg[out_dx] : Tensor(), ggw = out_dw >= 0 ? gg[out_dw] : Tensor(),
+                 ggb = out_db >= 0 ? gg[out_db] : Tensor();
+    const Tensor& dy = grad.get();
+    const Conv2dOptions options = options_of(geometry);
+    Tensor d_dy, d_x, d_w;
+    if (next_edges[0].valid()) {
+      auto add_term = [&](const Tensor& t) { d_dy = d_dy.defined() ? add(d_dy, t) : t; };
+      if (ggx.defined()) add_term(conv2d(ggx, weight.get(), Tensor(), options));
+      if (ggw.defined()) add_term(conv2d(input.get(), ggw, Tensor(), options));
+      if (ggb.defined()) add_term(ggb.view({1, geometry.o, 1, 1}).expand(dy.shape()));
+    }
+    if (next_edges[1].valid() && ggw.defined()) {
+      d_x = conv2d_grads(geometry, dy, Tensor(), ggw, weight_shape, true, false, false).dx;
+    }
+    if (next_edges[2].valid() && ggx.defined()) {
+      d_w = conv2d_grads(geometry, dy, ggx, Tensor(), weight_shape, false, true, false).dw;
+    }
+    return {d_dy, d_x, d_w};
+  }
+};
+
+Conv2dGrads conv2d_grads(const Conv2dGeometry& g, const Tensor& dy_in, const Tensor& x_in, const Tensor& w_in,
+                         const Shape& weight_shape, bool need_dx, bool need_dw, bool need_db) {
+  const Tensor dy = dy_in.contiguous();
+  const Tensor x = need_dw ? x_in.contiguous() : Tensor(), w = need_dx ? w_in.contiguous() : Tensor();
+  const TensorOptions options{.dtype = dy.dtype(), .device = dy.device()};
+  Conv2dGrads r;
+  if (need_dx) r.dx = empty({g.n, g.c, g.h, g.w}, options);
+  if (need_dw) r.dw = empty(weight_shape, options);
+  if (need_db) r.db = empty({g.o}, options);
+  dispatch("Conv2dBackward", kConv2dBackward, dy.device(), g, x, w, dy, r.dx, r.dw, r.db);
+  if (compute_requires_grad({&dy, &x, &w})) {
+    auto node = make_node<Conv2dBackwardBackward>({&dy, &x, &w});
+    node->grad = dy;
+    if (x.defined()) node->input = x;
+    if (w.defined()) node->weight = w;
+    node->geometry = g;
+    node->weight_shape = weight_shape;
+    int next = 0;
+    for (auto [t, nr] :
+         {std::pair{&r.dx, &node->out_dx}, std::pair{&r.dw, &node->out_dw}, std::pair{&r.db, &node->out_db}}) {
+      if (!t->defined()) continue;
+      *nr = next++;
+      set_history(*t, node);
+    }
+  }
+  return r;
+}
+
 struct Conv2dBackward final : Node {
   SavedTensor input{this, "input"};    // contiguous x, saved when the weight needs a grad
   SavedTensor weight{this, "weight"};  // contiguous weight, saved when the input needs a grad
   Conv2dGeometry geometry;
   Shape weight_shape;
-  DType dtype = DType::kF32;
-  Device device = kCPU;
   std::string_view name() const override { return "Conv2dBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    const Conv2dGeometry& g = geometry;
-    const Tensor dy = grads[0].contiguous();
-    Tensor dx, dw, db;
-    if (next_edges[0].valid()) dx = empty({g.n, g.c, g.h, g.w}, {.dtype = dtype, .device = device});
-    if (next_edges[1].valid()) dw = empty(weight_shape, {.dtype = dtype, .device = device});
-    if (next_edges[2].valid()) db = empty({g.o}, {.dtype = dtype, .device = device});
-    dispatch(name(), kConv2dBackward, device, g, input.defined() ? input.get() : Tensor(),
-             weight.defined() ? weight.get() : Tensor(), dy, dx, dw, db);
-    return {dx, dw, db};
+    const bool need_dx = next_edges[0].valid(), need_dw = next_edges[1].valid();
+    Conv2dGrads r =
+        conv2d_grads(geometry, grads[0], need_dw ? input.get() : Tensor(), need_dx ? weight.get() : Tensor(),
+                     weight_shape, need_dx, need_dw, next_edges[2].valid());
+    return {r.dx, r.dw, r.db};
   }
 };
 
@@ -327,8 +402,6 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
     auto node = make_node<Conv2dBackward>({&x, &weight, &bias});
     node->geometry = g;
     node->weight_shape = weight.shape();
-    node->dtype = x.dtype();
-    node->device = x.device();
     if (weight.requires_grad()) node->input = xc;
     if (x.requires_grad()) node->weight = wc;
     set_history(out, node);

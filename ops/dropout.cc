@@ -5,6 +5,7 @@
 #include "ops/cpu/dropout.h"
 #include "ops/cuda/host/dropout.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
 
 namespace mantissa {
 namespace {
@@ -38,7 +39,12 @@ struct DropoutBackward final : Node {
   SavedTensor mask{this, "mask"};  // bool, contiguous, x's shape
   double scale = 1.0;
   std::string_view name() const override { return "DropoutBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    if (compute_requires_grad({&grads[0]})) {  // create_graph: the same masked scale through where() and mul
+      return {where(mask.get(), mul(grads[0], scale),
+                    full({}, 0.0, {.dtype = grads[0].dtype(), .device = grads[0].device()}))};
+    }
     return {masked_scale(grads[0], mask.get(), scale)};
   }
 };

@@ -32,6 +32,7 @@ struct BinaryBackward final : Node {
   SavedTensor a{this, "self"};  // saved only for mul and div
   SavedTensor b{this, "other"};
   explicit BinaryBackward(BinaryOp o) : op(o) {}
+  bool supports_create_graph() const override { return true; }
   std::string_view name() const override {
     switch (op) {
       case BinaryOp::kAdd: return "AddBackward";
@@ -44,6 +45,7 @@ struct BinaryBackward final : Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& g = grads[0];
     const bool need_a = next_edges[0].valid(), need_b = next_edges[1].valid();
+    const Tensor &av = a.get(), &bv = b.get();
     Tensor ga, gb;
     switch (op) {
       case BinaryOp::kAdd:
@@ -55,17 +57,19 @@ struct BinaryBackward final : Node {
         if (need_b) gb = reduce_grad(neg(g), b_info);
         break;
       case BinaryOp::kMul:
-        if (need_a) ga = reduce_grad(mul(g, b.get()), a_info);
-        if (need_b) gb = reduce_grad(mul(g, a.get()), b_info);
+        if (need_a) ga = reduce_grad(mul(g, bv), a_info);
+        if (need_b) gb = reduce_grad(mul(g, av), b_info);
         break;
       case BinaryOp::kDiv:
-        if (need_a) ga = reduce_grad(div(g, b.get()), a_info);
-        if (need_b) {
-          gb = reduce_grad(
-              map_ternary(g, a.get(), b.get(), "div_backward",
-                          [](auto gv, auto av, auto bv) { return pointwise::div_backward_other(gv, av, bv); },
-                          {gpu::TernaryOp::kDivBackwardOther}),
-              b_info);
+        if (need_a) ga = reduce_grad(div(g, bv), a_info);
+        if (need_b && compute_requires_grad({&g, &av, &bv})) {
+          // create_graph: -g a / (b b) through differentiable ops (the fused formula below records nothing).
+          gb = reduce_grad(neg(div(mul(g, av), mul(bv, bv))), b_info);
+        } else if (need_b) {
+          gb = reduce_grad(map_ternary(g, av, bv, "div_backward",
+                                       [](auto gv, auto x, auto y) { return pointwise::div_backward_other(gv, x, y); },
+                                       {gpu::TernaryOp::kDivBackwardOther}),
+                           b_info);
         }
         break;
     }
@@ -103,6 +107,7 @@ Tensor binary(const Tensor& a, const Tensor& b, BinaryOp op, std::string_view na
 struct ScaleBackward final : Node {
   double scale = 1.0;
   std::string_view name() const override { return "ScalarOpBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override { return {scale == 1.0 ? g[0] : mul(g[0], scale)}; }
 };
 
@@ -149,10 +154,14 @@ struct PowScalarBackward final : Node {
   SavedTensor self{this, "self"};
   double exponent = 1.0;
   std::string_view name() const override { return "PowBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     const double e = exponent;
     if (e == 0.0) return {zeros_like(g[0])};
-    return {map_binary(g[0], self.get(), "pow_backward",
+    const Tensor& x = self.get();
+    // create_graph: g e x^(e - 1) through differentiable ops.
+    if (compute_requires_grad({&g[0], &x})) return {mul(g[0], mul(pow(x, e - 1.0), e))};
+    return {map_binary(g[0], x, "pow_backward",
                        [e](auto gv, auto x) {
                          using C = decltype(gv);
                          return pointwise::pow_scalar_backward<cpu::VecMath>(gv, x, C(e), C(e - 1.0));

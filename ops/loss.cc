@@ -11,7 +11,10 @@
 #include "ops/cuda/host/loss.h"
 #include "ops/device_map.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
 #include "ops/reduce.h"
+#include "ops/shape.h"
+#include "ops/softmax.h"
 
 namespace mantissa {
 namespace {
@@ -167,6 +170,33 @@ constexpr DeviceKernels<decltype(cpu_nll_loss)> kNllLoss{.cpu = &cpu_nll_loss, .
 constexpr DeviceKernels<decltype(cpu_nll_loss_backward)> kNllLossBackward{
     .cpu = &cpu_nll_loss_backward, .cuda = MT_CUDA_KERNEL(cuda_nll_loss_backward)};
 
+// create_graph: the gradient of a class-index loss with differentiable ops, (probs - one_hot(target)) times
+// the per-position scale (the upstream gradient, over count for kMean), zero where the target is
+// ignore_index. `probs` is softmax(logits) for cross_entropy and undefined for nll_loss (whose gradient
+// does not depend on its input). The history comes from probs and from the upstream gradient.
+Tensor class_loss_graph_grad(const Tensor& grad, const ClassLossSaved& s, const Tensor& probs) {
+  const Shape& input_shape = probs.defined() ? probs.shape() : s.input_shape;
+  const DType dtype = probs.defined() ? probs.dtype() : s.input_dtype;
+  const bool has_class_dim = input_shape.size() >= 2;  // [N, C, ...]; else [C] with a 0-d target
+  const Tensor& target = s.target;
+  const Tensor kept = ne(target, static_cast<double>(s.options.ignore_index));
+  const Tensor classes = where(kept, target, full({}, 0.0, {.dtype = DType::kI64, .device = target.device()}));
+  Tensor hot = one_hot(classes, input_shape[has_class_dim ? 1 : 0]).to(dtype);  // [N, d..., C]
+  if (has_class_dim && hot.dim() > 2) {
+    Shape perm{0, hot.dim() - 1};  // the class dim back to dim 1
+    for (int64_t d = 1; d < hot.dim() - 1; ++d) perm.push_back(d);
+    hot = hot.permute(perm);
+  }
+  Tensor scale = grad;  // per position for kNone, 0-d otherwise
+  if (s.options.reduction == Reduction::kMean) {
+    scale =
+        s.device_count.defined() ? div(grad, s.device_count.to(grad.dtype())) : div(grad, static_cast<double>(s.count));
+  }
+  Tensor weight = mul(kept.to(dtype), scale);  // the position's scale, 0 where ignored
+  if (has_class_dim) weight = weight.unsqueeze(1);
+  return mul(probs.defined() ? sub(probs, hot) : neg(hot), weight);
+}
+
 // The count of non-ignored targets is a host integer for CPU targets and a device scalar (written by the
 // CUDA forward) for device ones: the node keeps whichever its device's kernel reads.
 struct CrossEntropyBackward final : Node {
@@ -178,6 +208,7 @@ struct CrossEntropyBackward final : Node {
   CrossEntropyOptions options;
   int64_t count = 0;  // CPU
   std::string_view name() const override { return "CrossEntropyBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const ClassLossSaved s{.logits = logits.get(),
                            .target = target.get(),
@@ -186,6 +217,9 @@ struct CrossEntropyBackward final : Node {
                            .count = count,
                            .geometry = geometry,
                            .options = options};
+    if (compute_requires_grad({&grads[0], &s.logits})) {
+      return {class_loss_graph_grad(grads[0], s, softmax(s.logits, s.logits.dim() >= 2 ? 1 : 0))};
+    }
     return {dispatch(name(), kCrossEntropyBackward, s.logits.device(), grads[0], s)};
   }
 };
@@ -199,6 +233,7 @@ struct NllLossBackward final : Node {
   CrossEntropyOptions options;
   int64_t count = 0;  // CPU
   std::string_view name() const override { return "NllLossBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const ClassLossSaved s{.target = target.get(),
                            .device_count = device_count.defined() ? device_count.get() : Tensor(),
@@ -207,6 +242,7 @@ struct NllLossBackward final : Node {
                            .input_dtype = input_dtype,
                            .geometry = geometry,
                            .options = options};
+    if (compute_requires_grad({&grads[0]})) return {class_loss_graph_grad(grads[0], s, Tensor())};
     return {dispatch(name(), kNllLossBackward, s.target.device(), grads[0], s)};
   }
 };
@@ -216,6 +252,7 @@ struct MseLossBackward final : Node {
   SavedTensor target{this, "target"};
   Reduction reduction;
   std::string_view name() const override { return "MseLossBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& a = input.get();
     const Tensor& b = target.get();
@@ -223,6 +260,11 @@ struct MseLossBackward final : Node {
     // and 1/numel for kMean; each gradient is computed in the compute type and rounded once.
     const double k = reduction == Reduction::kMean ? 2.0 / static_cast<double>(a.numel()) : 2.0;
     Tensor ga, gb;
+    if (compute_requires_grad({&grads[0], &a, &b})) {  // create_graph: the same with differentiable ops
+      if (next_edges[0].valid()) ga = mul(grads[0] * (a - b), k).to(a.dtype());
+      if (next_edges[1].valid()) gb = mul(grads[0] * (b - a), k).to(b.dtype());
+      return {ga, gb};
+    }
     if (next_edges[0].valid()) {
       ga = map_ternary(grads[0], a, b, "mse_loss_backward",
                        [k](auto g, auto av, auto bv) {

@@ -116,6 +116,10 @@ Tensor run_gemm(const Tensor& bias, const Tensor& a_in, const Tensor& b_in, doub
   return out;
 }
 
+Tensor gemm_op(const Tensor& bias, const Tensor& a, const Tensor& b, double beta, double alpha);
+
+// Under create_graph the gradients are GEMMs with history (gemm_op, whose node is this one again), so a
+// product can be differentiated any number of times; otherwise plain kernel calls.
 struct GemmBackward final : Node {
   SavedTensor a{this, "self"};  // saved only when b needs a gradient
   SavedTensor b{this, "mat2"};  // saved only when a needs a gradient
@@ -124,6 +128,7 @@ struct GemmBackward final : Node {
   bool a_transposed = false, b_transposed = false;  // grads then match the input's memory layout
   double alpha = 1.0, beta = 1.0;
   std::string_view name() const override { return "GemmBackward"; }
+  bool supports_create_graph() const override { return true; }
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& g = grads[0];  // [B, m, n]
@@ -132,29 +137,37 @@ struct GemmBackward final : Node {
       g_bias = sum_to(g, bias_shape);
       if (beta != 1.0) g_bias = mul(g_bias, beta);
     }
-    if (next_edges[1].valid()) g_a = grad_a(g, b.get());
-    if (next_edges[2].valid()) g_b = grad_b(g, a.get());
+    if (next_edges[1].valid()) {
+      const Tensor& bv = b.get();
+      g_a = grad_a(g, bv, compute_requires_grad({&g, &bv}) ? &gemm_op : &run_gemm);
+    }
+    if (next_edges[2].valid()) {
+      const Tensor& av = a.get();
+      g_b = grad_b(g, av, compute_requires_grad({&g, &av}) ? &gemm_op : &run_gemm);
+    }
     return {g_bias, g_a, g_b};
   }
 
+  using Gemm = Tensor (*)(const Tensor& bias, const Tensor& a, const Tensor& b, double beta, double alpha);
+
   // alpha * g @ b^T, summed over the batch when a was broadcast (Ba == 1 < B, so Bb == B): then it is
   // one GEMM over the stacked batch, [m, B*n] @ [B*n, k], with a single rounding.
-  Tensor grad_a(const Tensor& g, const Tensor& bv) const {
+  Tensor grad_a(const Tensor& g, const Tensor& bv, Gemm gemm) const {
     if (batch_a == batch) {
-      if (a_transposed) return run_gemm({}, bv, g.transpose(1, 2), 0.0, alpha).transpose(1, 2);
-      return run_gemm({}, g, bv.transpose(1, 2), 0.0, alpha);
+      if (a_transposed) return gemm({}, bv, g.transpose(1, 2), 0.0, alpha).transpose(1, 2);
+      return gemm({}, g, bv.transpose(1, 2), 0.0, alpha);
     }
-    return run_gemm({}, g.permute({1, 0, 2}).reshape({1, m, batch * n}), bv.transpose(1, 2).reshape({1, batch * n, k}),
-                    0.0, alpha);
+    return gemm({}, g.permute({1, 0, 2}).reshape({1, m, batch * n}), bv.transpose(1, 2).reshape({1, batch * n, k}), 0.0,
+                alpha);
   }
 
   // alpha * a^T @ g, or for a broadcast b: [k, B*m] @ [B*m, n].
-  Tensor grad_b(const Tensor& g, const Tensor& av) const {
+  Tensor grad_b(const Tensor& g, const Tensor& av, Gemm gemm) const {
     if (batch_b == batch) {
-      if (b_transposed) return run_gemm({}, g.transpose(1, 2), av, 0.0, alpha).transpose(1, 2);
-      return run_gemm({}, av.transpose(1, 2), g, 0.0, alpha);
+      if (b_transposed) return gemm({}, g.transpose(1, 2), av, 0.0, alpha).transpose(1, 2);
+      return gemm({}, av.transpose(1, 2), g, 0.0, alpha);
     }
-    return run_gemm({}, av.reshape({1, batch * m, k}).transpose(1, 2), g.reshape({1, batch * m, n}), 0.0, alpha);
+    return gemm({}, av.reshape({1, batch * m, k}).transpose(1, 2), g.reshape({1, batch * m, n}), 0.0, alpha);
   }
 };
 
@@ -339,6 +352,7 @@ struct DotBackward final : Node {
   SavedTensor self{this, "self"};
   SavedTensor other{this, "other"};
   std::string_view name() const override { return "DotBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     // g is 0-d in the operands' dtype: d/da = g b, d/db = g a.
     Tensor ga, gb;

@@ -14,6 +14,7 @@
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/norm_tensors.h"
+#include "ops/reduce.h"
 
 namespace mantissa {
 namespace {
@@ -129,19 +130,33 @@ constexpr DeviceKernels<decltype(cpu_batch_norm_apply)> kBatchNormApply{.cpu = &
 constexpr DeviceKernels<decltype(cpu_batch_norm_backward)> kBatchNormBackward{
     .cpu = &cpu_batch_norm_backward, .cuda = MT_CUDA_KERNEL(cuda_batch_norm_backward)};
 
+// Both nodes keep the widened weight for their kernels and, when it requires grad, the weight itself: under
+// create_graph the gradients are computed again with differentiable ops from x (the saved statistics have no
+// history; their dependence on x is part of the second derivative) and that weight.
+Tensor graph_weight(const Tensor& param, const SavedTensor& widened_weight, DType cd) {
+  if (param.defined()) return param.to(cd);
+  return widened_weight.defined() ? widened_weight.get() : Tensor();
+}
+
 struct LayerNormBackward final : Node {
-  SavedTensor input{this, "input"};    // contiguous x
-  SavedTensor weight{this, "weight"};  // widened to the compute dtype, when given
-  SavedTensor mean{this, "mean"};      // [rows], compute dtype
+  SavedTensor input{this, "input"};                // contiguous x
+  SavedTensor weight{this, "weight"};              // widened to the compute dtype, when given
+  SavedTensor weight_param{this, "weight_param"};  // the weight as given, when it requires grad
+  SavedTensor mean{this, "mean"};                  // [rows], compute dtype
   SavedTensor rstd{this, "rstd"};
   cpu::LayerNormGeometry geometry;
   Shape normalized_shape;
   DType weight_dtype = DType::kF32, bias_dtype = DType::kF32;
   std::string_view name() const override { return "LayerNormBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& x = input.get();
-    const Tensor dy = grads[0].contiguous();
     const DType cd = compute_dtype(x.dtype());
+    const Tensor& w_param = weight_param.get();
+    if (compute_requires_grad({&grads[0], &x, &w_param})) {
+      return graph_backward(grads[0], x, graph_weight(w_param, weight, cd));
+    }
+    const Tensor dy = grads[0].contiguous();
     Tensor dx, dw, db;
     if (next_edges[0].valid()) dx = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
     if (next_edges[1].valid()) dw = empty({geometry.cols}, {.dtype = cd, .device = x.device()});
@@ -152,22 +167,48 @@ struct LayerNormBackward final : Node {
     if (db.defined()) db = param_grad(db, normalized_shape, bias_dtype);
     return {dx, dw, db};
   }
+  // The kernel's formulas over [rows, cols] with differentiable ops: xhat = (x - mean) rstd, g = dy w,
+  // dx = rstd (g - mean(g) - xhat mean(g xhat)), dw = sum(dy xhat), db = sum(dy), means along a row.
+  std::vector<Tensor> graph_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& w) const {
+    const DType cd = compute_dtype(x_in.dtype());
+    const Shape rows_cols{geometry.rows, geometry.cols};
+    const Tensor x = x_in.to(cd).reshape(rows_cols), dy = dy_in.to(cd).reshape(rows_cols);
+    const Tensor centered = x - mean_of(x, {1});
+    const Tensor r = rsqrt(mean_of(centered * centered, {1}) + geometry.eps);
+    const Tensor xhat = centered * r;
+    Tensor dx, dw, db;
+    if (next_edges[0].valid()) {
+      const Tensor g = w.defined() ? dy * w.reshape({1, geometry.cols}) : dy;
+      dx = (r * (g - mean_of(g, {1}) - xhat * mean_of(g * xhat, {1}))).reshape(x_in.shape()).to(x_in.dtype());
+    }
+    if (next_edges[1].valid()) dw = param_grad(sum(dy * xhat, {0}), normalized_shape, weight_dtype);
+    if (next_edges[2].valid()) db = param_grad(sum(dy, {0}), normalized_shape, bias_dtype);
+    return {dx, dw, db};
+  }
+  static Tensor mean_of(const Tensor& t, const Shape& dims) { return mantissa::mean(t, dims, KeepDim::kYes); }
 };
 
 struct BatchNormBackward final : Node {
-  SavedTensor input{this, "input"};    // contiguous x
-  SavedTensor weight{this, "weight"};  // widened, when given
-  SavedTensor mean{this, "mean"};      // [C] statistics used to normalize, compute dtype
+  SavedTensor input{this, "input"};                // contiguous x
+  SavedTensor weight{this, "weight"};              // widened, when given
+  SavedTensor weight_param{this, "weight_param"};  // the weight as given, when it requires grad
+  SavedTensor mean{this, "mean"};                  // [C] statistics used to normalize, compute dtype
   SavedTensor invstd{this, "invstd"};
   cpu::BatchNormGeometry geometry;
   cpu::BatchStats stats = cpu::BatchStats::kFromBatch;
+  double eps = 1e-5;
   Shape param_shape;
   DType weight_dtype = DType::kF32, bias_dtype = DType::kF32;
   std::string_view name() const override { return "BatchNormBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& x = input.get();
-    const Tensor dy = grads[0].contiguous();
     const DType cd = compute_dtype(x.dtype());
+    const Tensor& w_param = weight_param.get();
+    if (compute_requires_grad({&grads[0], &x, &w_param})) {
+      return graph_backward(grads[0], x, graph_weight(w_param, weight, cd));
+    }
+    const Tensor dy = grads[0].contiguous();
     Tensor dx, dw, db;
     if (next_edges[0].valid()) dx = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
     if (next_edges[1].valid()) dw = empty(param_shape, {.dtype = cd, .device = x.device()});
@@ -178,6 +219,34 @@ struct BatchNormBackward final : Node {
     if (db.defined()) db = param_grad(db, param_shape, bias_dtype);
     return {dx, dw, db};
   }
+  // The kernel's formulas over [N, C, S] with differentiable ops, statistics per channel (dims 0 and 2):
+  // with batch statistics as layer_norm's; with running ones (constants) dx = dy w invstd.
+  std::vector<Tensor> graph_backward(const Tensor& dy_in, const Tensor& x_in, const Tensor& w) const {
+    const DType cd = compute_dtype(x_in.dtype());
+    const int64_t c = geometry.channels;
+    const Shape ncs{geometry.n, c, geometry.spatial}, per_channel{1, c, 1};
+    const Tensor x = x_in.to(cd).reshape(ncs), dy = dy_in.to(cd).reshape(ncs);
+    const bool from_batch = stats == cpu::BatchStats::kFromBatch;
+    Tensor centered, inv;
+    if (from_batch) {
+      centered = x - mean_of(x);
+      inv = rsqrt(mean_of(centered * centered) + eps);
+    } else {
+      centered = x - mean.get().reshape(per_channel);
+      inv = invstd.get().reshape(per_channel);
+    }
+    const Tensor xhat = centered * inv;
+    Tensor dx, dw, db;
+    if (next_edges[0].valid()) {
+      const Tensor g = w.defined() ? dy * w.reshape(per_channel) : dy;
+      dx = from_batch ? inv * (g - mean_of(g) - xhat * mean_of(g * xhat)) : g * inv;
+      dx = dx.reshape(x_in.shape()).to(x_in.dtype());
+    }
+    if (next_edges[1].valid()) dw = param_grad(sum(dy * xhat, {0, 2}), param_shape, weight_dtype);
+    if (next_edges[2].valid()) db = param_grad(sum(dy, {0, 2}), param_shape, bias_dtype);
+    return {dx, dw, db};
+  }
+  static Tensor mean_of(const Tensor& t) { return mantissa::mean(t, {0, 2}, KeepDim::kYes); }
 };
 
 }  // namespace
@@ -211,6 +280,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
     auto node = make_node<LayerNormBackward>({&x, &weight, &bias});
     node->input = xc;
     if (wc.defined()) node->weight = wc;
+    if (weight.defined() && weight.requires_grad()) node->weight_param = weight;
     node->mean = mean;
     node->rstd = rstd;
     node->geometry = g;
@@ -281,8 +351,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     auto node = make_node<BatchNormBackward>({&x, &weight, &bias});
     node->input = xc;
     if (wc.defined()) node->weight = wc;
+    if (weight.defined() && weight.requires_grad()) node->weight_param = weight;
     node->mean = mean;
     node->invstd = invstd;
+    node->eps = eps;
     node->geometry = g;
     node->stats = mode == BatchNormMode::kTrain ? cpu::BatchStats::kFromBatch : cpu::BatchStats::kConstant;
     node->param_shape = param_shape;

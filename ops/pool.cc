@@ -1,12 +1,15 @@
 // max_pool2d and avg_pool2d: argument checks, dispatch to ops/cpu/pool_kernels (ops/cuda/host/pool.h for
 // CUDA tensors), and their backward.
-// max_pool2d's node keeps only the argmax indices (i64, one per output); avg_pool2d's keeps nothing.
+// max_pool2d's node keeps only the argmax indices (i64, one per output); avg_pool2d's keeps nothing. Both
+// gradients are linear in the incoming gradient, so under create_graph they are computed by differentiable
+// ops: a scatter-add at the indices, and avg_pool2d's own adjoint (avg_pool2d again).
 #include "ops/pool.h"
 
 #include "framework/autograd.h"
 #include "ops/cpu/pool_kernels.h"
 #include "ops/cuda/host/pool.h"
 #include "ops/dispatch.h"
+#include "ops/shape.h"
 
 namespace mantissa {
 namespace {
@@ -78,11 +81,34 @@ struct MaxPool2dBackward final : Node {
   Shape input_shape;
   DType dtype = DType::kF32;
   std::string_view name() const override { return "MaxPool2dBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    if (compute_requires_grad({&grads[0]})) {
+      // create_graph: each plane's gradient scatter-added at the argmax (indices count within the plane).
+      const Pool2dGeometry& g = geometry;
+      const Tensor dy = grads[0].reshape({g.planes, g.oh * g.ow});
+      const Tensor zero = zeros({g.planes, g.h * g.w}, {.dtype = dy.dtype(), .device = dy.device()});
+      return {scatter_add(zero, 1, indices.get().view({g.planes, g.oh * g.ow}), dy).view(input_shape)};
+    }
     const Tensor dy = grads[0].contiguous();
     Tensor dx = empty(input_shape, {.dtype = dtype, .device = dy.device()});
     dispatch(name(), kMaxPool2dBackward, dy.device(), geometry, dy, indices.get(), dx);
     return {dx};
+  }
+};
+
+Pool2dOptions options_of(const Pool2dGeometry& g) {
+  return {.kernel_size = {g.kh, g.kw}, .stride = {g.stride_h, g.stride_w}, .padding = {g.pad_h, g.pad_w}};
+}
+
+// The node of avg_pool2d's gradient under create_graph: that gradient is the adjoint of the pooling, so
+// its own gradient is the pooling again.
+struct AvgPool2dBackwardBackward final : Node {
+  Pool2dGeometry geometry;
+  std::string_view name() const override { return "AvgPool2dBackwardBackward"; }
+  bool supports_create_graph() const override { return true; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    return {avg_pool2d(grads[0], options_of(geometry))};
   }
 };
 
@@ -91,10 +117,16 @@ struct AvgPool2dBackward final : Node {
   Shape input_shape;
   DType dtype = DType::kF32;
   std::string_view name() const override { return "AvgPool2dBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor dy = grads[0].contiguous();
     Tensor dx = empty(input_shape, {.dtype = dtype, .device = dy.device()});
     dispatch(name(), kAvgPool2dBackward, dy.device(), geometry, dy, dx);
+    if (compute_requires_grad({&grads[0]})) {
+      auto node = make_node<AvgPool2dBackwardBackward>({&grads[0]});
+      node->geometry = geometry;
+      set_history(dx, node);
+    }
     return {dx};
   }
 };

@@ -11,6 +11,7 @@
 #include "ops/device_map.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
+#include "ops/shape.h"
 
 namespace mantissa {
 namespace {
@@ -72,6 +73,7 @@ struct SumBackward final : Node {
   Shape keep_shape, input_shape;
   double scale = 1.0;  // 1/N for mean
   std::string_view name() const override { return scale == 1.0 ? "SumBackward" : "MeanBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     Tensor gs = scale == 1.0 ? g[0] : mul(g[0], scale);
     return {expand_back(gs, keep_shape, input_shape).contiguous()};
@@ -130,12 +132,25 @@ struct VarBackward final : Node {
   Shape keep_shape;
   double denom = 1.0;  // N - correction
   std::string_view name() const override { return "VarBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     // d var / dx = 2 (x - mean) / (N - correction)
     const double k = 2.0 / denom;
     Tensor gk = g[0].reshape(keep_shape);
+    const Tensor& x = self.get();
+    if (compute_requires_grad({&gk, &x})) {
+      // create_graph: the saved mean has no history, so it is computed again from x (its dependence on x
+      // is part of the second derivative). The reduced dims are the size-1 dims of keep_shape (a size-1 dim
+      // of x gives the same mean either way).
+      Shape dims;
+      for (int64_t d = 0; d < static_cast<int64_t>(keep_shape.size()); ++d) {
+        if (keep_shape[d] == 1) dims.push_back(d);
+      }
+      const Tensor m = dims.empty() ? mean(x) : mean(x, dims, KeepDim::kYes);
+      return {mul(gk * (x - m), k)};
+    }
     return {map_ternary(
-        gk, self.get(), mean_keep.get(), "var_backward",
+        gk, x, mean_keep.get(), "var_backward",
         [k](auto gv, auto x, auto m) { return pointwise::scaled_diff_grad(static_cast<decltype(gv)>(k), gv, x, m); },
         {gpu::TernaryOp::kScaledDiffGrad, k})};
   }
@@ -193,8 +208,14 @@ struct MaxDimBackward final : Node {
   Shape keep_shape, input_shape;
   int64_t dim = 0;
   std::string_view name() const override { return "MaxBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     const Tensor gk = g[0].reshape(keep_shape).contiguous();
+    if (compute_requires_grad({&gk})) {
+      // create_graph: the same scatter as a differentiable op (its gradient gathers at the indices).
+      if (input_shape.empty()) return {gk.reshape(input_shape)};  // the max of a 0-d tensor is itself
+      return {scatter_add(zeros(input_shape, {.dtype = gk.dtype(), .device = gk.device()}), dim, indices.get(), gk)};
+    }
     return {dispatch("max_backward", kMaxBackward, gk.device(), gk, indices.get(), input_shape, dim)};
   }
 };
@@ -213,6 +234,7 @@ struct MaxAllBackward final : Node {
   SavedTensor self{this, "self"};
   SavedTensor result{this, "result"};
   std::string_view name() const override { return "MaxBackward"; }
+  bool supports_create_graph() const override { return true; }  // where and div record under create_graph
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     // The gradient is split evenly among all elements equal to the maximum.
     Tensor mask = eq(self.get(), result.get());

@@ -92,6 +92,7 @@ struct CatBackward final : Node {
   std::vector<Piece> pieces;  // one per input (an input's slice of the output along dim)
   int64_t dim = 0;
   std::string_view name() const override { return "CatBackward"; }
+  bool supports_create_graph() const override { return true; }  // narrow, contiguous and to record
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     std::vector<Tensor> out(pieces.size());
     for (size_t i = 0; i < pieces.size(); ++i) {
@@ -125,7 +126,13 @@ struct GatherBackward final : Node {
   DType input_dtype;
   int64_t dim = 0;
   std::string_view name() const override { return "GatherBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    if (compute_requires_grad({&grads[0]})) {  // create_graph: the same scatter-add as a differentiable op
+      return {scatter_add(zeros(input_shape, {.dtype = grads[0].dtype(), .device = grads[0].device()}), dim,
+                          index.get(), grads[0])
+                  .to(input_dtype)};
+    }
     const Tensor g = grads[0].contiguous();
     Tensor acc = zeros(input_shape, {.dtype = compute_dtype(input_dtype), .device = g.device()});
     dispatch(name(), kScatterAdd, g.device(), g, index.get(), dim, acc, name());
@@ -290,6 +297,7 @@ struct ScatterAddBackward final : Node {
   SavedTensor index{this, "index"};  // contiguous i64
   int64_t dim = 0;
   std::string_view name() const override { return "ScatterAddBackward"; }
+  bool supports_create_graph() const override { return true; }  // gather records
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     // out = x + scatter(src): x's gradient passes through, src's is the gradient gathered at the index.
     Tensor gx, gsrc;

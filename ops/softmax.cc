@@ -7,6 +7,8 @@
 #include "ops/cpu/softmax.h"
 #include "ops/cuda/host/softmax.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
 
 namespace mantissa {
 namespace {
@@ -40,13 +42,22 @@ struct SoftmaxBackward final : Node {
   std::string_view name() const override {
     return kind == SoftmaxKind::kSoftmax ? "SoftmaxBackward" : "LogSoftmaxBackward";
   }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& y = result.get();
+    if (compute_requires_grad({&grads[0], &y})) return {graph_backward(grads[0], y)};
     const Tensor dy = grads[0].contiguous();
     Tensor dx = empty(y.shape(), {.dtype = y.dtype(), .device = y.device()});
     if (y.numel() == 0) return {dx};
     dispatch(name(), kSoftmaxBackward, y.device(), dy, y, dx, dim, kind);
     return {dx};
+  }
+  // The kernel's formulas with differentiable ops (create_graph); y, the saved output, carries this node
+  // as its history. softmax: y (dy - sum(dy y)); log_softmax: dy - exp(y) sum(dy), sums along dim.
+  Tensor graph_backward(const Tensor& dy, const Tensor& y) const {
+    if (y.dim() == 0) return mul(dy, 0.0);  // one element along dim: the output is constant
+    if (kind == SoftmaxKind::kSoftmax) return y * (dy - sum(dy * y, {dim}, KeepDim::kYes));
+    return dy - exp(y) * sum(dy, {dim}, KeepDim::kYes);
   }
 };
 

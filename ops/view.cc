@@ -61,29 +61,61 @@ std::optional<Shape> view_strides(const Shape& old_shape, const Shape& old_strid
   return out;
 }
 
+// The view nodes compute with differentiable ops (views, sum_to, to), so a create_graph backward records
+// their gradients' history as it goes.
 struct ReshapeBackward final : Node {
   Shape input_shape;
   std::string_view name() const override { return "ReshapeBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override { return {g[0].reshape(input_shape)}; }
 };
 
 struct PermuteBackward final : Node {
   Shape inverse;  // inverse[dims[i]] = i
   std::string_view name() const override { return "PermuteBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override { return {g[0].permute(inverse)}; }
 };
 
-// narrow, slice and select: the gradient is zero outside the viewed region.
-struct SliceBackward final : Node {
+// Where a slice, narrow or select took its view from.
+struct SliceGeometry {
   Shape input_shape;
   DType dtype;
   int64_t dim, start, end, step;
   bool keep_dim;  // false for select(), which removed the dim
+  // g (the view's gradient) placed into zeros of the input's shape.
+  Tensor scatter(const Tensor& g) const {
+    Tensor out = zeros(input_shape, {.dtype = dtype, .device = g.device()});
+    copy_(out.slice(dim, start, end, step), keep_dim ? g : g.unsqueeze(dim));
+    return out;
+  }
+  // The view of `t` (input-shaped) that the forward took: the adjoint of scatter().
+  Tensor view_of(const Tensor& t) const {
+    Tensor v = t.slice(dim, start, end, step);
+    return keep_dim ? v : v.squeeze(dim);
+  }
+};
+
+// The node of scatter() under create_graph: its gradient is the same view of the incoming gradient.
+struct SliceBackwardBackward final : Node {
+  SliceGeometry geometry;
+  std::string_view name() const override { return "SliceBackwardBackward"; }
+  bool supports_create_graph() const override { return true; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override { return {geometry.view_of(g[0])}; }
+};
+
+// narrow, slice and select: the gradient is zero outside the viewed region.
+struct SliceBackward final : Node {
+  SliceGeometry geometry;
   std::string_view name() const override { return "SliceBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
-    Tensor out = zeros(input_shape, {.dtype = dtype, .device = g[0].device()});
-    Tensor region = out.slice(dim, start, end, step);
-    copy_(region, keep_dim ? g[0] : g[0].unsqueeze(dim));
+    Tensor out = geometry.scatter(g[0]);
+    if (compute_requires_grad({&g[0]})) {
+      auto node = make_node<SliceBackwardBackward>({&g[0]});
+      node->geometry = geometry;
+      set_history(out, node);
+    }
     return {out};
   }
 };
@@ -91,13 +123,16 @@ struct SliceBackward final : Node {
 struct ExpandBackward final : Node {
   Shape input_shape;
   std::string_view name() const override { return "ExpandBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override { return {sum_to(g[0], input_shape)}; }
 };
 
-// The cast node: gradients go back in the input's dtype, so fp32 masters get fp32 gradients.
+// The cast node: gradients go back in the input's dtype, so fp32 masters get fp32 gradients. Under
+// create_graph the cast back is itself a cast node, so a second backward crosses it in the other direction.
 struct ToBackward final : Node {
   DType input_dtype;
   std::string_view name() const override { return "ToBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override { return {g[0].to(input_dtype)}; }
 };
 
@@ -105,11 +140,13 @@ struct ToBackward final : Node {
 struct ToDeviceBackward final : Node {
   Device input_device;
   std::string_view name() const override { return "ToDeviceBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override { return {g[0].to(input_device)}; }
 };
 
 struct IdentityBackward final : Node {
   std::string_view name() const override { return "CloneBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override { return {g[0]}; }
 };
 
@@ -223,15 +260,9 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   new_shape[d] = (end - start + step - 1) / step;
   new_strides[d] *= step;
   auto node = node_if_needed<SliceBackward>(*this);
-  if (node) {
-    node->input_shape = shape();
-    node->dtype = dtype();
-    node->dim = d;
-    node->start = start;
-    node->end = end;
-    node->step = step;
-    node->keep_dim = true;
-  }
+  if (node)
+    node->geometry = {
+        .input_shape = shape(), .dtype = dtype(), .dim = d, .start = start, .end = end, .step = step, .keep_dim = true};
   return record_view(make_view(*this, new_shape, new_strides, offset() + start * strides()[d]), node);
 }
 
@@ -253,15 +284,14 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   new_shape.erase(new_shape.begin() + d);
   new_strides.erase(new_strides.begin() + d);
   auto node = node_if_needed<SliceBackward>(*this);
-  if (node) {
-    node->input_shape = shape();
-    node->dtype = dtype();
-    node->dim = d;
-    node->start = index;
-    node->end = index + 1;
-    node->step = 1;
-    node->keep_dim = false;
-  }
+  if (node)
+    node->geometry = {.input_shape = shape(),
+                      .dtype = dtype(),
+                      .dim = d,
+                      .start = index,
+                      .end = index + 1,
+                      .step = 1,
+                      .keep_dim = false};
   return record_view(make_view(*this, new_shape, new_strides, offset() + index * strides()[d]), node);
 }
 

@@ -1,4 +1,5 @@
-// Gradcheck: analytic vector-Jacobian products from the autograd engine against f64 central differences.
+// Gradcheck and gradgradcheck: analytic vector-Jacobian products (and their own gradients, through
+// create_graph) from the autograd engine against f64 central differences.
 #include "tests/support/gradcheck.h"
 
 #include <cmath>
@@ -8,6 +9,8 @@
 
 #include "framework/autograd.h"
 #include "framework/generator.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
 
 namespace mantissa::testing {
 namespace {
@@ -79,6 +82,26 @@ double dot(const Tensor& out, const std::vector<double>& go) {
   return s;
 }
 
+// Which inputs are differentiated; a failure when one of them is not f64.
+::testing::AssertionResult differentiated(const std::vector<Tensor>& inputs, const GradcheckOptions& options,
+                                          std::vector<bool>* diff) {
+  diff->assign(inputs.size(), false);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    (*diff)[k] = options.differentiate.empty() ? is_floating(inputs[k].dtype()) : options.differentiate.at(k);
+    if ((*diff)[k] && inputs[k].dtype() != DType::kF64) {
+      return ::testing::AssertionFailure() << "gradcheck: input " << k << " is " << dtype_name(inputs[k].dtype())
+                                           << "; differentiated inputs must be f64";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<double> uniform_pm1(Generator& gen, int64_t n) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (double& x : v) x = 2.0 * gen.uniform_double() - 1.0;
+  return v;
+}
+
 }  // namespace
 
 std::vector<double> values_f64(const Tensor& t) {
@@ -102,14 +125,8 @@ Tensor random_input(const Shape& shape, uint64_t seed, RandomInputOptions option
 ::testing::AssertionResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
                                      const GradcheckOptions& options) {
   const size_t n = inputs.size();
-  std::vector<bool> diff(n);
-  for (size_t k = 0; k < n; ++k) {
-    diff[k] = options.differentiate.empty() ? is_floating(inputs[k].dtype()) : options.differentiate.at(k);
-    if (diff[k] && inputs[k].dtype() != DType::kF64) {
-      return ::testing::AssertionFailure() << "gradcheck: input " << k << " is " << dtype_name(inputs[k].dtype())
-                                           << "; differentiated inputs must be f64";
-    }
-  }
+  std::vector<bool> diff;
+  if (::testing::AssertionResult ok = differentiated(inputs, options, &diff); !ok) return ok;
 
   std::ostringstream failures;
   failures << std::setprecision(10);
@@ -177,6 +194,102 @@ Tensor random_input(const Shape& shape, uint64_t seed, RandomInputOptions option
   }
   if (failed == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "gradcheck: " << failed << " gradient element(s) disagree" << failures.str();
+}
+
+::testing::AssertionResult gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
+                                         const GradcheckOptions& options) {
+  const size_t n = inputs.size();
+  std::vector<bool> diff;
+  if (::testing::AssertionResult ok = differentiated(inputs, options, &diff); !ok) return ok;
+
+  std::ostringstream failures;
+  failures << std::setprecision(10);
+  int failed = 0;
+  for (InputLayout layout : options.layouts) {
+    std::vector<Tensor> xs(n);
+    std::vector<InputLayout> used(n, InputLayout::kContiguous);
+    std::vector<Tensor> wrt;  // the differentiated inputs, then v
+    std::vector<std::string> names;
+    for (size_t k = 0; k < n; ++k) {
+      if (!diff[k]) {
+        xs[k] = inputs[k];
+        continue;
+      }
+      xs[k] = lay_out(inputs[k], layout, &used[k]);
+      xs[k].set_requires_grad(true);
+      wrt.push_back(xs[k]);
+      names.push_back("input " + std::to_string(k) + " " + shape_str(xs[k].shape()) + " (" + layout_name(used[k]) +
+                      ")");
+    }
+    const std::vector<Tensor> xs_diff = wrt;
+
+    const Tensor y = fn(xs);
+    if (!y.defined() || y.dtype() != DType::kF64) {
+      return ::testing::AssertionFailure() << "gradgradcheck: the function must return an f64 tensor, got "
+                                           << (y.defined() ? dtype_name(y.dtype()) : "undefined");
+    }
+    Generator gen(options.seed);
+    Tensor v = from_vector<double>(uniform_pm1(gen, y.numel()), y.shape()).set_requires_grad(true);
+    std::vector<Tensor> u;
+    for (const Tensor& x : xs_diff) u.push_back(from_vector<double>(uniform_pm1(gen, x.numel()), x.shape()));
+    wrt.push_back(v);
+    names.push_back("grad_output " + shape_str(v.shape()));
+
+    // s = sum_k <grad(y, x_k; v), u_k>, with history when create_graph. A y without history has zero
+    // first derivatives.
+    auto weighted_first_order = [&](const Tensor& out, bool create_graph) {
+      Tensor s = zeros({}, {.dtype = DType::kF64});
+      if (!out.requires_grad()) return s;
+      const std::vector<Tensor> g =
+          grad(out, xs_diff, {.grad_outputs = {v}, .create_graph = create_graph, .allow_unused = true});
+      for (size_t k = 0; k < g.size(); ++k) {
+        if (g[k].defined()) s = s + sum(g[k] * u[k]);
+      }
+      return s;
+    };
+
+    // Analytic: the gradient of s through the create_graph gradients.
+    const Tensor s = weighted_first_order(y, true);
+    std::vector<Tensor> analytic(wrt.size());
+    if (s.requires_grad()) analytic = grad(s, wrt, {.allow_unused = true});
+
+    for (size_t j = 0; j < wrt.size(); ++j) {
+      Tensor t = wrt[j];
+      const Tensor& a_t = analytic[j];
+      if (a_t.defined() && (a_t.shape() != t.shape() || a_t.dtype() != DType::kF64)) {
+        return ::testing::AssertionFailure() << "gradgradcheck: " << names[j] << " got a second-order gradient of "
+                                             << shape_str(a_t.shape()) << " " << dtype_name(a_t.dtype());
+      }
+      const std::vector<double> a_vals =
+          a_t.defined() ? values_f64(a_t) : std::vector<double>(static_cast<size_t>(t.numel()), 0.0);
+      // Numerical: perturb one element in place (through the view, so the layout is kept) and evaluate s
+      // again from a fresh forward and a first-order grad().
+      double* base = static_cast<double*>(t.data_ptr());
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        double& ti = base[element_offset(t, i)];
+        const double orig = ti;
+        ti = orig + options.eps;
+        const double sp = weighted_first_order(fn(xs), false).item();
+        ti = orig - options.eps;
+        const double sm = weighted_first_order(fn(xs), false).item();
+        ti = orig;
+        const double numeric = (sp - sm) / (2.0 * options.eps);
+        const double a = a_vals[static_cast<size_t>(i)];
+        const double tol = options.atol + options.rtol * std::abs(numeric);
+        if (!(std::abs(a - numeric) <= tol)) {
+          if (failed < options.max_reported) {
+            failures << "\n  " << names[j] << ", element " << shape_str(unravel(i, t.shape())) << ": analytic " << a
+                     << " vs numerical " << numeric << " (|diff| " << std::abs(a - numeric) << " > tol " << tol << ")"
+                     << (a_t.defined() ? "" : " [no second-order gradient reached it]");
+          }
+          ++failed;
+        }
+      }
+    }
+  }
+  if (failed == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "gradgradcheck: " << failed << " second-order gradient element(s) disagree"
+                                       << failures.str();
 }
 
 }  // namespace mantissa::testing

@@ -43,6 +43,15 @@ using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 ::testing::AssertionResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
                                      const GradcheckOptions& options = {});
 
+// Second derivatives (PyTorch's gradgradcheck): with y = fn(inputs), a random grad_output v and a random
+// weight u_k per differentiated input, the analytic gradient of s = sum_k <grad(y, x_k; v, create_graph), u_k>
+// with respect to every differentiated input and to v is checked against central differences of s, each
+// evaluation of s being a first-order grad(). The gradient with respect to v checks that the create_graph
+// gradients carry history through the incoming gradient too, which a chain of ops relies on. The same
+// options and layouts as gradcheck; failures name the input (or "grad_output"), layout and element.
+::testing::AssertionResult gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
+                                         const GradcheckOptions& options = {});
+
 // Random f64 inputs for gradchecks, deterministic in `seed`.
 struct RandomInputOptions {
   double low = -2.0, high = 2.0;  // uniform in [low, high)

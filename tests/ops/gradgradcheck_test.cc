@@ -1,0 +1,371 @@
+// Second derivatives of every op whose backward supports create_graph, through the one harness
+// (gradgradcheck: the gradient of <grad(y, x; v, create_graph), u> with respect to the inputs and to v,
+// against f64 central differences of first-order gradients), with contiguous, transposed and strided inputs.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "framework/autograd.h"
+#include "framework/generator.h"
+#include "ops/conv.h"
+#include "ops/dropout.h"
+#include "ops/elementwise.h"
+#include "ops/loss.h"
+#include "ops/matmul.h"
+#include "ops/norm.h"
+#include "ops/pool.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
+#include "ops/softmax.h"
+#include "tests/support/gradcheck.h"
+
+namespace mantissa::testing {
+namespace {
+
+using In = std::vector<Tensor>;
+
+struct Case {
+  std::string name;
+  GradcheckFn fn;
+  In inputs;
+  GradcheckOptions options = {};
+};
+
+Tensor rnd(const Shape& s, uint64_t seed, RandomInputOptions o = {}) { return random_input(s, seed, o); }
+// Kinks (relu, abs, clamp, max) are kept 0.05 away; log, sqrt, rsqrt and the divisors need x > 0.
+constexpr RandomInputOptions kAwayFromZero{.low = -2.0, .high = 2.0, .min_abs = 0.05};
+constexpr RandomInputOptions kPositive{.low = 0.4, .high = 2.5};
+
+Tensor i64(std::vector<int64_t> v, Shape shape = {}) {
+  if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
+  return from_vector<int64_t>(v, shape);
+}
+
+std::vector<Case> matmul_cases() {
+  return {
+      {"mm", [](const In& x) { return mm(x[0], x[1]); }, {rnd({3, 4}, 1), rnd({4, 2}, 2)}},
+      {"bmm", [](const In& x) { return bmm(x[0], x[1]); }, {rnd({2, 3, 2}, 3), rnd({2, 2, 3}, 4)}},
+      {"matmul_dot", [](const In& x) { return matmul(x[0], x[1]); }, {rnd({4}, 5), rnd({4}, 6)}},
+      {"matmul_matrix_vector", [](const In& x) { return matmul(x[0], x[1]); }, {rnd({3, 4}, 7), rnd({4}, 8)}},
+      {"matmul_broadcast_batch",
+       [](const In& x) { return matmul(x[0], x[1]); },
+       {rnd({2, 1, 2, 3}, 9), rnd({2, 3, 2}, 10)}},
+      {"matmul_matrix_batched", [](const In& x) { return matmul(x[0], x[1]); }, {rnd({2, 3}, 11), rnd({2, 3, 2}, 12)}},
+      {"linear",
+       [](const In& x) { return linear(x[0], x[1], x[2]); },
+       {rnd({4, 3}, 13), rnd({2, 3}, 14), rnd({2}, 15)}},
+      {"linear_3d_no_bias", [](const In& x) { return linear(x[0], x[1]); }, {rnd({2, 2, 3}, 16), rnd({2, 3}, 17)}},
+      {"addmm_broadcast_bias",
+       [](const In& x) { return addmm(x[0], x[1], x[2], 0.5, -2.0); },
+       {rnd({3}, 18), rnd({2, 4}, 19), rnd({4, 3}, 20)}},
+      {"baddbmm",
+       [](const In& x) { return baddbmm(x[0], x[1], x[2], 2.0, 0.5); },
+       {rnd({2, 2, 2}, 21), rnd({2, 2, 3}, 22), rnd({2, 3, 2}, 23)}},
+      {"dot", [](const In& x) { return dot(x[0], x[1]) * x[0]; }, {rnd({3}, 24), rnd({3}, 25)}},
+      // Products are bilinear: what makes a second derivative non-zero is an input met twice.
+      {"mm_self", [](const In& x) { return mm(x[0], x[0].t()); }, {rnd({3, 2}, 26)}},
+  };
+}
+
+std::vector<Case> view_cases() {
+  return {
+      {"reshape",
+       [](const In& x) {
+         return x[0].reshape({4, -1}) * x[0].reshape({4, -1});
+       },
+       {rnd({2, 3, 2}, 30)}},
+      {"transpose", [](const In& x) { return x[0].transpose(0, 2) * x[1]; }, {rnd({2, 3, 2}, 31), rnd({2, 3, 2}, 32)}},
+      {"permute",
+       [](const In& x) {
+         return x[0].permute({2, 0, 1}) * x[1];
+       },
+       {rnd({2, 3, 2}, 33), rnd({2, 2, 3}, 34)}},
+      {"slice_step", [](const In& x) { return x[0].slice(1, 1, 6, 2) * x[0].slice(1, 0, 5, 2); }, {rnd({2, 7}, 35)}},
+      {"narrow_and_select", [](const In& x) { return x[0].narrow(0, 1, 2) * x[0].select(0, 0); }, {rnd({3, 4}, 36)}},
+      {"expand",
+       [](const In& x) {
+         return x[0].expand({2, 3, 4}) * x[1];
+       },
+       {rnd({3, 1}, 37), rnd({2, 3, 4}, 38)}},
+      {"unsqueeze_flatten", [](const In& x) { return x[0].unsqueeze(0).flatten(0, 1) * x[0]; }, {rnd({3, 4}, 39)}},
+      {"clone_contiguous", [](const In& x) { return x[0].t().contiguous() * x[0].t().clone(); }, {rnd({3, 4}, 40)}},
+      // Through f32 and back (the cast node both ways): see gradcheck_test.cc's to_f32_and_back for the
+      // eps and atol that f32 rounding needs.
+      {"to_f32_and_back",
+       [](const In& x) { return x[0].to(DType::kF32).to(DType::kF64) * x[0]; },
+       {rnd({3, 4}, 41)},
+       {.eps = 1e-2, .atol = 1e-4}},
+  };
+}
+
+std::vector<Case> elementwise_cases() {
+  return {
+      {"add", [](const In& x) { return add(x[0], x[1]) * x[0]; }, {rnd({3, 4}, 50), rnd({3, 4}, 51)}},
+      {"add_broadcast", [](const In& x) { return (x[0] + x[1]) * x[1]; }, {rnd({3, 1, 2}, 52), rnd({4, 2}, 53)}},
+      {"sub_broadcast", [](const In& x) { return sub(x[0], x[1]) * x[0]; }, {rnd({4, 1}, 54), rnd({3}, 55)}},
+      {"mul", [](const In& x) { return mul(x[0], x[1]); }, {rnd({3, 4}, 56), rnd({3, 4}, 57)}},
+      {"mul_broadcast_square", [](const In& x) { return x[0] * x[1] * x[0]; }, {rnd({3, 2, 2}, 58), rnd({2}, 59)}},
+      {"div", [](const In& x) { return div(x[0], x[1]); }, {rnd({3, 4}, 60), rnd({3, 4}, 61, kAwayFromZero)}},
+      {"div_broadcast", [](const In& x) { return x[0] / x[1]; }, {rnd({2, 1, 3}, 62), rnd({4, 1}, 63, kPositive)}},
+      {"scalar_ops", [](const In& x) { return (1.5 - (x[0] - 0.5) * 3.0 + 2.5) / 4.0 * neg(x[0]); }, {rnd({2, 3}, 64)}},
+      {"pow_scalar_2", [](const In& x) { return pow(x[0], 2.0); }, {rnd({3, 4}, 65)}},
+      {"pow_scalar_3", [](const In& x) { return pow(x[0], 3.0); }, {rnd({3, 4}, 66)}},
+      {"pow_scalar_fractional", [](const In& x) { return pow(x[0], -1.5); }, {rnd({3, 4}, 67, kPositive)}},
+      {"pow_scalar_0", [](const In& x) { return pow(x[0], 0.0) * x[0]; }, {rnd({3, 4}, 68)}},
+      {"exp", [](const In& x) { return exp(x[0]); }, {rnd({3, 4}, 69)}},
+      {"log", [](const In& x) { return log(x[0]); }, {rnd({3, 4}, 70, kPositive)}},
+      {"sqrt", [](const In& x) { return sqrt(x[0]); }, {rnd({3, 4}, 71, kPositive)}},
+      {"rsqrt", [](const In& x) { return rsqrt(x[0]); }, {rnd({3, 4}, 72, kPositive)}},
+      {"abs", [](const In& x) { return abs(x[0]) * x[0]; }, {rnd({3, 4}, 73, kAwayFromZero)}},
+      {"relu", [](const In& x) { return relu(x[0]) * x[0]; }, {rnd({3, 4}, 74, kAwayFromZero)}},
+      {"gelu_erf", [](const In& x) { return gelu(x[0]); }, {rnd({3, 4}, 75, {.low = -4, .high = 4})}},
+      {"gelu_tanh",
+       [](const In& x) { return gelu(x[0], GeluApproximation::kTanh); },
+       {rnd({3, 4}, 76, {.low = -4, .high = 4})}},
+      {"tanh", [](const In& x) { return tanh(x[0]); }, {rnd({3, 4}, 77)}},
+      {"sigmoid", [](const In& x) { return sigmoid(x[0]); }, {rnd({3, 4}, 78, {.low = -5, .high = 5})}},
+      // Random inputs land within eps of a clamp bound with probability ~1e-6 per element.
+      {"clamp", [](const In& x) { return clamp(x[0], -0.5, 0.7) * x[0]; }, {rnd({4, 5}, 79)}},
+      {"where_broadcast",
+       [](const In& x) { return where(x[0], x[1] * x[1], x[2]); },
+       {gt(rnd({3, 1}, 80), 0.0), rnd({3, 4}, 81), rnd({4}, 82)}},
+      {"masked_fill",
+       [](const In& x) { return masked_fill(x[0] * x[0], x[1], -7.0); },
+       {rnd({3, 4}, 83), gt(rnd({4}, 84), 0.0)}},
+      // A fresh generator with a fixed seed on every call: the same mask for every evaluation.
+      {"dropout",
+       [](const In& x) {
+         Generator g(9);
+         return dropout(x[0] * x[0], 0.4, &g);
+       },
+       {rnd({4, 5}, 85)}},
+  };
+}
+
+std::vector<Case> reduce_cases() {
+  return {
+      {"sum_all", [](const In& x) { return sum(x[0]) * x[0]; }, {rnd({3, 4}, 90)}},
+      {"sum_dims",
+       [](const In& x) {
+         return sum(x[0] * x[0], {0, 2});
+       },
+       {rnd({3, 4, 2}, 91)}},
+      {"sum_keepdim", [](const In& x) { return sum(x[0], {-1}, KeepDim::kYes) * x[0]; }, {rnd({3, 4}, 92)}},
+      {"mean_all", [](const In& x) { return mean(x[0]) * x[0]; }, {rnd({3, 4}, 93)}},
+      {"mean_dim", [](const In& x) { return mean(x[0] * x[0], {1}); }, {rnd({3, 4, 2}, 94)}},
+      {"var_all", [](const In& x) { return var(x[0]); }, {rnd({4, 3}, 95)}},
+      {"var_dim", [](const In& x) { return var(x[0], {1}); }, {rnd({3, 4, 2}, 96)}},
+      {"var_dims_biased_keepdim",
+       [](const In& x) {
+         return var(x[0], {0, 2}, {.correction = 0, .keepdim = KeepDim::kYes});
+       },
+       {rnd({3, 4, 2}, 97)}},
+      // Random values are distinct, so max is differentiable at them.
+      {"max_dim", [](const In& x) { return max(x[0] * x[0], 1).values; }, {rnd({3, 4, 2}, 98, kAwayFromZero)}},
+      {"max_all", [](const In& x) { return max(x[0] * x[0]); }, {rnd({3, 4}, 99, kAwayFromZero)}},
+  };
+}
+
+std::vector<Case> loss_cases() {
+  return {
+      {"softmax", [](const In& x) { return softmax(x[0], -1); }, {rnd({3, 5}, 110, {.low = -3, .high = 3})}},
+      {"softmax_dim0", [](const In& x) { return softmax(x[0], 0); }, {rnd({4, 3, 2}, 111)}},
+      {"log_softmax", [](const In& x) { return log_softmax(x[0], -1); }, {rnd({3, 5}, 112, {.low = -3, .high = 3})}},
+      {"log_softmax_middle", [](const In& x) { return log_softmax(x[0], 1); }, {rnd({2, 4, 3}, 113)}},
+      {"cross_entropy_mean",
+       [](const In& x) { return cross_entropy(x[0], x[1]); },
+       {rnd({4, 5}, 114), i64({1, 0, 4, 4})}},
+      {"cross_entropy_sum_ignore_index",
+       [](const In& x) { return cross_entropy(x[0], x[1], {.reduction = Reduction::kSum, .ignore_index = 2}); },
+       {rnd({5, 3}, 115), i64({0, 2, 1, 2, 1})}},
+      {"cross_entropy_none_spatial",
+       [](const In& x) { return cross_entropy(x[0], x[1], {.reduction = Reduction::kNone}); },
+       {rnd({2, 3, 2, 2}, 116), i64({0, 1, 2, 2, 1, 1, 0, 0}, {2, 2, 2})}},
+      {"cross_entropy_unbatched",
+       [](const In& x) { return cross_entropy(x[0], x[1]); },
+       {rnd({4}, 117), from_vector<int64_t>({2}, Shape{})}},
+      // nll_loss is linear in its input: squared so that the second derivative is not zero.
+      {"nll_loss_mean_ignore_index",
+       [](const In& x) { return nll_loss(x[0] * x[0], x[1], {.ignore_index = 0}); },
+       {rnd({4, 3}, 118), i64({0, 2, 1, 2})}},
+      {"mse_loss_mean", [](const In& x) { return mse_loss(x[0], x[1]); }, {rnd({3, 4}, 119), rnd({3, 4}, 120)}},
+      {"mse_loss_sum",
+       [](const In& x) { return mse_loss(x[0] * x[0], x[1], Reduction::kSum); },
+       {rnd({5}, 121), rnd({5}, 122)}},
+      {"mse_loss_none",
+       [](const In& x) { return mse_loss(x[0], x[1], Reduction::kNone); },
+       {rnd({2, 3}, 123), rnd({2, 3}, 124)}},
+  };
+}
+
+// Convolution, pooling, normalization, and the shape ops whose backward is a scatter or a gather. Pooling
+// and gather are linear (max_pool2d piecewise): their inputs are squared so that a second derivative exists.
+// Random inputs are distinct, so max pooling is differentiable at them.
+std::vector<Case> layer_cases() {
+  return {
+      {"conv2d",
+       [](const In& x) { return conv2d(x[0], x[1], x[2]); },
+       {rnd({2, 2, 4, 5}, 140), rnd({3, 2, 3, 3}, 141), rnd({3}, 142)}},
+      {"conv2d_stride2_pad1_no_bias",
+       [](const In& x) {
+         return conv2d(x[0], x[1], Tensor(), {.stride = {2, 2}, .padding = {1, 1}});
+       },
+       {rnd({1, 2, 5, 4}, 143), rnd({2, 2, 3, 2}, 144)}},
+      {"conv2d_dilation_groups",
+       [](const In& x) {
+         return conv2d(x[0], x[1], x[2], {.padding = {1, 0}, .dilation = {2, 1}, .groups = 2});
+       },
+       {rnd({1, 4, 4, 3}, 145), rnd({4, 2, 2, 2}, 146), rnd({4}, 147)}},
+      {"conv2d_twice",
+       [](const In& x) {
+         return conv2d(tanh(conv2d(x[0], x[1], Tensor(), {.padding = {1, 1}})), x[1]);
+       },
+       {rnd({1, 2, 4, 4}, 148), rnd({2, 2, 3, 3}, 149, {.low = -0.5, .high = 0.5})}},
+      {"max_pool2d", [](const In& x) { return max_pool2d(x[0] * x[0], {}); }, {rnd({2, 2, 4, 4}, 150, kAwayFromZero)}},
+      {"max_pool2d_k3_s2_pad1",
+       [](const In& x) {
+         return max_pool2d(x[0] * x[0], {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+       },
+       {rnd({1, 2, 5, 4}, 151, kAwayFromZero)}},
+      {"avg_pool2d", [](const In& x) { return avg_pool2d(x[0] * x[0], {}); }, {rnd({2, 2, 4, 4}, 152)}},
+      {"avg_pool2d_k3_s2_pad1_unbatched",
+       [](const In& x) {
+         return avg_pool2d(x[0] * x[0], {.kernel_size = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+       },
+       {rnd({2, 5, 4}, 153)}},
+      {"layer_norm",
+       [](const In& x) { return layer_norm(x[0], {4}, x[1], x[2]); },
+       {rnd({3, 2, 4}, 154), rnd({4}, 155), rnd({4}, 156)}},
+      {"layer_norm_two_dims_no_affine",
+       [](const In& x) {
+         return layer_norm(x[0], {2, 3});
+       },
+       {rnd({2, 2, 3}, 157)}},
+      {"batch_norm_train",
+       [](const In& x) {
+         const Tensor rm = zeros({2}, {.dtype = DType::kF64}), rv = ones({2}, {.dtype = DType::kF64});
+         return batch_norm(x[0], rm, rv, x[1], x[2], BatchNormMode::kTrain);
+       },
+       {rnd({3, 2, 2, 2}, 158), rnd({2}, 159), rnd({2}, 160)}},
+      {"batch_norm_train_2d_no_stats",
+       [](const In& x) { return batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], BatchNormMode::kTrain); },
+       {rnd({4, 3}, 161), rnd({3}, 162), rnd({3}, 163)}},
+      // Running statistics make it affine in x: squared so that the second derivative is not zero.
+      {"batch_norm_eval",
+       [](const In& x) { return batch_norm(x[0] * x[0], x[1], x[2], x[3], x[4], BatchNormMode::kEval); },
+       {rnd({3, 2, 2, 2}, 164), rnd({2}, 165), rnd({2}, 166, kPositive), rnd({2}, 167), rnd({2}, 168)},
+       {.differentiate = {true, false, false, true, true}}},
+      {"cat",
+       [](const In& x) {
+         return cat({x[0] * x[0], x[1]}, 1) * cat({x[1], x[0]}, 1);
+       },
+       {rnd({2, 3}, 169), rnd({2, 3}, 170)}},
+      {"gather",
+       [](const In& x) { return gather(x[0] * x[0], 1, x[1]); },
+       {rnd({3, 4}, 171), i64({0, 3, 3, 1, 2, 2, 0, 0, 1}, {3, 3})}},
+      {"scatter_add",
+       [](const In& x) { return scatter_add(x[0] * x[0], 0, x[2], x[1] * x[1]); },
+       {rnd({3, 2}, 172), rnd({2, 2}, 173), i64({2, 0, 2, 2}, {2, 2})}},
+  };
+}
+
+// Compositions: the gradient-penalty shape (an MLP into a loss), shared inputs, several paths into one leaf.
+std::vector<Case> composite_cases() {
+  return {
+      {"mlp_cross_entropy",
+       [](const In& x) {
+         const Tensor h = gelu(linear(x[0], x[1], x[2]));
+         return cross_entropy(linear(tanh(h), x[3]), x[4]);
+       },
+       {rnd({3, 4}, 130), rnd({5, 4}, 131), rnd({5}, 132), rnd({3, 5}, 133), i64({2, 0, 1})}},
+      {"mlp_relu_mse",
+       [](const In& x) { return mse_loss(linear(relu(linear(x[0], x[1])), x[2]), x[3]); },
+       {rnd({3, 2}, 134, kAwayFromZero), rnd({4, 2}, 135), rnd({2, 4}, 136), rnd({3, 2}, 137)}},
+      {"shared_input", [](const In& x) { return x[0] * x[0] + exp(x[0]) * x[0]; }, {rnd({3, 4}, 138)}},
+      {"normalize_like",
+       [](const In& x) {
+         const Tensor m = mean(x[0], {-1}, KeepDim::kYes);
+         return (x[0] - m) * rsqrt(var(x[0], {-1}, {.correction = 0, .keepdim = KeepDim::kYes}) + 1e-5);
+       },
+       {rnd({3, 5}, 139)}},
+  };
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> all;
+  for (auto* group :
+       {&matmul_cases, &view_cases, &elementwise_cases, &reduce_cases, &loss_cases, &layer_cases, &composite_cases}) {
+    for (Case& c : (*group)()) all.push_back(std::move(c));
+  }
+  return all;
+}
+
+class GradgradcheckOp : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GradgradcheckOp, MatchesCentralDifferencesOfTheFirstDerivative) {
+  const Case& c = GetParam();
+  EXPECT_TRUE(gradgradcheck(c.fn, c.inputs, c.options)) << c.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GradgradcheckOp, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// ---- the harness itself must catch a create_graph gradient that is wrong or has no history ----
+
+// y = x^2 whose backward returns 2 g x with history through g only: x's own contribution to the second
+// derivative is lost, which is what a node computing with raw kernels would silently do.
+struct HalfDifferentiableSquareBackward final : Node {
+  SavedTensor self{this, "self"};
+  std::string_view name() const override { return "HalfDifferentiableSquareBackward"; }
+  bool supports_create_graph() const override { return true; }  // wrongly
+  std::vector<Tensor> apply(std::vector<Tensor>&& g) override { return {g[0] * self.get().detach() * 2.0}; }
+};
+Tensor half_differentiable_square(const Tensor& x) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = x * x;
+  }
+  if (compute_requires_grad({&x})) {
+    auto node = make_node<HalfDifferentiableSquareBackward>({&x});
+    node->self = x;
+    set_history(out, node);
+  }
+  return out;
+}
+
+TEST(Gradgradcheck, ReportsASecondDerivativeThatLostTheInputsHistory) {
+  const auto r = gradgradcheck([](const In& x) { return half_differentiable_square(x[0]); }, {rnd({2, 3}, 1)},
+                               {.layouts = {InputLayout::kContiguous}});
+  ASSERT_FALSE(r);
+  const std::string msg = r.message();
+  EXPECT_NE(msg.find("input 0 [2, 3] (contiguous), element [0, 0]"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("grad_output"), std::string::npos) << "the history through g is right: " << msg;
+}
+
+TEST(Gradgradcheck, PassesTheSameSquareWithFullHistory) {
+  EXPECT_TRUE(gradgradcheck([](const In& x) { return x[0] * x[0]; }, {rnd({2, 3}, 1)}));
+}
+
+// ---- ops whose backward does not support create_graph yet say so, naming the op ----
+
+TEST(CreateGraph, AnOpWithoutSupportIsNamedInTheError) {
+  Tensor x = rnd({2, 3}, 2).set_requires_grad(true);
+  // cumsum saves nothing: it is refused because the gradient reaching it has history (it depends on x).
+  EXPECT_THAT(
+      [&] { grad(sum(cumsum(x, 1) * x), {x}, {.create_graph = true}); },
+      ::testing::ThrowsMessage<Error>(::testing::HasSubstr("CumsumBackward does not support create_graph yet")));
+  Tensor e = rnd({3}, 3).set_requires_grad(true);
+  EXPECT_THAT(
+      [&] {
+        grad(sum(pow(x, e)), {x, e}, {.create_graph = true});
+      },
+      ::testing::ThrowsMessage<Error>(::testing::HasSubstr("PowBackward does not support create_graph yet")));
+  // Without create_graph the same gradients are fine.
+  EXPECT_EQ(grad(sum(cumsum(x, 1) * x), {x})[0].shape(), x.shape());
+}
+
+}  // namespace
+}  // namespace mantissa::testing
