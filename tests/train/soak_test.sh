@@ -15,68 +15,12 @@ seed=${SEED:-2026}
 RANDOM=$seed
 work=$(mktemp -d "${TMPDIR:-/tmp}/soak_test.XXXXXX")
 started=$(date +%s.%N)
-watchdog='' pid=''
-cleanup() {
-  [ -n "$watchdog" ] && { pkill -P "$watchdog" 2>/dev/null; kill "$watchdog" 2>/dev/null; }
-  [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-failures=0
-fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+. "$(dirname "$0")/signal_run_support.sh"  # start, wait_step, finish, same_state, ... and the cleanup at exit
 total=40000  # steps: about 6 s unbroken; 30 cycles take about half of them
 run=(--data=synthetic "--mlp_hidden=64,32" --batch_size=32 --epochs=0 --eval_every=1000 --eval_batches=1 --progress=none
      --threads=1 --precision=fp16 --optimizer=adam --lr=0.001 "--max_steps=$total")
 ck="$work/ckpt" metrics="$work/soak.jsonl"
 
-# See stop_test.sh: SIGINT at its default in the background process; sets $pid.
-start() {  # start OUT ERR ARGS...
-  local out=$1 err=$2
-  shift 2
-  ( trap - INT QUIT; exec "$prog" "$@" ) >"$out" 2>"$err" &
-  pid=$!
-}
-alive() { kill -0 "$pid" 2>/dev/null && ! grep -q '^State:.*zombie' "/proc/$pid/status" 2>/dev/null; }
-last_step() { tail -n 4 "$1" 2>/dev/null | sed -n 's/^{"step": \([0-9]*\),.*/\1/p' | tail -1 | grep . || echo 0; }
-# Whether $pid has FILE open: then it has dealt with what an earlier run left in it.
-has_open() {
-  local f want
-  want=$(readlink -f "$1")
-  for f in /proc/"$pid"/fd/*; do [ "$(readlink "$f" 2>/dev/null)" = "$want" ] && return 0; done
-  return 1
-}
-# Waits (30 s at most) until the process has FILE open and FILE has reached step MIN, or the process ended.
-# (After a SIGKILL the file ends with steps past the checkpoint until the next run drops them.)
-wait_step() {  # wait_step FILE MIN
-  local i=0
-  while { ! has_open "$1" || [ "$(last_step "$1")" -lt "$2" ]; } && alive && [ $i -lt 1500 ]; do
-    sleep 0.02; i=$((i + 1))
-  done
-}
-rand_sleep() { sleep "$(awk -v r="$RANDOM" -v m="$1" 'BEGIN { printf "%.3f", m * r / 32767 }')"; }
-finish() {  # finish LIMIT: waits for $pid, SIGKILL after LIMIT s; sets $rc
-  ( sleep "$1"; kill -KILL "$pid" ) </dev/null >/dev/null 2>&1 &
-  watchdog=$!
-  wait "$pid" 2>/dev/null  # (no "Killed" line from the shell)
-  rc=$?
-  pkill -P "$watchdog" 2>/dev/null
-  kill "$watchdog" 2>/dev/null
-  wait "$watchdog" 2>/dev/null
-  watchdog='' pid=''
-}
-normalized() {
-  grep -v '^{"event": "\(stopped\|resumed\)"' "$1" | sed -e 's/, "samples_per_s": [^,}]*//' -e 's/, "wall_s": [^,}]*//'
-}
-same_state() {  # same_state A B OUT: every group but /meta identical
-  local ga gb g
-  ga=$(h5ls "$1" 2>/dev/null | awk '$2 == "Group" && $1 != "meta" { print $1 }' | sort | tr '\n' ' ')
-  gb=$(h5ls "$2" 2>/dev/null | awk '$2 == "Group" && $1 != "meta" { print $1 }' | sort | tr '\n' ' ')
-  if [ -z "$ga" ] || [ "$ga" != "$gb" ]; then echo "groups differ: '$ga' vs '$gb'" >"$3"; return 1; fi
-  for g in $ga; do
-    h5diff "$1" "$2" "/$g" "/$g" >"$3" 2>&1 || { echo "(/$g)" >>"$3"; return 1; }
-  done
-  echo "$ga" >"$3"
-}
 latest_step() { sed -n 's/^step_\([0-9]*\)\.h5$/\1/p' "$ck/latest" 2>/dev/null; }
 
 # The unbroken run.

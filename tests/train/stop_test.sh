@@ -21,78 +21,11 @@ seed=${SEED:-15}
 RANDOM=$seed
 work=$(mktemp -d "${TMPDIR:-/tmp}/stop_test.XXXXXX")
 started=$(date +%s.%N)
-watchdog=
-cleanup() {
-  [ -n "$watchdog" ] && { pkill -P "$watchdog" 2>/dev/null; kill "$watchdog" 2>/dev/null; }
-  [ -n "${pid:-}" ] && kill -KILL "$pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-failures=0
-fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+. "$(dirname "$0")/signal_run_support.sh"  # start, wait_step, finish, same_state, ... and the cleanup at exit
 common=(--data=synthetic "--mlp_hidden=64,32" --batch_size=32 --epochs=0 --eval_every=1000 --eval_batches=1
         --progress=none --threads=1)
 total=6000  # steps of the runs that are stopped and resumed (about 1 s unbroken)
 
-# The program in the background with SIGINT at its default: a shell without job control starts background
-# commands with SIGINT ignored, and the subshell's `trap -` restores it before the exec. Sets $pid.
-start() {  # start OUT ERR ARGS...
-  local out=$1 err=$2
-  shift 2
-  ( trap - INT QUIT; exec "$prog" "$@" ) >"$out" 2>"$err" &
-  pid=$!
-}
-alive() { kill -0 "$pid" 2>/dev/null && ! grep -q '^State:.*zombie' "/proc/$pid/status" 2>/dev/null; }
-# The last complete step line's step in a metrics file (0 if none yet); a line still being written has no
-# comma after its number yet.
-last_step() { tail -n 4 "$1" 2>/dev/null | sed -n 's/^{"step": \([0-9]*\),.*/\1/p' | tail -1 | grep . || echo 0; }
-# Whether $pid has FILE open: then it has dealt with what an earlier run left in it.
-has_open() {
-  local f want
-  want=$(readlink -f "$1")
-  for f in /proc/"$pid"/fd/*; do [ "$(readlink "$f" 2>/dev/null)" = "$want" ] && return 0; done
-  return 1
-}
-# Waits (30 s at most) until the process has FILE open and FILE has reached step MIN, or the process ended.
-wait_step() {  # wait_step FILE MIN
-  local i=0
-  while { ! has_open "$1" || [ "$(last_step "$1")" -lt "$2" ]; } && alive && [ $i -lt 1500 ]; do
-    sleep 0.02; i=$((i + 1))
-  done
-}
-# A temporary file (.<name>.tmp.<pid>) of a write in progress, or left behind, in folder DIR.
-has_tmp() { local f; for f in "$1"/.*.tmp.*; do [ -e "$f" ] && return 0; done; return 1; }
-listing() { (cd "$1" 2>/dev/null && echo .* *) | sed 's/^\. \.\. *//'; }
-rand_sleep() { sleep "$(awk -v r="$RANDOM" -v m="$1" 'BEGIN { printf "%.3f", m * r / 32767 }')"; }
-# Waits for $pid (LIMIT seconds at most, then SIGKILL) and sets $rc and $took (seconds, 2 decimals).
-finish() {  # finish LIMIT
-  local t0
-  t0=$(date +%s.%N)
-  ( sleep "$1"; kill -KILL "$pid" ) </dev/null >/dev/null 2>&1 &
-  watchdog=$!
-  wait "$pid" 2>/dev/null  # (no "Aborted" line from the shell: the status says it)
-  rc=$?
-  took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
-  pkill -P "$watchdog" 2>/dev/null
-  kill "$watchdog" 2>/dev/null
-  wait "$watchdog" 2>/dev/null
-  watchdog='' pid=''
-}
-# The metrics lines that do not vary from run to run: no timing fields, no stopped/resumed events.
-normalized() {
-  grep -v '^{"event": "\(stopped\|resumed\)"' "$1" | sed -e 's/, "samples_per_s": [^,}]*//' -e 's/, "wall_s": [^,}]*//'
-}
-# Every group of two checkpoints but /meta (creation time, wall time) is identical, attributes included.
-same_state() {  # same_state A B OUT
-  local ga gb g
-  ga=$(h5ls "$1" 2>/dev/null | awk '$2 == "Group" && $1 != "meta" { print $1 }' | sort | tr '\n' ' ')
-  gb=$(h5ls "$2" 2>/dev/null | awk '$2 == "Group" && $1 != "meta" { print $1 }' | sort | tr '\n' ' ')
-  if [ -z "$ga" ] || [ "$ga" != "$gb" ]; then echo "groups differ: '$ga' vs '$gb'" >"$3"; return 1; fi
-  for g in $ga; do
-    h5diff "$1" "$2" "/$g" "/$g" >"$3" 2>&1 || { echo "(/$g)" >>"$3"; return 1; }
-  done
-  echo "$ga" >"$3"
-}
 # Checks a run stopped by SIG: status 75, its messages, `latest`; sets $stop_step. DIR is the checkpoint
 # folder ("" for none).
 check_stopped() {  # check_stopped NAME SIG DIR METRICS ERR
