@@ -162,6 +162,10 @@ class GradScaler {
     GradScalerStats stats;
   };
   Counters counters() const;
+  // The trackers and statistics as the rule's counter array (amp/loss_scale_rule.h), and back into
+  // `into` (its history untouched): one mapping for the host update, the device upload and the device read.
+  void pack_counters(int64_t* c) const;
+  static void unpack_counters(const int64_t* c, Counters& into);
   void counters_to_device();
   Tensor inv_scale_dev_;  // f32 scalar, float(1 / double(scale)), kept by the update kernel
   Tensor counters_dev_;   // i64 [update_math::kNumLossScaleCounters]

@@ -61,13 +61,7 @@ void GradScaler::to_device(Device device) {
 
 void GradScaler::counters_to_device() {
   std::vector<int64_t> values(um::kNumLossScaleCounters);
-  um::initial_loss_scale_counters(values.data());  // kFloorOverflowStep: none pending
-  values[um::kGrowthTracker] = growth_tracker_;
-  values[um::kConsecutiveOverflows] = consecutive_overflows_;
-  values[um::kHysteresisOverflows] = hysteresis_overflows_;
-  values[um::kSteps] = stats_.steps;
-  values[um::kSkippedSteps] = stats_.skipped_steps;
-  values[um::kLastOverflowStep] = stats_.last_overflow_step;
+  pack_counters(values.data());
   copy_(counters_dev_, from_vector(values, {um::kNumLossScaleCounters}));
   fill_(inv_scale_dev_, inverse(scale_.item()));
 }
@@ -76,14 +70,7 @@ GradScaler::Counters GradScaler::counters() const {
   Counters c{growth_tracker_, consecutive_overflows_, hysteresis_overflows_, stats_};
   if (!on_device()) return c;
   const Tensor host = counters_dev_.to(kCPU);
-  const int64_t* v = host.data<int64_t>();
-  c.growth_tracker = v[um::kGrowthTracker];
-  c.consecutive_overflows = v[um::kConsecutiveOverflows];
-  c.hysteresis_overflows = v[um::kHysteresisOverflows];
-  c.stats.steps = v[um::kSteps];
-  c.stats.skipped_steps = v[um::kSkippedSteps];
-  c.stats.consecutive_skips = v[um::kConsecutiveOverflows];
-  c.stats.last_overflow_step = v[um::kLastOverflowStep];
+  unpack_counters(host.data<int64_t>(), c);
   // The device keeps no history: the scale is sampled here, at the host's looks.
   const double now = scale_.item();
   if (options_.history_capacity > 0 && (c.stats.history.empty() || c.stats.history.back().scale != now)) {
