@@ -13,6 +13,8 @@ namespace mantissa {
 struct AutocastTls {
   std::array<bool, 2> enabled{false, false};  // indexed by DeviceType
   std::array<DType, 2> dtype{DType::kBF16, DType::kF16};
+  // Whose categories apply to each device type's tensors (amp::AutocastOptions::policy_device).
+  std::array<DeviceType, 2> policy_device{DeviceType::kCPU, DeviceType::kCUDA};
   bool cache_enabled = true;
   int enabling_depth = 0;  // live guards that enable autocast; the cache clears when it drops to 0
 };

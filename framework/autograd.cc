@@ -395,14 +395,16 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
           if (in[(*options.captures)[i].input_nr].defined()) arrived.push_back(i);
         }
       }
-      // Missing gradients of a multi-output node are zeros, so every apply() sees defined tensors.
-      for (size_t k = 0; k < in.size(); ++k) {
+      // Missing gradients of a multi-output node are zeros, so that apply() sees defined tensors (unless
+      // the node asks for undefined ones).
+      for (size_t k = 0; k < in.size() && node->materialize_grads(); ++k) {
         if (!in[k].defined()) {
           const Node::OutputInfo& info = node->outputs[k];
           in[k] = zeros(info.shape, {.dtype = info.dtype, .device = info.device});
         }
       }
       for (auto& [nr, hook] : node->pre_hooks) {
+        if (!in[nr].defined()) continue;
         Tensor r = hook(in[nr]);
         if (r.defined()) in[nr] = r;
       }

@@ -78,6 +78,8 @@ class Node {
   // again. The engine refuses create_graph through a node that says false whenever the result would need
   // history, rather than return a gradient whose own gradient is silently wrong.
   virtual bool supports_create_graph() const { return false; }
+  // Whether apply() gets zeros (true) or undefined tensors for outputs no gradient reached.
+  virtual bool materialize_grads() const { return true; }
 
   // Topological tie-breaker: later nodes run first. Leaf accumulators run as soon as they are ready.
   uint64_t sequence_nr() const { return sequence_nr_; }

@@ -31,8 +31,6 @@ struct CacheEntry {
 };
 thread_local std::unordered_map<CacheKey, CacheEntry, CacheKeyHash> t_cache;
 thread_local uint64_t t_weight_casts = 0;
-// Whose categories apply to each device type's tensors (AutocastOptions::policy_device), by DeviceType.
-thread_local std::array<DeviceType, 2> t_policy_device{DeviceType::kCPU, DeviceType::kCUDA};
 
 bool eligible(const Tensor& t, DeviceType device) {
   return t.defined() && t.device().type == device && is_floating(t.dtype()) && t.dtype() != DType::kF64;
@@ -105,11 +103,11 @@ AutocastGuard::AutocastGuard(AutocastOptions options) : device_(options.device) 
   prev_enabled_ = tls.enabled[d];
   prev_dtype_ = tls.dtype[d];
   prev_cache_ = tls.cache_enabled ? CacheMode::kEnabled : CacheMode::kDisabled;
-  prev_policy_device_ = t_policy_device[d];
+  prev_policy_device_ = tls.policy_device[d];
   tls.enabled[d] = options.state == AutocastState::kEnabled;
   tls.dtype[d] = dtype;
   tls.cache_enabled = options.cache == CacheMode::kEnabled;
-  t_policy_device[d] = options.policy_device.value_or(prev_policy_device_);
+  tls.policy_device[d] = options.policy_device.value_or(prev_policy_device_);
   counted_ = tls.enabled[d];
   if (counted_) ++tls.enabling_depth;
 }
@@ -122,31 +120,85 @@ AutocastGuard::~AutocastGuard() {
   tls.enabled[d] = prev_enabled_;
   tls.dtype[d] = prev_dtype_;
   tls.cache_enabled = prev_cache_ == CacheMode::kEnabled;
-  t_policy_device[d] = prev_policy_device_;
+  tls.policy_device[d] = prev_policy_device_;
 }
+
+namespace {
+AutocastOptions replay_options(const AutocastTls& state, DeviceType device) {
+  const int d = static_cast<int>(device);
+  return {.device = device,
+          .dtype = state.dtype[d],
+          .state = state.enabled[d] ? AutocastState::kEnabled : AutocastState::kDisabled,
+          .cache = state.cache_enabled ? CacheMode::kEnabled : CacheMode::kDisabled,
+          .policy_device = state.policy_device[d]};
+}
+}  // namespace
+
+AutocastReplay::AutocastReplay(const AutocastTls& state)
+    : cpu_(replay_options(state, DeviceType::kCPU)), cuda_(replay_options(state, DeviceType::kCUDA)) {}
 
 bool is_enabled(DeviceType device) { return autocast_tls().enabled[static_cast<int>(device)]; }
 DType lower_precision_dtype(DeviceType device) { return autocast_tls().dtype[static_cast<int>(device)]; }
-DeviceType policy_device(DeviceType device) { return t_policy_device[static_cast<int>(device)]; }
+DeviceType policy_device(DeviceType device) { return autocast_tls().policy_device[static_cast<int>(device)]; }
 
-CastPolicy policy_for(std::string_view op, DeviceType device) {
+namespace {
+
+// Ops defined outside the library (register_op). Registration may happen on any thread, at start-up or
+// later, so every read takes the lock.
+std::mutex g_registered_mu;
+std::vector<const OpInfo*> g_registered;
+
+// The descriptor named `op`: a built-in's or a registered op's; null when there is none.
+const OpInfo* find_op(std::string_view op) {
   for (const OpInfo* info : all_ops()) {
-    if (info->name == op) return info->autocast.on(device);
+    if (info->name == op) return info;
   }
-  return CastPolicy::kNone;
+  std::lock_guard<std::mutex> lock(g_registered_mu);
+  for (const OpInfo* info : g_registered) {
+    if (info->name == op) return info;
+  }
+  return nullptr;
 }
 
-const std::vector<PolicyEntry>& policy_table() {
-  static const std::vector<PolicyEntry> kTable = [] {
-    std::vector<PolicyEntry> table;
-    for (const OpInfo* info : all_ops()) {
-      if (info->autocast.cpu != CastPolicy::kNone || info->autocast.cuda != CastPolicy::kNone) {
-        table.push_back({info->name, info->autocast});
-      }
+}  // namespace
+
+bool register_op(const OpInfo& op) {
+  MT_CHECK(!op.name.empty(), "amp::register_op: the op has no name");
+  for (const OpInfo* info : all_ops()) {
+    MT_CHECK(info->name != op.name, "amp::register_op: '", op.name,
+             "' is the name of a built-in op, whose categories are its own. HINT: give your op a name of its "
+             "own");
+  }
+  std::lock_guard<std::mutex> lock(g_registered_mu);
+  for (const OpInfo* info : g_registered) {
+    if (info == &op) return true;  // registered already
+    MT_CHECK(info->name != op.name, "amp::register_op: an op named '", op.name,
+             "' is registered already, with another descriptor. HINT: register each op once, or rename one");
+  }
+  g_registered.push_back(&op);
+  return true;
+}
+
+std::vector<const OpInfo*> registered_ops() {
+  std::lock_guard<std::mutex> lock(g_registered_mu);
+  return g_registered;
+}
+
+CastPolicy policy_for(std::string_view op, DeviceType device) {
+  const OpInfo* info = find_op(op);
+  return info != nullptr ? info->autocast.on(device) : CastPolicy::kNone;
+}
+
+std::vector<PolicyEntry> policy_table() {
+  std::vector<PolicyEntry> table;
+  const auto add = [&](const OpInfo* info) {
+    if (info->autocast.cpu != CastPolicy::kNone || info->autocast.cuda != CastPolicy::kNone) {
+      table.push_back({info->name, info->autocast});
     }
-    return table;
-  }();
-  return kTable;
+  };
+  for (const OpInfo* info : all_ops()) add(info);
+  for (const OpInfo* info : registered_ops()) add(info);
+  return table;
 }
 
 std::string_view policy_name(CastPolicy p) {
@@ -175,7 +227,7 @@ std::vector<Tensor> cast_inputs(const OpInfo& info, std::vector<Tensor> inputs) 
     }
   }
   if (!found || !tls.enabled[static_cast<int>(device)]) return out;
-  const DeviceType lists = t_policy_device[static_cast<int>(device)];
+  const DeviceType lists = tls.policy_device[static_cast<int>(device)];
   const CastPolicy policy = info.autocast.on(lists);
   switch (policy) {
     case CastPolicy::kNone: return out;
@@ -212,9 +264,8 @@ std::vector<Tensor> cast_inputs(const OpInfo& info, std::vector<Tensor> inputs) 
 Tensor cast_input(const OpInfo& op, const Tensor& input) { return cast_inputs(op, {input})[0]; }
 
 std::vector<Tensor> cast_inputs(std::string_view op, std::vector<Tensor> inputs) {
-  for (const OpInfo* info : all_ops()) {
-    if (info->name == op) return cast_inputs(*info, std::move(inputs));
-  }
+  const OpInfo* info = find_op(op);
+  if (info != nullptr) return cast_inputs(*info, std::move(inputs));
   return cast_inputs(OpInfo{op, {}}, std::move(inputs));  // no descriptor: kNone on every device
 }
 

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "framework/autocast_state.h"
 #include "framework/tensor.h"
 #include "ops/op.h"
 
@@ -54,10 +55,35 @@ class AutocastGuard {
   DeviceType prev_policy_device_;
 };
 
+// Puts this thread's whole autocast state back to `state` (a copy of autocast_tls() taken earlier) for a
+// scope: every device's switch, dtype and policy device, and the cache mode; the state in force before
+// comes back after. A forward's state replayed in its backward: recompute (ops/recompute.h) reruns a
+// segment in it, and a custom Function's backward runs in it when it asks to (ops/function.h).
+class AutocastReplay {
+ public:
+  explicit AutocastReplay(const AutocastTls& state);
+  AutocastReplay(const AutocastReplay&) = delete;
+  AutocastReplay& operator=(const AutocastReplay&) = delete;
+
+ private:
+  AutocastGuard cpu_;
+  AutocastGuard cuda_;
+};
+
 bool is_enabled(DeviceType device);
 DType lower_precision_dtype(DeviceType device);
 // Whose categories apply to tensors on `device` on this thread (AutocastOptions::policy_device).
 DeviceType policy_device(DeviceType device);
+
+// Gives an op defined outside the library (a custom Function, ops/function.h, or the user's own entry
+// point that calls cast_inputs(descriptor, ...)) a place in the autocast policy without editing the
+// library: from then on policy_for, policy_table and the by-name cast_inputs know it as they know the
+// built-in ops. The descriptor must outlive its use (declare it `inline constexpr`, as MT_OP does). Its
+// name must be new: a second op of a built-in's or a registered op's name throws. Returns true, so that a
+// namespace-scope `const bool registered = amp::register_op(my_op);` registers it at start-up.
+bool register_op(const OpInfo& op);
+// The ops given to register_op, in order.
+std::vector<const OpInfo*> registered_ops();
 
 // The category of the op named `op` for tensors on `device`, by its descriptor (kNone for an op without one).
 CastPolicy policy_for(std::string_view op, DeviceType device);
@@ -65,9 +91,9 @@ struct PolicyEntry {
   std::string_view op;
   DevicePolicies policy;
 };
-// Every op whose category is not kNone on some device, in the order of all_ops(): a view of the
-// descriptors, for documentation and tests.
-const std::vector<PolicyEntry>& policy_table();
+// Every op whose category is not kNone on some device, in the order of all_ops() followed by the registered
+// ops: a view of the descriptors, for documentation and tests.
+std::vector<PolicyEntry> policy_table();
 std::string_view policy_name(CastPolicy p);
 
 // Applies op's policy to its tensor inputs when autocast is active for their device; returns the inputs

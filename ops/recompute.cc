@@ -64,16 +64,7 @@ struct RecomputeBackward final : Node {
       // The engine runs backward formulas with grad mode and autocast off; the segment runs as it did.
       EnableGradGuard grad;
       ReplayRandom replay(random);
-      const auto mode = [&](DeviceType d) {
-        const int i = static_cast<int>(d);
-        return amp::AutocastOptions{
-            .device = d,
-            .dtype = autocast.dtype[i],
-            .state = autocast.enabled[i] ? amp::AutocastState::kEnabled : amp::AutocastState::kDisabled,
-            .cache = autocast.cache_enabled ? amp::CacheMode::kEnabled : amp::CacheMode::kDisabled};
-      };
-      amp::AutocastGuard cpu(mode(DeviceType::kCPU));
-      amp::AutocastGuard cuda(mode(DeviceType::kCUDA));
+      amp::AutocastReplay as_forward(autocast);
       outputs = fn(leaves);
     }
     MT_CHECK(outputs.size() == output_count, "recompute: the segment returned ", outputs.size(),

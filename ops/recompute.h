@@ -12,7 +12,7 @@
 // The segment must be a function of its inputs, the module parameters it reads and the random generators it
 // draws from (give those that are not default_generator() in `generators`): the recomputation draws the
 // same dropout masks from the same state, and leaves each generator where the backward found it. Autocast
-// on or off, its dtype and cache mode are those of the forward, whatever is in force during the backward
+// on or off, its dtype, cache mode and policy device are those of the forward, whatever is in force during the backward
 // (a training loop's backward usually runs after its AutocastGuard is gone). Gradients reach the
 // parameters the segment reads by their usual AccumulateGrad (DDP's hooks fire as for any backward) and the
 // inputs through the graph this function records. Outside grad mode (evaluation, NoGradGuard) it is just

@@ -12,7 +12,8 @@ namespace {
 
 TEST(ReadmeRecipeExamples, AreTheExampleFilesVerbatim) {
   const std::string readme = read_text_file(source_path("README.md"));
-  for (const char* name : {"amp_grad_clipping", "amp_grad_accumulation", "amp_multiple_models", "amp_ddp"}) {
+  for (const char* name :
+       {"amp_grad_clipping", "amp_grad_accumulation", "amp_multiple_models", "amp_ddp", "amp_custom_function"}) {
     const std::string file = std::string("examples/") + name + ".cc";
     const std::string example = read_text_file(source_path(file));
     ASSERT_FALSE(example.empty()) << file;
