@@ -25,6 +25,9 @@ bool exclusively_owned(const Tensor& t) {
          !t.requires_grad();
 }
 
+// a + b, recorded under grad mode (a create_graph backward's sums); defined with the engine below.
+Tensor add_grads_recorded(const Tensor& a, const Tensor& b);
+
 // Returns a + b without changing either operand unless `a` is exclusively owned.
 Tensor add_grads(Tensor a, const Tensor& b) {
   if (!exclusively_owned(a)) {
@@ -145,15 +148,20 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
     Tensor r = hook(g);
     if (r.defined()) g = r;
   }
+  // Under a create_graph backward (grad mode on) a gradient with history keeps it in leaf.grad, and a sum
+  // into a grad with history is recorded, never done in place.
+  const bool record = GradMode::is_enabled() && g.requires_grad();
   if (!m.grad) {
     // Take the incoming gradient when nobody else holds it; otherwise copy so that later in-place
     // accumulation cannot change another tensor.
-    if (!exclusively_owned(g)) {
+    if (!record && !exclusively_owned(g)) {
       Tensor c = empty(g.shape(), {.dtype = g.dtype(), .device = g.device()});
       copy_(c, g);
       g = c;
     }
     m.grad = std::make_shared<Tensor>(std::move(g));
+  } else if (record || m.grad->requires_grad()) {
+    *m.grad = add_grads_recorded(*m.grad, g);
   } else {
     accumulate_(*m.grad, g);
   }
@@ -460,7 +468,10 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
 }  // namespace
 
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, BackwardOptions options) {
-  execute(roots, grads, {.api = "backward", .retain_graph = options.retain_graph});
+  execute(roots, grads,
+          {.api = "backward",
+           .retain_graph = options.retain_graph || options.create_graph,
+           .create_graph = options.create_graph});
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs, GradOptions options) {

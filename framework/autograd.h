@@ -118,6 +118,7 @@ class AccumulateGrad final : public Node {
  public:
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);
   std::string_view name() const override { return "AccumulateGrad"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   const std::shared_ptr<TensorImpl>& leaf() const { return leaf_; }
 

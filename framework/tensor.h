@@ -62,6 +62,10 @@ struct TensorOptions {
 
 struct BackwardOptions {
   bool retain_graph = false;  // keep saved tensors so the graph can be walked again
+  // Record the backward formulas (loss.backward(create_graph=True)): each leaf's grad keeps the history of
+  // how it was computed, so a function of the grads can be differentiated again. Keeps the saved tensors,
+  // as retain_graph does (the gradients' graph reuses them).
+  bool create_graph = false;
 };
 
 class Tensor {

@@ -150,6 +150,28 @@ TEST(AutogradGrad, CreateGraphGivesGradientsThatDifferentiateAgain) {
   EXPECT_EQ(vals(x.grad()), (std::vector<double>{4.5, -36, 288}));
 }
 
+// loss.backward(create_graph=True): the leaves' grads keep their history; a second create_graph backward
+// sums into them with history; a plain backward after them leaves a grad without history.
+TEST(AutogradGrad, BackwardWithCreateGraphLeavesGradsThatDifferentiateAgain) {
+  Tensor x = leaf({0.5, -1, 2});
+  sum(x * x * x).backward(Tensor(), {.create_graph = true});  // x.grad = 3x^2
+  ASSERT_TRUE(x.grad().requires_grad());
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{0.75, 3, 12}));
+  EXPECT_EQ(vals(grad(sum(x.grad()), {x})[0]), (std::vector<double>{3, -6, 12}));  // 6x
+
+  Tensor y = leaf({1, 2});
+  const Tensor f = sum(y * y * y);
+  f.backward(Tensor(), {.create_graph = true});
+  f.backward(Tensor(), {.create_graph = true});  // the graph is kept: create_graph implies retain_graph
+  ASSERT_TRUE(y.grad().requires_grad());
+  EXPECT_EQ(vals(y.grad()), (std::vector<double>{6, 24}));  // 2 * 3y^2
+  // (retain_graph: the grads' graph shares the forward's saved tensors, which f.backward() needs again)
+  EXPECT_EQ(vals(grad(sum(y.grad()), {y}, {.retain_graph = true})[0]), (std::vector<double>{12, 24}));  // 12y
+  f.backward();
+  EXPECT_FALSE(y.grad().requires_grad()) << "a plain backward's sum has no history";
+  EXPECT_EQ(vals(y.grad()), (std::vector<double>{9, 36}));
+}
+
 TEST(AutogradGrad, GradientsMeetingInOneSlotAreSummedWithHistory) {
   Tensor x = leaf({1, 2});
   const Tensor a = x * x, b = exp(x);
