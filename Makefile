@@ -3,7 +3,7 @@
 #   make build   configure and build everything (library, tests, programs, benchmarks)
 #   make test    build, then run the whole suite through ctest
 #   make demo    build and run mantissa-train with its defaults (MLP, Fashion-MNIST, fp16), printing test accuracy
-#   make bench   build the benchmark programs (and install python3-torch for the PyTorch comparison)
+#   make bench   build the benchmark programs (and set up PyTorch 2.x from PyPI in build/bench-venv for the comparisons)
 #   make clean   remove $(BUILD)
 # Environment: MANTISSA_WERROR=ON makes warnings errors (CI); MANTISSA_CUDA / MANTISSA_MPI = ON|OFF
 # override the defaults (ON when nvcc / MPI are found). BUILD and JOBS may be set on the command line.

@@ -10,7 +10,8 @@ bin=${1:?usage: compare_gpu.sh <dir with gpu_step_bench> [steps]}
 steps=${2:-20}
 here=$(cd "$(dirname "$0")" && pwd)
 mt=$("$bin/gpu_step_bench" --steps="$steps")
-pt=$(python3 "$here/pytorch/gpu_step.py" --steps "$steps")
+python=${PYTHON:-${MANTISSA_BENCH_VENV:-$here/../build/bench-venv}/bin/python}
+pt=$("$python" "$here/pytorch/gpu_step.py" --steps "$steps")
 echo "$mt"
 echo "$pt"
 { echo "$mt"; echo "$pt"; } | awk '

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the MLP and the CNN training steps (forward, cross-entropy, backward, Adam) in mantissa and in
-# PyTorch (Debian's python3-torch) on the same shapes, batch, precision and thread count, one after the
+# PyTorch (2.x from PyPI, in the virtual environment scripts/install-deps.sh --bench makes) on the same shapes, batch, precision and thread count, one after the
 # other in one run, and prints ms per step, samples/s and the ratio (PyTorch time / mantissa time: above
 # 1 means mantissa is faster). bf16 is autocast over fp32 masters in both; mantissa's
 # bf16_autocast_working_copies keeps persistent bf16 weight copies (optimizer.enable_working_copies).
@@ -16,8 +16,11 @@ reps=${REPS:-5}
 steps=${STEPS:-50}
 models=${MODELS:-mlp cnn}
 here=$(cd "$(dirname "$0")" && pwd)
+# PyTorch's interpreter: $PYTHON, or the --bench virtual environment.
+python=${PYTHON:-${MANTISSA_BENCH_VENV:-$here/../build/bench-venv}/bin/python}
+[ -x "$python" ] || { echo "compare_pytorch.sh: no $python; run scripts/install-deps.sh --bench (or make bench)" >&2; exit 1; }
 export OMP_NUM_THREADS=$threads
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $threads threads; $(date -u '+%F %H:%M') UTC; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $threads threads; $(date -u '+%F %H:%M') UTC; load: $(cut -d' ' -f1-3 /proc/loadavg); torch $("$python" -c 'import torch; print(torch.__version__)')"
 printf '%-5s %-30s %9s %9s %9s %9s %7s\n' model precision mt_ms pt_ms mt_smp/s pt_smp/s ratio
 for model in $models; do
   case $model in
@@ -27,7 +30,7 @@ for model in $models; do
   esac
   mt=$("$build/bench/$bench" --benchmark_format=csv --benchmark_repetitions="$reps" \
         --benchmark_filter="^$bm/" --benchmark_report_aggregates_only=true 2>/dev/null | grep '_median')
-  pt=$(/usr/bin/python3 "$here/pytorch/${model}_step.py" --threads "$threads" --steps "$steps" --warmup 5 2>/dev/null)
+  pt=$("$python" "$here/pytorch/${model}_step.py" --threads "$threads" --steps "$steps" --warmup 5 2>/dev/null)
   for prec in f32 bf16_autocast bf16_autocast_working_copies; do
     m=$(echo "$mt" | grep "\"$bm/$prec/" | cut -d, -f3)   # real_time in ms
     pprec=$prec; [ "$prec" = bf16_autocast_working_copies ] && pprec=bf16_autocast

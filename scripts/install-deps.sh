@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages mantissa needs, only those missing: quiet and under a second when all are
-# present. Usage: scripts/install-deps.sh [--bench]   (--bench adds python3-torch for the PyTorch comparison and time for peak memory)
+# present. Usage: scripts/install-deps.sh [--bench]
+# --bench also sets up the benchmark side: /usr/bin/time (peak memory) and a Python virtual environment with
+# PyTorch from PyPI (pinned below; about 5.4 GB with the CUDA runtime wheels the Linux wheel pulls, under a
+# minute to install on a fast link) at $MANTISSA_BENCH_VENV, by default build/bench-venv. Nothing in the
+# library, its tests or CI uses it.
 set -euo pipefail
 
 packages=(
@@ -12,11 +16,16 @@ packages=(
   gnuplot-nox python3-h5py        # train: metrics chart to PNG; checkpoint interop test (h5py reads our files)
   clang-format                    # ctest format: the tree stays as .clang-format writes it
 )
-bench_packages=(python3-torch time)  # time: /usr/bin/time, the peak memory of bench/recompute_gpt.sh
+bench_packages=(python3-venv time)  # time: /usr/bin/time, the peak memory of bench/recompute_gpt.sh
+# The PyTorch the comparisons run against: today's release, pinned so that figures stay comparable.
+bench_pip=(torch==2.15.0 numpy==2.4.6 h5py==3.16.0)
+repo=$(cd "$(dirname "$0")/.." && pwd)
+venv=${MANTISSA_BENCH_VENV:-$repo/build/bench-venv}
 
+bench=0
 for arg in "$@"; do
   case "$arg" in
-    --bench) packages+=("${bench_packages[@]}") ;;
+    --bench) packages+=("${bench_packages[@]}"); bench=1 ;;
     *) echo "install-deps.sh: unknown argument '$arg' (expected --bench)" >&2; exit 2 ;;
   esac
 done
@@ -31,7 +40,25 @@ missing=()
 for p in "${packages[@]}"; do
   [[ "${status[$p]:-}" == "installed" ]] || missing+=("$p")
 done
-[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+# The virtual environment: made when missing, filled when a pinned version is not there (a marker file
+# holds the list it was filled with, so that the check costs nothing).
+bench_venv() {
+  local want="${bench_pip[*]}"
+  [[ -f "$venv/.mantissa-pins" && "$(cat "$venv/.mantissa-pins")" == "$want" ]] && return 0
+  echo "install-deps.sh: installing ${want} into $venv" >&2
+  local started
+  started=$(date +%s)
+  [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check --progress-bar off "${bench_pip[@]}"
+  echo "$want" >"$venv/.mantissa-pins"
+  echo "install-deps.sh: $venv ready in $(($(date +%s) - started)) s ($(du -sh "$venv" | cut -f1))" >&2
+}
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  [[ $bench -eq 1 ]] && bench_venv
+  exit 0
+fi
 
 echo "install-deps.sh: installing ${missing[*]}" >&2
 started=$(date +%s)
@@ -46,3 +73,5 @@ apt_opts=(-o DPkg::Lock::Timeout=600)
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" -q install -y --no-install-recommends \
   "${missing[@]}"
 echo "install-deps.sh: done in $(( $(date +%s) - started )) s" >&2
+[[ $bench -eq 1 ]] && bench_venv
+exit 0

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """PyTorch side of the CNN training-step comparison (bench/compare_pytorch.sh).
 
 One step = forward of the CNN of models/cnn.h (conv 3x3 1->32, BN, ReLU, max-pool 2; conv 3x3 32->64,

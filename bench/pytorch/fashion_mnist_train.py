@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """PyTorch reference for issue 5's accuracy results: the same MLP or CNN, recipe and data as
 `mantissa-train --model=mlp|cnn` (Adam 1e-3, batch 128, shuffled, inputs normalized with the training
 set's mean 0.2860 and std 0.3530), several seeds, test accuracy after each epoch.

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """PyTorch 2.x eager side of the GPU training-step comparison (bench/compare_gpu.sh, issue 7).
 
 Models, the same as mantissa's (models/gpt.h, models/cnn.h):

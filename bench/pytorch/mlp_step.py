@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """PyTorch side of the MLP training-step comparison (bench/compare_pytorch.sh).
 
 One step = forward of 784-1024-1024-10 (Linear-ReLU-Linear-ReLU-Linear), mean cross-entropy,
