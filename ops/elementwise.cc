@@ -129,8 +129,11 @@ struct PowBackward final : Node {
   SavedTensor result{this, "result"};
   InputInfo a_info, b_info;
   std::string_view name() const override { return "PowBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& g = grads[0];
+    const Tensor &x = self.get(), &e = exponent.get(), &r = result.get();
+    if (compute_requires_grad({&g, &x, &e, &r})) return graph_backward(g, x, e, r);
     Tensor ga, gb;
     if (next_edges[0].valid()) {
       ga = reduce_grad(
@@ -146,6 +149,20 @@ struct PowBackward final : Node {
                       {gpu::TernaryOp::kPowBackwardExp}),
           b_info);
     }
+    return {ga, gb};
+  }
+  // The kernels' formulas with differentiable ops (create_graph); r, the saved output, carries this node
+  // as its history. Where the kernels give 0 (e == 0 for x, x == 0 for e), the operand that could be
+  // singular there is replaced too (x^(e - 1) by x^0, log(x) by log(1)): masking alone would leave an inf
+  // whose product with the masked zero gradient is a NaN in the second derivative.
+  std::vector<Tensor> graph_backward(const Tensor& g, const Tensor& x, const Tensor& e, const Tensor& r) const {
+    Tensor ga, gb;
+    if (next_edges[0].valid()) {
+      const Tensor e_zero = eq(e, 0.0);
+      const Tensor x_pow = pow(x, sub(masked_fill(e, e_zero, 1.0), 1.0));
+      ga = reduce_grad(masked_fill(mul(g, mul(e, x_pow)), e_zero, 0.0), a_info);
+    }
+    if (next_edges[1].valid()) gb = reduce_grad(mul(g, mul(r, log(masked_fill(x, eq(x, 0.0), 1.0)))), b_info);
     return {ga, gb};
   }
 };

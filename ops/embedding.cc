@@ -6,6 +6,7 @@
 #include "ops/cpu/shape.h"
 #include "ops/cuda/host/embedding.h"
 #include "ops/dispatch.h"
+#include "ops/shape.h"
 
 namespace mantissa {
 namespace {
@@ -55,8 +56,16 @@ struct EmbeddingBackward final : Node {
   Shape weight_shape;
   DType weight_dtype;
   std::string_view name() const override { return "EmbeddingBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor g = grads[0].contiguous();
+    if (compute_requires_grad({&g})) {
+      // create_graph: the same row scatter-add as a recorded index_put (fp32 sums for 16-bit there too).
+      const Tensor rows = g.reshape({indices.get().numel(), weight_shape[1]});
+      return {index_put(zeros(weight_shape, {.dtype = g.dtype(), .device = g.device()}), indices.get(), rows,
+                        IndexPutMode::kAccumulate)
+                  .to(weight_dtype)};
+    }
     return {dispatch(name(), kEmbeddingBackward, g.device(), g, indices.get(), weight_shape, weight_dtype)};
   }
 };

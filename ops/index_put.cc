@@ -42,6 +42,7 @@ struct IndexPutBackward final : Node {
   IndexPutMode mode = IndexPutMode::kReplace;
   Shape expanded_shape, values_shape;  // index.shape + x.shape[1:], and values' own shape
   std::string_view name() const override { return "IndexPutBackward"; }
+  bool supports_create_graph() const override { return true; }  // index_put and index_select record
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor g = grads[0].contiguous();
     const Tensor& idx = index.get();
@@ -49,7 +50,10 @@ struct IndexPutBackward final : Node {
     if (next_edges[0].valid()) {
       // Accumulate: x passes through. Replace: the overwritten rows of x reach nothing.
       gx = g;
-      if (mode == IndexPutMode::kReplace && idx.numel() > 0) {
+      if (mode == IndexPutMode::kReplace && idx.numel() > 0 && compute_requires_grad({&g})) {
+        // create_graph: zeros put in those rows by a recorded index_put.
+        gx = index_put(g, idx, zeros({}, {.dtype = g.dtype(), .device = g.device()}));
+      } else if (mode == IndexPutMode::kReplace && idx.numel() > 0) {
         gx = g.clone();
         const int64_t inner = g.size(0) == 0 ? 0 : g.numel() / g.size(0);
         // The overwritten rows get zeros: a copy of zero rows, as the forward's copy.

@@ -1,19 +1,29 @@
 // Elementwise losses: l1_loss, smooth_l1_loss, binary_cross_entropy and binary_cross_entropy_with_logits.
-// Each is a loss functor f(x, y) and two derivative functors (d/dx, d/dy) in the compute type; one
-// forward and one backward node serve all four. Reduced forms sum unrounded fp32 (f64) losses and round
-// once; autocast runs all but binary_cross_entropy in fp32 and refuses that one.
+// Each is a loss functor f(x, y) and two derivative functors (d/dx, d/dy) in the compute type, and the
+// same two derivatives on tensors with differentiable ops for create_graph; one forward and one backward
+// node serve all four. Reduced forms sum unrounded fp32 (f64) losses and round once; autocast runs all
+// but binary_cross_entropy in fp32 and refuses that one.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "framework/autograd.h"
 #include "ops/autocast.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
 #include "ops/loss.h"
 #include "ops/map.h"
 #include "ops/reduce.h"
 
 namespace mantissa {
 namespace {
+
+// The derivatives on tensors with differentiable ops (create_graph): (g, x, y) -> that input's gradient,
+// for an upstream gradient g already scaled.
+using GraphGrad = std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>;
+struct GraphGrads {
+  GraphGrad dx, dy;
+};
 
 // The upstream gradient is per element (kNone) or one value; kMean also divides by the element count.
 // DX and DY take (g, x, y) in the compute type and return that input's gradient.
@@ -25,12 +35,21 @@ struct PointwiseLossBackward final : Node {
   double scale = 1.0;  // 1/numel for kMean, else 1
   DX dx;
   DY dy;
-  PointwiseLossBackward(const char* name, DX fx, DY fy) : op_name(name), dx(std::move(fx)), dy(std::move(fy)) {}
+  GraphGrads graph;
+  PointwiseLossBackward(const char* name, DX fx, DY fy, GraphGrads gr)
+      : op_name(name), dx(std::move(fx)), dy(std::move(fy)), graph(std::move(gr)) {}
   std::string_view name() const override { return op_name; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor &x = input.get(), &y = target.get();
     const double k = scale;
     Tensor gx, gy;
+    if (compute_requires_grad({&grads[0], &x, &y})) {
+      const Tensor g = k == 1.0 ? grads[0] : mul(grads[0], k);
+      if (next_edges[0].valid()) gx = graph.dx(g, x, y).to(x.dtype());
+      if (next_edges[1].valid()) gy = graph.dy(g, x, y).to(y.dtype());
+      return {gx, gy};
+    }
     if (next_edges[0].valid()) {
       gx = map_ternary(grads[0], x, y, op_name, [k, this](auto g, auto a, auto b) {
              return dx(g * static_cast<decltype(g)>(k), a, b);
@@ -74,7 +93,7 @@ enum class InputDomain { kAny, kProbability };
 
 template <typename F, typename DX, typename DY>
 Tensor pointwise_loss(const OpInfo& info, const char* backward_name, const Tensor& input_in, const Tensor& target_in,
-                      Reduction reduction, InputDomain domain, F f, DX dx, DY dy) {
+                      Reduction reduction, InputDomain domain, F f, DX dx, DY dy, GraphGrads graph) {
   const std::vector<Tensor> in = amp::cast_inputs(info, {input_in, target_in});
   const std::string_view op = info.name;
   const Tensor &input = in[0], &target = in[1];
@@ -94,7 +113,7 @@ Tensor pointwise_loss(const OpInfo& info, const char* backward_name, const Tenso
     out = full({}, total, {.dtype = dtype});
   }
   if (compute_requires_grad({&input, &target})) {
-    auto node = make_node<PointwiseLossBackward<DX, DY>>({&input, &target}, backward_name, dx, dy);
+    auto node = make_node<PointwiseLossBackward<DX, DY>>({&input, &target}, backward_name, dx, dy, std::move(graph));
     node->input = input;
     node->target = target;
     node->scale = reduction == Reduction::kMean ? 1.0 / static_cast<double>(input.numel()) : 1.0;
@@ -108,13 +127,46 @@ C sign(C v) {
   return v > C(0) ? C(1) : (v < C(0) ? C(-1) : C(0));
 }
 
+// sign(d) as 1 / 0 / -1 in d's dtype, without history: its derivative is 0 wherever it has one.
+Tensor sign_tensor(const Tensor& d) { return sub(gt(d, 0.0).to(d.dtype()), lt(d, 0.0).to(d.dtype())); }
+
+// The derivatives on tensors (create_graph) that the losses below pass after their functors, the same formulas.
+Tensor l1_graph_dx(const Tensor& g, const Tensor& x, const Tensor& y) { return mul(g, sign_tensor(sub(x, y))); }
+Tensor l1_graph_dy(const Tensor& g, const Tensor& x, const Tensor& y) { return mul(neg(g), sign_tensor(sub(x, y))); }
+
+// smooth_l1's slope on tensors: d / beta inside the quadratic zone (recorded), sign(d) outside. beta 0 has
+// no quadratic zone, and d / 0 is kept out of the graph (its inf would turn the masked zeros into NaN).
+Tensor graph_slope(const Tensor& d, double beta) {
+  if (beta == 0.0) return sign_tensor(d);
+  return where(lt(abs(d.detach()), beta), div(d, beta), sign_tensor(d));
+}
+GraphGrads smooth_l1_graph(double beta) {
+  GraphGrads graph;
+  graph.dx = [beta](const Tensor& g, const Tensor& x, const Tensor& y) { return mul(g, graph_slope(sub(x, y), beta)); };
+  graph.dy = [beta](const Tensor& g, const Tensor& x, const Tensor& y) {
+    return mul(neg(g), graph_slope(sub(x, y), beta));
+  };
+  return graph;
+}
+
+// binary_cross_entropy's: clamp for max, and log(1 - x) for log1p(-x) (the ops have no log1p).
+Tensor bce_graph_dx(const Tensor& g, const Tensor& x, const Tensor& y) {
+  return div(mul(g, sub(x, y)), clamp(mul(1.0 - x, x), 1e-12, std::nullopt));
+}
+Tensor bce_graph_dy(const Tensor& g, const Tensor& x, const Tensor&) {
+  return mul(g, sub(clamp(log(1.0 - x), -100.0, std::nullopt), clamp(log(x), -100.0, std::nullopt)));
+}
+
+Tensor bce_logits_graph_dx(const Tensor& g, const Tensor& x, const Tensor& y) { return mul(g, sub(sigmoid(x), y)); }
+Tensor bce_logits_graph_dy(const Tensor& g, const Tensor& x, const Tensor&) { return mul(neg(g), x); }
+
 }  // namespace
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   return pointwise_loss(
       ops::l1_loss, "L1LossBackward", input, target, reduction, InputDomain::kAny,
       [](auto x, auto y) { return std::abs(x - y); }, [](auto g, auto x, auto y) { return g * sign(x - y); },
-      [](auto g, auto x, auto y) { return -g * sign(x - y); });
+      [](auto g, auto x, auto y) { return -g * sign(x - y); }, {.dx = &l1_graph_dx, .dy = &l1_graph_dy});
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, SmoothL1Options options) {
@@ -133,7 +185,7 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, SmoothL1Options
         return d < C(beta) ? C(0.5) * d * d / C(beta) : d - C(0.5 * beta);
       },
       [slope](auto g, auto x, auto y) { return g * slope(x - y); },
-      [slope](auto g, auto x, auto y) { return -g * slope(x - y); });
+      [slope](auto g, auto x, auto y) { return -g * slope(x - y); }, smooth_l1_graph(beta));
 }
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction) {
@@ -152,7 +204,8 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction
       [](auto g, auto x, auto) {
         using C = decltype(g);
         return g * (std::max(std::log1p(-x), C(-100)) - std::max(std::log(x), C(-100)));
-      });
+      },
+      {.dx = &bce_graph_dx, .dy = &bce_graph_dy});
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction) {
@@ -167,7 +220,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
         using C = decltype(g);
         return g * (C(1) / (C(1) + std::exp(-x)) - y);
       },
-      [](auto g, auto x, auto) { return -g * x; });
+      [](auto g, auto x, auto) { return -g * x; }, {.dx = &bce_logits_graph_dx, .dy = &bce_logits_graph_dy});
 }
 
 }  // namespace mantissa

@@ -24,11 +24,26 @@ struct AddcBackward final : Node {
   DType self_dtype, t1_dtype, t2_dtype;
   explicit AddcBackward(AddcOp o) : op(o) {}
   std::string_view name() const override { return op == AddcOp::kMul ? "AddcmulBackward" : "AddcdivBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& g = grads[0];
     const double v = value;
     Tensor g_self, g_t1, g_t2;
     if (next_edges[0].valid()) g_self = sum_to(g, self_shape).to(self_dtype);
+    if (compute_requires_grad({&g, &t1.get(), &t2.get()})) {
+      // create_graph: the formulas below with differentiable ops, in the same order of operations.
+      const Tensor gv = mul(g, v);
+      if (op == AddcOp::kMul) {
+        if (next_edges[1].valid()) g_t1 = sum_to(mul(gv, t2.get()), t1_shape).to(t1_dtype);
+        if (next_edges[2].valid()) g_t2 = sum_to(mul(gv, t1.get()), t2_shape).to(t2_dtype);
+      } else {
+        if (next_edges[1].valid()) g_t1 = sum_to(div(gv, t2.get()), t1_shape).to(t1_dtype);
+        if (next_edges[2].valid()) {
+          g_t2 = sum_to(div(mul(neg(gv), t1.get()), mul(t2.get(), t2.get())), t2_shape).to(t2_dtype);
+        }
+      }
+      return {g_self, g_t1, g_t2};
+    }
     if (op == AddcOp::kMul) {
       auto scaled = [v](auto gv, auto other) { return pointwise::scaled_mul(gv, other, static_cast<decltype(gv)>(v)); };
       const gpu::PointwiseOp<gpu::BinaryOp> code{gpu::BinaryOp::kScaledMul, v};

@@ -15,6 +15,7 @@
 #include "ops/elementwise.h"
 #include "ops/map.h"
 #include "ops/reduce.h"
+#include "ops/shape.h"
 
 namespace mantissa {
 namespace {
@@ -54,10 +55,11 @@ RowPlan plan_rows(const Tensor& x, const Shape& dims_in, KeepDim keepdim, std::s
   return p;
 }
 
-// x (no history) as the contiguous [m, n] matrix of its rows.
-Tensor as_rows(const Tensor& x, const RowPlan& p) {
-  return x.detach().permute(p.perm).contiguous().reshape({p.m, p.n});
-}
+// x as the contiguous [m, n] matrix of its rows, recorded where x has history (create_graph).
+Tensor rows_of(const Tensor& x, const RowPlan& p) { return x.permute(p.perm).contiguous().reshape({p.m, p.n}); }
+
+// The same without history, for the kernels.
+Tensor as_rows(const Tensor& x, const RowPlan& p) { return rows_of(x.detach(), p); }
 
 // The inverse of as_rows for an [m, n] result: back to x's shape and dim order, contiguous.
 Tensor from_rows(const Tensor& rows, const RowPlan& p) {
@@ -184,6 +186,37 @@ Tensor device_norm_backward(const Tensor& g, const Tensor& x, const Tensor& r, c
   return dx.to(x.dtype());
 }
 
+// The norm's gradient with differentiable ops (create_graph): the formulas of device_norm_backward, with
+// the norm replaced by 1 where it is 0 (there x is 0 and the result is masked to 0 anyway), so that no
+// 0/0 sits under the mask to turn the second derivative into NaN.
+Tensor graph_norm_backward(const Tensor& g, const Tensor& x, const Tensor& r, const Shape& dims, double pv) {
+  if (std::isinf(pv) || pv == 1.0) return device_norm_backward(g, x, r, dims, pv);  // linear in g, x only in masks
+  const DType cd = compute_dtype(x.dtype());
+  const Tensor gc = g.to(cd), xc = x.to(cd), nc = r.to(cd);
+  const Tensor zero_norm = eq(nc, 0.0);
+  const Tensor n_safe = masked_fill(nc, zero_norm, 1.0);
+  const Tensor dx = pv == 2.0 ? div(mul(gc, xc), n_safe)
+                              : div(mul(mul(gc, sign_of(xc)), pow(abs(xc), pv - 1.0)), pow(n_safe, pv - 1.0));
+  return masked_fill(dx, zero_norm, 0.0).to(x.dtype());
+}
+
+// prod_{j != i} x_j for every element of the [m, n] rows, with differentiable ops (create_graph): the
+// product of the elements before i times that of the elements after i, each a running product of the row
+// shifted by one, built in log2(n) shifted multiplications (Hillis-Steele). No division, so a zero in the
+// row needs no special case, and every derivative of the result is exact.
+Tensor exclusive_products(const Tensor& rows) {
+  const int64_t m = rows.size(0), n = rows.size(1);
+  if (n <= 1) return ones_like(rows);  // an empty product: constant
+  auto pad = [&](int64_t k) { return ones({m, k}, {.dtype = rows.dtype(), .device = rows.device()}); };
+  Tensor before = cat({pad(1), rows.narrow(1, 0, n - 1)}, 1);  // [1, x_0, ..., x_{n-2}]
+  Tensor after = cat({rows.narrow(1, 1, n - 1), pad(1)}, 1);   // [x_1, ..., x_{n-1}, 1]
+  for (int64_t s = 1; s < n; s *= 2) {
+    before = mul(before, cat({pad(s), before.narrow(1, 0, n - s)}, 1));
+    after = mul(after, cat({after.narrow(1, s, n - s), pad(s)}, 1));
+  }
+  return mul(before, after);
+}
+
 constexpr DeviceKernels<decltype(cpu_logsumexp_backward)> kLogsumexpBackward{.cpu = &cpu_logsumexp_backward,
                                                                              .cuda = &device_logsumexp_backward};
 constexpr DeviceKernels<decltype(cpu_norm_backward)> kNormBackward{.cpu = &cpu_norm_backward,
@@ -191,12 +224,17 @@ constexpr DeviceKernels<decltype(cpu_norm_backward)> kNormBackward{.cpu = &cpu_n
 
 struct LogsumexpBackward final : Node {
   SavedTensor self{this, "self"};
-  SavedTensor result{this, "result"};  // keep_shape
+  SavedTensor result{this, "result"};  // the output itself, so that it unpacks with history (create_graph)
   Shape keep_shape;
   std::string_view name() const override { return "LogsumexpBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
-    return {
-        dispatch(name(), kLogsumexpBackward, self.get().device(), g[0].reshape(keep_shape), self.get(), result.get())};
+    const Tensor& x = self.get();
+    const Tensor r = result.get().reshape(keep_shape);
+    const Tensor gk = g[0].reshape(keep_shape);
+    // create_graph: the device formula is made of differentiable ops, whatever the device.
+    if (compute_requires_grad({&gk, &x, &r})) return {device_logsumexp_backward(gk, x, r)};
+    return {dispatch(name(), kLogsumexpBackward, x.device(), gk, x, r)};
   }
 };
 
@@ -204,8 +242,15 @@ struct ProdBackward final : Node {
   SavedTensor self{this, "self"};
   RowPlan plan;
   std::string_view name() const override { return "ProdBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     const Tensor& x = self.get();
+    if (compute_requires_grad({&g[0], &x})) {
+      // create_graph: the products of the others, in the compute type, weighted by the row's upstream value.
+      const DType cd = compute_dtype(x.dtype());
+      const Tensor excl = exclusive_products(rows_of(x, plan).to(cd));
+      return {from_rows(mul(excl, g[0].to(cd).reshape({plan.m, 1})), plan).to(x.dtype())};
+    }
     const Tensor rows = as_rows(x, plan);
     Tensor dx_rows = empty({plan.m, plan.n}, {.dtype = x.dtype(), .device = x.device()});
     dispatch_floating(x.dtype(), name(), [&]<typename T>() {
@@ -220,19 +265,24 @@ struct ProdBackward final : Node {
 
 struct NormBackward final : Node {
   SavedTensor self{this, "self"};
-  SavedTensor result{this, "result"};  // keep_shape
+  SavedTensor result{this, "result"};  // the output itself, so that it unpacks with history (create_graph)
   Shape keep_shape, dims;
   double p = 2.0;
   std::string_view name() const override { return "NormBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& x = self.get();
-    return {dispatch(name(), kNormBackward, x.device(), grads[0].reshape(keep_shape), x, result.get(), dims, p)};
+    const Tensor r = result.get().reshape(keep_shape);
+    const Tensor gk = grads[0].reshape(keep_shape);
+    if (compute_requires_grad({&gk, &x, &r})) return {graph_norm_backward(gk, x, r, dims, p)};
+    return {dispatch(name(), kNormBackward, x.device(), gk, x, r, dims, p)};
   }
 };
 
 struct CumsumBackward final : Node {
   int64_t dim = 0;
   std::string_view name() const override { return "CumsumBackward"; }
+  bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override;
 };
 
@@ -264,6 +314,12 @@ Tensor scan(const Tensor& x_in, int64_t dim, cpu::ScanDirection direction) {
 
 std::vector<Tensor> CumsumBackward::apply(std::vector<Tensor>&& g) {
   // Each input element feeds every output at or after it: the gradient is the reverse running sum.
+  if (compute_requires_grad({&g[0]})) {
+    // create_graph: the same sum recorded, as a cumsum between two reversals along dim.
+    if (g[0].dim() == 0) return {g[0]};
+    const Tensor reversed = arange(static_cast<double>(g[0].size(dim) - 1), -1.0, -1.0);
+    return {index_select(cumsum(index_select(g[0], dim, reversed), dim), dim, reversed)};
+  }
   return {scan(g[0], dim, cpu::ScanDirection::kReverse)};
 }
 
@@ -277,7 +333,7 @@ Tensor norm_impl(const Tensor& x_in, NormOptions options) {
   if (compute_requires_grad({&x})) {
     auto node = make_node<NormBackward>({&x});
     node->self = x;
-    node->result = out.reshape(plan.keep_shape);
+    node->result = out;
     node->keep_shape = plan.keep_shape;
     node->dims = plan.dims;
     node->p = p;
@@ -310,7 +366,7 @@ Tensor logsumexp(const Tensor& x_in, const Shape& dims, KeepDim keepdim) {
   if (compute_requires_grad({&x})) {
     auto node = make_node<LogsumexpBackward>({&x});
     node->self = x;
-    node->result = out.reshape(plan.keep_shape);
+    node->result = out;
     node->keep_shape = plan.keep_shape;
     set_history(out, node);
   }

@@ -110,13 +110,23 @@ struct IndexSelectBackward final : Node {
   DType input_dtype;
   int64_t dim = 0;
   std::string_view name() const override { return "IndexSelectBackward"; }
+  bool supports_create_graph() const override { return true; }  // scatter_add records
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor g = grads[0].contiguous();
+    if (compute_requires_grad({&g})) return {graph_backward(g)};
     const cpu::IndexGeometry geo = index_geometry(input_shape, dim);
     // fp32 for 16-bit: round once at the end
     Tensor acc = zeros(input_shape, {.dtype = compute_dtype(input_dtype), .device = g.device()});
     dispatch(name(), kIndexAdd, g.device(), g, index.get(), geo, acc);
     return {acc.to(input_dtype)};
+  }
+  // The same scatter-add as a differentiable op: the index laid along dim and expanded to g's shape.
+  Tensor graph_backward(const Tensor& g) const {
+    if (input_shape.empty()) return g.to(input_dtype);  // a 0-d input: its one element was selected
+    Shape along(input_shape.size(), 1);
+    along[static_cast<size_t>(dim)] = index.get().numel();
+    const Tensor idx = index.get().reshape(along).expand(g.shape()).contiguous();
+    return scatter_add(zeros(input_shape, {.dtype = g.dtype(), .device = g.device()}), dim, idx, g).to(input_dtype);
   }
 };
 

@@ -12,10 +12,12 @@
 #include "ops/conv.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
+#include "ops/embedding.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/pool.h"
+#include "ops/recompute.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 #include "ops/softmax.h"
@@ -37,11 +39,19 @@ Tensor rnd(const Shape& s, uint64_t seed, RandomInputOptions o = {}) { return ra
 // Kinks (relu, abs, clamp, max) are kept 0.05 away; log, sqrt, rsqrt and the divisors need x > 0.
 constexpr RandomInputOptions kAwayFromZero{.low = -2.0, .high = 2.0, .min_abs = 0.05};
 constexpr RandomInputOptions kPositive{.low = 0.4, .high = 2.5};
+// Probabilities away from 0 and 1, where binary_cross_entropy's derivatives are steep; targets in [0, 1].
+constexpr RandomInputOptions kProbability{.low = 0.1, .high = 0.9};
+constexpr RandomInputOptions kUnit{.low = 0.0, .high = 1.0};
+// Disjoint ranges keep l1's and smooth_l1's kink |x - y| = 0 (and smooth_l1's |x - y| = beta = 0.5) away:
+// squares of kHigh lie in [1.44, 4], kSmall in [-0.3, 0.3], so the differences lie in [1.14, 4.3].
+constexpr RandomInputOptions kHigh{.low = 1.2, .high = 2.0};
+constexpr RandomInputOptions kSmall{.low = -0.3, .high = 0.3};
 
 Tensor i64(std::vector<int64_t> v, Shape shape = {}) {
   if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
   return from_vector<int64_t>(v, shape);
 }
+Tensor f64(std::vector<double> v, Shape shape) { return from_vector<double>(v, shape); }
 
 std::vector<Case> matmul_cases() {
   return {
@@ -114,6 +124,24 @@ std::vector<Case> elementwise_cases() {
       {"pow_scalar_3", [](const In& x) { return pow(x[0], 3.0); }, {rnd({3, 4}, 66)}},
       {"pow_scalar_fractional", [](const In& x) { return pow(x[0], -1.5); }, {rnd({3, 4}, 67, kPositive)}},
       {"pow_scalar_0", [](const In& x) { return pow(x[0], 0.0) * x[0]; }, {rnd({3, 4}, 68)}},
+      {"pow_tensor_broadcast",
+       [](const In& x) { return pow(x[0], x[1]); },
+       {rnd({3, 4}, 180, kPositive), rnd({4}, 181)}},
+      // Exponents that are exactly 0 in column 1 (the kernels' e == 0 branch): the gradients stay finite.
+      {"pow_tensor_zero_exponent",
+       [](const In& x) {
+         return pow(x[0], x[1] * f64({1, 0, 1}, {3})) * x[1];
+       },
+       {rnd({2, 3}, 182, kPositive), rnd({3}, 183)}},
+      {"addcmul_broadcast",
+       [](const In& x) { return addcmul(x[0], x[1], x[2], 0.7); },
+       {rnd({3, 1}, 184), rnd({3, 4}, 185), rnd({4}, 186)}},
+      {"addcmul_shared",
+       [](const In& x) { return addcmul(x[0] * x[0], x[0], x[1], -2.0); },
+       {rnd({2, 3}, 187), rnd({2, 3}, 188)}},
+      {"addcdiv_broadcast",
+       [](const In& x) { return addcdiv(x[0], x[1], x[2], -1.3); },
+       {rnd({4}, 189), rnd({3, 4}, 190), rnd({3, 1}, 191, {.low = 0.5, .high = 2.0})}},
       {"exp", [](const In& x) { return exp(x[0]); }, {rnd({3, 4}, 69)}},
       {"log", [](const In& x) { return log(x[0]); }, {rnd({3, 4}, 70, kPositive)}},
       {"sqrt", [](const In& x) { return sqrt(x[0]); }, {rnd({3, 4}, 71, kPositive)}},
@@ -165,6 +193,43 @@ std::vector<Case> reduce_cases() {
       // Random values are distinct, so max is differentiable at them.
       {"max_dim", [](const In& x) { return max(x[0] * x[0], 1).values; }, {rnd({3, 4, 2}, 98, kAwayFromZero)}},
       {"max_all", [](const In& x) { return max(x[0] * x[0]); }, {rnd({3, 4}, 99, kAwayFromZero)}},
+      {"logsumexp_dim", [](const In& x) { return logsumexp(x[0], {1}); }, {rnd({3, 4, 2}, 200)}},
+      {"logsumexp_dims_keepdim",
+       [](const In& x) {
+         return logsumexp(x[0], {0, 2}, KeepDim::kYes);
+       },
+       {rnd({3, 4, 2}, 201)}},
+      {"logsumexp_all", [](const In& x) { return logsumexp(x[0], {}) * x[0]; }, {rnd({3, 4}, 202)}},
+      {"prod_all", [](const In& x) { return prod(x[0]); }, {rnd({2, 3}, 203)}},
+      // Rows of 5 and 9: the running products take 3 and 4 shifted steps, the last ones partial.
+      {"prod_dim_keepdim", [](const In& x) { return prod(x[0], 1, KeepDim::kYes); }, {rnd({2, 5, 2}, 204)}},
+      {"prod_dim_9", [](const In& x) { return prod(x[0], -1); }, {rnd({2, 9}, 205, {.low = 0.5, .high = 1.5})}},
+      // Exact zeros among the differentiated values: one in row 0, two in row 1 (where the gradient is 0
+      // but its derivative, the product of the other three, is not), none in row 2.
+      {"prod_zeros_in_rows",
+       [](const In& x) { return prod(x[0], 1); },
+       {f64({0.7, 0.0, -1.3, 1.1, 0.0, 0.9, 0.0, -1.2, 0.8, 1.4, -0.6, 1.7}, {3, 4})}},
+      {"norm_2", [](const In& x) { return norm(x[0]); }, {rnd({3, 4}, 206)}},
+      {"norm_2_dim_keepdim",
+       [](const In& x) { return norm(x[0], {.dims = {1}, .keepdim = KeepDim::kYes}); },
+       {rnd({3, 4}, 207)}},
+      // p = 1 is linear in |x|: squared so that the second derivative is not zero.
+      {"norm_1_dim",
+       [](const In& x) { return norm(x[0] * x[0], {.p = 1.0, .dims = {1}}); },
+       {rnd({3, 4}, 208, kAwayFromZero)}},
+      {"norm_3_dims",
+       [](const In& x) {
+         return norm(x[0], {.p = 3.0, .dims = {0, 2}, .keepdim = KeepDim::kYes});
+       },
+       {rnd({2, 3, 4}, 209, kAwayFromZero)}},
+      {"norm_1_5", [](const In& x) { return norm(x[0], {.p = 1.5}); }, {rnd({2, 3}, 210, kAwayFromZero)}},
+      // Distinct random values: a unique max |x| per slice, where max is differentiable; squared, as max.
+      {"norm_inf",
+       [](const In& x) { return norm(x[0] * x[0], {.p = INFINITY, .dims = {1}}); },
+       {rnd({3, 5}, 211, kAwayFromZero)}},
+      // cumsum is linear: multiplied by its input so that the second derivative is not zero.
+      {"cumsum_0", [](const In& x) { return cumsum(x[0], 0) * x[0]; }, {rnd({4, 3}, 212)}},
+      {"cumsum_last", [](const In& x) { return cumsum(x[0] * x[0], -1); }, {rnd({2, 3, 4}, 213)}},
   };
 }
 
@@ -197,6 +262,34 @@ std::vector<Case> loss_cases() {
       {"mse_loss_none",
        [](const In& x) { return mse_loss(x[0], x[1], Reduction::kNone); },
        {rnd({2, 3}, 123), rnd({2, 3}, 124)}},
+      // l1 is piecewise linear, and smooth_l1 outside its quadratic zone: squared inputs.
+      {"l1_loss_mean",
+       [](const In& x) { return l1_loss(x[0] * x[0], x[1]); },
+       {rnd({3, 4}, 220, kHigh), rnd({3, 4}, 221, kSmall)}},
+      {"l1_loss_none",
+       [](const In& x) { return l1_loss(x[1], x[0] * x[0], Reduction::kNone); },
+       {rnd({2, 3}, 222, kHigh), rnd({2, 3}, 223, kSmall)}},
+      {"smooth_l1_loss_linear_zone",
+       [](const In& x) { return smooth_l1_loss(x[0] * x[0], x[1], {.reduction = Reduction::kSum, .beta = 0.5}); },
+       {rnd({3, 4}, 224, kHigh), rnd({3, 4}, 225, kSmall)}},
+      {"smooth_l1_loss_quadratic_zone",
+       [](const In& x) { return smooth_l1_loss(x[0], x[1], {.reduction = Reduction::kNone, .beta = 10.0}); },
+       {rnd({3, 4}, 226), rnd({3, 4}, 227)}},
+      {"smooth_l1_loss_beta_0",
+       [](const In& x) { return smooth_l1_loss(x[0] * x[0], x[1], {.beta = 0.0}); },
+       {rnd({2, 3}, 228, kHigh), rnd({2, 3}, 229, kSmall)}},
+      {"binary_cross_entropy_mean",
+       [](const In& x) { return binary_cross_entropy(x[0], x[1]); },
+       {rnd({3, 4}, 230, kProbability), rnd({3, 4}, 231, kUnit)}},
+      {"binary_cross_entropy_none",
+       [](const In& x) { return binary_cross_entropy(x[0], x[1], Reduction::kNone); },
+       {rnd({2, 5}, 232, kProbability), rnd({2, 5}, 233, kUnit)}},
+      {"binary_cross_entropy_with_logits_mean",
+       [](const In& x) { return binary_cross_entropy_with_logits(x[0], x[1]); },
+       {rnd({3, 4}, 234, {.low = -4, .high = 4}), rnd({3, 4}, 235, kUnit)}},
+      {"binary_cross_entropy_with_logits_none",
+       [](const In& x) { return binary_cross_entropy_with_logits(x[0], x[1], Reduction::kNone); },
+       {rnd({4, 3}, 236, {.low = -4, .high = 4}), rnd({4, 3}, 237, kUnit)}},
   };
 }
 
@@ -268,6 +361,22 @@ std::vector<Case> layer_cases() {
       {"scatter_add",
        [](const In& x) { return scatter_add(x[0] * x[0], 0, x[2], x[1] * x[1]); },
        {rnd({3, 2}, 172), rnd({2, 2}, 173), i64({2, 0, 2, 2}, {2, 2})}},
+      // embedding, index_select and index_put are linear in their floating inputs: squared, as gather.
+      {"embedding_repeated_indices",
+       [](const In& x) { return embedding(x[0] * x[0], x[1]); },
+       {rnd({4, 3}, 240), i64({3, 0, 3, 1, 0, 3}, {2, 3})}},
+      {"index_select_repeated",
+       [](const In& x) { return index_select(x[0] * x[0], 1, x[1]); },
+       {rnd({3, 4}, 241), i64({2, 0, 2, 3, 2})}},
+      {"index_select_dim0_scalar_index",
+       [](const In& x) { return index_select(x[0] * x[0], 0, x[1]) * x[0].narrow(0, 0, 1); },
+       {rnd({3, 2, 2}, 242), from_vector<int64_t>({2}, Shape{})}},
+      {"index_put_replace",
+       [](const In& x) { return index_put(x[0] * x[0], x[2], x[1] * x[1]); },
+       {rnd({4, 3}, 243), rnd({2, 3}, 244), i64({3, 0})}},
+      {"index_put_accumulate_broadcast",
+       [](const In& x) { return index_put(x[0] * x[0], x[2], x[1] * x[1], IndexPutMode::kAccumulate); },
+       {rnd({4, 3}, 245), rnd({3}, 246), i64({1, 1, 2})}},
   };
 }
 
@@ -353,18 +462,25 @@ TEST(Gradgradcheck, PassesTheSameSquareWithFullHistory) {
 
 TEST(CreateGraph, AnOpWithoutSupportIsNamedInTheError) {
   Tensor x = rnd({2, 3}, 2).set_requires_grad(true);
-  // cumsum saves nothing: it is refused because the gradient reaching it has history (it depends on x).
+  // recompute's backward runs its own first-order backward of the segment: it is refused because the
+  // gradient reaching it has history (it depends on x).
+  auto segment = [](const In& in) { return In{tanh(in[0])}; };
   EXPECT_THAT(
-      [&] { grad(sum(cumsum(x, 1) * x), {x}, {.create_graph = true}); },
-      ::testing::ThrowsMessage<Error>(::testing::HasSubstr("CumsumBackward does not support create_graph yet")));
-  Tensor e = rnd({3}, 3).set_requires_grad(true);
-  EXPECT_THAT(
-      [&] {
-        grad(sum(pow(x, e)), {x, e}, {.create_graph = true});
-      },
-      ::testing::ThrowsMessage<Error>(::testing::HasSubstr("PowBackward does not support create_graph yet")));
-  // Without create_graph the same gradients are fine.
-  EXPECT_EQ(grad(sum(cumsum(x, 1) * x), {x})[0].shape(), x.shape());
+      [&] { grad(sum(recompute(segment, {x})[0] * x), {x}, {.create_graph = true}); },
+      ::testing::ThrowsMessage<Error>(::testing::HasSubstr("RecomputeBackward does not support create_graph yet")));
+  // Without create_graph the same gradient is fine.
+  EXPECT_EQ(grad(sum(recompute(segment, {x})[0] * x), {x})[0].shape(), x.shape());
+}
+
+// cumsum and pow with a tensor exponent were refused before their backward recorded: the second
+// derivative of a small scalar against the closed form. s = sum(cumsum(x) * x) over a row of 3:
+// ds/dx_i = cumsum_i + sum_{j >= i} x_j, so d/dx_k of sum_i ds/dx_i = (k + 1) + (3 - k) = 4 for every k.
+TEST(CreateGraph, CumsumSecondDerivativeMatchesTheClosedForm) {
+  Tensor x = rnd({3}, 4).set_requires_grad(true);
+  const Tensor gx = grad(sum(cumsum(x, 0) * x), {x}, {.create_graph = true})[0];
+  ASSERT_TRUE(gx.requires_grad());
+  const Tensor ggx = grad(sum(gx), {x})[0];
+  for (double v : values_f64(ggx)) EXPECT_DOUBLE_EQ(v, 4.0);
 }
 
 }  // namespace
