@@ -219,7 +219,8 @@ TEST_P(AmpGolden, GptMatchesPyTorch) {
          [&](int64_t t) { return model.forward(idx.select(0, t), targets.select(0, t)).loss; });
 }
 
-INSTANTIATE_TEST_SUITE_P(Runs, AmpGolden, ::testing::Values("fp16_backoff", "fp16_growth", "bf16"));
+INSTANTIATE_TEST_SUITE_P(Runs, AmpGolden, ::testing::Values("fp16_backoff", "fp16_growth", "bf16"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace
 }  // namespace mantissa::amp
