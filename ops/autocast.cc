@@ -32,10 +32,6 @@ struct CacheEntry {
 thread_local std::unordered_map<CacheKey, CacheEntry, CacheKeyHash> t_cache;
 thread_local uint64_t t_weight_casts = 0;
 
-bool eligible(const Tensor& t, DeviceType device) {
-  return t.defined() && t.device().type == device && is_floating(t.dtype()) && t.dtype() != DType::kF64;
-}
-
 // Working copies live on their masters (AutogradMeta::working_copy). The mutex guards the slot: the
 // optimizer may hand a copy over on another thread than the forward that reads it.
 std::mutex g_copies_mu;
@@ -136,6 +132,10 @@ AutocastOptions replay_options(const AutocastTls& state, DeviceType device) {
 
 AutocastReplay::AutocastReplay(const AutocastTls& state)
     : cpu_(replay_options(state, DeviceType::kCPU)), cuda_(replay_options(state, DeviceType::kCUDA)) {}
+
+bool is_castable(const Tensor& t, DeviceType device) {
+  return t.defined() && t.device().type == device && is_floating(t.dtype()) && t.dtype() != DType::kF64;
+}
 
 bool is_enabled(DeviceType device) { return autocast_tls().enabled[static_cast<int>(device)]; }
 DType lower_precision_dtype(DeviceType device) { return autocast_tls().dtype[static_cast<int>(device)]; }
@@ -240,7 +240,7 @@ std::vector<Tensor> cast_inputs(const OpInfo& info, std::vector<Tensor> inputs) 
     case CastPolicy::kFp32: {
       const DType target = policy == CastPolicy::kFp32 ? DType::kF32 : tls.dtype[static_cast<int>(device)];
       for (Tensor& t : out) {
-        if (eligible(t, device)) t = cast_to(t, target);
+        if (is_castable(t, device)) t = cast_to(t, target);
       }
       return out;
     }
@@ -248,12 +248,12 @@ std::vector<Tensor> cast_inputs(const OpInfo& info, std::vector<Tensor> inputs) 
       bool any = false;
       DType widest = DType::kF16;
       for (const Tensor& t : out) {
-        if (!eligible(t, device)) continue;
+        if (!is_castable(t, device)) continue;
         widest = any ? promote_types(widest, t.dtype()) : t.dtype();
         any = true;
       }
       for (Tensor& t : out) {
-        if (eligible(t, device)) t = cast_to(t, widest);
+        if (is_castable(t, device)) t = cast_to(t, widest);
       }
       return out;
     }

@@ -71,6 +71,8 @@ class AutocastReplay {
 };
 
 bool is_enabled(DeviceType device);
+// Whether autocast may cast `t` for `device`: a defined floating, non-f64 tensor on that device type.
+bool is_castable(const Tensor& t, DeviceType device);
 DType lower_precision_dtype(DeviceType device);
 // Whose categories apply to tensors on `device` on this thread (AutocastOptions::policy_device).
 DeviceType policy_device(DeviceType device);

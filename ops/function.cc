@@ -106,14 +106,6 @@ class FunctionNode final : public Node {
   bool saves_intermediate_ = false;  // saved a floating tensor that is neither an input nor an output
 };
 
-namespace {
-
-bool castable(const Tensor& t, DeviceType device) {
-  return t.defined() && t.device().type == device && is_floating(t.dtype()) && t.dtype() != DType::kF64;
-}
-
-}  // namespace
-
 FunctionCall::FunctionCall(std::string_view name, const FunctionOptions& options, BackwardFn backward,
                            std::vector<Tensor> tensors, std::vector<size_t> positions, size_t arg_count)
     : originals_(tensors), inputs_(std::move(tensors)), positions_(std::move(positions)) {
@@ -135,7 +127,7 @@ FunctionCall::FunctionCall(std::string_view name, const FunctionOptions& options
       inputs_ = amp::cast_inputs(*options.op, std::move(inputs_));
     } else {
       for (Tensor& t : inputs_) {
-        if (castable(t, device)) t = t.to(*options.cast_inputs);
+        if (amp::is_castable(t, device)) t = t.to(*options.cast_inputs);
       }
     }
     autocast_off_.emplace(amp::AutocastOptions{.device = device, .state = amp::AutocastState::kDisabled});
