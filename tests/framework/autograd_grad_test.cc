@@ -12,6 +12,7 @@
 #include "framework/autograd.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
+#include "tests/ops/op_test_support.h"
 
 namespace mantissa {
 namespace {
@@ -20,10 +21,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-std::vector<double> vals(const Tensor& t) {
-  const Tensor c = t.detach().to(DType::kF64).contiguous();
-  return std::vector<double>(c.data<double>(), c.data<double>() + c.numel());
-}
+using testing::values;
 
 Tensor leaf(std::vector<double> v, Shape shape = {}) {
   if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
@@ -35,8 +33,8 @@ TEST(AutogradGrad, ReturnsGradientsAndLeavesDotGradAlone) {
   const Tensor y = sum(x * w);
   const std::vector<Tensor> g = grad(y, {x, w});
   ASSERT_EQ(g.size(), 2u);
-  EXPECT_EQ(vals(g[0]), (std::vector<double>{4, 5, 6}));
-  EXPECT_EQ(vals(g[1]), (std::vector<double>{1, 2, 3}));
+  EXPECT_EQ(values(g[0]), (std::vector<double>{4, 5, 6}));
+  EXPECT_EQ(values(g[1]), (std::vector<double>{1, 2, 3}));
   EXPECT_FALSE(g[0].requires_grad()) << "without create_graph the gradient has no history";
   EXPECT_FALSE(x.grad().defined());
   EXPECT_FALSE(w.grad().defined());
@@ -47,8 +45,8 @@ TEST(AutogradGrad, ANonLeafInputGetsTheGradientThatReachesIt) {
   const Tensor h = x * 3.0;
   const Tensor y = sum(h * h);  // dy/dh = 2h = 6x
   const std::vector<Tensor> g = grad(y, {h, x});
-  EXPECT_EQ(vals(g[0]), (std::vector<double>{6, 12}));
-  EXPECT_EQ(vals(g[1]), (std::vector<double>{18, 36}));
+  EXPECT_EQ(values(g[0]), (std::vector<double>{6, 12}));
+  EXPECT_EQ(values(g[1]), (std::vector<double>{18, 36}));
 }
 
 TEST(AutogradGrad, GradOutputsWeighNonScalarOutputs) {
@@ -57,10 +55,10 @@ TEST(AutogradGrad, GradOutputsWeighNonScalarOutputs) {
   EXPECT_THAT([&] { grad(y, {x}); },
               ThrowsMessage<Error>(AllOf(HasSubstr("grad:"), HasSubstr("one-element"), HasSubstr(".grad_outputs"))));
   const std::vector<Tensor> g = grad(y, {x}, {.grad_outputs = {from_vector<double>({1, 0, -1, 0.5}, {2, 2})}});
-  EXPECT_EQ(vals(g[0]), (std::vector<double>{2, 0, -6, 4}));
+  EXPECT_EQ(values(g[0]), (std::vector<double>{2, 0, -6, 4}));
   // Two outputs, their gradients summed at the input.
   const std::vector<Tensor> g2 = grad({sum(x), sum(x * 2.0)}, {x});
-  EXPECT_EQ(vals(g2[0]), (std::vector<double>{3, 3, 3, 3}));
+  EXPECT_EQ(values(g2[0]), (std::vector<double>{3, 3, 3, 3}));
   EXPECT_THAT(
       [&] {
         grad({sum(x), sum(x)}, {x}, {.grad_outputs = {Tensor()}});
@@ -91,7 +89,7 @@ TEST(AutogradGrad, InputNotReachedIsAnErrorUnlessAllowUnused) {
   EXPECT_THAT([&] { grad(y, {detached}, {.retain_graph = true}); },
               ThrowsMessage<Error>(HasSubstr("grad: input 0 (shape [2]) was not reached")));
   const std::vector<Tensor> g = grad(y, {x, unused, detached}, {.allow_unused = true});
-  EXPECT_EQ(vals(g[0]), (std::vector<double>{5, 6}));
+  EXPECT_EQ(values(g[0]), (std::vector<double>{5, 6}));
   EXPECT_FALSE(g[1].defined());
   EXPECT_FALSE(g[2].defined());
 }
@@ -113,7 +111,7 @@ TEST(AutogradGrad, RetainGraphDefaultsToCreateGraph) {
   const Tensor y = sum(exp(x) * x);
   const std::vector<Tensor> first = grad(y, {x}, {.create_graph = true});
   const std::vector<Tensor> again = grad(y, {x});  // the create_graph pass kept the graph
-  EXPECT_EQ(vals(first[0]), vals(again[0]));
+  EXPECT_EQ(values(first[0]), values(again[0]));
   EXPECT_THROW(grad(y, {x}), Error) << "the pass without create_graph freed it";
 }
 
@@ -129,7 +127,7 @@ TEST(AutogradGrad, WithoutCreateGraphSavedTensorsAreFreed) {
   ASSERT_FALSE(saved_storage.expired());
   const std::shared_ptr<Node> mul_node = y.grad_fn()->next_edges[0].fn;
   const std::vector<Tensor> g = grad(y, {x});
-  EXPECT_EQ(vals(g[0]), (std::vector<double>{8, 16, 24}));
+  EXPECT_EQ(values(g[0]), (std::vector<double>{8, 16, 24}));
   EXPECT_TRUE(mul_node->saved_released());
   EXPECT_TRUE(saved_storage.expired()) << "grad() without create_graph frees what the nodes saved";
 }
@@ -140,14 +138,14 @@ TEST(AutogradGrad, CreateGraphGivesGradientsThatDifferentiateAgain) {
   const Tensor g1 = grad(y, {x}, {.create_graph = true})[0];  // 3x^2
   ASSERT_TRUE(g1.requires_grad());
   ASSERT_NE(g1.grad_fn(), nullptr);
-  EXPECT_EQ(vals(g1), (std::vector<double>{0.75, 3, 12}));
+  EXPECT_EQ(values(g1), (std::vector<double>{0.75, 3, 12}));
   const Tensor g2 = grad(sum(g1), {x}, {.create_graph = true})[0];  // 6x
-  EXPECT_EQ(vals(g2), (std::vector<double>{3, -6, 12}));
+  EXPECT_EQ(values(g2), (std::vector<double>{3, -6, 12}));
   const Tensor g3 = grad(sum(g2), {x}, {.retain_graph = true})[0];  // 6
-  EXPECT_EQ(vals(g3), (std::vector<double>{6, 6, 6}));
+  EXPECT_EQ(values(g3), (std::vector<double>{6, 6, 6}));
   // backward() through a create_graph gradient accumulates the second-order term into .grad.
   sum(g1 * g1).backward();  // d/dx sum(9x^4) = 36x^3
-  EXPECT_EQ(vals(x.grad()), (std::vector<double>{4.5, -36, 288}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{4.5, -36, 288}));
 }
 
 // loss.backward(create_graph=True): the leaves' grads keep their history; a second create_graph backward
@@ -156,20 +154,20 @@ TEST(AutogradGrad, BackwardWithCreateGraphLeavesGradsThatDifferentiateAgain) {
   Tensor x = leaf({0.5, -1, 2});
   sum(x * x * x).backward(Tensor(), {.create_graph = true});  // x.grad = 3x^2
   ASSERT_TRUE(x.grad().requires_grad());
-  EXPECT_EQ(vals(x.grad()), (std::vector<double>{0.75, 3, 12}));
-  EXPECT_EQ(vals(grad(sum(x.grad()), {x})[0]), (std::vector<double>{3, -6, 12}));  // 6x
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{0.75, 3, 12}));
+  EXPECT_EQ(values(grad(sum(x.grad()), {x})[0]), (std::vector<double>{3, -6, 12}));  // 6x
 
   Tensor y = leaf({1, 2});
   const Tensor f = sum(y * y * y);
   f.backward(Tensor(), {.create_graph = true});
   f.backward(Tensor(), {.create_graph = true});  // the graph is kept: create_graph implies retain_graph
   ASSERT_TRUE(y.grad().requires_grad());
-  EXPECT_EQ(vals(y.grad()), (std::vector<double>{6, 24}));  // 2 * 3y^2
+  EXPECT_EQ(values(y.grad()), (std::vector<double>{6, 24}));  // 2 * 3y^2
   // (retain_graph: the grads' graph shares the forward's saved tensors, which f.backward() needs again)
-  EXPECT_EQ(vals(grad(sum(y.grad()), {y}, {.retain_graph = true})[0]), (std::vector<double>{12, 24}));  // 12y
+  EXPECT_EQ(values(grad(sum(y.grad()), {y}, {.retain_graph = true})[0]), (std::vector<double>{12, 24}));  // 12y
   f.backward();
   EXPECT_FALSE(y.grad().requires_grad()) << "a plain backward's sum has no history";
-  EXPECT_EQ(vals(y.grad()), (std::vector<double>{9, 36}));
+  EXPECT_EQ(values(y.grad()), (std::vector<double>{9, 36}));
 }
 
 TEST(AutogradGrad, GradientsMeetingInOneSlotAreSummedWithHistory) {
@@ -180,8 +178,8 @@ TEST(AutogradGrad, GradientsMeetingInOneSlotAreSummedWithHistory) {
   const Tensor gg = grad(sum(g), {x})[0];                    // (2 + 4x + x^2) e^x
   for (int i = 0; i < 2; ++i) {
     const double v = i + 1.0;
-    EXPECT_NEAR(vals(g)[i], (2 * v + v * v) * std::exp(v), 1e-12);
-    EXPECT_NEAR(vals(gg)[i], (2 + 4 * v + v * v) * std::exp(v), 1e-12);
+    EXPECT_NEAR(values(g)[i], (2 * v + v * v) * std::exp(v), 1e-12);
+    EXPECT_NEAR(values(gg)[i], (2 + 4 * v + v * v) * std::exp(v), 1e-12);
   }
 }
 
@@ -191,7 +189,7 @@ TEST(AutogradGrad, LeafHooksSeeTheGradientPostAccumulateHooksDoNot) {
   x.register_hook([](const Tensor& g) { return g * 10.0; });
   x.register_post_accumulate_grad_hook([&](Tensor&) { ++post_calls; });
   const std::vector<Tensor> g = grad(sum(x * 3.0), {x});
-  EXPECT_EQ(vals(g[0]), (std::vector<double>{30, 30}));
+  EXPECT_EQ(values(g[0]), (std::vector<double>{30, 30}));
   EXPECT_EQ(post_calls, 0) << "nothing was accumulated (DDP's hooks are post-accumulate hooks)";
   EXPECT_FALSE(x.grad().defined());
 }
@@ -214,7 +212,7 @@ TEST(AutogradGrad, OnlyNodesLeadingToAnInputRun) {
   }
   set_history(branch, make_node<MustNotRunBackward>({&w}));
   const std::vector<Tensor> g = grad(sum(x * 5.0 + branch), {x});
-  EXPECT_EQ(vals(g[0]), (std::vector<double>{5, 5}));
+  EXPECT_EQ(values(g[0]), (std::vector<double>{5, 5}));
   EXPECT_FALSE(w.grad().defined());
 }
 
@@ -259,7 +257,7 @@ TEST(AutogradGrad, CreateGraphThroughANodeWithoutSupportIsFineWhenNothingNeedsHi
   // A constant incoming gradient and nothing saved: the result is a constant, correct without history.
   const Tensor y = sum(times_two_no_create_graph(x, false));
   const std::vector<Tensor> g = grad(y, {x}, {.create_graph = true});
-  EXPECT_EQ(vals(g[0]), (std::vector<double>{2, 2}));
+  EXPECT_EQ(values(g[0]), (std::vector<double>{2, 2}));
   EXPECT_FALSE(g[0].requires_grad());
 }
 
@@ -271,7 +269,7 @@ TEST(AutogradGrad, SavedOutputsMakeNoReferenceCycle) {
     exp_node = y.grad_fn();
     const Tensor g = grad(sum(y * y), {x}, {.create_graph = true})[0];  // 2 e^{2x}
     const Tensor gg = grad(sum(g), {x})[0];                             // 4 e^{2x}
-    EXPECT_NEAR(vals(gg)[0], 4 * std::exp(1.0), 1e-12);
+    EXPECT_NEAR(values(gg)[0], 4 * std::exp(1.0), 1e-12);
     EXPECT_FALSE(exp_node.expired());
   }
   EXPECT_TRUE(exp_node.expired()) << "the graph, and the gradients' graph, are freed with their tensors";
@@ -285,7 +283,7 @@ TEST(AutogradGrad, SavedOutputIsRecognisedWhenSavedBeforeSetHistory) {
   const Tensor gg = grad(sum(g), {x})[0];
   for (int i = 0; i < 2; ++i) {
     const double v = i == 0 ? 0.3 : -0.7, t = std::tanh(v);
-    EXPECT_NEAR(vals(gg)[i], -2 * t * (1 - t * t), 1e-12);
+    EXPECT_NEAR(values(gg)[i], -2 * t * (1 - t * t), 1e-12);
   }
 }
 
@@ -298,11 +296,11 @@ TEST(AutogradGrad, CastNodeCarriesGradientsBothWays) {
   const Tensor g = grad(y, {master}, {.create_graph = true})[0];
   EXPECT_EQ(g.dtype(), DType::kF32);
   ASSERT_TRUE(g.requires_grad());
-  EXPECT_EQ(vals(g), (std::vector<double>{0.75, 3, 12}));  // 3x^2
-  sum(g * g).backward();                                   // d/dx 9x^4 = 36x^3
+  EXPECT_EQ(values(g), (std::vector<double>{0.75, 3, 12}));  // 3x^2
+  sum(g * g).backward();                                     // d/dx 9x^4 = 36x^3
   ASSERT_TRUE(master.grad().defined());
   EXPECT_EQ(master.grad().dtype(), DType::kF32);
-  EXPECT_EQ(vals(master.grad()), (std::vector<double>{4.5, 36, 288}));
+  EXPECT_EQ(values(master.grad()), (std::vector<double>{4.5, 36, 288}));
 }
 
 TEST(AutogradGrad, ArgumentErrors) {

@@ -10,6 +10,7 @@
 
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
+#include "tests/ops/op_test_support.h"
 
 namespace mantissa {
 namespace {
@@ -18,10 +19,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-std::vector<double> vals(const Tensor& t) {
-  const Tensor c = t.detach().to(DType::kF64).contiguous();
-  return std::vector<double>(c.data<double>(), c.data<double>() + c.numel());
-}
+using testing::values;
 
 Tensor leaf(std::vector<double> v, Shape shape = {}) {
   if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
@@ -31,20 +29,20 @@ Tensor leaf(std::vector<double> v, Shape shape = {}) {
 TEST(Autograd, TwoBackwardPassesAccumulateIntoLeaves) {
   Tensor x = leaf({1, 2, 3});
   sum(x * 3.0).backward();
-  EXPECT_EQ(vals(x.grad()), (std::vector<double>{3, 3, 3}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{3, 3, 3}));
   sum(x * x).backward();  // a new graph: adds 2x
-  EXPECT_EQ(vals(x.grad()), (std::vector<double>{5, 7, 9}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{5, 7, 9}));
 }
 
 TEST(Autograd, SharedInputGetsTheSumOfBothPaths) {
   Tensor x = leaf({-1.5, 2, 4});
   sum(x * x).backward();
-  EXPECT_EQ(vals(x.grad()), (std::vector<double>{-3, 4, 8}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{-3, 4, 8}));
   // A diamond: x feeds a and b, both feed y.
   Tensor z = leaf({2});
   Tensor a = z * 3.0, b = exp(z);
   (a * b).backward(ones({1}, {.dtype = DType::kF64}));
-  EXPECT_NEAR(vals(z.grad())[0], 3 * std::exp(2.0) + 6 * std::exp(2.0), 1e-12);
+  EXPECT_NEAR(values(z.grad())[0], 3 * std::exp(2.0) + 6 * std::exp(2.0), 1e-12);
 }
 
 TEST(Autograd, GradIsLeftUndefinedForLeavesNotReached) {
@@ -87,9 +85,9 @@ TEST(Autograd, RetainGraphAllowsASecondBackward) {
   Tensor x = leaf({1, 2, 3});
   Tensor y = sum(exp(x) * x);
   y.backward({}, {.retain_graph = true});
-  const std::vector<double> once = vals(x.grad());
+  const std::vector<double> once = values(x.grad());
   y.backward();
-  const std::vector<double> twice = vals(x.grad());
+  const std::vector<double> twice = values(x.grad());
   for (size_t i = 0; i < once.size(); ++i) {
     EXPECT_NEAR(once[i], std::exp(i + 1.0) * (i + 2.0), 1e-12);
     EXPECT_DOUBLE_EQ(twice[i], 2 * once[i]);
@@ -128,7 +126,7 @@ TEST(Autograd, DetachSharesStorageAndStopsGradients) {
   xd.data<double>()[0] = 10;
   EXPECT_EQ(x.data<double>()[0], 10) << "detach is a view, not a copy";
   sum(x * d).backward();  // d = 2x was computed before the write and is a constant: dx = d
-  EXPECT_EQ(vals(x.grad()), (std::vector<double>{2, 4, 6}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{2, 4, 6}));
 }
 
 TEST(Autograd, RequiresGradPropagates) {
@@ -146,7 +144,7 @@ TEST(Autograd, RequiresGradPropagates) {
   sum(c).backward();
   EXPECT_FALSE(b.grad().defined());
   // Only the input that needs a gradient gets one.
-  EXPECT_EQ(vals(a.grad()), (std::vector<double>{3, 4}));
+  EXPECT_EQ(values(a.grad()), (std::vector<double>{3, 4}));
 }
 
 TEST(Autograd, SetRequiresGradOnlyOnFloatingLeaves) {
@@ -167,12 +165,12 @@ TEST(Autograd, HookOnLeafReplacesItsGradient) {
   Tensor x = leaf({1, 2});
   std::vector<double> seen;
   x.register_hook([&](const Tensor& g) {
-    seen = vals(g);
+    seen = values(g);
     return g * 10.0;
   });
   sum(x * 3.0).backward();
   EXPECT_EQ(seen, (std::vector<double>{3, 3}));
-  EXPECT_EQ(vals(x.grad()), (std::vector<double>{30, 30}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{30, 30}));
 }
 
 TEST(Autograd, HookOnNonLeafChangesWhatFlowsToItsInputs) {
@@ -186,7 +184,7 @@ TEST(Autograd, HookOnNonLeafChangesWhatFlowsToItsInputs) {
   mid.register_hook([&](const Tensor&) { return Tensor(); });  // undefined: keeps the gradient
   sum(mid * 5.0).backward();
   EXPECT_EQ(calls, 1);
-  EXPECT_EQ(vals(x.grad()), (std::vector<double>{-10, -20}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{-10, -20}));
 }
 
 TEST(Autograd, PostAccumulateHooksSeeTheAccumulatedGradient) {
@@ -195,7 +193,7 @@ TEST(Autograd, PostAccumulateHooksSeeTheAccumulatedGradient) {
   std::vector<double> w1_grads;
   w1.register_post_accumulate_grad_hook([&](Tensor& t) {
     order.push_back("w1");
-    w1_grads.push_back(vals(t.grad())[0]);
+    w1_grads.push_back(values(t.grad())[0]);
   });
   w2.register_post_accumulate_grad_hook([&](Tensor&) { order.push_back("w2"); });
   Tensor x = from_vector<double>({3});
@@ -213,11 +211,11 @@ TEST(Autograd, NonScalarBackwardNeedsAGradient) {
   EXPECT_THAT([&] { y.backward(); }, ThrowsMessage<Error>(AllOf(HasSubstr("one-element"), HasSubstr("[2, 2]"),
                                                                 HasSubstr("backward(gradient)"))));
   y.backward(from_vector<double>({1, 0, -1, 0.5}, {2, 2}));
-  EXPECT_EQ(vals(x.grad()), (std::vector<double>{2, 0, -6, 4}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{2, 0, -6, 4}));
   // One-element outputs of any shape need no gradient.
   Tensor z = leaf({5});
   (z * z).reshape({1, 1}).backward();
-  EXPECT_EQ(vals(z.grad()), (std::vector<double>{10}));
+  EXPECT_EQ(values(z.grad()), (std::vector<double>{10}));
 }
 
 TEST(Autograd, DeepChainBackpropagatesAndIsDestroyedWithoutRecursion) {
@@ -226,13 +224,13 @@ TEST(Autograd, DeepChainBackpropagatesAndIsDestroyedWithoutRecursion) {
   Tensor y = x;
   for (int i = 0; i < kDepth; ++i) y = (i % 2 == 0) ? y * 2.0 : y * 0.5;  // exact in f32: grad stays 1
   y.backward();
-  EXPECT_EQ(vals(x.grad())[0], 1.0);
+  EXPECT_EQ(values(x.grad())[0], 1.0);
   y = Tensor();  // frees 100,000 nodes
 
   // A chain that never ran backward is destroyed just as safely.
   Tensor z = x;
   for (int i = 0; i < kDepth; ++i) z = z + 1.0;
-  EXPECT_EQ(vals(z)[0], kDepth + 1.0);
+  EXPECT_EQ(values(z)[0], kDepth + 1.0);
   z = Tensor();
   SUCCEED();
 }
@@ -243,7 +241,7 @@ TEST(Autograd, LowPrecisionGradientsHaveTheTensorsDtype) {
     sum(x * x).to(DType::kF32).backward();
     ASSERT_TRUE(x.grad().defined());
     EXPECT_EQ(x.grad().dtype(), dt) << dtype_name(dt);
-    EXPECT_EQ(vals(x.grad()), (std::vector<double>{1, -2, 4})) << dtype_name(dt);
+    EXPECT_EQ(values(x.grad()), (std::vector<double>{1, -2, 4})) << dtype_name(dt);
   }
 }
 
@@ -256,7 +254,7 @@ TEST(Autograd, F32LeafCastToF16GetsAnF32Gradient) {
   loss.backward();
   ASSERT_TRUE(master.grad().defined());
   EXPECT_EQ(master.grad().dtype(), DType::kF32);
-  EXPECT_EQ(vals(master.grad()), (std::vector<double>{0.5, 6.0}));
+  EXPECT_EQ(values(master.grad()), (std::vector<double>{0.5, 6.0}));
 }
 
 // max(dim) records a node for its values only; the i64 indices carry no gradient.
@@ -265,7 +263,7 @@ TEST(Autograd, MaxValuesBackwardIgnoresTheIndicesOutput) {
   MaxResult r = max(x, 1);
   EXPECT_FALSE(r.indices.requires_grad());
   sum(r.values).backward();
-  EXPECT_EQ(vals(x.grad()), (std::vector<double>{0, 1, 0, 1, 0, 0}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{0, 1, 0, 1, 0, 0}));
 }
 
 }  // namespace

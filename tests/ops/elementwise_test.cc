@@ -12,14 +12,12 @@
 #include "framework/autograd.h"
 #include "framework/generator.h"
 #include "ops/reduce.h"
+#include "tests/ops/op_test_support.h"
 
 namespace mantissa {
 namespace {
 
-std::vector<double> vals(const Tensor& t) {
-  const Tensor c = t.detach().to(DType::kF64).contiguous();
-  return std::vector<double>(c.data<double>(), c.data<double>() + c.numel());
-}
+using testing::values;
 
 // Random f32 values in [lo, hi) already representable in `dt`, so the op's inputs are exact.
 Tensor random_in(DType dt, int64_t n, double lo, double hi, uint64_t seed) {
@@ -38,7 +36,7 @@ void expect_rounded_once(const std::function<Tensor(const Tensor&, const Tensor&
     const Tensor got = op(a, b);
     ASSERT_EQ(got.dtype(), dt) << name;
     const Tensor want = op(a.to(DType::kF32), b.to(DType::kF32)).to(dt);
-    const std::vector<double> g = vals(got), w = vals(want);
+    const std::vector<double> g = values(got), w = values(want);
     int diff = 0;
     for (size_t i = 0; i < g.size(); ++i) diff += !(g[i] == w[i] || (std::isnan(g[i]) && std::isnan(w[i])));
     EXPECT_EQ(diff, 0) << name << " in " << dtype_name(dt) << ": " << diff << " of 1000 differ from fp32-then-round";
@@ -69,24 +67,24 @@ TEST(Elementwise, EachOpRoundsItsOwnOutput) {
   const Tensor x = from_vector<float>({1.0f / 3.0f}).to(DType::kF16);
   const Tensor y = add(mul(x, 3.0), 0.0);
   EXPECT_EQ(mul(x, 3.0).dtype(), DType::kF16);
-  EXPECT_EQ(vals(y)[0], static_cast<double>(static_cast<float>(Half(static_cast<float>(Half(1.0f / 3.0f)) * 3.0f))));
+  EXPECT_EQ(values(y)[0], static_cast<double>(static_cast<float>(Half(static_cast<float>(Half(1.0f / 3.0f)) * 3.0f))));
 }
 
 TEST(Elementwise, OverflowBehavesAsOnAGpu) {
   const Tensor x16 = from_vector<float>({100.0f, 12.0f, 11.0f, -100.0f}).to(DType::kF16);
-  const std::vector<double> e16 = vals(exp(x16));
+  const std::vector<double> e16 = values(exp(x16));
   EXPECT_TRUE(std::isinf(e16[0]) && e16[0] > 0) << "exp(100) in f16 is inf";
   EXPECT_TRUE(std::isinf(e16[1])) << "exp(12) = 162755 is above f16's max 65504";
   EXPECT_FALSE(std::isinf(e16[2])) << "exp(11) = 59874 fits";
   EXPECT_EQ(e16[3], 0.0) << "underflows to zero";
   // bf16 has f32's exponent range: exp(88) fits, exp(89) does not.
-  const std::vector<double> eb = vals(exp(from_vector<float>({88.0f, 89.0f}).to(DType::kBF16)));
+  const std::vector<double> eb = values(exp(from_vector<float>({88.0f, 89.0f}).to(DType::kBF16)));
   EXPECT_TRUE(std::isfinite(eb[0]));
   EXPECT_TRUE(std::isinf(eb[1]));
   // 60000 * 2 overflows f16 even though the math is done in fp32: the round at the output overflows.
-  EXPECT_TRUE(std::isinf(vals(mul(from_vector<float>({60000.0f}).to(DType::kF16), 2.0))[0]));
+  EXPECT_TRUE(std::isinf(values(mul(from_vector<float>({60000.0f}).to(DType::kF16), 2.0))[0]));
   // Division by zero is IEEE, not an error.
-  const std::vector<double> d = vals(div(from_vector<float>({1, -1, 0}), zeros({3})));
+  const std::vector<double> d = values(div(from_vector<float>({1, -1, 0}), zeros({3})));
   EXPECT_TRUE(std::isinf(d[0]) && d[0] > 0);
   EXPECT_TRUE(std::isinf(d[1]) && d[1] < 0);
   EXPECT_TRUE(std::isnan(d[2]));
@@ -112,8 +110,8 @@ TEST(Elementwise, MixedDtypeGradientsComeBackInEachInputsDtype) {
   sum(mul(h, f)).backward();
   EXPECT_EQ(h.grad().dtype(), DType::kF16);
   EXPECT_EQ(f.grad().dtype(), DType::kF32);
-  EXPECT_EQ(vals(h.grad()), (std::vector<double>{5, 7, 9})) << "summed over the broadcast dim";
-  EXPECT_EQ(vals(f.grad()), (std::vector<double>{1, 2, 3, 1, 2, 3}));
+  EXPECT_EQ(values(h.grad()), (std::vector<double>{5, 7, 9})) << "summed over the broadcast dim";
+  EXPECT_EQ(values(f.grad()), (std::vector<double>{1, 2, 3, 1, 2, 3}));
 }
 
 TEST(Elementwise, BroadcastingShapesAndValues) {
@@ -121,7 +119,7 @@ TEST(Elementwise, BroadcastingShapesAndValues) {
   const Tensor b = from_vector<double>({10, 20}, {2});
   const Tensor c = add(a, b);
   EXPECT_EQ(c.shape(), (Shape{3, 2}));
-  EXPECT_EQ(vals(c), (std::vector<double>{11, 21, 12, 22, 13, 23}));
+  EXPECT_EQ(values(c), (std::vector<double>{11, 21, 12, 22, 13, 23}));
   EXPECT_EQ(mul(scalar_tensor(2.0, {.dtype = DType::kF64}), a).shape(), (Shape{3, 1})) << "0-d broadcasts";
   EXPECT_EQ(add(zeros({2, 1, 4}), zeros({3, 1})).shape(), (Shape{2, 3, 4}));
   EXPECT_EQ(add(zeros({0, 3}), zeros({3})).shape(), (Shape{0, 3})) << "empty tensors broadcast too";
@@ -135,13 +133,13 @@ TEST(Elementwise, StridedAndLargeInputsMatchTheContiguousPath) {
     const Tensor y = random_in(dt, r * c, -3, 3, 8).reshape({r, c});
     const Tensor xt = x.t().contiguous().t(), yt = y.t().contiguous().t();  // same values, column-major
     ASSERT_FALSE(xt.is_contiguous());
-    EXPECT_EQ(vals(mul(x, y)), vals(mul(xt, yt))) << dtype_name(dt);
-    EXPECT_EQ(vals(tanh(x)), vals(tanh(xt))) << dtype_name(dt);
+    EXPECT_EQ(values(mul(x, y)), values(mul(xt, yt))) << dtype_name(dt);
+    EXPECT_EQ(values(tanh(x)), values(tanh(xt))) << dtype_name(dt);
     // Every element checked against the scalar formula computed in the compute type.
-    const std::vector<double> xv = vals(x), yv = vals(y), s = vals(add(xt, yt));
+    const std::vector<double> xv = values(x), yv = values(y), s = values(add(xt, yt));
     for (size_t i = 0; i < xv.size(); i += 97) {
       const double want =
-          dt == DType::kF64 ? xv[i] + yv[i] : vals(from_vector<float>({static_cast<float>(xv[i] + yv[i])}).to(dt))[0];
+          dt == DType::kF64 ? xv[i] + yv[i] : values(from_vector<float>({static_cast<float>(xv[i] + yv[i])}).to(dt))[0];
       ASSERT_EQ(s[i], want) << dtype_name(dt) << " element " << i;
     }
   }
@@ -149,19 +147,19 @@ TEST(Elementwise, StridedAndLargeInputsMatchTheContiguousPath) {
 
 TEST(Elementwise, ActivationValues) {
   const Tensor x = from_vector<double>({-3, -0.5, 0, 0.5, 3});
-  const std::vector<double> r = vals(relu(x)), g = vals(gelu(x)), s = vals(sigmoid(x));
+  const std::vector<double> r = values(relu(x)), g = values(gelu(x)), s = values(sigmoid(x));
   EXPECT_EQ(r, (std::vector<double>{0, 0, 0, 0.5, 3}));
   for (size_t i = 0; i < 5; ++i) {
-    const double v = vals(x)[i];
+    const double v = values(x)[i];
     EXPECT_NEAR(g[i], 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))), 1e-15);
     EXPECT_NEAR(s[i], 1 / (1 + std::exp(-v)), 1e-15);
   }
   // Saturation: no nan at the extremes.
-  const std::vector<double> big = vals(sigmoid(from_vector<float>({-200, 200})));
+  const std::vector<double> big = values(sigmoid(from_vector<float>({-200, 200})));
   EXPECT_EQ(big, (std::vector<double>{0, 1}));
-  const std::vector<double> t = vals(tanh(from_vector<float>({-50, 50})));
+  const std::vector<double> t = values(tanh(from_vector<float>({-50, 50})));
   EXPECT_EQ(t, (std::vector<double>{-1, 1}));
-  EXPECT_EQ(vals(abs(from_vector<double>({-2, 0, 3}))), (std::vector<double>{2, 0, 3}));
+  EXPECT_EQ(values(abs(from_vector<double>({-2, 0, 3}))), (std::vector<double>{2, 0, 3}));
 }
 
 TEST(Elementwise, ComparisonsReturnBool) {
@@ -184,18 +182,18 @@ TEST(Elementwise, ComparisonsReturnBool) {
 
 TEST(Elementwise, WhereMaskedFillClamp) {
   const Tensor cond = gt(from_vector<double>({1, -1, 1}), 0.0);
-  EXPECT_EQ(vals(where(cond, from_vector<double>({1, 2, 3}), scalar_tensor(0, {.dtype = DType::kF64}))),
+  EXPECT_EQ(values(where(cond, from_vector<double>({1, 2, 3}), scalar_tensor(0, {.dtype = DType::kF64}))),
             (std::vector<double>{1, 0, 3}));
   const Tensor x = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
-  EXPECT_EQ(vals(masked_fill(x, cond, -1.0)), (std::vector<double>{-1, 2, -1, -1, 5, -1})) << "mask broadcasts";
+  EXPECT_EQ(values(masked_fill(x, cond, -1.0)), (std::vector<double>{-1, 2, -1, -1, 5, -1})) << "mask broadcasts";
   const Tensor v = from_vector<float>({-2, -0.5f, 0.5f, 2, NAN});
-  const std::vector<double> cl = vals(clamp(v, -1.0, 1.0));
+  const std::vector<double> cl = values(clamp(v, -1.0, 1.0));
   EXPECT_EQ(std::vector<double>(cl.begin(), cl.end() - 1), (std::vector<double>{-1, -0.5, 0.5, 1}));
   EXPECT_TRUE(std::isnan(cl.back())) << "clamp keeps nan, as PyTorch does";
-  EXPECT_EQ(vals(clamp(v, 0.0, std::nullopt))[0], 0.0);
-  EXPECT_EQ(vals(clamp(v, std::nullopt, 0.0))[3], 0.0);
+  EXPECT_EQ(values(clamp(v, 0.0, std::nullopt))[0], 0.0);
+  EXPECT_EQ(values(clamp(v, std::nullopt, 0.0))[3], 0.0);
   // masked_fill in f16 rounds the fill value like the tensor's values.
-  EXPECT_EQ(vals(masked_fill(ones({1}, {.dtype = DType::kF16}), gt(ones({1}), 0.0), 0.1))[0],
+  EXPECT_EQ(values(masked_fill(ones({1}, {.dtype = DType::kF16}), gt(ones({1}), 0.0), 0.1))[0],
             static_cast<double>(static_cast<float>(Half(0.1f))));
 }
 
@@ -214,7 +212,7 @@ TEST(Elementwise, WhereContiguousRowsMatchTheStridedWalkForEveryElementSize) {
   const Tensor cond_t = cond.transpose(0, 1).contiguous().transpose(0, 1);  // same values, strided
   ASSERT_FALSE(cond_t.is_contiguous());
   auto same = [](const Tensor& x, const Tensor& y) {
-    const std::vector<double> a = vals(x), b = vals(y);
+    const std::vector<double> a = values(x), b = values(y);
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i) {
       EXPECT_TRUE(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))) << i << ": " << a[i] << " vs " << b[i];
@@ -245,14 +243,14 @@ TEST(Elementwise, ClampAndWhereGradientsAtTheEdges) {
   Tensor x = from_vector<double>({-1, 0, 1, 2}).set_requires_grad(true);
   sum(clamp(x, 0.0, 1.0)).backward();
   // PyTorch passes the gradient where min <= x <= max, bounds included.
-  EXPECT_EQ(vals(x.grad()), (std::vector<double>{0, 1, 1, 0}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{0, 1, 1, 0}));
   Tensor y = from_vector<double>({0, 4}).set_requires_grad(true);
   sum(pow(y, 2.0)).backward();
-  EXPECT_EQ(vals(y.grad()), (std::vector<double>{0, 8}));
+  EXPECT_EQ(values(y.grad()), (std::vector<double>{0, 8}));
   Tensor base = from_vector<double>({0, 2}).set_requires_grad(true);
   Tensor e = from_vector<double>({2, 3}).set_requires_grad(true);
   sum(pow(base, e)).backward();
-  const std::vector<double> ge = vals(e.grad());
+  const std::vector<double> ge = values(e.grad());
   EXPECT_EQ(ge[0], 0.0) << "d(0^e)/de is taken as 0, not nan (0 * log 0)";
   EXPECT_NEAR(ge[1], 8 * std::log(2.0), 1e-12);
 }

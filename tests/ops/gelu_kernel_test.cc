@@ -10,14 +10,12 @@
 #include "framework/generator.h"
 #include "ops/cpu/gelu.h"
 #include "ops/elementwise.h"
+#include "tests/ops/op_test_support.h"
 
 namespace mantissa {
 namespace {
 
-std::vector<double> vals(const Tensor& t) {
-  const Tensor c = t.detach().to(DType::kF64).contiguous();
-  return std::vector<double>(c.data<double>(), c.data<double>() + c.numel());
-}
+using testing::values;
 
 // 37 x 1500 values in [-8, 8] (both erf branches, the tails) plus specials; rows longer than a block.
 std::vector<float> inputs() {
@@ -54,11 +52,11 @@ TEST(GeluKernel, ContiguousKernelMatchesTheStridedPathForwardAndBackward) {
     const Tensor xt = x_transposed.transpose(0, 1);  // a strided [37, 1500] view
     ASSERT_FALSE(xt.is_contiguous());
     const Tensor y = gelu(x), yt = gelu(xt);
-    expect_same_bits(vals(y), vals(yt), dtype_name(dt).data());
+    expect_same_bits(values(y), values(yt), dtype_name(dt).data());
     const Tensor g = from_vector<float>(std::vector<float>(v.rbegin(), v.rend()), {37, 1500}).to(dt);
     y.backward(g);
     yt.backward(g.transpose(0, 1).contiguous().transpose(0, 1));  // a strided gradient: the map path
-    expect_same_bits(vals(x.grad()), vals(x_transposed.grad().transpose(0, 1)), dtype_name(dt).data());
+    expect_same_bits(values(x.grad()), values(x_transposed.grad().transpose(0, 1)), dtype_name(dt).data());
   }
 }
 

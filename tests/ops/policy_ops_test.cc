@@ -144,23 +144,21 @@ TEST_P(PolicyOpsGradcheck, MatchesCentralDifferences) {
 INSTANTIATE_TEST_SUITE_P(All, PolicyOpsGradcheck, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
-std::vector<double> vals(const Tensor& t) { return values_f64(t); }
-
 // f64 values below are computed by hand; 1e-12 absorbs the last-bit differences of log/exp in f64.
 constexpr double kTol = 1e-12;
 
 TEST(PolicyOps, LossValues) {
   const Tensor x = f64({0.5, 0.9, 0.0, 1.0}), y = f64({1.0, 0.0, 1.0, 0.0});
   // -log 0.5, -log 0.1, and the two saturated terms clamped at 100, as PyTorch.
-  const std::vector<double> bce = vals(binary_cross_entropy(x, y, Reduction::kNone));
+  const std::vector<double> bce = values_f64(binary_cross_entropy(x, y, Reduction::kNone));
   EXPECT_NEAR(bce[0], std::log(2.0), kTol);
   EXPECT_NEAR(bce[1], -std::log(0.1), kTol);
   EXPECT_EQ(bce[2], 100.0);
   EXPECT_EQ(bce[3], 100.0);
   const Tensor logits = f64({-3.0, 0.0, 2.5, 40.0}), t = f64({0.0, 1.0, 0.3, 1.0});
-  const std::vector<double> fused = vals(binary_cross_entropy_with_logits(logits, t, Reduction::kNone));
+  const std::vector<double> fused = values_f64(binary_cross_entropy_with_logits(logits, t, Reduction::kNone));
   for (int i = 0; i < 4; ++i) {
-    const double z = vals(logits)[i], yv = vals(t)[i], s = 1.0 / (1.0 + std::exp(-z));
+    const double z = values_f64(logits)[i], yv = values_f64(t)[i], s = 1.0 / (1.0 + std::exp(-z));
     // At z = 40, 1 - sigmoid(z) underflows against 1 in f64: compare with the stable form there.
     const double ref = i == 3 ? std::log1p(std::exp(-z)) : -(yv * std::log(s) + (1 - yv) * std::log(1 - s));
     EXPECT_NEAR(fused[i], ref, 1e-12) << i;
@@ -187,19 +185,19 @@ TEST(PolicyOps, LossErrors) {
 
 TEST(PolicyOps, ReductionValues) {
   const Tensor x = f64({1.0, 2.0, 3.0, -4.0, 0.5, 2.0}, {2, 3});
-  EXPECT_EQ(vals(prod(x)), std::vector<double>{-24.0});
-  EXPECT_EQ(vals(prod(x, 1)), (std::vector<double>{6.0, -4.0}));
+  EXPECT_EQ(values_f64(prod(x)), std::vector<double>{-24.0});
+  EXPECT_EQ(values_f64(prod(x, 1)), (std::vector<double>{6.0, -4.0}));
   EXPECT_EQ(prod(x, 0, KeepDim::kYes).shape(), (Shape{1, 3}));
-  EXPECT_EQ(vals(cumsum(x, 1)), (std::vector<double>{1, 3, 6, -4, -3.5, -1.5}));
-  EXPECT_EQ(vals(cumsum(x, 0)), (std::vector<double>{1, 2, 3, -3, 2.5, 5}));
+  EXPECT_EQ(values_f64(cumsum(x, 1)), (std::vector<double>{1, 3, 6, -4, -3.5, -1.5}));
+  EXPECT_EQ(values_f64(cumsum(x, 0)), (std::vector<double>{1, 2, 3, -3, 2.5, 5}));
   EXPECT_NEAR(norm(x).item(), std::sqrt(1 + 4 + 9 + 16 + 0.25 + 4), kTol);
-  EXPECT_EQ(vals(norm(x, {.p = 1.0, .dims = {1}})), (std::vector<double>{6.0, 6.5}));
-  EXPECT_EQ(vals(norm(x, {.p = INFINITY, .dims = {1}})), (std::vector<double>{3.0, 4.0}));
+  EXPECT_EQ(values_f64(norm(x, {.p = 1.0, .dims = {1}})), (std::vector<double>{6.0, 6.5}));
+  EXPECT_EQ(values_f64(norm(x, {.p = INFINITY, .dims = {1}})), (std::vector<double>{3.0, 4.0}));
   EXPECT_NEAR(norm(x, {.p = 3.0}).item(), std::cbrt(1 + 8 + 27 + 64 + 0.125 + 8), kTol);
   // Stable: exp(1000) overflows, logsumexp does not.
   EXPECT_NEAR(logsumexp(f64({1000.0, 1000.0}), {0}).item(), 1000.0 + std::log(2.0), kTol);
   EXPECT_EQ(logsumexp(f64({-INFINITY, -INFINITY}), {0}).item(), -INFINITY);
-  const std::vector<double> lse = vals(logsumexp(x, {1}));
+  const std::vector<double> lse = values_f64(logsumexp(x, {1}));
   EXPECT_NEAR(lse[0], std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)), kTol);
 }
 
@@ -207,22 +205,22 @@ TEST(PolicyOps, GradientsAtZero) {
   // norm: zero norm -> zero gradient (a subgradient, as PyTorch), not nan.
   Tensor z = zeros({3}, {.dtype = DType::kF64, .requires_grad = true});
   norm(z).backward();
-  EXPECT_EQ(vals(z.grad()), (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(values_f64(z.grad()), (std::vector<double>{0, 0, 0}));
   // prod with two zeros: every partial product contains a zero.
   Tensor p = f64({0.0, 2.0, 0.0, 3.0});
   p.set_requires_grad(true);
   prod(p).backward();
-  EXPECT_EQ(vals(p.grad()), (std::vector<double>{0, 0, 0, 0}));
+  EXPECT_EQ(values_f64(p.grad()), (std::vector<double>{0, 0, 0, 0}));
   Tensor q = f64({0.0, 2.0, 5.0});
   q.set_requires_grad(true);
   prod(q).backward();
-  EXPECT_EQ(vals(q.grad()), (std::vector<double>{10, 0, 0}));
+  EXPECT_EQ(values_f64(q.grad()), (std::vector<double>{10, 0, 0}));
 }
 
 TEST(PolicyOps, PointwiseAndDotValues) {
   const Tensor s = f64({1, 2}), a = f64({3, 4}), b = f64({2, 8});
-  EXPECT_EQ(vals(addcmul(s, a, b, 0.5)), (std::vector<double>{4, 18}));
-  EXPECT_EQ(vals(addcdiv(s, a, b, 2.0)), (std::vector<double>{4, 3}));
+  EXPECT_EQ(values_f64(addcmul(s, a, b, 0.5)), (std::vector<double>{4, 18}));
+  EXPECT_EQ(values_f64(addcdiv(s, a, b, 2.0)), (std::vector<double>{4, 3}));
   EXPECT_EQ(dot(a, b).item(), 38.0);
   EXPECT_EQ(dot(a, b).dim(), 0);
   // 16-bit: products summed in fp32 and rounded once (bf16 cannot hold 257; 256 + 1 rounds to 256).
@@ -237,10 +235,10 @@ TEST(PolicyOps, PointwiseAndDotValues) {
 TEST(PolicyOps, Conv1dAndGroupNormMatchTheirDefinitions) {
   // conv1d: y[o, l] = sum_c,k w[o, c, k] x[c, l + k], checked by hand on [1, 1, 4] with a [1, 1, 2] kernel.
   const Tensor x = f64({1, 2, 3, 4}, {1, 1, 4}), w = f64({1, -1}, {1, 1, 2});
-  EXPECT_EQ(vals(conv1d(x, w, f64({0.5}))), (std::vector<double>{-0.5, -0.5, -0.5}));
+  EXPECT_EQ(values_f64(conv1d(x, w, f64({0.5}))), (std::vector<double>{-0.5, -0.5, -0.5}));
   // group_norm with one channel per group and no affine: each [H, W] plane normalized on its own.
   const Tensor g = group_norm(f64({1, 3, 10, 30}, {1, 2, 2}), 2);
-  const std::vector<double> gv = vals(g);
+  const std::vector<double> gv = values_f64(g);
   const double r = 1.0 / std::sqrt(1.0 + 1e-5), r100 = 10.0 / std::sqrt(100.0 + 1e-5);
   EXPECT_NEAR(gv[0], -r, 1e-12);
   EXPECT_NEAR(gv[1], r, 1e-12);
@@ -252,15 +250,15 @@ TEST(PolicyOps, Conv1dAndGroupNormMatchTheirDefinitions) {
 TEST(PolicyOps, ScatterAddValues) {
   const Tensor out =
       scatter_add(zeros({2, 3}, {.dtype = DType::kF64}), 1, i64({0, 0, 2, 1}, {2, 2}), f64({1, 2, 3, 4}, {2, 2}));
-  EXPECT_EQ(vals(out), (std::vector<double>{3, 0, 0, 0, 4, 3}));
+  EXPECT_EQ(values_f64(out), (std::vector<double>{3, 0, 0, 0, 4, 3}));
   EXPECT_THROW(scatter_add(zeros({2, 3}, {.dtype = DType::kF64}), 1, i64({3}, {1, 1}), f64({1}, {1, 1})), Error);
   EXPECT_THROW(scatter_add(zeros({2, 3}), 1, i64({0}, {1, 1}), f64({1}, {1, 1})), Error);  // f32 vs f64
 }
 
 TEST(PolicyOps, IndexPutValues) {
   const Tensor x = f64({1, 2, 3, 4, 5, 6}, {3, 2});
-  EXPECT_EQ(vals(index_put(x, i64({2, 0}, {2}), f64({9, 8}))), (std::vector<double>{9, 8, 3, 4, 9, 8}));
-  EXPECT_EQ(vals(index_put(x, i64({1, 1}, {2}), f64({10, 20, 30, 40}, {2, 2}), IndexPutMode::kAccumulate)),
+  EXPECT_EQ(values_f64(index_put(x, i64({2, 0}, {2}), f64({9, 8}))), (std::vector<double>{9, 8, 3, 4, 9, 8}));
+  EXPECT_EQ(values_f64(index_put(x, i64({1, 1}, {2}), f64({10, 20, 30, 40}, {2, 2}), IndexPutMode::kAccumulate)),
             (std::vector<double>{1, 2, 43, 64, 5, 6}));
   EXPECT_THROW(index_put(x, i64({3}, {1}), f64({1, 1})), Error);     // index out of range
   EXPECT_THROW(index_put(x, i64({0}, {1}), f64({1, 1, 1})), Error);  // values do not broadcast

@@ -10,36 +10,34 @@
 #include "framework/autograd.h"
 #include "framework/generator.h"
 #include "ops/elementwise.h"
+#include "tests/ops/op_test_support.h"
 
 namespace mantissa {
 namespace {
 
-std::vector<double> vals(const Tensor& t) {
-  const Tensor c = t.detach().to(DType::kF64).contiguous();
-  return std::vector<double>(c.data<double>(), c.data<double>() + c.numel());
-}
+using testing::values;
 
 TEST(Reduce, SixteenBitSumsAccumulateInFp32) {
   // A 16-bit accumulator would stall: f16 at 2048 (1 is half an ulp there), bf16 at 256.
-  EXPECT_EQ(vals(sum(ones({4096}, {.dtype = DType::kF16})))[0], 4096.0);
-  EXPECT_EQ(vals(sum(ones({4096}, {.dtype = DType::kBF16})))[0], 4096.0);
+  EXPECT_EQ(values(sum(ones({4096}, {.dtype = DType::kF16})))[0], 4096.0);
+  EXPECT_EQ(values(sum(ones({4096}, {.dtype = DType::kBF16})))[0], 4096.0);
   EXPECT_EQ(sum(ones({4}, {.dtype = DType::kBF16})).dtype(), DType::kBF16);
-  EXPECT_EQ(vals(mean(full({3000}, 0.5, {.dtype = DType::kF16})))[0], 0.5);
+  EXPECT_EQ(values(mean(full({3000}, 0.5, {.dtype = DType::kF16})))[0], 0.5);
   // The result is rounded once at the end: 3000 * 0.1 in fp32, then to f16.
   const Tensor x = full({3000}, 0.1, {.dtype = DType::kF16});
   const double want = static_cast<float>(Half(3000.0f * static_cast<float>(Half(0.1f))));
-  EXPECT_NEAR(vals(sum(x))[0], want, 0.25) << "within one f16 ulp (0.25 at 300) of the fp32 sum";
+  EXPECT_NEAR(values(sum(x))[0], want, 0.25) << "within one f16 ulp (0.25 at 300) of the fp32 sum";
 }
 
 TEST(Reduce, DimsAndKeepdim) {
   const Tensor x = arange(24.0, {.dtype = DType::kF64}).reshape({2, 3, 4});
   EXPECT_EQ(sum(x).shape(), Shape{});
-  EXPECT_EQ(vals(sum(x))[0], 276.0);
+  EXPECT_EQ(values(sum(x))[0], 276.0);
   EXPECT_EQ(sum(x, {1}).shape(), (Shape{2, 4}));
   EXPECT_EQ(sum(x, {1}, KeepDim::kYes).shape(), (Shape{2, 1, 4}));
-  EXPECT_EQ(vals(sum(x, {0, 2})), (std::vector<double>{60, 92, 124}));
-  EXPECT_EQ(vals(sum(x, {-1})), (std::vector<double>{6, 22, 38, 54, 70, 86}));
-  EXPECT_EQ(vals(mean(x, {0})), vals(add(x.select(0, 0), 6.0)));
+  EXPECT_EQ(values(sum(x, {0, 2})), (std::vector<double>{60, 92, 124}));
+  EXPECT_EQ(values(sum(x, {-1})), (std::vector<double>{6, 22, 38, 54, 70, 86}));
+  EXPECT_EQ(values(mean(x, {0})), values(add(x.select(0, 0), 6.0)));
   EXPECT_EQ(mean(x, {0, 1, 2}, KeepDim::kYes).shape(), (Shape{1, 1, 1}));
 }
 
@@ -47,11 +45,11 @@ TEST(Reduce, StridedInputsMatchContiguous) {
   const Tensor x = arange(60.0, {.dtype = DType::kF32}).reshape({3, 4, 5});
   const Tensor p = x.permute({2, 0, 1});  // non-contiguous
   ASSERT_FALSE(p.is_contiguous());
-  EXPECT_EQ(vals(sum(p, {1})), vals(sum(p.contiguous(), {1})));
-  EXPECT_EQ(vals(var(p, {2})), vals(var(p.contiguous(), {2})));
-  EXPECT_EQ(vals(max(p, 0).values), vals(max(p.contiguous(), 0).values));
+  EXPECT_EQ(values(sum(p, {1})), values(sum(p.contiguous(), {1})));
+  EXPECT_EQ(values(var(p, {2})), values(var(p.contiguous(), {2})));
+  EXPECT_EQ(values(max(p, 0).values), values(max(p.contiguous(), 0).values));
   const Tensor sliced = x.slice(2, 0, 5, 2);
-  EXPECT_EQ(vals(sum(sliced, {2})), vals(sum(sliced.contiguous(), {2})));
+  EXPECT_EQ(values(sum(sliced, {2})), values(sum(sliced.contiguous(), {2})));
 }
 
 TEST(Reduce, LargeReductionsAgreeWithADoubleReference) {
@@ -61,7 +59,7 @@ TEST(Reduce, LargeReductionsAgreeWithADoubleReference) {
   for (double& e : v) e = g.uniform_double() * 2 - 1;
   const Tensor x64 = from_vector<double>(v, {1000, 300});
   const Tensor x32 = x64.to(DType::kF32);
-  const std::vector<double> s64 = vals(sum(x64, {1})), s32 = vals(sum(x32, {1}));
+  const std::vector<double> s64 = values(sum(x64, {1})), s32 = values(sum(x32, {1}));
   for (int r = 0; r < 1000; ++r) {
     double ref = 0;
     for (int c = 0; c < 300; ++c) ref += v[static_cast<size_t>(r * 300 + c)];
@@ -70,7 +68,7 @@ TEST(Reduce, LargeReductionsAgreeWithADoubleReference) {
     ASSERT_NEAR(s32[r], ref, 1e-5) << r;
   }
   // Down the columns as well (strided inner walk).
-  const std::vector<double> c64 = vals(sum(x64, {0}));
+  const std::vector<double> c64 = values(sum(x64, {0}));
   double ref0 = 0;
   for (int r = 0; r < 1000; ++r) ref0 += v[static_cast<size_t>(r * 300)];
   EXPECT_NEAR(c64[0], ref0, 1e-12);
@@ -90,14 +88,14 @@ TEST(Reduce, LeadingDimSumsMatchTheStridedWalkBitForBit) {
     ASSERT_FALSE(strided.is_contiguous());
     const Tensor fast = sum(x, {0, 1});
     EXPECT_EQ(fast.dtype(), dt);
-    EXPECT_EQ(vals(fast), vals(sum(strided, {0}))) << dtype_name(dt);
-    EXPECT_EQ(vals(mean(x, {0, 1})), vals(mean(strided, {0}))) << dtype_name(dt);
+    EXPECT_EQ(values(fast), values(sum(strided, {0}))) << dtype_name(dt);
+    EXPECT_EQ(values(mean(x, {0, 1})), values(mean(strided, {0}))) << dtype_name(dt);
     const Tensor permuted = x.permute({1, 0, 2}).contiguous().permute({1, 0, 2});  // x's values, strided
-    EXPECT_EQ(vals(sum(x, {0}, KeepDim::kYes)), vals(sum(permuted, {0}, KeepDim::kYes)));
+    EXPECT_EQ(values(sum(x, {0}, KeepDim::kYes)), values(sum(permuted, {0}, KeepDim::kYes)));
   }
   // Accuracy against a double reference for the f32 column sums (185 terms of magnitude < 1).
   const Tensor x32 = from_vector<double>(v, {185, 131}).to(DType::kF32);
-  const std::vector<double> s32 = vals(sum(x32, {0}));
+  const std::vector<double> s32 = values(sum(x32, {0}));
   for (int c = 0; c < 131; ++c) {
     double ref = 0;
     for (int r = 0; r < 185; ++r) ref += static_cast<double>(static_cast<float>(v[static_cast<size_t>(r * 131 + c)]));
@@ -106,37 +104,37 @@ TEST(Reduce, LeadingDimSumsMatchTheStridedWalkBitForBit) {
 }
 
 TEST(Reduce, EmptyTensors) {
-  EXPECT_EQ(vals(sum(zeros({0, 3})))[0], 0.0);
+  EXPECT_EQ(values(sum(zeros({0, 3})))[0], 0.0);
   EXPECT_EQ(sum(zeros({0, 3}), {0}).shape(), (Shape{3}));
-  EXPECT_EQ(vals(sum(zeros({0, 3}), {0})), (std::vector<double>{0, 0, 0}));
-  EXPECT_TRUE(std::isnan(vals(mean(zeros({0})))[0])) << "mean of nothing is nan, as in PyTorch";
+  EXPECT_EQ(values(sum(zeros({0, 3}), {0})), (std::vector<double>{0, 0, 0}));
+  EXPECT_TRUE(std::isnan(values(mean(zeros({0})))[0])) << "mean of nothing is nan, as in PyTorch";
 }
 
 TEST(Reduce, VarCorrection) {
   const Tensor x = from_vector<double>({1, 2, 3, 4});
-  EXPECT_DOUBLE_EQ(vals(var(x))[0], 5.0 / 3.0) << "unbiased by default";
-  EXPECT_DOUBLE_EQ(vals(var(x, VarOptions{.correction = 0}))[0], 1.25);
-  EXPECT_TRUE(std::isnan(vals(var(from_vector<double>({7})))[0])) << "one sample, correction 1: nan";
+  EXPECT_DOUBLE_EQ(values(var(x))[0], 5.0 / 3.0) << "unbiased by default";
+  EXPECT_DOUBLE_EQ(values(var(x, VarOptions{.correction = 0}))[0], 1.25);
+  EXPECT_TRUE(std::isnan(values(var(from_vector<double>({7})))[0])) << "one sample, correction 1: nan";
   const Tensor m = from_vector<double>({1, 3, 2, 6}, {2, 2});
-  EXPECT_EQ(vals(var(m, {1})), (std::vector<double>{2, 8}));
+  EXPECT_EQ(values(var(m, {1})), (std::vector<double>{2, 8}));
   EXPECT_EQ(var(m, {1}, {.keepdim = KeepDim::kYes}).shape(), (Shape{2, 1}));
   // f16 input: the variance of large, close values needs the centred two-pass form.
   const Tensor h = from_vector<float>({1000, 1001, 1002, 1003}).to(DType::kF16);
-  EXPECT_EQ(vals(var(h))[0], static_cast<double>(static_cast<float>(Half(5.0f / 3.0f))));
+  EXPECT_EQ(values(var(h))[0], static_cast<double>(static_cast<float>(Half(5.0f / 3.0f))));
 }
 
 TEST(Reduce, MaxValuesIndicesTiesAndNan) {
   const Tensor x = from_vector<float>({1, 5, 5, 2, 7, 0}, {2, 3});
   const MaxResult r = max(x, 1);
-  EXPECT_EQ(vals(r.values), (std::vector<double>{5, 7}));
+  EXPECT_EQ(values(r.values), (std::vector<double>{5, 7}));
   EXPECT_EQ(r.indices.dtype(), DType::kI64);
   EXPECT_EQ(r.indices.data<int64_t>()[0], 1) << "the first of tied maxima";
   EXPECT_EQ(r.indices.data<int64_t>()[1], 1);
   EXPECT_EQ(max(x, 0, KeepDim::kYes).values.shape(), (Shape{1, 3}));
   EXPECT_EQ(argmax(x, 0).data<int64_t>()[2], 0);
-  EXPECT_EQ(vals(max(x))[0], 7.0);
+  EXPECT_EQ(values(max(x))[0], 7.0);
   const Tensor n = from_vector<float>({1, NAN, 3});
-  EXPECT_TRUE(std::isnan(vals(max(n))[0])) << "nan propagates";
+  EXPECT_TRUE(std::isnan(values(max(n))[0])) << "nan propagates";
   EXPECT_EQ(max(n, 0).indices.data<int64_t>()[0], 1);
   // Integer tensors reduce too.
   EXPECT_EQ(max(from_vector<int64_t>({3, 9, 4}), 0).values.data<int64_t>()[0], 9);
@@ -146,10 +144,10 @@ TEST(Reduce, MaxGradients) {
   // max(dim) sends the gradient to the first maximum only; max() shares it among all tied maxima.
   Tensor x = from_vector<double>({1, 5, 5, 2}, {2, 2}).set_requires_grad(true);
   sum(max(x, 1).values).backward();
-  EXPECT_EQ(vals(x.grad()), (std::vector<double>{0, 1, 1, 0}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{0, 1, 1, 0}));
   Tensor y = from_vector<double>({3, 1, 3, 2}).set_requires_grad(true);
   max(y).backward();
-  EXPECT_EQ(vals(y.grad()), (std::vector<double>{0.5, 0, 0.5, 0}));
+  EXPECT_EQ(values(y.grad()), (std::vector<double>{0.5, 0, 0.5, 0}));
   Tensor h = from_vector<float>({3, 1}, {2}, {.dtype = DType::kF16}).set_requires_grad(true);
   max(h).to(DType::kF32).backward();
   EXPECT_EQ(h.grad().dtype(), DType::kF16);
@@ -157,10 +155,10 @@ TEST(Reduce, MaxGradients) {
 
 TEST(Reduce, SumToUndoesBroadcasting) {
   const Tensor g = ones({2, 3, 4}, {.dtype = DType::kF64});
-  EXPECT_EQ(vals(sum_to(g, {3, 1})), (std::vector<double>{8, 8, 8}));
+  EXPECT_EQ(values(sum_to(g, {3, 1})), (std::vector<double>{8, 8, 8}));
   EXPECT_EQ(sum_to(g, {3, 1}).shape(), (Shape{3, 1}));
-  EXPECT_EQ(vals(sum_to(g, {4})), (std::vector<double>{6, 6, 6, 6}));
-  EXPECT_EQ(vals(sum_to(g, {})), (std::vector<double>{24}));
+  EXPECT_EQ(values(sum_to(g, {4})), (std::vector<double>{6, 6, 6, 6}));
+  EXPECT_EQ(values(sum_to(g, {})), (std::vector<double>{24}));
   EXPECT_TRUE(sum_to(g, {2, 3, 4}).is_same(g)) << "no-op when the shape already matches";
 }
 

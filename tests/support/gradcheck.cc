@@ -96,6 +96,23 @@ double dot(const Tensor& out, const std::vector<double>& go) {
   return ::testing::AssertionSuccess();
 }
 
+// The inputs as `fn` gets them in one layout: each differentiated input laid out (the layout it got in
+// (*used)[k]) and requiring grad, the others as given.
+std::vector<Tensor> laid_out_inputs(const std::vector<Tensor>& inputs, const std::vector<bool>& diff,
+                                    InputLayout layout, std::vector<InputLayout>* used) {
+  std::vector<Tensor> xs(inputs.size());
+  used->assign(inputs.size(), InputLayout::kContiguous);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (!diff[k]) {
+      xs[k] = inputs[k];
+      continue;
+    }
+    xs[k] = lay_out(inputs[k], layout, &(*used)[k]);
+    xs[k].set_requires_grad(true);
+  }
+  return xs;
+}
+
 std::vector<double> uniform_pm1(Generator& gen, int64_t n) {
   std::vector<double> v(static_cast<size_t>(n));
   for (double& x : v) x = 2.0 * gen.uniform_double() - 1.0;
@@ -132,16 +149,8 @@ Tensor random_input(const Shape& shape, uint64_t seed, RandomInputOptions option
   failures << std::setprecision(10);
   int failed = 0;
   for (InputLayout layout : options.layouts) {
-    std::vector<Tensor> xs(n);
-    std::vector<InputLayout> used(n, InputLayout::kContiguous);
-    for (size_t k = 0; k < n; ++k) {
-      if (!diff[k]) {
-        xs[k] = inputs[k];
-        continue;
-      }
-      xs[k] = lay_out(inputs[k], layout, &used[k]);
-      xs[k].set_requires_grad(true);
-    }
+    std::vector<InputLayout> used;
+    const std::vector<Tensor> xs = laid_out_inputs(inputs, diff, layout, &used);
 
     // Analytic: backward with a random grad_output gives grad_output^T J for every input.
     const Tensor out = fn(xs);
@@ -150,8 +159,7 @@ Tensor random_input(const Shape& shape, uint64_t seed, RandomInputOptions option
                                            << (out.defined() ? dtype_name(out.dtype()) : "undefined");
     }
     Generator gen(options.seed);
-    std::vector<double> go(static_cast<size_t>(out.numel()));
-    for (double& g : go) g = 2.0 * gen.uniform_double() - 1.0;
+    const std::vector<double> go = uniform_pm1(gen, out.numel());
     if (out.requires_grad()) out.backward(from_vector<double>(go, out.shape()));
 
     for (size_t k = 0; k < n; ++k) {
@@ -206,17 +214,12 @@ Tensor random_input(const Shape& shape, uint64_t seed, RandomInputOptions option
   failures << std::setprecision(10);
   int failed = 0;
   for (InputLayout layout : options.layouts) {
-    std::vector<Tensor> xs(n);
-    std::vector<InputLayout> used(n, InputLayout::kContiguous);
+    std::vector<InputLayout> used;
+    const std::vector<Tensor> xs = laid_out_inputs(inputs, diff, layout, &used);
     std::vector<Tensor> wrt;  // the differentiated inputs, then v
     std::vector<std::string> names;
     for (size_t k = 0; k < n; ++k) {
-      if (!diff[k]) {
-        xs[k] = inputs[k];
-        continue;
-      }
-      xs[k] = lay_out(inputs[k], layout, &used[k]);
-      xs[k].set_requires_grad(true);
+      if (!diff[k]) continue;
       wrt.push_back(xs[k]);
       names.push_back("input " + std::to_string(k) + " " + shape_str(xs[k].shape()) + " (" + layout_name(used[k]) +
                       ")");
