@@ -30,6 +30,7 @@
 #include "ops/reduce.h"
 #include "ops/shape.h"
 #include "optim/sgd.h"
+#include "tests/dist/checker.h"
 #include "train/ddp.h"
 #include "train/trainer.h"
 
@@ -37,16 +38,6 @@ namespace mantissa {
 namespace {
 
 constexpr int64_t kSteps = 5, kB = 4;
-
-struct Checker {
-  int rank, checks = 0, failures = 0;
-  void expect(bool ok, const std::string& what) {
-    ++checks;
-    if (ok) return;
-    ++failures;
-    std::fprintf(stderr, "rank %d: FAILED batchnorm: %s\n", rank, what.c_str());
-  }
-};
 
 // [N, 1, 6, 6] -> conv 3x3 -> [N, 3, 4, 4] -> BatchNorm2d -> relu -> [N, 48] -> 2 outputs. Its buffers:
 // 1.running_mean, 1.running_var (f32 [3]) and 1.num_batches_tracked (i64 0-d).
@@ -81,7 +72,7 @@ std::vector<Tensor> gather_buffers(ProcessGroup& pg, const Module& m) {
 // kSteps SGD steps on rank-specific data, sync_buffers() before each forward. With kYes every rank must
 // hold rank 0's buffers (its values before the call) right after each call; with kNo the call must change
 // nothing, and the ranks' running statistics must have drifted apart.
-void check_sync_buffers(ProcessGroup& pg, Checker& c, BroadcastBuffers mode) {
+void check_sync_buffers(ProcessGroup& pg, DistChecker& c, BroadcastBuffers mode) {
   const int n = pg.size(), r = pg.rank();
   const char* name = mode == BroadcastBuffers::kYes ? "kYes" : "kNo";
   auto net = small_bn_net(3 + static_cast<uint64_t>(r));  // other initial weights: the constructor broadcasts
@@ -121,7 +112,7 @@ void check_sync_buffers(ProcessGroup& pg, Checker& c, BroadcastBuffers mode) {
 
 // Buffers of every dtype, one of them a transposed view, with other values on every rank: after
 // sync_buffers() each holds rank 0's bits (the broadcast packs them all into one f64 tensor).
-void check_every_dtype(ProcessGroup& pg, Checker& c) {
+void check_every_dtype(ProcessGroup& pg, DistChecker& c) {
   const int n = pg.size(), r = pg.rank();
   Module m;
   const double k = r + 1;
@@ -158,7 +149,7 @@ void check_every_dtype(ProcessGroup& pg, Checker& c) {
 // The Trainer syncs the buffers before each step's forward (checked from inside the task's loss, where the
 // forward begins) and before each evaluation (checked after fit(), whose last act is an evaluation in eval
 // mode, which leaves the buffers alone).
-void check_trainer_syncs(ProcessGroup& pg, Checker& c) {
+void check_trainer_syncs(ProcessGroup& pg, DistChecker& c) {
   const int n = pg.size(), r = pg.rank();
   Generator gdata(7);  // one dataset; the loader shards it
   const int64_t rows = kB * n * kSteps;
@@ -204,7 +195,7 @@ double share_of_tolerance(const Tensor& a, const Tensor& b, double rtol, double 
 // rows' gradient of the one-process loss sum(y * dy), its weight and bias gradients summed over the ranks
 // that loss's, and every rank's running statistics the one process's. Returns the worst share of the
 // tolerance.
-double check_sync_batchnorm(ProcessGroup& pg, Checker& c) {
+double check_sync_batchnorm(ProcessGroup& pg, DistChecker& c) {
   const int n = pg.size(), r = pg.rank();
   constexpr int64_t kC = 3;
   auto rows = [n](int q) -> int64_t { return n == 1 ? 3 : 2 * q; };
@@ -259,7 +250,7 @@ double check_sync_batchnorm(ProcessGroup& pg, Checker& c) {
 
 // The example at the top of models/layers/sync_batch_norm.h, verbatim, then one training forward on data
 // of each rank's own: the running statistics must come out the same on every rank.
-void check_header_example(Checker& c) {
+void check_header_example(DistChecker& c) {
   auto pg = init_process_group();  // under mpirun
   CNN model;
   convert_sync_batchnorm(model, *pg);  // bn1 and bn2 now use the statistics of all ranks
@@ -272,7 +263,7 @@ void check_header_example(Checker& c) {
 }  // namespace
 
 int run_batchnorm_checks(ProcessGroup& pg, int& checks) {
-  Checker c{.rank = pg.rank()};
+  DistChecker c{.rank = pg.rank(), .suite = "batchnorm"};
   check_sync_buffers(pg, c, BroadcastBuffers::kYes);
   check_sync_buffers(pg, c, BroadcastBuffers::kNo);
   check_every_dtype(pg, c);

@@ -16,22 +16,13 @@
 #include "models/mlp.h"
 #include "ops/loss.h"
 #include "optim/sgd.h"
+#include "tests/dist/checker.h"
 #include "train/ddp.h"
 
 namespace mantissa {
 namespace {
 
 constexpr int64_t kIn = 10, kOut = 3, kB = 4, kSteps = 20;
-
-struct Checker {
-  int rank, checks = 0, failures = 0;
-  void expect(bool ok, const std::string& what) {
-    ++checks;
-    if (ok) return;
-    ++failures;
-    std::fprintf(stderr, "rank %d: FAILED ddp: %s\n", rank, what.c_str());
-  }
-};
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   const Tensor ca = a.contiguous(), cb = b.contiguous();
@@ -46,7 +37,7 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 
 int run_ddp_checks(ProcessGroup& pg, int& checks) {
   const int n = pg.size(), r = pg.rank();
-  Checker c{.rank = r};
+  DistChecker c{.rank = r, .suite = "ddp"};
   // The dataset: kSteps global batches of n*kB rows, the same on every rank (one seed).
   Generator gdata(11);
   const Tensor x = randn({kSteps * n * kB, kIn}, {}, &gdata), y = randn({kSteps * n * kB, kOut}, {}, &gdata);

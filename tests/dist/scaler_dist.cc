@@ -16,6 +16,7 @@
 #include "models/mlp.h"
 #include "ops/loss.h"
 #include "optim/adam.h"
+#include "tests/dist/checker.h"
 #include "train/ddp.h"
 
 namespace mantissa {
@@ -23,16 +24,6 @@ namespace {
 
 constexpr int64_t kIn = 8, kOut = 2, kB = 4, kSteps = 12;
 constexpr int64_t kOverflowSteps[] = {4, 7};  // 4: unscale_ then step; 7: the fused step (odd steps)
-
-struct Checker {
-  int rank, checks = 0, failures = 0;
-  void expect(bool ok, const std::string& what) {
-    ++checks;
-    if (ok) return;
-    ++failures;
-    std::fprintf(stderr, "rank %d: FAILED scaler: %s\n", rank, what.c_str());
-  }
-};
 
 bool is_overflow_step(int64_t s) { return s == kOverflowSteps[0] || s == kOverflowSteps[1]; }
 
@@ -60,7 +51,7 @@ bool train_step(MLP& model, DistributedDataParallel& ddp, Adam& opt, amp::GradSc
 int run_scaler_checks(ProcessGroup& pg, int& checks) {
   const int n = pg.size(), r = pg.rank();
   const bool injector = r == n - 1;
-  Checker c{.rank = r};
+  DistChecker c{.rank = r, .suite = "scaler"};
   Generator gdata(21 + static_cast<uint64_t>(r));  // each rank its own shard
   const Tensor x = randn({kSteps, kB, kIn}, {}, &gdata), y = randn({kSteps, kB, kOut}, {}, &gdata);
 
