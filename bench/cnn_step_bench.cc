@@ -1,12 +1,13 @@
 // One whole CNN training step (models/cnn.h, batch 128, [128, 1, 28, 28] inputs): forward, mean
-// cross-entropy, backward and an Adam update; f32, and bf16 under autocast over fp32 masters (re-casting
-// the weights every forward, or with the optimizer's persistent bf16 working copies). The PyTorch side of
-// the same step is bench/pytorch/cnn_step.py; bench/compare_pytorch.sh runs both and prints the ratios.
+// cross-entropy, backward and an Adam update; f32, bf16 autocast and fp16 autocast with a GradScaler, over
+// fp32 masters (training_step.h). The PyTorch side of the same step is bench/pytorch/train_step.py
+// --model cnn; bench/compare_pytorch.sh runs both and prints the ratios.
 #include <benchmark/benchmark.h>
 
 #include "bench/training_step.h"
 #include "framework/random.h"
 #include "models/cnn.h"
+#include "ops/loss.h"
 #include "optim/adam.h"
 
 namespace mantissa {
@@ -16,6 +17,12 @@ using bench::Precision;
 
 constexpr int64_t kBatch = 128;
 
+// Multiply-adds of one forward: conv1 (26x26x32 outputs of 1x3x3), conv2 (11x11x64 of 32x3x3), fc1, fc2.
+constexpr double kConv1Macs = kBatch * 26.0 * 26 * 32 * 9;
+constexpr double kForwardMacs = kConv1Macs + kBatch * (11.0 * 11 * 64 * 288 + 1600 * 128 + 128 * 10);
+// A step: the forward, the weight gradients, and the input gradients of all but conv1 (its input is data).
+constexpr double kStepFlops = 2.0 * (2 * kForwardMacs + (kForwardMacs - kConv1Macs));
+
 void BM_CnnStep(benchmark::State& state, Precision precision) {
   Generator init(0);
   CNN model({.generator = &init});
@@ -24,15 +31,11 @@ void BM_CnnStep(benchmark::State& state, Precision precision) {
   Generator gen(1);
   const Tensor x = randn({kBatch, 1, CNN::kImageSize, CNN::kImageSize}, {}, &gen);
   const Tensor y = bench::random_labels(kBatch, 10, gen);
-  bench::time_training_step(
-      state, precision, opt, kBatch, [&](const Tensor& in) { return model.forward(in); }, x, y);
+  bench::time_training_step(state, precision, opt, kBatch, kStepFlops,
+                            [&] { return cross_entropy(model.forward(x), y); });
 }
 
-BENCHMARK_CAPTURE(BM_CnnStep, f32, Precision::kF32)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_CnnStep, bf16_autocast, Precision::kBF16Autocast)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_CnnStep, bf16_autocast_working_copies, Precision::kBF16WorkingCopies)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+const bool registered = (bench::register_precisions("BM_CnnStep", BM_CnnStep), true);
 
 }  // namespace
 }  // namespace mantissa

@@ -21,15 +21,18 @@ This script is the only producer of that file: do not edit the file by hand; cha
 import argparse
 import copy
 import datetime
-import math
 import os
 import platform
+import sys
 
 import h5py
 import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
+
+# The models, with mantissa's module trees and so its parameter names: one definition, shared with the
+# benchmarks.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "pytorch"))
+from mantissa_models import GPT, MLP  # noqa: E402
 
 STEPS = 60
 SEED = 1234
@@ -50,87 +53,6 @@ RUNS = {
                         growth_interval=5),
     "bf16": dict(dtype=torch.bfloat16, init_scale=None),
 }
-
-# ---------------------------------------------------------------------------------------------------------
-# The models, with mantissa's module tree and so its parameter names.
-
-
-class MLP(nn.Module):
-    """models/mlp.h: MLP(64, {128, 128}, 10) is layers.{0,2,4}.{weight,bias} with ReLU between."""
-
-    def __init__(self, sizes):
-        super().__init__()
-        mods = []
-        for i in range(len(sizes) - 1):
-            mods.append(nn.Linear(sizes[i], sizes[i + 1]))
-            if i + 2 < len(sizes):
-                mods.append(nn.ReLU())
-        self.layers = nn.Sequential(*mods)
-
-    def forward(self, x, y):
-        return F.cross_entropy(self.layers(x), y)
-
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.n_head = c["n_head"]
-        self.c_attn = nn.Linear(c["n_embd"], 3 * c["n_embd"])
-        self.c_proj = nn.Linear(c["n_embd"], c["n_embd"])
-
-    def forward(self, x):
-        B, T, C = x.shape
-        q, k, v = self.c_attn(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
-
-
-class Block(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(c["n_embd"])
-        self.attn = CausalSelfAttention(c)
-        self.ln_2 = nn.LayerNorm(c["n_embd"])
-        self.mlp = nn.ModuleDict(dict(c_fc=nn.Linear(c["n_embd"], 4 * c["n_embd"]),
-                                      c_proj=nn.Linear(4 * c["n_embd"], c["n_embd"])))
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x))))  # exact (erf) gelu, as mantissa's
-
-
-class GPT(nn.Module):
-    """models/gpt.h: nanoGPT's tree and names; lm_head.weight is transformer.wte.weight (tied, no bias)."""
-
-    def __init__(self, c):
-        super().__init__()
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(c["vocab_size"], c["n_embd"]),
-            wpe=nn.Embedding(c["block_size"], c["n_embd"]),
-            h=nn.ModuleList([Block(c) for _ in range(c["n_layer"])]),
-            ln_f=nn.LayerNorm(c["n_embd"])))
-        self.lm_head = nn.Linear(c["n_embd"], c["vocab_size"], bias=False)
-        self.lm_head.weight = self.transformer.wte.weight
-        # nanoGPT's initialisation, as mantissa's GPT constructor does it.
-        for name, p in self.named_parameters():
-            if name.endswith("bias"):
-                nn.init.zeros_(p)
-            elif ".ln_" in name:
-                nn.init.ones_(p)
-            elif name.endswith("c_proj.weight"):
-                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * c["n_layer"]))
-            else:
-                nn.init.normal_(p, 0.0, 0.02)
-
-    def forward(self, idx, targets):
-        B, T = idx.shape
-        x = self.transformer.wte(idx) + self.transformer.wpe(torch.arange(T))
-        for block in self.transformer.h:
-            x = block(x)
-        logits = self.lm_head(self.transformer.ln_f(x))
-        return F.cross_entropy(logits.view(B * T, -1), targets.view(B * T))
-
 
 # ---------------------------------------------------------------------------------------------------------
 # The data: numpy only, seeded, stored in the file.
