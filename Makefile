@@ -43,8 +43,9 @@ demo: configure
 	cmake --build $(BUILD) -j $(JOBS) --target mantissa-train
 	$(BUILD)/train/mantissa-train
 
-# Each bench/*_bench.cc is its own program, named after the file.
-BENCH_PROGRAMS := $(patsubst bench/%.cc,%,$(wildcard bench/*_bench.cc))
+# Each bench/*_bench.cc is its own program, named after the file; cpu_peak measures the CPU's peak and
+# mantissa-train runs the Trainer rows of bench/compare_pytorch.sh.
+BENCH_PROGRAMS := $(patsubst bench/%.cc,%,$(wildcard bench/*_bench.cc)) cpu_peak mantissa-train
 bench: bench-deps configure
 ifeq ($(BENCH_PROGRAMS),)
 	@echo "make bench: no bench/*_bench.cc yet"
