@@ -294,6 +294,31 @@ void clear_working_copy(const Tensor& master) {
 
 size_t working_copy_count() { return g_copy_count.load(); }
 
+Tensor make_working_copy(const Tensor& master, DType dtype) {
+  MT_CHECK(is_low_precision(dtype), "make_working_copy: dtype must be f16 or bf16, got ", dtype_name(dtype));
+  Tensor copy = empty(master.shape(), {.dtype = dtype, .device = master.device()});
+  copy_(copy, master);
+  set_working_copy(master, copy);
+  return copy;
+}
+
+ScopedWorkingCopies::ScopedWorkingCopies(const std::vector<Tensor>& params, DType dtype) {
+  MT_CHECK(is_low_precision(dtype), "ScopedWorkingCopies: dtype must be f16 or bf16, got ", dtype_name(dtype));
+  for (const Tensor& p : params) {
+    if (p.dtype() != DType::kF32) continue;  // f64 masters are never autocast
+    copies_.emplace_back(p, make_working_copy(p, dtype));
+  }
+}
+
+ScopedWorkingCopies::~ScopedWorkingCopies() {
+  for (const auto& [master, copy] : copies_) clear_working_copy(master);
+}
+
+void ScopedWorkingCopies::refresh() {
+  NoGradGuard no_grad;
+  for (const auto& [master, copy] : copies_) copy_(copy, master);
+}
+
 size_t cache_size() { return t_cache.size(); }
 uint64_t weight_cast_count() { return t_weight_casts; }
 

@@ -116,6 +116,24 @@ Tensor cast_input(std::string_view op, const Tensor& input);
 void set_working_copy(const Tensor& master, const Tensor& copy);
 void clear_working_copy(const Tensor& master);
 size_t working_copy_count();  // copies handed over and not cleared
+// Makes `master`'s working copy in `dtype` (f16 or bf16: the rounded master), hands it over and returns it.
+Tensor make_working_copy(const Tensor& master, DType dtype);
+
+// Working copies for as long as this object lives: inference without an optimizer. Each fp32 parameter
+// of `params` gets its rounded `dtype` copy, so that a forward under autocast casts no weight (at batch 1
+// the casts are most of a forward: bench/RESULTS.md, inference); the outputs are bit-identical to casting.
+// Call refresh() after changing the masters (loading weights); the destructor clears the copies.
+class ScopedWorkingCopies {
+ public:
+  ScopedWorkingCopies(const std::vector<Tensor>& params, DType dtype);
+  ~ScopedWorkingCopies();
+  ScopedWorkingCopies(const ScopedWorkingCopies&) = delete;
+  ScopedWorkingCopies& operator=(const ScopedWorkingCopies&) = delete;
+  void refresh();
+
+ private:
+  std::vector<std::pair<Tensor, Tensor>> copies_;  // (master, copy)
+};
 
 // Number of cached weight casts on this thread (for tests).
 size_t cache_size();

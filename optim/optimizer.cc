@@ -120,10 +120,7 @@ void Optimizer::enable_working_copies(DType dtype) {
   for (const auto& group : groups_) {
     for (const NamedTensor& p : group) {
       if (p.tensor.dtype() != DType::kF32) continue;  // f64 masters are never autocast
-      Tensor copy = empty(p.tensor.shape(), {.dtype = dtype, .device = p.tensor.device()});
-      copy_(copy, p.tensor);
-      amp::set_working_copy(p.tensor, copy);
-      working_copies_[p.name] = copy;
+      working_copies_[p.name] = amp::make_working_copy(p.tensor, dtype);
     }
   }
 }

@@ -7,7 +7,7 @@ Shared by the benchmarks (bench/pytorch/train_step.py) and the AMP golden writer
         flatten 1600; linear 1600->128, ReLU; linear 128->10;
   GPT   models/gpt.h: nanoGPT's tree; lm_head.weight is transformer.wte.weight (tied, no bias); exact (erf)
         GELU; scaled_dot_product_attention with the causal mask.
-Each forward returns the mean cross-entropy loss of (inputs, targets).
+Each forward(inputs, targets) returns the mean cross-entropy loss, forward(inputs) the logits.
 """
 
 import math
@@ -27,8 +27,9 @@ class MLP(nn.Module):
                 mods.append(nn.ReLU())
         self.layers = nn.Sequential(*mods)
 
-    def forward(self, x, y):
-        return F.cross_entropy(self.layers(x), y)
+    def forward(self, x, y=None):
+        logits = self.layers(x)
+        return logits if y is None else F.cross_entropy(logits, y)
 
 
 class CNN(nn.Module):
@@ -41,10 +42,11 @@ class CNN(nn.Module):
         self.fc1 = nn.Linear(1600, 128)
         self.fc2 = nn.Linear(128, 10)
 
-    def forward(self, x, y):
+    def forward(self, x, y=None):
         x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
         x = F.max_pool2d(F.relu(self.bn2(self.conv2(x))), 2)
-        return F.cross_entropy(self.fc2(F.relu(self.fc1(torch.flatten(x, 1)))), y)
+        logits = self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
+        return logits if y is None else F.cross_entropy(logits, y)
 
 
 class CausalSelfAttention(nn.Module):
@@ -99,10 +101,10 @@ class GPT(nn.Module):
             else:
                 nn.init.normal_(p, 0.0, 0.02)
 
-    def forward(self, idx, targets):
+    def forward(self, idx, targets=None):
         B, T = idx.shape
         x = self.transformer.wte(idx) + self.transformer.wpe(torch.arange(T, device=idx.device))
         for block in self.transformer.h:
             x = block(x)
-        logits = self.lm_head(self.transformer.ln_f(x))
-        return F.cross_entropy(logits.view(B * T, -1), targets.view(B * T))
+        logits = self.lm_head(self.transformer.ln_f(x)).view(B * T, -1)
+        return logits if targets is None else F.cross_entropy(logits, targets.view(B * T))

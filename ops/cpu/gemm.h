@@ -1,8 +1,8 @@
 // GEMM over raw pointers, row-major: C[m, n] = alpha * op(A)[m, k] @ op(B)[k, n] + beta * C.
 // f32: oneDNN sgemm; f64: OpenBLAS; bf16: oneDNN matmul (AMX / AVX512_BF16); f16: widened to f32
 // (gemm.cc says why; on a CPU with AVX512-FP16 or AMX-FP16 an f16 matmul of oneDNN 3.x would be faster,
-// but Debian's oneDNN 2.6 has none: bench/RESULTS.md, issue 17). f16/bf16 take 16-bit operands, accumulate in fp32 and round once into C (the
-// tensor-core contract). All threads come from the OpenMP pool that parallel_for uses.
+// but Debian's oneDNN 2.6 has none: bench/RESULTS.md, issue 17). f16/bf16 take 16-bit operands, accumulate in fp32 and
+// round once into C (the tensor-core contract). All threads come from the OpenMP pool that parallel_for uses.
 #pragma once
 
 #include <cstdint>

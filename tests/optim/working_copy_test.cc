@@ -8,10 +8,12 @@
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
+#include "framework/autograd.h"
 #include "framework/random.h"
 #include "models/layers/activation.h"
 #include "models/layers/linear.h"
 #include "models/layers/sequential.h"
+#include "ops/elementwise.h"
 #include "ops/loss.h"
 #include "optim/adam.h"
 
@@ -107,6 +109,44 @@ TEST(WorkingCopiesState, ErrorsNameTheProblem) {
         << e.what();
   }
   EXPECT_THROW(amp::set_working_copy(layer.weight, zeros({3, 3}, {.dtype = DType::kF16})), Error);
+}
+
+}  // namespace
+}  // namespace mantissa
+
+namespace mantissa {
+namespace {
+
+// Inference without an optimizer: ScopedWorkingCopies gives the same outputs as casting, casts no weight
+// while it lives, follows the masters after refresh(), and leaves nothing behind.
+TEST(ScopedWorkingCopies, InferenceCastsNoWeightAndIsBitIdentical) {
+  for (const DType dtype : {DType::kBF16, DType::kF16}) {
+    manual_seed(3);
+    Sequential model(std::make_shared<Linear>(8, 16), std::make_shared<ReLU>(), std::make_shared<Linear>(16, 4));
+    Generator gen(4);
+    const Tensor x = randn({5, 8}, {}, &gen);
+    NoGradGuard no_grad;
+    auto forward = [&] {
+      amp::AutocastGuard guard({.dtype = dtype});
+      return model.forward(x);
+    };
+    const Tensor cast = forward();
+    const size_t copies_before = amp::working_copy_count();
+    {
+      amp::ScopedWorkingCopies copies(model.parameters(), dtype);
+      EXPECT_EQ(amp::working_copy_count(), copies_before + 4);
+      const uint64_t casts_before = amp::weight_cast_count();
+      EXPECT_TRUE(same_bits(forward(), cast)) << dtype_name(dtype);
+      EXPECT_EQ(amp::weight_cast_count(), casts_before) << "a weight was cast although its copy exists";
+      // Change a master: the stale copy is used until refresh(), then the outputs follow the master.
+      copy_(model.parameters()[0], mul(model.parameters()[0], 0.5));
+      EXPECT_TRUE(same_bits(forward(), cast));
+      copies.refresh();
+      EXPECT_FALSE(same_bits(forward(), cast));
+    }
+    EXPECT_EQ(amp::working_copy_count(), copies_before);
+    EXPECT_THROW(amp::ScopedWorkingCopies(model.parameters(), DType::kF32), Error);
+  }
 }
 
 }  // namespace
