@@ -1,4 +1,5 @@
-// Module: registration, dotted-name traversal, train/eval, zero_grad and state_dict loading.
+// Module: registration, dotted-name traversal, train/eval, zero_grad and state_dict loading (the hooks are in
+// module_hooks.cc).
 #include "framework/module.h"
 
 #include <ostream>
@@ -125,6 +126,24 @@ std::shared_ptr<Module> Module::child(const std::string& name) const {
   std::vector<std::string> names;
   for (const auto& c : children_) names.push_back(c.first);
   MT_THROW(type_name(), ".child: no child module '", name, "'; the children are [", join(names), "]");
+}
+
+std::vector<NamedModule> Module::named_modules() {
+  // Preorder with an explicit stack, children pushed in reverse so they pop in order; a module already
+  // listed is skipped with its subtree, as PyTorch's memo does.
+  std::vector<NamedModule> out;
+  std::unordered_set<const Module*> seen;
+  std::vector<NamedModule> stack{{"", this}};
+  while (!stack.empty()) {
+    NamedModule item = std::move(stack.back());
+    stack.pop_back();
+    if (!seen.insert(item.module).second) continue;
+    const auto& kids = item.module->children_;
+    for (auto it = kids.rbegin(); it != kids.rend(); ++it)
+      stack.push_back({item.name.empty() ? it->first : item.name + "." + it->first, it->second.get()});
+    out.push_back(std::move(item));
+  }
+  return out;
 }
 
 void Module::set_training(bool training) {

@@ -2,14 +2,19 @@
 // masters), buffers (state that is saved but not trained, e.g. BatchNorm's running statistics) and child
 // modules. Names follow PyTorch's state_dict: dotted paths in registration order ("0.weight",
 // "encoder.layers.1.bias"), so optimizer state, checkpoints and PyTorch interop key on the same strings.
+// Hooks (framework/hooks.h) run around every call of a layer's forward, as PyTorch's nn.Module hooks do.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "framework/error.h"
+#include "framework/hooks.h"
 #include "framework/tensor.h"
 
 namespace mantissa {
@@ -23,6 +28,12 @@ struct NamedTensor {
 // load_state_dict: kStrict requires the names to match exactly; kNonStrict loads the names both sides
 // have and reports the rest.
 enum class LoadStrictness { kStrict, kNonStrict };
+
+// A module of a tree with its dotted path ("" for the root, "layers.0", "transformer.h.1.attn").
+struct NamedModule {
+  std::string name;
+  Module* module;
+};
 
 struct LoadResult {
   std::vector<std::string> missing;     // in the module, not in the state
@@ -62,6 +73,10 @@ class Module {
   std::vector<std::shared_ptr<Module>> children() const;
   // The child registered as `name` (not dotted); throws when there is none.
   std::shared_ptr<Module> child(const std::string& name) const;
+  // This module and every descendant with its dotted path, PyTorch's named_modules(): depth first, a module
+  // before its children, children in registration order, the root as "". A module reachable by two paths
+  // appears once, under the first.
+  std::vector<NamedModule> named_modules();
 
   // Training mode (the default) or evaluation mode, for this module and all its descendants. Dropout
   // and BatchNorm read it.
@@ -94,7 +109,76 @@ class Module {
   // The tree, one module per line with its parameter shapes.
   std::string str() const;
 
+  // ---- Hooks: PyTorch's register_forward_pre_hook, register_forward_hook, register_full_backward_pre_hook
+  // and register_full_backward_hook (signatures in framework/hooks.h). Each runs at every call of this
+  // module's forward; the hooks of one kind run in registration order, each seeing what the previous one
+  // returned. A call runs the hooks registered when its list is reached (PyTorch iterates over a copy of
+  // the list): a hook removed during the call, by itself or by another, still runs in that call if it was
+  // due, and not in the next; one added during the call first runs in the next. The backward hooks of a
+  // call are those registered when the call began, even if removed before its backward runs. Each returns
+  // a handle whose remove() takes the hook off.
+  //
+  // forward pre-hook (module, inputs): before the forward; replacement inputs go to the forward instead.
+  template <typename F>
+  HookHandle register_forward_pre_hook(F&& hook) {
+    return add_hook(&detail::ModuleHooks::forward_pre,
+                    detail::HookAdapter<ForwardPreHook>::wrap(std::forward<F>(hook)));
+  }
+  // forward hook (module, inputs, outputs): after the forward; replacement outputs are returned instead.
+  template <typename F>
+  HookHandle register_forward_hook(F&& hook) {
+    return add_hook(&detail::ModuleHooks::forward, detail::HookAdapter<ForwardHook>::wrap(std::forward<F>(hook)));
+  }
+  // Full backward pre-hook (module, grad_outputs): when the gradients of this call's outputs are known, before
+  // they flow into the forward's graph; replacements flow instead. An output no gradient reached has an
+  // undefined entry.
+  template <typename F>
+  HookHandle register_full_backward_pre_hook(F&& hook) {
+    return add_hook(&detail::ModuleHooks::backward_pre,
+                    detail::HookAdapter<FullBackwardPreHook>::wrap(std::forward<F>(hook)));
+  }
+  // Full backward hook (module, grad_inputs, grad_outputs): when the gradients with respect to this call's
+  // inputs are computed; replacement grad_inputs flow on to the inputs instead. An input that does not
+  // require grad has an undefined entry; when none does, the hook runs as soon as grad_outputs are known,
+  // with all grad_inputs undefined, and must not replace them. The forward must run in grad mode for the
+  // backward hooks to be set up (as in PyTorch); the module must outlive that backward.
+  template <typename F>
+  HookHandle register_full_backward_hook(F&& hook) {
+    return add_hook(&detail::ModuleHooks::backward, detail::HookAdapter<FullBackwardHook>::wrap(std::forward<F>(hook)));
+  }
+  // Whether any hook is registered on this module (not its children).
+  bool has_hooks() const { return hooks_ != nullptr && !hooks_->empty(); }
+
+ protected:
+  // The call point every layer's forward goes through, so that its hooks run: body(x) when the module has
+  // no hook (one test, no allocation), else the hooks around body. A forward of one tensor:
+  //   Tensor Linear::forward(const Tensor& x) {
+  //     return call_hooked(x, [this](const Tensor& in) { return linear(in, weight, bias); });
+  //   }
+  // The body must use its argument, not x: a pre-hook may replace it, and the backward hooks route it.
+  template <typename Body>
+  Tensor call_hooked(const Tensor& x, Body&& body) {
+    if (!has_hooks()) [[likely]]
+      return body(x);
+    return call_hooked(std::vector<Tensor>{x},
+                       [&body](const std::vector<Tensor>& in) { return std::vector<Tensor>{body(in[0])}; })[0];
+  }
+  // Any number of tensors in and out (GPT::forward(idx, targets) -> {logits, loss}): the hooks see the
+  // vectors, and a replacement must keep their length; the caller maps the outputs back by position. Check
+  // has_hooks() first to skip building the vectors.
+  using HookedForward = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs)>;
+  std::vector<Tensor> call_hooked(std::vector<Tensor> inputs, const HookedForward& body);
+
  private:
+  template <typename Fn>
+  HookHandle add_hook(std::vector<detail::ModuleHooks::Entry<Fn>> detail::ModuleHooks::*list, Fn hook) {
+    MT_CHECK(static_cast<bool>(hook), type_name(), ": the hook to register is empty");
+    if (hooks_ == nullptr) hooks_ = std::make_shared<detail::ModuleHooks>();
+    const uint64_t id = hooks_->next_id++;
+    ((*hooks_).*list).push_back({id, std::make_shared<const Fn>(std::move(hook))});
+    return HookHandle(hooks_, id);
+  }
+
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void check_new_name(const std::string& name, const char* what) const;
   void set_training(bool training);
@@ -107,6 +191,8 @@ class Module {
   std::vector<NamedTensor> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  // Created by the first registration; the handles hold it weakly, so they outlive the module harmlessly.
+  std::shared_ptr<detail::ModuleHooks> hooks_;
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& m);

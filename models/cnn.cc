@@ -22,6 +22,10 @@ CNN::CNN(CNNOptions options) {
 }
 
 Tensor CNN::forward(const Tensor& x) {
+  return call_hooked(x, [this](const Tensor& in) { return forward_unhooked(in); });
+}
+
+Tensor CNN::forward_unhooked(const Tensor& x) {
   MT_CHECK(x.dim() == 4 && x.size(1) == 1 && x.size(2) == kImageSize && x.size(3) == kImageSize,
            "CNN: expected images [N, 1, 28, 28], got ", shape_str(x.shape()),
            ". HINT: reshape flat 784-pixel rows with x.reshape({N, 1, 28, 28})");

@@ -36,6 +36,9 @@ class CNN : public Module {
   std::shared_ptr<Conv2d> conv1, conv2;
   std::shared_ptr<BatchNorm2d> bn1, bn2;
   std::shared_ptr<Linear> fc1, fc2;
+
+ private:
+  Tensor forward_unhooked(const Tensor& x);  // forward without the hooks around it
 };
 
 }  // namespace mantissa

@@ -41,6 +41,10 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, const GPTOptions& o
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x) {
+  return call_hooked(x, [this](const Tensor& in) { return forward_unhooked(in); });
+}
+
+Tensor CausalSelfAttention::forward_unhooked(const Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), D = C / n_head;
   const std::vector<Tensor> qkv = split(c_attn->forward(x), C, 2);                             // 3 x [B, T, C]
   auto heads = [&](const Tensor& t) { return t.reshape({B, T, n_head, D}).transpose(1, 2); };  // [B, H, T, D]
@@ -66,7 +70,10 @@ GPTMLP::GPTMLP(const GPTConfig& c, const GPTOptions& o) {
   dropout = register_module("dropout", std::make_shared<Dropout>(DropoutOptions{c.dropout, o.generator}));
 }
 
-Tensor GPTMLP::forward(const Tensor& x) { return dropout->forward(c_proj->forward(gelu(c_fc->forward(x)))); }
+Tensor GPTMLP::forward(const Tensor& x) {
+  return call_hooked(x,
+                     [this](const Tensor& in) { return dropout->forward(c_proj->forward(gelu(c_fc->forward(in)))); });
+}
 
 GPTBlock::GPTBlock(const GPTConfig& c, const GPTOptions& o) {
   const LayerNormOptions ln{.dtype = o.dtype};
@@ -77,8 +84,10 @@ GPTBlock::GPTBlock(const GPTConfig& c, const GPTOptions& o) {
 }
 
 Tensor GPTBlock::forward(const Tensor& x) {
-  Tensor h = x + attn->forward(ln_1->forward(x));
-  return h + mlp->forward(ln_2->forward(h));
+  return call_hooked(x, [this](const Tensor& in) {
+    Tensor h = in + attn->forward(ln_1->forward(in));
+    return h + mlp->forward(ln_2->forward(h));
+  });
 }
 
 GPT::GPT(GPTConfig config, GPTOptions o)
@@ -121,13 +130,28 @@ GPT::GPT(GPTConfig config, GPTOptions o)
 }
 
 GPTOutput GPT::forward(const Tensor& idx, const Tensor& targets) {
+  if (!has_hooks()) return forward_unhooked(idx, targets);
+  // The hooks see inputs {idx, targets} and outputs {logits, loss} (undefined targets and loss when there
+  // are no targets); a forward hook's replacement outputs come back as logits and loss, in that order.
+  const std::vector<Tensor> out = call_hooked({idx, targets}, [this](const std::vector<Tensor>& in) {
+    GPTOutput o = forward_unhooked(in[0], in[1]);
+    return std::vector<Tensor>{std::move(o.logits), std::move(o.loss)};
+  });
+  return {.logits = out[0], .loss = out[1]};
+}
+
+GPTOutput GPT::forward_unhooked(const Tensor& idx, const Tensor& targets) {
   MT_CHECK(idx.dim() == 2 && idx.dtype() == DType::kI64, "GPT: expected token ids [B, T] i64, got ",
            shape_str(idx.shape()), " ", dtype_name(idx.dtype()));
   const int64_t B = idx.size(0), T = idx.size(1);
   MT_CHECK(T >= 1 && T <= config_.block_size, "GPT: sequence length ", T, " is outside [1, block_size ",
            config_.block_size, "]. HINT: crop the context to the last block_size tokens");
   const Tensor pos = arange(static_cast<double>(T)).to(idx.device());  // [T] i64, on the tokens' device
-  Tensor x = drop->forward(wte->forward(idx) + wpe->forward(pos));     // [B, T, C] + [T, C]
+  // Two statements, so that wte runs before wpe (as in nanoGPT) and module hooks see the calls in that order:
+  // the operands of one + may be evaluated in either order.
+  const Tensor tok_emb = wte->forward(idx);  // [B, T, C]
+  const Tensor pos_emb = wpe->forward(pos);  // [T, C]
+  Tensor x = drop->forward(tok_emb + pos_emb);
   for (auto& block : h) {
     if (config_.recompute && GradMode::is_enabled()) {
       GPTBlock* b = block.get();

@@ -50,6 +50,9 @@ class CausalSelfAttention : public Module {
   double dropout_p;
   std::shared_ptr<Linear> c_attn, c_proj;
   std::shared_ptr<Dropout> attn_dropout, resid_dropout;  // on the attention weights, after c_proj
+
+ private:
+  Tensor forward_unhooked(const Tensor& x);  // forward without the hooks around it
 };
 
 class GPTMLP : public Module {
@@ -90,7 +93,8 @@ class GPT : public Module {
   std::string type_name() const override { return "GPT"; }
 
   // idx [B, T] i64 with T <= block_size -> logits [B, T, V]; with targets [B, T] i64 also the mean
-  // cross entropy over all B*T positions (targets of -100 are ignored, as in PyTorch).
+  // cross entropy over all B*T positions (targets of -100 are ignored, as in PyTorch). Hooks on the GPT see
+  // inputs {idx, targets} and outputs {logits, loss}, an undefined tensor for each one absent.
   GPTOutput forward(const Tensor& idx, const Tensor& targets = Tensor());
 
   // Appends n sampled tokens to prompt [B, T0] (or [T0]) and returns [B, T0 + n] (or [T0 + n]). Runs
@@ -110,6 +114,8 @@ class GPT : public Module {
   Tensor lm_head_weight;  // the very tensor wte->weight, registered again as lm_head.weight
 
  private:
+  GPTOutput forward_unhooked(const Tensor& idx, const Tensor& targets);  // forward without the hooks around it
+
   GPTConfig config_;
   Generator* dropout_generator_;  // what the dropout masks are drawn from, replayed by recompute
 };

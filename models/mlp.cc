@@ -23,9 +23,11 @@ MLP::MLP(int64_t in, std::vector<int64_t> hidden_sizes, int64_t out, MLPOptions 
 }
 
 Tensor MLP::forward(const Tensor& x) {
-  MT_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "MLP: expected an input [..., ", in_features, "], got ",
-           shape_str(x.shape()), ". HINT: flatten images first, e.g. x.reshape({N, -1})");
-  return layers->forward(x);
+  return call_hooked(x, [this](const Tensor& in) {
+    MT_CHECK(in.dim() >= 1 && in.size(-1) == in_features, "MLP: expected an input [..., ", in_features, "], got ",
+             shape_str(in.shape()), ". HINT: flatten images first, e.g. x.reshape({N, -1})");
+    return layers->forward(in);
+  });
 }
 
 }  // namespace mantissa

@@ -3,8 +3,12 @@
 
 namespace mantissa {
 
-Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+Tensor ReLU::forward(const Tensor& x) {
+  return call_hooked(x, [](const Tensor& in) { return relu(in); });
+}
 
-Tensor GELU::forward(const Tensor& x) { return gelu(x, options_.approximate); }
+Tensor GELU::forward(const Tensor& x) {
+  return call_hooked(x, [this](const Tensor& in) { return gelu(in, options_.approximate); });
+}
 
 }  // namespace mantissa

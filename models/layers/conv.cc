@@ -19,11 +19,13 @@ Conv2d::Conv2d(int64_t in, int64_t out, std::array<int64_t, 2> k, Conv2dLayerOpt
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
-  MT_CHECK(x.dim() == 4 && x.size(1) == in_channels, "Conv2d: expected an input [N, ", in_channels, ", H, W], got ",
-           shape_str(x.shape()));
-  return conv2d(
-      x, weight, bias,
-      {.stride = options.stride, .padding = options.padding, .dilation = options.dilation, .groups = options.groups});
+  return call_hooked(x, [this](const Tensor& in) {
+    MT_CHECK(in.dim() == 4 && in.size(1) == in_channels, "Conv2d: expected an input [N, ", in_channels, ", H, W], got ",
+             shape_str(in.shape()));
+    return conv2d(
+        in, weight, bias,
+        {.stride = options.stride, .padding = options.padding, .dilation = options.dilation, .groups = options.groups});
+  });
 }
 
 }  // namespace mantissa

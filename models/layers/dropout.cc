@@ -11,8 +11,10 @@ Dropout::Dropout(DropoutOptions options) : options_(options) {
 }
 
 Tensor Dropout::forward(const Tensor& x) {
-  if (!is_training() || options_.p == 0.0) return x;
-  return dropout(x, options_.p, options_.generator);
+  return call_hooked(x, [this](const Tensor& in) {
+    if (!is_training() || options_.p == 0.0) return in;
+    return dropout(in, options_.p, options_.generator);
+  });
 }
 
 }  // namespace mantissa

@@ -12,6 +12,8 @@ Embedding::Embedding(int64_t n, int64_t d, EmbeddingOptions options) : num_embed
   weight = register_parameter("weight", standard_normal({n, d}, options.dtype, options.generator));
 }
 
-Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices); }
+Tensor Embedding::forward(const Tensor& indices) {
+  return call_hooked(indices, [this](const Tensor& in) { return embedding(weight, in); });
+}
 
 }  // namespace mantissa

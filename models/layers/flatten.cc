@@ -3,6 +3,8 @@
 
 namespace mantissa {
 
-Tensor Flatten::forward(const Tensor& x) { return x.flatten(options_.start_dim, options_.end_dim); }
+Tensor Flatten::forward(const Tensor& x) {
+  return call_hooked(x, [this](const Tensor& in) { return in.flatten(options_.start_dim, options_.end_dim); });
+}
 
 }  // namespace mantissa

@@ -14,9 +14,11 @@ Linear::Linear(int64_t in, int64_t out, LinearOptions options) : in_features(in)
 }
 
 Tensor Linear::forward(const Tensor& x) {
-  MT_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear: expected an input [..., ", in_features, "], got ",
-           shape_str(x.shape()), ". HINT: the last dim must be in_features");
-  return linear(x, weight, bias);
+  return call_hooked(x, [this](const Tensor& in) {
+    MT_CHECK(in.dim() >= 1 && in.size(-1) == in_features, "Linear: expected an input [..., ", in_features, "], got ",
+             shape_str(in.shape()), ". HINT: the last dim must be in_features");
+    return linear(in, weight, bias);
+  });
 }
 
 }  // namespace mantissa

@@ -20,6 +20,10 @@ BatchNorm2d::BatchNorm2d(int64_t c, BatchNormOptions opts) : num_features(c), op
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
+  return call_hooked(x, [this](const Tensor& in) { return forward_unhooked(in); });
+}
+
+Tensor BatchNorm2d::forward_unhooked(const Tensor& x) {
   MT_CHECK(x.dim() == 4 && x.size(1) == num_features, "BatchNorm2d: expected an input [N, ", num_features,
            ", H, W], got ", shape_str(x.shape()));
   if (!is_training()) {
@@ -46,6 +50,9 @@ LayerNorm::LayerNorm(Shape shape, LayerNormOptions opts) : normalized_shape(std:
   }
 }
 
-Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_shape, weight, bias, options.eps); }
+Tensor LayerNorm::forward(const Tensor& x) {
+  return call_hooked(x,
+                     [this](const Tensor& in) { return layer_norm(in, normalized_shape, weight, bias, options.eps); });
+}
 
 }  // namespace mantissa

@@ -33,6 +33,9 @@ class BatchNorm2d : public Module {
   Tensor weight, bias;               // [C]; undefined when not affine
   Tensor running_mean, running_var;  // [C] buffers: zeros, ones
   Tensor num_batches_tracked;        // 0-d i64 buffer, as in PyTorch's state_dict
+
+ private:
+  Tensor forward_unhooked(const Tensor& x);  // forward without the hooks around it
 };
 
 struct LayerNormOptions {

@@ -3,6 +3,8 @@
 
 namespace mantissa {
 
-Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, options_); }
+Tensor MaxPool2d::forward(const Tensor& x) {
+  return call_hooked(x, [this](const Tensor& in) { return max_pool2d(in, options_); });
+}
 
 }  // namespace mantissa

@@ -4,9 +4,11 @@
 namespace mantissa {
 
 Tensor Sequential::forward(const Tensor& x) {
-  Tensor h = x;
-  for (auto& f : forwards_) h = f(h);
-  return h;
+  return call_hooked(x, [this](const Tensor& in) {
+    Tensor h = in;
+    for (auto& f : forwards_) h = f(h);
+    return h;
+  });
 }
 
 std::shared_ptr<Module> Sequential::operator[](size_t i) const {
