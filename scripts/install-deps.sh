@@ -2,9 +2,9 @@
 # Installs the Debian packages mantissa needs, only those missing: quiet and under a second when all are
 # present. Usage: scripts/install-deps.sh [--bench]
 # --bench also sets up the benchmark side: /usr/bin/time (peak memory) and a Python virtual environment with
-# PyTorch from PyPI (pinned below; about 5.4 GB with the CUDA runtime wheels the Linux wheel pulls, under a
-# minute to install on a fast link) at $MANTISSA_BENCH_VENV, by default build/bench-venv. Nothing in the
-# library, its tests or CI uses it.
+# PyTorch and TensorBoard from PyPI (pinned below; about 5.4 GB with the CUDA runtime wheels the Linux wheel
+# pulls, under a minute to install on a fast link) at $MANTISSA_BENCH_VENV, by default build/bench-venv.
+# Nothing in the library, its tests or CI uses it.
 set -euo pipefail
 
 packages=(
@@ -17,8 +17,9 @@ packages=(
   clang-format                    # ctest format: the tree stays as .clang-format writes it
 )
 bench_packages=(python3-venv time)  # time: /usr/bin/time, the peak memory of bench/recompute_gpt.sh
-# The PyTorch the comparisons run against: today's release, pinned so that figures stay comparable.
-bench_pip=(torch==2.15.0 numpy==2.4.6 h5py==3.16.0)
+# The PyTorch the comparisons run against: today's release, pinned so that figures stay comparable; and
+# TensorBoard, whose own reader scripts/tensorboard_check.py loads mantissa-train's --tensorboard files with.
+bench_pip=(torch==2.15.0 numpy==2.4.6 h5py==3.16.0 tensorboard==2.21.0)
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${MANTISSA_BENCH_VENV:-$repo/build/bench-venv}
 

@@ -22,6 +22,7 @@ struct StepMetrics {
   double lr = 0.0;             // the lr the step used (group 0)
   double scale = 1.0;          // the loss scale the step used (1 without a scaler)
   bool skipped = false;        // the scaler found an inf/nan grad and the update was not applied
+  int64_t skipped_steps = 0;   // skipped steps of the run so far, this one included (its resumed parts too)
   double grad_norm = 0.0;      // total L2 norm of the unscaled grads (nan/inf on a skipped step)
   double samples_per_s = 0.0;  // examples of this step / its wall time
 };

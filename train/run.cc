@@ -270,6 +270,8 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRe
                        .keep_checkpoints = o.keep_checkpoints,
                        .seed = o.seed + 1,
                        .metrics_path = o.metrics,
+                       .tensorboard_dir = o.tensorboard,
+                       .tensorboard_histogram_every = o.tensorboard_histogram_every,
                        .config_json = o.config_json.empty() ? to_json(o) : o.config_json,
                        .process_group = group->get(),
                        .stop = stop};

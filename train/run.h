@@ -56,9 +56,11 @@ struct RunOptions {
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   int64_t keep_checkpoints = 3;
-  std::string resume;          // a path, "latest", or "auto" (latest when there is one, else a fresh start)
-  std::string metrics;         // JSON lines path
-  int64_t sample_chars = 400;  // gpt: characters generated at the end
+  std::string resume;       // a path, "latest", or "auto" (latest when there is one, else a fresh start)
+  std::string metrics;      // JSON lines path
+  std::string tensorboard;  // TensorBoard event files' folder (empty: none)
+  int64_t tensorboard_histogram_every = 100;  // steps between gradient histograms in them (0: none)
+  int64_t sample_chars = 400;                 // gpt: characters generated at the end
   ProgressMode progress = ProgressMode::kAuto;
   int64_t dist_timeout_s = 1800;  // under mpirun: a collective waiting longer ends the job
   std::string config_json;        // stored in checkpoints; empty: to_json() of the options run() uses

@@ -121,6 +121,13 @@ void for_each_flag(Options& o, Visit&& visit) {
        "resume from a checkpoint file, 'latest' in --checkpoint_dir, or 'auto' (latest if any, else start)",
        {.in_config = kNo});
   flag(o.metrics, "metrics", "write JSON lines (one per step, per evaluation, and a summary) here", {.in_config = kNo});
+  flag(o.tensorboard, "tensorboard",
+       "write TensorBoard event files here (scalars every step and evaluation, gradient histograms); a resumed run "
+       "continues the same curves",
+       {.in_config = kNo});
+  flag(o.tensorboard_histogram_every, "tensorboard_histogram_every",
+       "with --tensorboard: steps between histograms of log2|gradient| and of the gradient values, 0: none",
+       {.range = at_least(0), .note = "(0: none)", .in_config = kNo});
   flag(o.sample_chars, "sample_chars", "gpt: characters generated after training",
        {.range = at_least(0), .in_config = kNo});
   flag(o.progress, "progress", "auto | bar | lines | none (auto: a bar on a terminal)", {.in_config = kNo});

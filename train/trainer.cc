@@ -64,6 +64,8 @@ void check_config(const TrainerConfig& c) {
            "Trainer: clip_grad_norm must be finite and >= 0 (0: no clipping), got ", c.clip_grad_norm);
   MT_CHECK(c.eval_every >= 0 && c.eval_batches >= 0 && c.checkpoint_every >= 0 && c.warmup_steps >= 0,
            "Trainer: eval_every, eval_batches, checkpoint_every and warmup_steps must be >= 0");
+  MT_CHECK(c.tensorboard_histogram_every >= 0, "Trainer: tensorboard_histogram_every must be >= 0 (0: none), got ",
+           c.tensorboard_histogram_every);
   MT_CHECK(c.keep_checkpoints >= 1, "Trainer: keep_checkpoints must be >= 1, got ", c.keep_checkpoints);
 }
 
@@ -220,10 +222,19 @@ int64_t Trainer::steps_per_epoch() const {
 
 void Trainer::emit(const StepMetrics& m) {
   if (metrics_) metrics_->write(m);
+  if (tensorboard_) {
+    tensorboard_->write(m);
+    if (grad_histograms_) tensorboard_->write(m.step, *grad_histograms_);
+  }
+  grad_histograms_.reset();
   for (auto& callback : step_callbacks_) callback(m);
 }
 void Trainer::emit(const EvalMetrics& m) {
   if (metrics_) metrics_->write(m);
+  if (tensorboard_) {
+    tensorboard_->write(m);
+    tensorboard_->flush();
+  }
   for (auto& callback : eval_callbacks_) callback(m);
 }
 
@@ -282,11 +293,16 @@ StepMetrics Trainer::train_step() {
   m.lr = optimizer_.lr(0);
   m.scale = scaler_.get_scale();
   if (scaler_.is_enabled()) scaler_.unscale_(optimizer_);
+  // The histograms see the grads the optimizer would: unscaled, before clipping (rank 0 alone writes them,
+  // and after DDP's all-reduce its grads are every rank's).
+  const int64_t every = config_.tensorboard_histogram_every;
+  if (tensorboard_ && every > 0 && (step_ + 1) % every == 0) grad_histograms_ = gradient_histograms(params_);
   // Without clipping the norm is still measured for the metrics (an infinite max_norm never scales).
   m.grad_norm = clip_grad_norm_(
       params_, config_.clip_grad_norm > 0 ? config_.clip_grad_norm : std::numeric_limits<double>::infinity());
   m.skipped = !scaler_.step(optimizer_);
   scaler_.update();
+  m.skipped_steps = scaler_.is_enabled() ? scaler_.stats().skipped_steps : 0;
   if (scheduler_) scheduler_->step();
   agreed_stop_ = local_stop;
   if (loss_work) {
@@ -365,12 +381,24 @@ absl::StatusOr<RunSummary> Trainer::fit() {
     }
   } end_part{*this};
   if (!resumed_ && step_ == 0) default_generator().manual_seed(config_.seed);
+  tensorboard_.reset();
+  if (!config_.tensorboard_dir.empty() && rank_ == 0) {
+    // A new file; past the first step (resumed, or fit() called again) it replaces the points the folder
+    // holds after this step (train/tensorboard.h).
+    absl::StatusOr<std::unique_ptr<TensorBoardWriter>> writer =
+        TensorBoardWriter::open(config_.tensorboard_dir, step_ > 0 ? step_ + 1 : 0);
+    if (!writer.ok()) return writer.status();
+    tensorboard_ = *std::move(writer);
+  }
   if (!config_.metrics_path.empty() && rank_ == 0) {
     // A run past its first step (resumed, or fit() called again) goes on with the file it wrote.
     absl::StatusOr<std::unique_ptr<MetricsWriter>> writer =
         step_ > 0 ? MetricsWriter::open_resumed(config_.metrics_path, step_)
                   : MetricsWriter::open(config_.metrics_path);
-    if (!writer.ok()) return writer.status();
+    if (!writer.ok()) {
+      if (tensorboard_) tensorboard_->discard();  // nothing is left of a run that did not start
+      return writer.status();
+    }
     metrics_ = *std::move(writer);
   }
   std::optional<CheckpointDir> checkpoints;
@@ -384,6 +412,7 @@ absl::StatusOr<RunSummary> Trainer::fit() {
     if (!written.ok()) return written.status();
     last_checkpoint_step = step_;
     last_checkpoint = *written;
+    if (tensorboard_) tensorboard_->flush();
     return absl::OkStatus();
   };
 
@@ -407,6 +436,7 @@ absl::StatusOr<RunSummary> Trainer::fit() {
       if (absl::Status s = write_checkpoint(); !s.ok()) return s;
     }
     if (metrics_ && !metrics_->status().ok()) return metrics_->status();
+    if (tensorboard_ && !tensorboard_->status().ok()) return tensorboard_->status();
   }
 
   RunSummary summary;
@@ -455,6 +485,10 @@ absl::StatusOr<RunSummary> Trainer::fit() {
   if (rates.size() > warmup) rates.erase(rates.begin(), rates.begin() + static_cast<std::ptrdiff_t>(warmup));
   summary.samples_per_s = median(std::move(rates));
   summary.wall_s = wall_s();
+  if (tensorboard_) {
+    tensorboard_->flush();
+    if (!tensorboard_->status().ok()) return tensorboard_->status();
+  }
   if (metrics_ && !summary.stopped) {
     metrics_->write(summary);
     if (!metrics_->status().ok()) return metrics_->status();

@@ -1,6 +1,7 @@
 // Trainer: the training loop a user embeds. It runs the optimizer steps of a model over a DataLoader in
 // fp32, fp16 (autocast + GradScaler) or bf16 (autocast), with gradient accumulation, clipping, an lr
-// schedule, periodic evaluation, metrics (JSON lines), callbacks and HDF5 checkpoints that resume exactly.
+// schedule, periodic evaluation, metrics (JSON lines, TensorBoard event files), callbacks and HDF5
+// checkpoints that resume exactly.
 //
 //   MLP model(784, {256, 256}, 10);
 //   Adam adam(model.named_parameters(), {.lr = 1e-3});
@@ -18,8 +19,8 @@
 // buffers, such as BatchNorm's running statistics, before every step and every evaluation), accumulates
 // without syncing for all but the last micro-batch, agrees on the loss scaler's found_inf, and reports
 // global numbers on every rank: the loss averaged over the ranks, evaluation sums over all of the eval
-// batches, samples/s of all ranks. Rank 0 alone writes the metrics file and the checkpoints; every rank
-// reads the checkpoint it resumes from.
+// batches, samples/s of all ranks. Rank 0 alone writes the metrics and TensorBoard files and the
+// checkpoints; every rank reads the checkpoint it resumes from.
 //
 // Stopping early (train/stop.h): request_stop(), from any thread or a signal handler, ends fit() after the
 // optimizer step in progress: a checkpoint is written (with checkpoint_dir), the metrics file gets a
@@ -47,6 +48,7 @@
 #include "train/checkpoint.h"
 #include "train/metrics.h"
 #include "train/stop.h"
+#include "train/tensorboard.h"
 
 namespace mantissa {
 
@@ -98,8 +100,12 @@ struct TrainerConfig {
   std::string checkpoint_dir;    // empty: no checkpoints
   int64_t checkpoint_every = 0;  // steps between checkpoints (one is always written at the end); 0: end only
   int64_t keep_checkpoints = 3;
-  uint64_t seed = 0;          // seeds default_generator() (dropout) when fit() starts a fresh run
-  std::string metrics_path;   // empty: no metrics file
+  uint64_t seed = 0;         // seeds default_generator() (dropout) when fit() starts a fresh run
+  std::string metrics_path;  // empty: no metrics file
+  // TensorBoard event files in this folder (train/tensorboard.h: scalars every step and evaluation, gradient
+  // histograms every tensorboard_histogram_every steps, 0: none); empty: none. Rank 0 writes them.
+  std::string tensorboard_dir;
+  int64_t tensorboard_histogram_every = 100;
   int64_t warmup_steps = 10;  // steps left out of the summary's median samples/s
   std::string config_json;    // stored in checkpoints (/meta); the program puts its flags here
   // Data parallelism over this group (not owned, must outlive the Trainer); null or a world of one: this
@@ -180,6 +186,8 @@ class Trainer {
   std::vector<NamedTensor> params_;  // every group's parameters, for the grad norm and clipping
   Device device_ = kCPU;             // the parameters' device, where batches are moved
   std::unique_ptr<MetricsWriter> metrics_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;
+  std::optional<GradientHistograms> grad_histograms_;  // of the step in progress, when it writes them
   std::vector<std::function<void(const StepMetrics&)>> step_callbacks_;
   std::vector<std::function<void(const EvalMetrics&)>> eval_callbacks_;
   std::map<std::string, std::string> data_;

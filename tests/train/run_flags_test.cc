@@ -58,6 +58,8 @@ const std::map<std::string, std::string>& other_values() {
                                                                      {"keep_checkpoints", "1"},
                                                                      {"resume", "latest"},
                                                                      {"metrics", "run.jsonl"},
+                                                                     {"tensorboard", "runs/a"},
+                                                                     {"tensorboard_histogram_every", "10"},
                                                                      {"sample_chars", "0"},
                                                                      {"progress", "lines"},
                                                                      {"dist_timeout", "60"},
