@@ -80,7 +80,11 @@ Run run_once(Module& model, const std::function<Tensor()>& loss_fn, std::optiona
              std::vector<std::pair<std::string, Tensor>>* activation_grads) {
   Run run;
   std::map<Module*, int> calls_of;
+  // Outputs already hooked, by identity. They are kept alive for the run: a freed output's address could
+  // otherwise be reused by a later module's output, which would then be taken for the same tensor.
   std::set<const void*> hooked;
+  std::vector<Tensor> hooked_alive;
+  const void* loss_impl = nullptr;  // set once loss_fn has returned, before the backward
   std::vector<HookHandle> handles;
   for (const NamedModule& nm : model.named_modules()) {
     const std::string path = nm.name;
@@ -91,10 +95,12 @@ Run run_once(Module& model, const std::function<Tensor()>& loss_fn, std::optiona
           if (activation_grads != nullptr) {
             for (const Tensor& t : out) {
               if (!t.defined() || !t.requires_grad() || !hooked.insert(t.impl()).second) continue;
+              hooked_alive.push_back(t);
               const std::string name = (path.empty() ? std::string("(model)") : path) + " output" +
                                        (c.index > 0 ? " #" + std::to_string(c.index) : "");
-              t.register_hook([activation_grads, name](const Tensor& g) {
-                activation_grads->emplace_back(name, g.detach());
+              // The loss itself is left out: its gradient is the scale, kept in fp32 by every recipe.
+              t.register_hook([activation_grads, name, &loss_impl, impl = t.impl()](const Tensor& g) {
+                if (impl != loss_impl) activation_grads->emplace_back(name, g.detach());
                 return Tensor();
               });
             }
@@ -114,6 +120,7 @@ Run run_once(Module& model, const std::function<Tensor()>& loss_fn, std::optiona
   MT_CHECK(loss.defined() && loss.numel() == 1, "precision_report: the loss function must return the 0-d loss, got ",
            loss.defined() ? shape_str(loss.shape()) : std::string("an undefined tensor"));
   run.loss = loss.to(DType::kF64).item();
+  loss_impl = loss.impl();
   if (activation_grads != nullptr) {
     MT_CHECK(loss.requires_grad(), "precision_report: the loss does not require grad, so there is no backward to ",
              "report on. HINT: call precision_report in grad mode, with parameters that require grad");
@@ -427,18 +434,17 @@ void plot_gradient_histogram(const PrecisionReport& report, const std::string& p
        << "set title \"" << safe_title << "\"\n"
        << "set xlabel 'log2 |gradient|'\nset ylabel 'elements (log scale)'\nset logscale y\n"
        << "set xrange [-64:24]\nset yrange [0.8:*]\nset grid xtics\nset key top left box opaque\n"
-       << "set style fill transparent solid 0.35 noborder\n"
-       << "set object 1 rect from -24, graph 0 to -14, graph 1 fc rgb '#ffd27f' behind\n"
-       << "set object 2 rect from -14, graph 0 to 15.999, graph 1 fc rgb '#b9e3b0' behind\n"
+       << "set object 1 rect from -24, graph 0 to -14, graph 1 fc rgb '#fff1d0' behind\n"
+       << "set object 2 rect from -14, graph 0 to 15.999, graph 1 fc rgb '#e3f4df' behind\n"
        << "set arrow 1 from -25, graph 0 to -25, graph 1 nohead lc rgb '#c00000' dt 2 lw 2\n"
        << "set arrow 2 from 15.999, graph 0 to 15.999, graph 1 nohead lc rgb '#c00000' dt 2 lw 2\n"
        << "set label 1 'fp16 subnormal' at -23.5, graph 0.95\n"
        << "set label 2 'fp16 normal' at -13.5, graph 0.95\n"
        << "set label 3 'flush to 0' at -33, graph 0.88 tc rgb '#c00000'\n"
        << "set label 4 'inf' at 16.5, graph 0.88 tc rgb '#c00000'\n"
-       << "set label 5 'bf16: normal from 2^-126, all of this axis' at -63, graph 0.05\n"
-       << "plot '" << data << "' using ($1+0.5):($2 > 0 ? $2 : 1/0) with boxes lc rgb '#1f4e9c' title 'unscaled', "
-       << "'' using ($1+0.5):($3 > 0 ? $3 : 1/0) with boxes lc rgb '#d0421b' title 'scaled by "
+       << "set label 5 'bf16 and fp32: normal down to 2^-126, the whole axis' at -63, graph 0.80\n"
+       << "plot '" << data << "' using 1:($2 > 0 ? $2 : 1/0) with steps lw 2 lc rgb '#1f4e9c' title 'unscaled', "
+       << "'' using 1:($3 > 0 ? $3 : 1/0) with steps lw 2 lc rgb '#d0421b' title 'scaled by "
        << json_number(report.loss_scale) << "'\n";
   }
   const std::string cmd = "gnuplot '" + script + "' 2>'" + stem + ".err'";

@@ -11,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "amp/precision_report.h"
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "data/loader.h"
@@ -154,6 +155,49 @@ std::optional<Device> parse_device(const std::string& s) {
   return std::nullopt;
 }
 
+// --report=precision: the first training batch (from the checkpoint's position when resumed) through
+// amp::precision_report at the scaler's scale (the checkpoint's, or --init_scale); the table to `out`,
+// everything to <report_out>.json, the gradient histogram to <report_out>.png. Nothing is trained.
+absl::StatusOr<RunSummary> precision_report_run(const RunOptions& o, Model& model, DataLoader& train, Trainer& trainer,
+                                                Device device, std::FILE* out) {
+  namespace fs = std::filesystem;
+  const fs::path prefix(o.report_out);
+  if (prefix.has_parent_path() && !fs::is_directory(prefix.parent_path())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--report_out=", o.report_out, ": the folder ", prefix.parent_path().string(), " does not exist"));
+  }
+  std::optional<Example> batch = train.next();
+  if (!batch) return absl::FailedPreconditionError("--report=precision: the training set gave no batch");
+  for (Tensor& t : *batch) t = t.to(device);
+  const double scale =
+      trainer.scaler().is_enabled() ? trainer.scaler().get_scale() : amp::scaler_defaults_for(DType::kF16).init_scale;
+  model.module->train();
+  const amp::PrecisionReport report = amp::precision_report(*model.module, [&] { return model.task.loss(*batch); },
+                                                            {.device = device, .loss_scale = scale});
+  std::fprintf(out, "precision report: %s, one training batch of %lld, weights and inputs in fp32\n\n%s",
+               choice_name(o.model), static_cast<long long>((*batch)[0].size(0)), report.table().c_str());
+  // The JSON whole or not at all: written beside, then renamed.
+  const std::string json = o.report_out + ".json", partial = json + ".partial";
+  {
+    std::FILE* f = std::fopen(partial.c_str(), "w");
+    if (f == nullptr) return absl::InvalidArgumentError(absl::StrCat("--report_out: cannot create ", partial));
+    const std::string text = report.json();
+    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (std::fclose(f) != 0 || !ok) {
+      std::remove(partial.c_str());
+      return absl::InternalError(absl::StrCat("--report_out: writing ", json, " failed"));
+    }
+    fs::rename(partial, json);
+  }
+  amp::plot_gradient_histogram(report, o.report_out + ".png",
+                               absl::StrCat("log2 |gradient| of ", choice_name(o.model),
+                                            ", fp32 backward, unscaled and "
+                                            "scaled by ",
+                                            report.loss_scale));
+  std::fprintf(out, "\nwrote %s and %s.png\n", json.c_str(), o.report_out.c_str());
+  return RunSummary{.final_scale = scale};
+}
+
 absl::Status validate(const RunOptions& o) {
   // Each flag's own range comes from the table (train/run_flags.cc); what is left is the device's form and
   // the rules that tie two flags together.
@@ -176,7 +220,11 @@ absl::Status validate(const RunOptions& o) {
   if (o.n_embd % o.n_head != 0) {
     return bad("--n_embd (", o.n_embd, ") must be a multiple of --n_head (", o.n_head, ")");
   }
-  if (o.epochs == 0 && o.max_steps == 0 && o.model != ModelKind::kGPT) {
+  if (!o.report.empty() && o.report != "precision") {
+    return bad("--report=", o.report, ": the one report is 'precision'");
+  }
+  if (!o.report.empty() && o.report_out.empty()) return bad("--report_out is empty: it names the report's files");
+  if (o.epochs == 0 && o.max_steps == 0 && o.model != ModelKind::kGPT && o.report.empty()) {
     return bad("--epochs=0 and --max_steps=0: the run would never end");
   }
   const amp::GradScalerOptions& s = o.scaler;
@@ -259,7 +307,8 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRe
 
   TrainerConfig config{.precision = o.precision,
                        .epochs = o.epochs,
-                       .max_steps = o.max_steps,
+                       // A report trains nothing, but the Trainer (which resumes the checkpoint) needs an end.
+                       .max_steps = !o.report.empty() && o.epochs == 0 && o.max_steps == 0 ? 1 : o.max_steps,
                        .grad_accum = o.grad_accum,
                        .clip_grad_norm = o.clip_grad_norm,
                        .eval_every = o.eval_every,
@@ -295,6 +344,8 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRe
     }
     std::fprintf(out, "resumed at step %lld\n", static_cast<long long>(trainer.step()));
   }
+
+  if (!o.report.empty()) return precision_report_run(o, model, train, trainer, device, out);
 
   const std::string ranks = world > 1 ? absl::StrCat(" per rank x ", world, " ranks (mpi)") : "";
   std::fprintf(out, "mantissa-train: %s on %s, %s, %s lr %g, batch %lld%s, %lld parameters\n", choice_name(o.model),

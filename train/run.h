@@ -59,8 +59,10 @@ struct RunOptions {
   std::string resume;       // a path, "latest", or "auto" (latest when there is one, else a fresh start)
   std::string metrics;      // JSON lines path
   std::string tensorboard;  // TensorBoard event files' folder (empty: none)
-  int64_t tensorboard_histogram_every = 100;  // steps between gradient histograms in them (0: none)
-  int64_t sample_chars = 400;                 // gpt: characters generated at the end
+  int64_t tensorboard_histogram_every = 100;    // steps between gradient histograms in them (0: none)
+  std::string report;                           // "precision": the precision report instead of training
+  std::string report_out = "precision_report";  // its files: <report_out>.json and <report_out>.png
+  int64_t sample_chars = 400;                   // gpt: characters generated at the end
   ProgressMode progress = ProgressMode::kAuto;
   int64_t dist_timeout_s = 1800;  // under mpirun: a collective waiting longer ends the job
   std::string config_json;        // stored in checkpoints; empty: to_json() of the options run() uses

@@ -128,6 +128,12 @@ void for_each_flag(Options& o, Visit&& visit) {
   flag(o.tensorboard_histogram_every, "tensorboard_histogram_every",
        "with --tensorboard: steps between histograms of log2|gradient| and of the gradient values, 0: none",
        {.range = at_least(0), .note = "(0: none)", .in_config = kNo});
+  flag(o.report, "report",
+       "precision: instead of training, run one training batch in fp32, bf16 and fp16 autocast and print the "
+       "per-module dtypes and differences and the fp16 underflow of every gradient (amp/precision_report.h)",
+       {.in_config = kNo});
+  flag(o.report_out, "report_out", "with --report: writes <this>.json and the gradient histogram <this>.png",
+       {.in_config = kNo});
   flag(o.sample_chars, "sample_chars", "gpt: characters generated after training",
        {.range = at_least(0), .in_config = kNo});
   flag(o.progress, "progress", "auto | bar | lines | none (auto: a bar on a terminal)", {.in_config = kNo});

@@ -51,6 +51,14 @@ TEST(PrecisionReport, AnF32RunDiffersFromTheBaselineByExactlyZero) {
   EXPECT_GT(first.precisions[2].max_abs_diff, 0.0);
   EXPECT_GT(first.precisions[2].max_abs_diff, first.precisions[3].max_abs_diff);  // bf16 has 3 fewer bits
   EXPECT_EQ(r.modules.back().path, "");                                           // the root's call finishes last
+  // An activation gradient for every distinct module output (the Sequential's and the MLP's are layers.4's),
+  // although outputs freed during the forward leave their addresses to later ones.
+  std::vector<std::string> activations;
+  for (const GradientRow& g : r.gradients) {
+    if (g.activation) activations.push_back(g.name);
+  }
+  EXPECT_EQ(activations, (std::vector<std::string>{"layers.4 output", "layers.3 output", "layers.2 output",
+                                                   "layers.1 output", "layers.0 output"}));
   EXPECT_NE(r.table().find("layers.2"), std::string::npos);
   EXPECT_NE(r.json().find("\"suggested_scale\""), std::string::npos);
 }
@@ -156,6 +164,9 @@ TEST(PrecisionReport, RunsOnTheGptWithEveryBlockInTheTable) {
     EXPECT_NE(table.find(path), std::string::npos) << path << "\n" << table;
   }
   EXPECT_GT(r.gradients.size(), model.named_parameters().size());  // activation gradients too
+  for (const GradientRow& g : r.gradients) {  // the loss (GPT's second output) is no activation: its grad is 1
+    EXPECT_FALSE(g.activation && g.unscaled.numel == 1) << g.name;
+  }
   EXPECT_TRUE(std::isfinite(r.losses[1].second));
 }
 

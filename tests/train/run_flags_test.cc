@@ -60,6 +60,8 @@ const std::map<std::string, std::string>& other_values() {
                                                                      {"metrics", "run.jsonl"},
                                                                      {"tensorboard", "runs/a"},
                                                                      {"tensorboard_histogram_every", "10"},
+                                                                     {"report", "precision"},
+                                                                     {"report_out", "out/report"},
                                                                      {"sample_chars", "0"},
                                                                      {"progress", "lines"},
                                                                      {"dist_timeout", "60"},
