@@ -16,12 +16,12 @@
 
 #include "framework/convert.h"
 #include "framework/parallel.h"
+#include "optim/norm_order.h"
 
 namespace mantissa::cpu {
 namespace {
 
 constexpr int64_t kGrain = int64_t{1} << 15;  // elements per thread worth a fork for a streaming update
-constexpr int64_t kBlock = int64_t{1} << 14;  // fixed reduction block: sums independent of thread count
 
 constexpr int64_t kCopyBlock = int64_t{1} << 13;  // 32 KiB of f32: updated values are still in L1/L2
 
@@ -194,34 +194,49 @@ void adam_step(const AdamPointers<T>& t, const AdamOptions& o, WeightDecay mode,
 }
 
 template <typename T>
-void norm_parts(const T* g, int64_t n, double* sum_squares, double* max_abs) {
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-  std::vector<double> sums(blocks), maxes(blocks);
-  parallel_for(blocks, 8, [&](int64_t b0, int64_t b1) {
+void norm_partials(const T* g, int64_t n, NormPartial what, double* partials) {
+  using norm_order::kBlock;
+  using norm_order::kBlockLanes;
+  parallel_for(norm_order::blocks(n), 8, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
-      const int64_t begin = b * kBlock, end = std::min(n, begin + kBlock);
-      double acc[8] = {}, mx = 0.0;
-      bool nan = false;
-      int64_t i = begin;
-      for (; i + 8 <= end; i += 8)  // eight running sums in a fixed order: vectorizes, stays deterministic
-        for (int j = 0; j < 8; ++j) acc[j] += double(g[i + j]) * double(g[i + j]);
-      for (; i < end; ++i) acc[0] += double(g[i]) * double(g[i]);
-      for (i = begin; i < end; ++i) {
-        const double a = std::abs(double(g[i]));
-        nan |= std::isnan(a);
-        mx = std::max(mx, a);
+      const T* x = g + b * kBlock;
+      const int64_t len = std::min(kBlock, n - b * kBlock);
+      if (what == NormPartial::kMaxAbs) {
+        double mx = 0.0;
+        bool nan = false;
+        for (int64_t i = 0; i < len; ++i) {
+          const double a = std::abs(double(x[i]));
+          nan |= std::isnan(a);
+          mx = std::max(mx, a);
+        }
+        partials[b] = nan ? NAN : mx;
+        continue;
       }
-      sums[b] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-      maxes[b] = nan ? NAN : mx;
+      // norm_order's level 1: lane j takes elements j, j + kBlockLanes, ... in turn (the inner loop runs
+      // over the lanes, so it vectorizes), then the lanes are folded.
+      double lanes[kBlockLanes] = {};
+      for (int64_t base = 0; base < len; base += kBlockLanes) {
+        const int64_t m = std::min<int64_t>(kBlockLanes, len - base);
+        for (int64_t j = 0; j < m; ++j) lanes[j] = norm_order::add_square(lanes[j], double(x[base + j]));
+      }
+      partials[b] = norm_order::fold(lanes, kBlockLanes, [](double a, double c) { return a + c; });
     }
   });
-  double total = 0.0, mx = 0.0;
-  for (int64_t b = 0; b < blocks; ++b) {
-    total += sums[b];
-    mx = std::isnan(maxes[b]) || std::isnan(mx) ? NAN : std::max(mx, maxes[b]);
+}
+
+double combine_partials(const double* partials, int64_t count, NormPartial what) {
+  if (what == NormPartial::kMaxAbs) {
+    double mx = 0.0;
+    for (int64_t p = 0; p < count; ++p) mx = norm_order::max_nan(mx, partials[p]);
+    return mx;
   }
-  *sum_squares = total;
-  *max_abs = mx;
+  using norm_order::kTotalLanes;
+  double lanes[kTotalLanes] = {};
+  for (int64_t base = 0; base < count; base += kTotalLanes) {
+    const int64_t m = std::min<int64_t>(kTotalLanes, count - base);
+    for (int64_t j = 0; j < m; ++j) lanes[j] += partials[base + j];
+  }
+  return norm_order::fold(lanes, kTotalLanes, [](double a, double c) { return a + c; });
 }
 
 template <typename T>
@@ -243,7 +258,7 @@ void clamp_abs(T* g, int64_t n, double limit) {
 #define MT_OPTIM_KERNELS(T)                                                                             \
   template void sgd_step<T>(const SgdPointers<T>&, const SGDOptions&, ScalingPointers);                 \
   template void adam_step<T>(const AdamPointers<T>&, const AdamOptions&, WeightDecay, ScalingPointers); \
-  template void norm_parts<T>(const T*, int64_t, double*, double*);                                     \
+  template void norm_partials<T>(const T*, int64_t, NormPartial, double*);                              \
   template void scale<T>(T*, int64_t, double);                                                          \
   template void clamp_abs<T>(T*, int64_t, double);
 MT_OPTIM_KERNELS(float)

@@ -56,10 +56,16 @@ struct AdamPointers {
 template <typename T>
 void adam_step(const AdamPointers<T>& t, const AdamOptions& o, WeightDecay mode, ScalingPointers s);
 
-// Sum of squares (in double) and max |g| of n values, over fixed blocks so the result does not depend
-// on the thread count. max_abs is nan when any value is nan.
+// What a partial of clip_grad_norm_ holds for its block of norm_order::kBlock values: their sum of squares
+// in f64, in optim/norm_order.h's order, or their max |g| (nan when any value is nan).
+enum class NormPartial { kSumSquares, kMaxAbs };
+// Writes the norm_order::blocks(n) partials of g's n values to partials[0], partials[1], ... The blocks are
+// fixed, so the result does not depend on the thread count.
 template <typename T>
-void norm_parts(const T* g, int64_t n, double* sum_squares, double* max_abs);
+void norm_partials(const T* g, int64_t n, NormPartial what, double* partials);
+// The sum (norm_order's level 2) or the max (nan wins) of count partials: the total sum of squares or the
+// inf norm.
+double combine_partials(const double* partials, int64_t count, NormPartial what);
 // g *= coef in T.
 template <typename T>
 void scale(T* g, int64_t n, double coef);
