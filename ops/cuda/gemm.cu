@@ -238,11 +238,11 @@ bool try_cublaslt(const GemmKey& key, const cpu::BatchedGemmArgs<T>& args, const
   if (!plan.has_algo) return false;
   if (key.epilogue == GemmEpilogue::kBias) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   const typename CudaType<T>::Scale alpha = static_cast<typename CudaType<T>::Scale>(args.gemm.alpha);
-  void* workspace = stream_workspace(device, stream, kGemmWorkspaceBytes);
+  const Workspace workspace = stream_workspace(device, stream, kGemmWorkspaceBytes);  // held until enqueued
   // cuBLAS's A is our B and its B our A (the column-major transpose, gemm_plan.h).
   const cublasStatus_t status =
       cublasLtMatmul(handle, plan.desc, &alpha, args.gemm.b, plan.a, args.gemm.a, plan.b, &beta, args.gemm.c, plan.c,
-                     args.gemm.c, plan.c, &plan.algo, workspace, kGemmWorkspaceBytes, stream);
+                     args.gemm.c, plan.c, &plan.algo, workspace.data(), kGemmWorkspaceBytes, stream);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE) {
     plan.has_algo = false;  // declined for this key: do not ask again
     return false;
@@ -259,8 +259,10 @@ void legacy_gemm(const GemmKey& key, const cpu::BatchedGemmArgs<T>& args, typena
   const ColMajorGemm& g = key.gemm;
   cublasHandle_t handle = cublas_handle(device);
   MT_CUBLAS_CHECK(cublasSetStream(handle, stream));
-  MT_CUBLAS_CHECK(
-      cublasSetWorkspace(handle, stream_workspace(device, stream, kGemmWorkspaceBytes), kGemmWorkspaceBytes));
+  // Held until the GEMM below is enqueued. The handle keeps the pointer after that, but every use of this
+  // thread's handle sets its workspace again first.
+  const Workspace workspace = stream_workspace(device, stream, kGemmWorkspaceBytes);
+  MT_CUBLAS_CHECK(cublasSetWorkspace(handle, workspace.data(), kGemmWorkspaceBytes));
   // As the cuBLASLt path: no 16-bit split-K reductions (f32 accumulation, one rounding); TF32 only
   // through the compute type.
   MT_CUBLAS_CHECK(cublasSetMathMode(

@@ -215,9 +215,9 @@ void conv2d_forward(const cpu::Conv2dGeometry& g, const T* x, const T* w, const 
   const std::shared_ptr<const ConvPlan> plan = plan_for<T>(g, ConvDirection::kForward, device, h);
   const Scale<T> one = 1, zero = 0;
   if (bias != nullptr) MT_CUDNN_CHECK(cudnnAddTensor(h, &one, plan->bias, bias, &zero, plan->y, y));
-  void* ws = stream_workspace(device, stream, plan->workspace);
+  const Workspace ws = stream_workspace(device, stream, plan->workspace);  // held until enqueued
   MT_CUDNN_CHECK(cudnnConvolutionForward(h, &one, plan->x, x, plan->w, w, plan->conv,
-                                         static_cast<cudnnConvolutionFwdAlgo_t>(plan->algo), ws, plan->workspace,
+                                         static_cast<cudnnConvolutionFwdAlgo_t>(plan->algo), ws.data(), plan->workspace,
                                          bias != nullptr ? &one : &zero, plan->y, y));
 }
 
@@ -229,9 +229,9 @@ void conv2d_backward_data(const cpu::Conv2dGeometry& g, const T* dy, const T* w,
   cudnnHandle_t h = handle_on(device, stream);
   const std::shared_ptr<const ConvPlan> plan = plan_for<T>(g, ConvDirection::kBackwardData, device, h);
   const Scale<T> one = 1, zero = 0;
-  void* ws = stream_workspace(device, stream, plan->workspace);
+  const Workspace ws = stream_workspace(device, stream, plan->workspace);  // held until enqueued
   MT_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, plan->w, w, plan->y, dy, plan->conv,
-                                              static_cast<cudnnConvolutionBwdDataAlgo_t>(plan->algo), ws,
+                                              static_cast<cudnnConvolutionBwdDataAlgo_t>(plan->algo), ws.data(),
                                               plan->workspace, &zero, plan->x, dx));
 }
 
@@ -246,9 +246,9 @@ void conv2d_backward_filter(const cpu::Conv2dGeometry& g, const T* x, const T* d
   cudnnHandle_t h = handle_on(device, stream);
   const std::shared_ptr<const ConvPlan> plan = plan_for<T>(g, ConvDirection::kBackwardFilter, device, h);
   const Scale<T> one = 1, zero = 0;
-  void* ws = stream_workspace(device, stream, plan->workspace);
+  const Workspace ws = stream_workspace(device, stream, plan->workspace);  // held until enqueued
   MT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, plan->x, x, plan->y, dy, plan->conv,
-                                                static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan->algo), ws,
+                                                static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan->algo), ws.data(),
                                                 plan->workspace, &zero, plan->w, dw));
 }
 
