@@ -110,6 +110,7 @@ std::unique_ptr<ConvPlan> build_plan(const ConvKey& key, cudnnHandle_t handle) {
   plan->x = tensor_desc(dt, g.n, g.c, g.h, g.w, g);
   plan->y = tensor_desc(dt, g.n, g.o, g.oh, g.ow, g);
   plan->bias = tensor_desc(dt, 1, g.o, 1, 1, g);
+  to_int(g.o * g.c_per_group() * g.kh * g.kw, "weight size", g);  // as tensor_desc checks x and y
   MT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&plan->w));
   MT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, dt, CUDNN_TENSOR_NCHW, to_int(g.o, "channels", g),
                                             to_int(g.c_per_group(), "channels", g), to_int(g.kh, "kernel", g),
