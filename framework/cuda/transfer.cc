@@ -103,7 +103,10 @@ void copy_between_devices(const Tensor& dst, const Tensor& src) {
   cudaEvent_t copied = nullptr;
   MT_CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
   MT_CUDA_CHECK(cudaEventRecord(copied, stream));
-  MT_CUDA_CHECK(cudaStreamWaitEvent(current_stream(src.device()), copied, 0));
+  {
+    DeviceGuard src_guard(src.device());  // with the waiting stream's device current, as the first wait has
+    MT_CUDA_CHECK(cudaStreamWaitEvent(current_stream(src.device()), copied, 0));
+  }
   MT_CUDA_CHECK(cudaEventDestroy(copied));
   // The block may belong to another stream of the source's GPU than the one that just waited (src itself,
   // allocated under another StreamGuard): the allocator then holds it until the peer copy is done too.
