@@ -52,6 +52,10 @@ Pool2dGeometry check_and_plan(const Tensor& x, const Pool2dOptions& opt, std::st
   MT_CHECK(x.dim() == 4, op, ": input must be [N, C, H, W] or [C, H, W], got ", shape_str(x.shape()));
   MT_CHECK(is_floating(x.dtype()), op, ": expected a floating input, got ", dtype_name(x.dtype()));
   kernel_for(op, kMaxPool2d, x.device());  // both pools have kernels on the same devices
+  // An empty H or W with padding would pass the size check below but leave windows of padding only, whose
+  // kernels (CPU and CUDA) would read the first element of an empty plane. PyTorch refuses these too.
+  MT_CHECK(x.size(2) > 0 && x.size(3) > 0, op, ": input ", shape_str(x.shape()),
+           " has an empty height or width. HINT: only the batch and channel dims may be 0");
   Pool2dGeometry g{.planes = x.size(0) * x.size(1), .h = x.size(2), .w = x.size(3)};
   int64_t k[2], s[2], p[2];
   for (int i = 0; i < 2; ++i) {

@@ -78,6 +78,10 @@ Tensor sign_of(const Tensor& x) { return sub(gt(x, 0.0).to(x.dtype()), lt(x, 0.0
 // keeps the shift 0, so an all -inf row gives -inf and a +inf row +inf).
 Tensor device_logsumexp(const Tensor& x, const RowPlan& p) {
   NoGradGuard no_grad;
+  // max() refuses an empty input; the CPU kernel gives -inf for an empty row (the log of an empty sum).
+  if (x.numel() == 0) {
+    return full(p.out_shape, -std::numeric_limits<double>::infinity(), {.dtype = x.dtype(), .device = x.device()});
+  }
   const Tensor r = as_rows(x, p).to(compute_dtype(x.dtype()));
   const Tensor mx = max(r, 1, KeepDim::kYes).values;
   const Tensor shift = masked_fill(mx, eq(abs(mx), std::numeric_limits<double>::infinity()), 0.0);
@@ -87,6 +91,8 @@ Tensor device_logsumexp(const Tensor& x, const RowPlan& p) {
 // The p-norm of the [m, n] rows of x on a device, as cpu::norm_rows.
 Tensor device_norm(const Tensor& x, const RowPlan& p, double pv) {
   NoGradGuard no_grad;
+  // The norm of an empty row is 0 for every p, as in the CPU kernel (max() would refuse it for p = inf).
+  if (x.numel() == 0) return zeros(p.out_shape, {.dtype = x.dtype(), .device = x.device()});
   const Tensor r = as_rows(x, p).to(compute_dtype(x.dtype()));
   Tensor n;
   if (std::isinf(pv)) {

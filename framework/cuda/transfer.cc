@@ -74,7 +74,10 @@ void copy_device_to_host(const Tensor& dst, const Tensor& src) {
 }
 
 // Different GPUs: the source, packed in the destination's dtype on its own GPU, goes over by a peer copy
-// on the destination's stream, which first waits for the source's stream.
+// on the destination's stream. The two streams are ordered both ways: the copy waits for the work queued
+// on the source's stream (what wrote the source), and the source's stream waits for the copy, so that work
+// queued there next (an in-place update of the source, a reuse of the packed block) cannot overwrite the
+// bytes while the peer copy still reads them.
 void copy_between_devices(const Tensor& dst, const Tensor& src) {
   Tensor packed = src;
   if (!(src.is_contiguous() && src.dtype() == dst.dtype())) {
@@ -94,7 +97,20 @@ void copy_between_devices(const Tensor& dst, const Tensor& src) {
   MT_CUDA_CHECK(cudaEventDestroy(ready));  // released by CUDA once the wait is done
   MT_CUDA_CHECK(cudaMemcpyPeerAsync(landing.data_ptr(), dst.device().index, packed.data_ptr(), src.device().index,
                                     byte_count(dst), stream));
-  record_stream(packed, stream);  // the source block stays until the peer copy has read it
+  // The source's stream waits for the copy. The event is created on the destination's device, where it is
+  // recorded; another device's stream may wait on it. Destroying it right after the wait is queued is
+  // safe: CUDA releases it once the recorded work is done, and the wait keeps the state it saw.
+  cudaEvent_t copied = nullptr;
+  MT_CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+  MT_CUDA_CHECK(cudaEventRecord(copied, stream));
+  {
+    DeviceGuard src_guard(src.device());  // with the waiting stream's device current, as the first wait has
+    MT_CUDA_CHECK(cudaStreamWaitEvent(current_stream(src.device()), copied, 0));
+  }
+  MT_CUDA_CHECK(cudaEventDestroy(copied));
+  // The block may belong to another stream of the source's GPU than the one that just waited (src itself,
+  // allocated under another StreamGuard): the allocator then holds it until the peer copy is done too.
+  record_stream(packed, stream);
   if (!landing.is_same(dst)) copy_same_device(dst, landing);
 }
 

@@ -1,7 +1,8 @@
 // GEMM on CUDA (ops/cuda/gemm.h). The row-major product goes to cuBLASLt as its column-major transpose
 // (ops/cuda/gemm_plan.h says how); descriptors, layouts and the heuristic's algorithm are cached per
-// thread by GemmKey. When the heuristic offers nothing for a case (or cuBLASLt declines it), the call
-// falls back to cublasGemmStridedBatchedEx with the same types. One small kernel writes
+// thread by GemmKey. When the heuristic offers nothing for a case (or cuBLASLt declines it as not
+// supported), the call falls back to cublasGemmStridedBatchedEx with the same types; any other failure is
+// raised with the call's name and the case (gemm_plan.h's LtVerdict). One small kernel writes
 // C = beta * C + bias: the k == 0 product, and the bias broadcast when the epilogue is not used.
 #include <algorithm>
 #include <cublasLt.h>
@@ -69,6 +70,17 @@ constexpr cudaDataType scale_type() {
 }
 
 cublasOperation_t op(cpu::Trans t) { return t == cpu::Trans::kYes ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+static_assert(static_cast<int>(CublasStatus::kSuccess) == CUBLAS_STATUS_SUCCESS &&
+                  static_cast<int>(CublasStatus::kInvalidValue) == CUBLAS_STATUS_INVALID_VALUE &&
+                  static_cast<int>(CublasStatus::kNotSupported) == CUBLAS_STATUS_NOT_SUPPORTED,
+              "gemm_plan.h's mirror of cublasStatus_t");
+
+// A failed cuBLAS(Lt) call on the case `key`: the call, cuBLAS's status and the case in words.
+[[noreturn]] void raise_cublas(const char* call, cublasStatus_t status, const GemmKey& key) {
+  MT_THROW("cuBLAS error: ", call, " failed: ", cublasGetStatusName(status), ": ", cublasGetStatusString(status),
+           ", for a ", describe(key));
+}
 
 // ---- the C = beta * C + bias kernel ----
 
@@ -211,12 +223,13 @@ std::unique_ptr<Plan> build_plan(const GemmKey& key, cublasLtHandle_t handle) {
   int count = 0;
   const cublasStatus_t status =
       cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result, &count);
-  if (status == CUBLAS_STATUS_SUCCESS && count > 0 && result.state == CUBLAS_STATUS_SUCCESS &&
-      result.workspaceSize <= kGemmWorkspaceBytes) {
-    plan->algo = result.algo;
-    plan->has_algo = true;
-  } else if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) {
-    MT_CUBLAS_CHECK(status);  // a real failure, not "no algorithm for this case"
+  switch (lt_heuristic_verdict(status, count, result.state, result.workspaceSize, kGemmWorkspaceBytes)) {
+    case LtVerdict::kUse:
+      plan->algo = result.algo;
+      plan->has_algo = true;
+      break;
+    case LtVerdict::kDecline: break;  // no algorithm for this case: the plain cuBLAS path takes it
+    case LtVerdict::kRaise: raise_cublas("cublasLtMatmulAlgoGetHeuristic", status, key);
   }
   return plan;
 }
@@ -238,17 +251,19 @@ bool try_cublaslt(const GemmKey& key, const cpu::BatchedGemmArgs<T>& args, const
   if (!plan.has_algo) return false;
   if (key.epilogue == GemmEpilogue::kBias) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   const typename CudaType<T>::Scale alpha = static_cast<typename CudaType<T>::Scale>(args.gemm.alpha);
-  void* workspace = stream_workspace(device, stream, kGemmWorkspaceBytes);
+  const Workspace workspace = stream_workspace(device, stream, kGemmWorkspaceBytes);  // held until enqueued
   // cuBLAS's A is our B and its B our A (the column-major transpose, gemm_plan.h).
   const cublasStatus_t status =
       cublasLtMatmul(handle, plan.desc, &alpha, args.gemm.b, plan.a, args.gemm.a, plan.b, &beta, args.gemm.c, plan.c,
-                     args.gemm.c, plan.c, &plan.algo, workspace, kGemmWorkspaceBytes, stream);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE) {
-    plan.has_algo = false;  // declined for this key: do not ask again
-    return false;
+                     args.gemm.c, plan.c, &plan.algo, workspace.data(), kGemmWorkspaceBytes, stream);
+  switch (lt_matmul_verdict(status)) {
+    case LtVerdict::kUse: return true;
+    case LtVerdict::kDecline:
+      plan.has_algo = false;  // declined for this key: do not ask again
+      return false;
+    case LtVerdict::kRaise: raise_cublas("cublasLtMatmul", status, key);
   }
-  MT_CUBLAS_CHECK(status);
-  return true;
+  return false;  // not reached
 }
 
 // cublasGemmStridedBatchedEx: the same product through cuBLAS proper, which takes any alignment.
@@ -259,17 +274,20 @@ void legacy_gemm(const GemmKey& key, const cpu::BatchedGemmArgs<T>& args, typena
   const ColMajorGemm& g = key.gemm;
   cublasHandle_t handle = cublas_handle(device);
   MT_CUBLAS_CHECK(cublasSetStream(handle, stream));
-  MT_CUBLAS_CHECK(
-      cublasSetWorkspace(handle, stream_workspace(device, stream, kGemmWorkspaceBytes), kGemmWorkspaceBytes));
+  // Held until the GEMM below is enqueued. The handle keeps the pointer after that, but every use of this
+  // thread's handle sets its workspace again first.
+  const Workspace workspace = stream_workspace(device, stream, kGemmWorkspaceBytes);
+  MT_CUBLAS_CHECK(cublasSetWorkspace(handle, workspace.data(), kGemmWorkspaceBytes));
   // As the cuBLASLt path: no 16-bit split-K reductions (f32 accumulation, one rounding); TF32 only
   // through the compute type.
   MT_CUBLAS_CHECK(cublasSetMathMode(
       handle, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
   const typename CudaType<T>::Scale alpha = static_cast<typename CudaType<T>::Scale>(args.gemm.alpha);
-  MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(handle, op(g.a.trans), op(g.b.trans), g.m, g.n, g.k, &alpha,
-                                                args.gemm.b, dt, g.a.ld, g.a.batch_stride, args.gemm.a, dt, g.b.ld,
-                                                g.b.batch_stride, &beta, args.gemm.c, dt, g.ldc, g.stride_c, g.batch,
-                                                compute_type<T>(key.math), CUBLAS_GEMM_DEFAULT));
+  const cublasStatus_t status = cublasGemmStridedBatchedEx_64(
+      handle, op(g.a.trans), op(g.b.trans), g.m, g.n, g.k, &alpha, args.gemm.b, dt, g.a.ld, g.a.batch_stride,
+      args.gemm.a, dt, g.b.ld, g.b.batch_stride, &beta, args.gemm.c, dt, g.ldc, g.stride_c, g.batch,
+      compute_type<T>(key.math), CUBLAS_GEMM_DEFAULT);
+  if (status != CUBLAS_STATUS_SUCCESS) raise_cublas("cublasGemmStridedBatchedEx_64", status, key);
   ++t_cache.stats.legacy_fallbacks;
 }
 

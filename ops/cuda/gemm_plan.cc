@@ -2,7 +2,9 @@
 #include "ops/cuda/gemm_plan.h"
 
 #include <bit>
+#include <string>
 
+#include "framework/error.h"
 #include "ops/cuda/plan_hash.h"
 
 namespace mantissa::gpu {
@@ -66,6 +68,34 @@ size_t GemmKeyHash::operator()(const GemmKey& key) const {
                                           key.align_b,
                                           key.align_c,
                                           key.align_bias}));
+}
+
+std::string describe(const GemmKey& key) {
+  const ColMajorGemm& g = key.gemm;
+  auto operand = [](const char* name, const ColMajorOperand& x, int align) {
+    return detail::cat(name, " ", x.trans == cpu::Trans::kYes ? "T " : "N ", x.rows, "x", x.cols, " ld ", x.ld,
+                       " batch stride ", x.batch_stride, " aligned ", align, " B");
+  };
+  return detail::cat(dtype_name(key.dtype), key.math == GemmMath::kTf32 ? " (tf32)" : "",
+                     " GEMM in cuBLAS's column-major terms (its A is the row-major B) m ", g.m, " n ", g.n, " k ", g.k,
+                     ", batch ", g.batch, "; ", operand("A", g.a, key.align_a), "; ", operand("B", g.b, key.align_b),
+                     "; C ld ", g.ldc, " batch stride ", g.stride_c, " aligned ", key.align_c, " B",
+                     key.epilogue == GemmEpilogue::kBias ? detail::cat("; bias epilogue aligned ", key.align_bias, " B")
+                                                         : std::string());
+}
+
+LtVerdict lt_matmul_verdict(int status) {
+  if (status == static_cast<int>(CublasStatus::kSuccess)) return LtVerdict::kUse;
+  if (status == static_cast<int>(CublasStatus::kNotSupported)) return LtVerdict::kDecline;
+  return LtVerdict::kRaise;
+}
+
+LtVerdict lt_heuristic_verdict(int status, int count, int algo_state, size_t algo_workspace, size_t workspace_limit) {
+  if (status == static_cast<int>(CublasStatus::kNotSupported)) return LtVerdict::kDecline;
+  if (status != static_cast<int>(CublasStatus::kSuccess)) return LtVerdict::kRaise;
+  const bool usable =
+      count > 0 && algo_state == static_cast<int>(CublasStatus::kSuccess) && algo_workspace <= workspace_limit;
+  return usable ? LtVerdict::kUse : LtVerdict::kDecline;
 }
 
 }  // namespace mantissa::gpu

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "framework/dtype.h"
 #include "ops/cpu/gemm.h"
@@ -63,5 +64,26 @@ struct GemmKey {
 struct GemmKeyHash {
   size_t operator()(const GemmKey& key) const;
 };
+
+// The case in words for error messages: dtype, math, cuBLAS's m, n, k, each operand's transpose, shape,
+// leading dim, batch stride and alignment, the batch and the epilogue.
+std::string describe(const GemmKey& key);
+
+// cublasStatus_t's values that decide what a cuBLASLt status means, mirrored so that host code can reason
+// about them (gemm.cu checks that they match cuBLAS's).
+enum class CublasStatus : int { kSuccess = 0, kInvalidValue = 7, kNotSupported = 15 };
+
+// What to do after a cuBLASLt call: use its result (or its algorithm); decline the case, so that the
+// plain cuBLAS GEMM takes it and cuBLASLt is not asked again for the key; or raise the status as an error.
+enum class LtVerdict : uint8_t { kUse, kDecline, kRaise };
+
+// cublasLtMatmul's status: only NOT_SUPPORTED declines. Any other failure (INVALID_VALUE included: the
+// heuristic's algorithm was picked for exactly these layouts and alignments, so it means an argument bug)
+// is raised, not hidden behind the slower path.
+LtVerdict lt_matmul_verdict(int status);
+
+// cublasLtMatmulAlgoGetHeuristic's outcome: an algorithm (count > 0, its state SUCCESS, its workspace within
+// `workspace_limit`) is used; no algorithm, or NOT_SUPPORTED, declines; any other status is raised.
+LtVerdict lt_heuristic_verdict(int status, int count, int algo_state, size_t algo_workspace, size_t workspace_limit);
 
 }  // namespace mantissa::gpu

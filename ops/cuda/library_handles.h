@@ -8,6 +8,8 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include "ops/cuda/workspace_cache.h"
+
 namespace mantissa::gpu {
 
 // This thread's handle for GPU `device`, created on first use. Handles are never destroyed: when a
@@ -18,10 +20,12 @@ cublasLtHandle_t cublaslt_handle(int device);
 cublasHandle_t cublas_handle(int device);
 cudnnHandle_t cudnn_handle(int device);
 
-// Scratch memory for library calls queued on `stream` of `device`: at least `bytes`, valid until the
-// next call for the same stream. Work on one stream runs in order, so every call on it may reuse the
-// one buffer. It comes from the caching allocator, is kept, and grows (rarely) without a sync.
-void* stream_workspace(int device, cudaStream_t stream, size_t bytes);
+// Scratch memory for library calls queued on `stream` of `device`: at least `bytes`. Work on one stream
+// runs in order, so every call on it may reuse the one buffer. It comes from the caching allocator, is
+// kept, and grows (rarely) without a sync. Hold the Workspace until the call that uses it is enqueued:
+// another thread may grow the buffer meanwhile, and the old block must not be handed out for other work
+// before this call is queued (ops/cuda/workspace_cache.h).
+Workspace stream_workspace(int device, cudaStream_t stream, size_t bytes);
 
 // cuBLASLt's workspace: 32 MiB lets it pick split-K and stream-K kernels on H100 (NVIDIA's guidance
 // for Hopper is 32 MiB).

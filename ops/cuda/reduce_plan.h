@@ -43,6 +43,9 @@ inline constexpr int64_t kRowsMinLength = 16;   // shorter reduced rows go to th
 inline int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Enough warps (rows) or threads (columns) to keep `sm_count` SMs busy: about 32 warps per SM.
+// Every input gives a launchable geometry: an empty reduction (n_red == 0, e.g. x [4, 0] summed over dim
+// 1) is one slice of chunk 1 in which each output adds nothing, so the kernels write 0 * scale, the
+// CPU's value (0 for sum, NaN for mean: scale is then 1/0); no outputs (n_out == 0) still give one block.
 inline ReduceGeometry plan_reduce_geometry(int64_t n_out, int64_t n_red, bool rows, int sm_count) {
   ReduceGeometry g;
   // A warp per output would idle most lanes on very short rows (e.g. [N, 3] summed over the 3): a thread
@@ -54,11 +57,11 @@ inline ReduceGeometry plan_reduce_geometry(int64_t n_out, int64_t n_red, bool ro
     if (n_out < target_warps && n_red > 2 * kRowChunkMin) {
       g.splits = std::min<int64_t>({div_up(target_warps, n_out), div_up(n_red, kRowChunkMin), kMaxSplits});
     }
-    g.chunk = div_up(n_red, g.splits);
-    g.splits = div_up(n_red, g.chunk);  // no empty slice
+    g.chunk = std::max<int64_t>(div_up(n_red, g.splits), 1);
+    g.splits = std::max<int64_t>(div_up(n_red, g.chunk), 1);  // no empty slice, but at least one
     const int64_t warps = n_out * g.splits;
     g.threads = 256;
-    g.blocks_x = static_cast<unsigned>(std::min<int64_t>(div_up(warps, 8), kMaxBlocks));
+    g.blocks_x = static_cast<unsigned>(std::clamp<int64_t>(div_up(warps, 8), 1, kMaxBlocks));
     g.blocks_y = 1;
   } else {
     g.mode = ReduceMode::kColumns;
@@ -66,10 +69,10 @@ inline ReduceGeometry plan_reduce_geometry(int64_t n_out, int64_t n_red, bool ro
     if (n_out < target_threads && n_red > 2 * kColumnChunkMin) {
       g.splits = std::min<int64_t>({div_up(target_threads, n_out), div_up(n_red, kColumnChunkMin), kMaxSplits});
     }
-    g.chunk = div_up(n_red, g.splits);
-    g.splits = div_up(n_red, g.chunk);
+    g.chunk = std::max<int64_t>(div_up(n_red, g.splits), 1);  // n_red == 0 would divide by a zero chunk
+    g.splits = std::max<int64_t>(div_up(n_red, g.chunk), 1);
     g.threads = 256;
-    g.blocks_x = static_cast<unsigned>(std::min<int64_t>(div_up(n_out, 256), kMaxBlocks));
+    g.blocks_x = static_cast<unsigned>(std::clamp<int64_t>(div_up(n_out, 256), 1, kMaxBlocks));
     g.blocks_y = static_cast<unsigned>(g.splits);  // <= kMaxSplits, within gridDim.y's 65535
   }
   return g;

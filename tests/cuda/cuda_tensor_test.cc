@@ -198,6 +198,26 @@ TEST(CudaTensor, FillAndAccumulateMatchTheCpu) {
   }
 }
 
+TEST(CudaTensor, PeerCopyIsOrderedWithBothStreams) {
+  if (cuda_device_count() < 2) {
+    GTEST_SKIP() << "needs two CUDA devices, " << cuda_device_count() << " present";
+  }
+  // 64 MiB, so that the peer copy is still running when the next work reaches GPU 0's stream: an in-place
+  // write to the source queued right after the copy must not change what arrives on GPU 1.
+  const Tensor cpu = sample({16 << 20}, DType::kF32);
+  const Tensor src = cpu.to(cuda(0));
+  const Tensor dst = src.to(cuda(1));
+  fill_(src, -3.0);
+  expect_same_bits(dst.to(kCPU), cpu, "peer copy, then an in-place write of the source");
+  // The packed path (a cast and a strided view), whose temporary block is freed at once and reused.
+  const Tensor view = cpu.reshape({4096, 4096}).t();
+  const Tensor src16 = cpu.reshape({4096, 4096}).to(cuda(0)).t();
+  Tensor dst16 = empty({4096, 4096}, {.dtype = DType::kBF16, .device = cuda(1)});
+  copy_(dst16, src16);
+  const Tensor scribble = full({16 << 19}, -5.0, {.device = cuda(0)});  // may reuse the packed block
+  expect_same_bits(dst16.to(kCPU), view.to(DType::kBF16), "peer copy of a cast, strided view");
+}
+
 TEST(CudaTensor, SteadyStateLoopMakesNoCudaMalloc) {
   SKIP_WITHOUT_CUDA();
   auto step = [] {

@@ -199,6 +199,54 @@ TEST(GemmPlan, KeyHashSpreadsShapes) {
   EXPECT_EQ(static_cast<int64_t>(hashes.size()), count);
 }
 
+// cuBLASLt falls back to plain cuBLAS only for what it does not support; an invalid value (an argument
+// bug: the algorithm was chosen for exactly these layouts) and every other failure are raised.
+TEST(GemmPlan, CublasLtDeclinesOnlyWhatItDoesNotSupport) {
+  using gpu::LtVerdict;
+  constexpr int kOk = static_cast<int>(gpu::CublasStatus::kSuccess);
+  constexpr int kInvalid = static_cast<int>(gpu::CublasStatus::kInvalidValue);
+  constexpr int kUnsupported = static_cast<int>(gpu::CublasStatus::kNotSupported);
+  constexpr int kAllocFailed = 3, kExecutionFailed = 13, kInternalError = 14;  // cublas_api.h's values
+  EXPECT_EQ(gpu::lt_matmul_verdict(kOk), LtVerdict::kUse);
+  EXPECT_EQ(gpu::lt_matmul_verdict(kUnsupported), LtVerdict::kDecline);
+  for (int status : {kInvalid, kAllocFailed, kExecutionFailed, kInternalError}) {
+    EXPECT_EQ(gpu::lt_matmul_verdict(status), LtVerdict::kRaise) << "status " << status;
+  }
+  constexpr size_t kLimit = size_t{32} << 20;
+  EXPECT_EQ(gpu::lt_heuristic_verdict(kOk, 1, kOk, kLimit, kLimit), LtVerdict::kUse);
+  EXPECT_EQ(gpu::lt_heuristic_verdict(kOk, 0, kOk, 0, kLimit), LtVerdict::kDecline);  // no algorithm
+  EXPECT_EQ(gpu::lt_heuristic_verdict(kOk, 1, kUnsupported, 0, kLimit), LtVerdict::kDecline);
+  EXPECT_EQ(gpu::lt_heuristic_verdict(kOk, 1, kOk, kLimit + 1, kLimit), LtVerdict::kDecline);
+  EXPECT_EQ(gpu::lt_heuristic_verdict(kUnsupported, 0, kOk, 0, kLimit), LtVerdict::kDecline);
+  EXPECT_EQ(gpu::lt_heuristic_verdict(kInvalid, 0, kOk, 0, kLimit), LtVerdict::kRaise);
+  EXPECT_EQ(gpu::lt_heuristic_verdict(kInternalError, 1, kOk, 0, kLimit), LtVerdict::kRaise);
+}
+
+// The error message names the case: dtype, cuBLAS's m, n, k, every operand's layout and alignment.
+TEST(GemmPlan, DescribeNamesTheCase) {
+  gpu::GemmKey key = sample_key();
+  key.gemm = gpu::to_column_major({.trans_a = Trans::kYes,
+                                   .m = 64,
+                                   .n = 48,
+                                   .k = 32,
+                                   .lda = 64,
+                                   .ldb = 48,
+                                   .ldc = 48,
+                                   .batch = 3,
+                                   .stride_a = 2048,
+                                   .stride_b = 1536,
+                                   .stride_c = 3072});
+  key.align_b = 2;
+  key.epilogue = gpu::GemmEpilogue::kBias;
+  key.align_bias = 16;
+  const std::string d = gpu::describe(key);
+  for (const char* part :
+       {"bf16", "m 48 n 64 k 32", "batch 3", "A N 48x32 ld 48 batch stride 1536 aligned 256 B",
+        "B T 64x32 ld 64 batch stride 2048 aligned 2 B", "C ld 48 batch stride 3072", "bias epilogue aligned 16 B"}) {
+    EXPECT_NE(d.find(part), std::string::npos) << "'" << part << "' missing from: " << d;
+  }
+}
+
 // Restores the TF32 switch when a test ends.
 class Tf32Scope {
  public:

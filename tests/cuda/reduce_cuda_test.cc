@@ -71,6 +71,36 @@ TEST(CudaReduce, SumBackwardExpandsTheGradient) {
   EXPECT_TRUE(within_ulps(x.grad(), xd.grad(), 0));
 }
 
+TEST(CudaReduce, EmptyAndSizeOneDimsMatchCpu) {
+  MT_REQUIRE_CUDA();
+  // A zero-length reduced dim with outputs left ([4, 0] over dim 1) crashed the host planning before.
+  // Sums of nothing are 0 and means NaN (0 * 1/0) on both sides; a size-1 dim is the input times 1: exact.
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+    const Tensor e = zeros({4, 0}, {.dtype = dt});
+    const Tensor ed = on_cuda(e);
+    for (KeepDim k : {KeepDim::kNo, KeepDim::kYes}) {
+      EXPECT_TRUE(within_ulps(sum(e, {1}, k), sum(ed, {1}, k), 0)) << dtype_name(dt);
+      EXPECT_TRUE(within_ulps(mean(e, {1}, k), mean(ed, {1}, k), 0)) << dtype_name(dt);
+      EXPECT_TRUE(within_ulps(sum(e, {0}, k), sum(ed, {0}, k), 0)) << dtype_name(dt);  // no outputs
+    }
+    EXPECT_TRUE(within_ulps(sum(e), sum(ed), 0)) << dtype_name(dt);
+    EXPECT_TRUE(within_ulps(mean(e), mean(ed), 0)) << dtype_name(dt);
+    // The composed device paths: logsumexp of nothing is -inf, every norm of nothing 0, as the CPU kernels.
+    EXPECT_TRUE(within_ulps(logsumexp(e, {1}), logsumexp(ed, {1}), 0)) << dtype_name(dt);
+    for (double p : {1.0, 2.0, 3.0, std::numeric_limits<double>::infinity()}) {
+      EXPECT_TRUE(within_ulps(norm(e, {.p = p, .dims = {1}}), norm(ed, {.p = p, .dims = {1}}), 0))
+          << dtype_name(dt) << " p " << p;
+    }
+    // max refuses an empty input on both devices alike.
+    EXPECT_THROW(max(e, 1), Error);
+    EXPECT_THROW(max(ed, 1), Error);
+    const Tensor one = random_tensor({5, 1, 3}, dt, 209);
+    const Tensor oned = on_cuda(one);
+    EXPECT_TRUE(within_ulps(sum(one, {1}), sum(oned, {1}), 0)) << dtype_name(dt);
+    EXPECT_TRUE(within_ulps(mean(one, {1}), mean(oned, {1}), 0)) << dtype_name(dt);
+  }
+}
+
 TEST(CudaReduce, MaxAndArgmaxMatchCpuExactly) {
   MT_REQUIRE_CUDA();
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {

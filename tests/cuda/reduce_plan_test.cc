@@ -9,8 +9,12 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "ops/cuda/elementwise_plan.h"
+#include "ops/reduce.h"
 #include "tests/cuda/cuda_compare.h"
 
 namespace mantissa {
@@ -77,6 +81,80 @@ TEST(CudaReducePlan, GeometrySplitsOnlyWhenOutputsAreFew) {
   // Short reductions never split.
   EXPECT_EQ(gpu::plan_reduce_geometry(1, 100, true, kSms).splits, 1);
   EXPECT_EQ(gpu::plan_reduce_geometry(1, 100, false, kSms).splits, 1);
+}
+
+// The reduced elements that the kernels of reduce.cu visit for output o under geometry g, walking their
+// slice loops on the host: rows mode, warp w = o * splits + s with lanes at r0 + lane, r0 + lane + 32, ...;
+// columns mode, block row s walking [s * chunk, min(n_red, s * chunk + chunk)). Each visit counts once.
+std::vector<int> visits_of_output(const gpu::ReduceGeometry& g, int64_t n_red) {
+  std::vector<int> seen(static_cast<size_t>(n_red), 0);
+  for (int64_t s = 0; s < g.splits; ++s) {
+    const int64_t r0 = s * g.chunk, r1 = std::min(n_red, r0 + g.chunk);
+    const int64_t lanes = g.mode == gpu::ReduceMode::kRows ? 32 : 1;
+    for (int64_t lane = 0; lane < lanes; ++lane) {
+      for (int64_t r = r0 + lane; r < r1; r += lanes) ++seen[static_cast<size_t>(r)];
+    }
+  }
+  return seen;
+}
+
+TEST(CudaReducePlan, EmptyAndSizeOneDimsGiveALaunchableGeometry) {
+  // A zero-length reduced dim with outputs left (x [4, 0] summed over dim 1) used to divide by a zero
+  // chunk here. Every case must give a valid launch (grid dims >= 1, gridDim.y <= 65535) whose slices
+  // visit each reduced element of an output exactly once, and none when there are none.
+  const std::vector<std::pair<int64_t, int64_t>> cases = {
+      {4, 0}, {1, 0}, {0, 0}, {0, 5}, {1 << 20, 0}, {4, 1}, {1, 1}, {1 << 20, 1}, {1, 17}, {3, 5000}, {1, 10'000'000}};
+  for (const auto& [n_out, n_red] : cases) {
+    for (bool rows : {true, false}) {
+      for (int sms : {0, 1, 132}) {
+        const gpu::ReduceGeometry g = gpu::plan_reduce_geometry(n_out, n_red, rows, sms);
+        const std::string where = "n_out " + std::to_string(n_out) + " n_red " + std::to_string(n_red) + " rows " +
+                                  std::to_string(rows) + " sms " + std::to_string(sms);
+        EXPECT_GE(g.chunk, 1) << where;
+        EXPECT_GE(g.splits, 1) << where;
+        EXPECT_LE(g.splits, gpu::kMaxSplits) << where;
+        EXPECT_GE(g.blocks_x, 1u) << where;
+        EXPECT_LE(static_cast<int64_t>(g.blocks_x), gpu::kMaxBlocks) << where;
+        EXPECT_GE(g.blocks_y, 1u) << where;
+        EXPECT_LE(g.blocks_y, 65535u) << where;
+        if (n_red < gpu::kRowsMinLength) {
+          EXPECT_EQ(g.mode, gpu::ReduceMode::kColumns) << where;
+        }
+        if (g.mode == gpu::ReduceMode::kColumns) {
+          EXPECT_EQ(g.blocks_y, static_cast<unsigned>(g.splits)) << where;
+        }
+        if (n_red <= 1) {
+          EXPECT_EQ(g.splits, 1) << where;
+        }
+        if (n_red > 100'000) continue;  // the visit count below walks every element
+        const std::vector<int> seen = visits_of_output(g, n_red);
+        EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; })) << where;
+      }
+    }
+  }
+}
+
+TEST(CudaReducePlan, EmptyReducedDimPlansEveryOutput) {
+  // x [4, 0] over dim 1 and x [4, 1] over dim 1: four outputs with zero and one reduced elements. The
+  // kernels then write scale * (the empty or one-term sum); for the empty one that is the CPU's answer,
+  // checked here: 0 for sum and NaN for mean (0 * (1/0)). CudaReduce.EmptyAndSizeOneDimsMatchCpu checks
+  // the device's on a GPU.
+  for (int64_t n : {0, 1}) {
+    const Tensor x = zeros({4, n});
+    const auto l = gpu::plan_reduce({4}, {x.stride(0)}, {n}, {x.stride(1)});
+    ASSERT_TRUE(l.has_value());
+    EXPECT_EQ(l->n_out, 4);
+    EXPECT_EQ(l->n_red, n);
+    const gpu::ReduceGeometry g = gpu::plan_reduce_geometry(l->n_out, l->n_red, l->rows(), 132);
+    EXPECT_EQ(g.splits, 1);
+    EXPECT_EQ(static_cast<int64_t>(visits_of_output(g, n).size()), n);
+  }
+  const Tensor s = sum(zeros({4, 0}), {1}), m = mean(zeros({4, 0}), {1});
+  ASSERT_EQ(s.numel(), 4);
+  for (int64_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(s.data<float>()[i], 0.0f);
+    EXPECT_TRUE(std::isnan(m.data<float>()[i]));
+  }
 }
 
 // The CPU's scan: first NaN, else first maximum.

@@ -222,6 +222,22 @@ TEST(Pool2d, ErrorsNameTheProblem) {
   expect_error([&] { avg_pool2d(x, {.stride = {-1, 1}}); }, "stride must be positive");
   expect_error([&] { max_pool2d(zeros({4, 4}), {}); }, "input must be [N, C, H, W] or [C, H, W], got [4, 4]");
   expect_error([&] { avg_pool2d(x.to(kInt32), {}); }, "avg_pool2d: expected a floating input, got i32");
+  // An empty plane with padding: every window would be padding only (this read out of bounds before).
+  for (const Shape& shape : {Shape{1, 1, 0, 4}, Shape{1, 1, 4, 0}}) {
+    expect_error(
+        [&] {
+          max_pool2d(zeros(shape), {.kernel_size = {2, 2}, .padding = {1, 1}});
+        },
+        "has an empty height or width");
+    expect_error(
+        [&] {
+          avg_pool2d(zeros(shape), {.kernel_size = {2, 2}, .padding = {1, 1}});
+        },
+        "has an empty height or width");
+  }
+  // An empty batch or channel dim is fine: no windows at all.
+  EXPECT_EQ(max_pool2d(zeros({0, 2, 4, 4}), {}).shape(), (Shape{0, 2, 2, 2}));
+  EXPECT_EQ(avg_pool2d(zeros({1, 0, 4, 4}), {}).shape(), (Shape{1, 0, 2, 2}));
 }
 
 TEST(Pool2d, UnbatchedInput) {

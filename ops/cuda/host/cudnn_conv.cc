@@ -110,6 +110,7 @@ std::unique_ptr<ConvPlan> build_plan(const ConvKey& key, cudnnHandle_t handle) {
   plan->x = tensor_desc(dt, g.n, g.c, g.h, g.w, g);
   plan->y = tensor_desc(dt, g.n, g.o, g.oh, g.ow, g);
   plan->bias = tensor_desc(dt, 1, g.o, 1, 1, g);
+  to_int(g.o * g.c_per_group() * g.kh * g.kw, "weight size", g);  // as tensor_desc checks x and y
   MT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&plan->w));
   MT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, dt, CUDNN_TENSOR_NCHW, to_int(g.o, "channels", g),
                                             to_int(g.c_per_group(), "channels", g), to_int(g.kh, "kernel", g),
@@ -215,9 +216,9 @@ void conv2d_forward(const cpu::Conv2dGeometry& g, const T* x, const T* w, const 
   const std::shared_ptr<const ConvPlan> plan = plan_for<T>(g, ConvDirection::kForward, device, h);
   const Scale<T> one = 1, zero = 0;
   if (bias != nullptr) MT_CUDNN_CHECK(cudnnAddTensor(h, &one, plan->bias, bias, &zero, plan->y, y));
-  void* ws = stream_workspace(device, stream, plan->workspace);
+  const Workspace ws = stream_workspace(device, stream, plan->workspace);  // held until enqueued
   MT_CUDNN_CHECK(cudnnConvolutionForward(h, &one, plan->x, x, plan->w, w, plan->conv,
-                                         static_cast<cudnnConvolutionFwdAlgo_t>(plan->algo), ws, plan->workspace,
+                                         static_cast<cudnnConvolutionFwdAlgo_t>(plan->algo), ws.data(), plan->workspace,
                                          bias != nullptr ? &one : &zero, plan->y, y));
 }
 
@@ -229,9 +230,9 @@ void conv2d_backward_data(const cpu::Conv2dGeometry& g, const T* dy, const T* w,
   cudnnHandle_t h = handle_on(device, stream);
   const std::shared_ptr<const ConvPlan> plan = plan_for<T>(g, ConvDirection::kBackwardData, device, h);
   const Scale<T> one = 1, zero = 0;
-  void* ws = stream_workspace(device, stream, plan->workspace);
+  const Workspace ws = stream_workspace(device, stream, plan->workspace);  // held until enqueued
   MT_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, plan->w, w, plan->y, dy, plan->conv,
-                                              static_cast<cudnnConvolutionBwdDataAlgo_t>(plan->algo), ws,
+                                              static_cast<cudnnConvolutionBwdDataAlgo_t>(plan->algo), ws.data(),
                                               plan->workspace, &zero, plan->x, dx));
 }
 
@@ -246,9 +247,9 @@ void conv2d_backward_filter(const cpu::Conv2dGeometry& g, const T* x, const T* d
   cudnnHandle_t h = handle_on(device, stream);
   const std::shared_ptr<const ConvPlan> plan = plan_for<T>(g, ConvDirection::kBackwardFilter, device, h);
   const Scale<T> one = 1, zero = 0;
-  void* ws = stream_workspace(device, stream, plan->workspace);
+  const Workspace ws = stream_workspace(device, stream, plan->workspace);  // held until enqueued
   MT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, plan->x, x, plan->y, dy, plan->conv,
-                                                static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan->algo), ws,
+                                                static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan->algo), ws.data(),
                                                 plan->workspace, &zero, plan->w, dw));
 }
 

@@ -1,9 +1,8 @@
 // Library handles per thread and device, and per-stream workspaces (ops/cuda/library_handles.h).
 #include "ops/cuda/library_handles.h"
 
-#include <algorithm>
 #include <array>
-#include <map>
+#include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -78,22 +77,19 @@ cublasLtHandle_t cublaslt_handle(int device) { return thread_handle<cublasLtHand
 cublasHandle_t cublas_handle(int device) { return thread_handle<cublasHandle_t, create_cublas>(device); }
 cudnnHandle_t cudnn_handle(int device) { return thread_handle<cudnnHandle_t, create_cudnn>(device); }
 
-void* stream_workspace(int device, cudaStream_t stream, size_t bytes) {
-  static std::mutex* const mu = new std::mutex;
-  // One f32 tensor per (device, stream), leaked as the handles; it comes from the caching allocator.
-  static auto* const buffers = new std::map<std::pair<int, cudaStream_t>, Tensor>;
-  std::lock_guard<std::mutex> lock(*mu);
-  Tensor& buf = (*buffers)[{device, stream}];
-  if (!buf.defined() || buf.nbytes() < bytes) {
-    // Allocated with `stream` current, so the block belongs to it: when a larger one replaces it, the old
-    // block is reused only by later work on this stream, which runs after the calls that used it (no sync).
-    StreamGuard guard(device, stream);
-    constexpr size_t kGranule = size_t{1} << 20;
-    const size_t rounded = (std::max(bytes, kGemmWorkspaceBytes) + kGranule - 1) / kGranule * kGranule;
-    buf = Tensor();
-    buf = empty({static_cast<int64_t>(rounded / sizeof(float))}, {.dtype = DType::kF32, .device = cuda(device)});
-  }
-  return buf.data_ptr();
+Workspace stream_workspace(int device, cudaStream_t stream, size_t bytes) {
+  // Leaked as the handles: library calls may run during static destruction.
+  static auto* const cache = new WorkspaceCache(
+      [](int d, StreamId s, size_t n) {
+        // Allocated with `stream` current, so the block belongs to it: released, it is reused only by later
+        // work on this stream, which runs after every call that used it (no sync).
+        StreamGuard guard(d, reinterpret_cast<cudaStream_t>(s));
+        Tensor block = empty({static_cast<int64_t>(n / sizeof(float))}, {.dtype = DType::kF32, .device = cuda(d)});
+        void* data = block.data_ptr();
+        return std::shared_ptr<void>(data, [block](void*) mutable { block = Tensor(); });
+      },
+      kGemmWorkspaceBytes, size_t{1} << 20);
+  return cache->get(device, reinterpret_cast<StreamId>(stream), bytes);
 }
 
 }  // namespace mantissa::gpu

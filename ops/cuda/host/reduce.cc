@@ -34,6 +34,8 @@ gpu::ReduceLayout cuda_layout(const Tensor& x, const cpu::ReducePlan& p, Tensor&
 Tensor cuda_sum(const Tensor& x, const cpu::ReducePlan& p, double scale) {
   Tensor out = empty(p.out_shape, {.dtype = x.dtype(), .device = x.device()});
   if (out.numel() == 0) return out;
+  // An empty reduced part (x [4, 0] summed over dim 1) goes through the kernels too: its geometry is one
+  // slice that adds nothing, so each output is 0 * scale as on the CPU (0 for sum, NaN for mean).
   Tensor xs;
   const gpu::ReduceLayout l = cuda_layout(x, p, xs);
   gpu::DeviceGuard guard(x.device());
