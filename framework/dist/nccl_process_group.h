@@ -14,8 +14,17 @@ namespace mantissa {
 // the backward pass). The CUDA meaning of Work applies: wait() does not block the host; it orders the
 // current stream after the collective, so every kernel launched afterwards sees the result (PyTorch's
 // semantics). is_completed() asks the GPU without blocking. barrier() blocks the host until every rank has
-// reached it and all collectives before it are done; it, like all waits the host makes, honours
-// options.timeout: past it the communicator is aborted and mantissa::Error names the collective.
+// reached it and all collectives before it are done.
+//
+// options.timeout covers every collective, whether or not the host ever waits for it: a watchdog thread
+// polls each one's completion event and ncclCommGetAsyncError, and when a collective has run longer than
+// the timeout (counted from its launch, or from the completion of the collective before it, as they run
+// in order) or NCCL reports an error, it aborts the communicator. Kernels stuck on a dead peer then return,
+// so a host read blocked behind them (loss.item(), a copy to the CPU) comes back, with values not to be
+// trusted. From then on every call on the group, and wait()/is_completed() of a collective that had not
+// completed, throws mantissa::Error at once with the reason: the collective and its sequence number (the
+// same on every rank), the tensor's dtype, shape and bytes, the rank, the elapsed time and NCCL's error.
+// The reason is also printed to stderr when the abort happens. See framework/dist/README.md.
 // Tensors must be contiguous and on `device`; f32, f64, f16, bf16 and i64. 16-bit all-reduces sum in f32
 // (a staging copy) and round once, the contract of the MPI backend.
 //

@@ -24,7 +24,10 @@ enum class CollectiveCheck { kOff, kShapes };
 struct ProcessGroupOptions {
   // A collective that has not completed after this long throws mantissa::Error (a rank died without the
   // launcher noticing, or the ranks called collectives in different orders). The group is then broken:
-  // every later call throws. PyTorch's default is 30 minutes too.
+  // every later call throws. PyTorch's default is 30 minutes too. MPI counts it in each host wait (wait(),
+  // the blocking collectives, barrier()). NCCL counts it for every collective from the moment it can run (its
+  // launch or the end of the one before it), checked by a watchdog thread that aborts the communicator even
+  // while the host is blocked elsewhere; the error is thrown by the next call on the group or its works.
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
   CollectiveCheck check = CollectiveCheck::kOff;
 };

@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
 #include "framework/cuda/device.h"
 #include "framework/error.h"
 #include "framework/random.h"
@@ -81,6 +85,42 @@ TEST_F(NcclWorldOfOne, BroadcastAllGatherBarrier) {
   EXPECT_EQ(gathered.shape(), (Shape{1, 3, 4}));
   EXPECT_EQ(gathered.data<float>()[11], 11.0f);
   nccl_->barrier();
+}
+
+// The watchdog (tests/dist/nccl_watchdog_test.cc drives its failures with a fake) must not fire on healthy
+// work: a queue of collectives under a short timeout, each one well within it, then a barrier that waits
+// for them on the host. The time printed says whether the queue as a whole outlasted the timeout.
+TEST_F(NcclWorldOfOne, HealthyCollectivesRaiseNoTimeout) {
+  Tensor dev = full({1 << 22}, 2.0, {.device = cuda(0)});
+  nccl_->all_reduce(dev, ReduceOp::kSum);  // loads NCCL's kernels (CUDA loads modules lazily) outside the clock
+  nccl_->barrier();
+  auto group = make_nccl_process_group(*local_, cuda(0), {.timeout = std::chrono::milliseconds(100)});
+  std::vector<std::unique_ptr<Work>> works;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 200; ++i) {
+    works.push_back(group->all_reduce_async(dev, ReduceOp::kSum));
+    group->broadcast(dev, 0);
+  }
+  group->barrier();
+  const auto took = std::chrono::steady_clock::now() - start;
+  for (auto& w : works) {
+    EXPECT_TRUE(w->is_completed());
+    w->wait();
+  }
+  EXPECT_EQ(dev.to(kCPU).data<float>()[(1 << 22) - 1], 2.0f);
+  std::printf("400 collectives of 16 MiB and a barrier: %.1f ms (timeout 100 ms each)\n",
+              std::chrono::duration<double, std::milli>(took).count());
+}
+
+// A group destroyed with collectives in flight lets them finish (the watchdog drains them with the
+// timeout) before it destroys the communicator; the works it handed out stay usable.
+TEST_F(NcclWorldOfOne, WorksOutliveTheirGroup) {
+  Tensor dev = full({1 << 20}, 5.0, {.device = cuda(0)});
+  std::vector<std::unique_ptr<Work>> works;
+  for (int i = 0; i < 8; ++i) works.push_back(nccl_->all_reduce_async(dev, ReduceOp::kMax));
+  nccl_.reset();
+  for (auto& w : works) w->wait();
+  EXPECT_EQ(dev.to(kCPU).data<float>()[7], 5.0f);
 }
 
 TEST_F(NcclWorldOfOne, ErrorsNameTheTensor) {
