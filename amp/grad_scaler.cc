@@ -86,6 +86,20 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options) {
 
 double GradScaler::get_scale() const { return is_enabled() ? scale_.item() : 1.0; }
 
+const Tensor& GradScaler::scale_tensor() const {
+  MT_CHECK(is_enabled(), "GradScaler.scale_tensor: the scaler is disabled (it has no scale tensor)");
+  return scale_;
+}
+
+Tensor GradScaler::found_inf(const Optimizer& optimizer) const {
+  MT_CHECK(is_enabled(), "GradScaler.found_inf: the scaler is disabled (it checks nothing)");
+  const auto it = per_optimizer_.find(&optimizer);
+  MT_CHECK(it != per_optimizer_.end() && it->second.found_inf.defined(), "GradScaler.found_inf: no inf check of this ",
+           optimizer.type_name(), " optimizer was recorded since the last update(). HINT: ask after step() (or ",
+           "enqueue_step) and before update()");
+  return it->second.found_inf;
+}
+
 void GradScaler::set_scale(double scale) {
   if (on_device()) return set_scale_cuda(scale);
   fill_(scale_, scale);
@@ -351,7 +365,7 @@ void GradScaler::load_state_dict(const GradScalerState& state) {
   stats_.last_overflow_step = static_cast<int64_t>(get("_last_overflow_step", -1));
   stats_.consecutive_skips = consecutive_overflows_;
   stats_.history = {{stats_.steps, scale_.item()}};
-  if (on_device()) counters_to_device();
+  if (on_device()) counters_to_device(o.init_scale);
   per_optimizer_.clear();
 }
 

@@ -119,6 +119,12 @@ class GradScaler {
 
   // 1.0 when disabled.
   double get_scale() const;
+  // For a loop that reads nothing on the host per iteration (the Trainer on a GPU), two values as tensors on
+  // the scaler's device, to copy to the host later: the scale in use (the f32 scalar itself, which update()
+  // changes: copy it first), and whether this iteration's inf check of `optimizer` found an inf or nan (f32
+  // 0 or 1; between step/enqueue_step and update(), the flag the step obeyed). Enabled scalers only.
+  const Tensor& scale_tensor() const;
+  Tensor found_inf(const Optimizer& optimizer) const;
   int64_t growth_tracker() const;
   double growth_factor() const { return options_.growth_factor; }
   double backoff_factor() const { return options_.backoff_factor; }
@@ -166,10 +172,10 @@ class GradScaler {
   // `into` (its history untouched): one mapping for the host update, the device upload and the device read.
   void pack_counters(int64_t* c) const;
   static void unpack_counters(const int64_t* c, Counters& into);
-  void counters_to_device();
-  Tensor inv_scale_dev_;  // f32 scalar, float(1 / double(scale)), kept by the update kernel
-  Tensor counters_dev_;   // i64 [update_math::kNumLossScaleCounters]
-  Tensor one_dev_;        // f32 scalar 1: the fused step's inv_scale after an explicit unscale_
+  void counters_to_device(double scale);  // and inv_scale from `scale`, the scale as the host knows it
+  Tensor inv_scale_dev_;                  // f32 scalar, float(1 / double(scale)), kept by the update kernel
+  Tensor counters_dev_;                   // i64 [update_math::kNumLossScaleCounters]
+  Tensor one_dev_;                        // f32 scalar 1: the fused step's inv_scale after an explicit unscale_
   std::map<const Optimizer*, Tensor> found_inf_dev_;  // per-optimizer flags, zeroed and reused each iteration
 
   GradScalerOptions options_;

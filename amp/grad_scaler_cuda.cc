@@ -49,21 +49,24 @@ bool GradScaler::cuda_grads(const Optimizer& optimizer) {
 
 void GradScaler::to_device(Device device) {
 #ifdef MANTISSA_WITH_CUDA
+  // Moved on the first step of a run (scale(loss) or the first CUDA grads): the scale is taken while it is
+  // still in host memory, so that even that step reads nothing from the GPU.
+  const double scale = static_cast<double>(scale_.data<float>()[0]);
   scale_ = scale_.to(device);
-  inv_scale_dev_ = scalar_tensor(inverse(scale_.item()), {.dtype = DType::kF32}).to(device);
+  inv_scale_dev_ = scalar_tensor(inverse(scale), {.dtype = DType::kF32}).to(device);
   one_dev_ = scalar_tensor(1.0, {.dtype = DType::kF32}).to(device);
   counters_dev_ = zeros({um::kNumLossScaleCounters}, {.dtype = DType::kI64, .device = device});
-  counters_to_device();
+  counters_to_device(scale);
 #else
   MT_THROW("GradScaler: no kernel for ", device.str(), " in this build. HINT: build with -DMANTISSA_CUDA=ON");
 #endif
 }
 
-void GradScaler::counters_to_device() {
+void GradScaler::counters_to_device(double scale) {
   std::vector<int64_t> values(um::kNumLossScaleCounters);
   pack_counters(values.data());
   copy_(counters_dev_, from_vector(values, {um::kNumLossScaleCounters}));
-  fill_(inv_scale_dev_, inverse(scale_.item()));
+  fill_(inv_scale_dev_, inverse(scale));
 }
 
 GradScaler::Counters GradScaler::counters() const {
@@ -153,7 +156,7 @@ void GradScaler::update_cuda() {
   consecutive_overflows_ = c.consecutive_overflows;
   hysteresis_overflows_ = c.hysteresis_overflows;
   stats_ = c.stats;
-  counters_to_device();  // clears the pending report
+  counters_to_device(scale_.item());  // clears the pending report
   throw_at_min_scale(floor_step, c.stats.consecutive_skips);
 }
 

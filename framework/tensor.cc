@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "framework/autograd.h"
 #include "framework/cuda/allocator.h"
+#include "framework/host_read.h"
 
 namespace mantissa {
 
@@ -102,9 +103,10 @@ void Tensor::check_dtype_for_data(DType requested) const {
 double Tensor::item() const {
   MT_CHECK(numel() == 1, "item(): expected a tensor with one element, got shape ", shape_str(shape()), " (", numel(),
            " elements)");
-  if (!device().is_cpu()) return detach().to(kCPU).item();  // a copy to the host: a sync point
+  notify_host_read(HostRead::kItem);
+  const Tensor host = device().is_cpu() ? *this : detach().to(kCPU);  // from a GPU: a copy, a sync point
   return dispatch_all(dtype(), "item", [&]<typename T>() {
-    return static_cast<double>(static_cast<compute_t<T>>(*static_cast<const T*>(data_ptr())));
+    return static_cast<double>(static_cast<compute_t<T>>(*static_cast<const T*>(host.data_ptr())));
   });
 }
 

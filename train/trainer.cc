@@ -18,6 +18,7 @@
 #include "ops/elementwise.h"
 #include "ops/loss.h"
 #include "ops/reduce.h"
+#include "ops/shape.h"
 #include "optim/clip_grad.h"
 #include "train/ddp.h"
 
@@ -67,6 +68,8 @@ void check_config(const TrainerConfig& c) {
   MT_CHECK(c.tensorboard_histogram_every >= 0, "Trainer: tensorboard_histogram_every must be >= 0 (0: none), got ",
            c.tensorboard_histogram_every);
   MT_CHECK(c.keep_checkpoints >= 1, "Trainer: keep_checkpoints must be >= 1, got ", c.keep_checkpoints);
+  MT_CHECK(c.step_read_lag >= -1, "Trainer: step_read_lag must be >= 0, or -1 (1 on a GPU, 0 on the CPU), got ",
+           c.step_read_lag);
 }
 
 // The scaler's options with the run's process group, so that found_inf is agreed by all ranks.
@@ -185,6 +188,7 @@ Trainer::Trainer(TrainerConfig config, Module& model, Task task, Optimizer& opti
              ". HINT: move the whole model with model.to(device) "
              "before creating the optimizer");
   }
+  read_lag_ = config_.step_read_lag >= 0 ? config_.step_read_lag : (device_.is_cpu() ? 0 : 1);
   if (config_.schedule) scheduler_.emplace(optimizer_, *config_.schedule);
   if (ProcessGroup* group = config_.process_group; group != nullptr && group->size() > 1) {
     rank_ = group->rank();
@@ -238,8 +242,21 @@ void Trainer::emit(const EvalMetrics& m) {
   for (auto& callback : eval_callbacks_) callback(m);
 }
 
-StepMetrics Trainer::train_step() {
-  const double start = now_s();
+namespace {
+
+// A step's values, in the f64 tensor its InFlightStep copies to the host: the mean loss (with DDP summed
+// over the ranks, and followed by the ranks' stop requests: slot 1 + s counts the ranks asked to stop by
+// signal s), then the grad norm, then with a loss scaler the scale the step used and its found_inf.
+struct ValueLayout {
+  int64_t norm, scale, found_inf;
+  explicit ValueLayout(bool ddp) : norm(ddp ? 1 + kStopSlots : 1), scale(norm + 1), found_inf(norm + 2) {}
+};
+
+}  // namespace
+
+void Trainer::enqueue_step() {
+  InFlightStep s;
+  s.start_s = now_s();
   model_.train();
   const LoaderPosition position = train_.position();
   // The last step of an epoch takes the batches that are left; each micro-batch's loss is divided by the
@@ -249,19 +266,23 @@ StepMetrics Trainer::train_step() {
   // Rank 0's buffers (BatchNorm's running statistics) on every rank before the step's first forward, as
   // PyTorch's DDP does at the start of its forward: each rank then updates them from its own shard.
   if (ddp_) ddp_->sync_buffers();
-  double loss_sum = 0.0;
-  int64_t samples = 0;
+  // The micro-batches' losses added on the device in f64, in order: the sum the host would make of item()s.
+  Tensor loss_sum;
   for (int64_t i = 0; i < micro; ++i) {
     std::optional<Example> batch = train_.next();
     MT_ASSERT(batch.has_value(), "Trainer: the loader ended an epoch early");
     to_device(*batch, device_);
-    samples += batch->at(0).size(0);
+    s.samples += batch->at(0).size(0);
     Tensor loss;
     {
       PrecisionScope autocast(config_.precision, device_);
       loss = scalar_loss(task_.loss(*batch));
     }
-    loss_sum += loss.item();
+    {
+      NoGradGuard no_grad;
+      const Tensor wide = loss.detach().to(DType::kF64);
+      loss_sum = loss_sum.defined() ? add(loss_sum, wide) : wide;
+    }
     const Tensor scaled = scaler_.scale(micro > 1 ? loss / static_cast<double>(micro) : loss);
     if (ddp_ && i + 1 < micro) {
       auto local_only = ddp_->no_sync();  // all but the last micro-batch only accumulate on this rank
@@ -271,58 +292,95 @@ StepMetrics Trainer::train_step() {
     }
   }
   if (ddp_) ddp_->finish();  // the grads are now the mean over the ranks
+  NoGradGuard no_grad;
   // The logged loss is the mean over the ranks (comparable with a one-process run of the whole batch). Its
   // all-reduce runs while the optimizer steps; the loss scaler's found_inf all-reduce in between is started
   // after it on every rank, so the order of collectives matches. The same all-reduce carries the ranks'
-  // stop requests, so that a request on any rank stops all of them after this step without a collective of
-  // its own: slot 1 + s counts the ranks asked to stop by signal s (s = 0: request_stop without a signal).
-  const int local_stop = stop_->requested() ? std::clamp(stop_->signal(), 0, kStopSlots - 1) : -1;
-  Tensor shared = zeros({ddp_ ? 1 + kStopSlots : 1}, {.dtype = DType::kF64});
-  shared.data<double>()[0] = loss_sum / static_cast<double>(micro);
+  // stop requests (ValueLayout), so that a request on any rank stops all of them after the same step
+  // without a collective of its own.
+  s.local_stop = stop_->requested() ? std::clamp(stop_->signal(), 0, kStopSlots - 1) : -1;
+  Tensor shared = (micro > 1 ? div(loss_sum, static_cast<double>(micro)) : loss_sum).reshape({1});
   std::unique_ptr<Work> loss_work;
   if (ddp_) {
-    if (local_stop >= 0) shared.data<double>()[1 + local_stop] = 1.0;
+    std::vector<double> stops(kStopSlots, 0.0);
+    if (s.local_stop >= 0) stops[static_cast<size_t>(s.local_stop)] = 1.0;
+    shared = cat({shared, from_vector(stops).to(device_)});
     loss_work = config_.process_group->all_reduce_async(shared, ReduceOp::kSum);
   }
   // The epoch's last batch was taken: move the loader on now, so that the position saved with a checkpoint
   // reads {next epoch, 0}.
   if (train_.position().batch == train_.batches_per_epoch()) train_.next();
 
-  StepMetrics m;
+  StepMetrics& m = s.metrics;
   m.epoch = position.epoch;
   m.lr = optimizer_.lr(0);
-  m.scale = scaler_.get_scale();
+  std::vector<Tensor> values = {shared};
+  // The scale this step used, copied before update() changes it.
+  const Tensor scale = scaler_.is_enabled() ? scaler_.scale_tensor().to(DType::kF64).to(device_) : Tensor();
   if (scaler_.is_enabled()) scaler_.unscale_(optimizer_);
   // The histograms see the grads the optimizer would: unscaled, before clipping (rank 0 alone writes them,
-  // and after DDP's all-reduce its grads are every rank's).
+  // and after DDP's all-reduce its grads are every rank's). They are read on the host: a synchronization
+  // every tensorboard_histogram_every steps.
   const int64_t every = config_.tensorboard_histogram_every;
-  if (tensorboard_ && every > 0 && (step_ + 1) % every == 0) grad_histograms_ = gradient_histograms(params_);
+  if (tensorboard_ && every > 0 && (step_ + 1) % every == 0) s.histograms = gradient_histograms(params_);
   // Without clipping the norm is still measured for the metrics (an infinite max_norm never scales).
-  m.grad_norm = clip_grad_norm_(
-      params_, config_.clip_grad_norm > 0 ? config_.clip_grad_norm : std::numeric_limits<double>::infinity());
-  m.skipped = !scaler_.step(optimizer_);
-  scaler_.update();
-  m.skipped_steps = scaler_.is_enabled() ? scaler_.stats().skipped_steps : 0;
-  if (scheduler_) scheduler_->step();
-  agreed_stop_ = local_stop;
-  if (loss_work) {
-    loss_work->wait();
-    const double* v = shared.data<double>();
-    m.loss = v[0] / static_cast<double>(world_size_);  // what ReduceOp::kAvg computes
-    // The reason most ranks were given (a signal before a plain request when as many had each).
-    double most = 0.0;
-    for (int s = 1; s <= kStopSlots; ++s) {
-      const int slot = s % kStopSlots;  // 1 ... kStopSlots - 1, then 0
-      if (v[1 + slot] > most) most = v[1 + slot], agreed_stop_ = slot;
-    }
-  } else {
-    m.loss = shared.data<double>()[0];
+  values.push_back(enqueue_clip_grad_norm_(params_, config_.clip_grad_norm > 0
+                                                        ? config_.clip_grad_norm
+                                                        : std::numeric_limits<double>::infinity())
+                       .reshape({1})
+                       .to(device_));
+  scaler_.enqueue_step(optimizer_);
+  if (scaler_.is_enabled()) {
+    values.push_back(scale.reshape({1}));
+    values.push_back(scaler_.found_inf(optimizer_).to(DType::kF64).reshape({1}));
   }
+  scaler_.update();
+  if (scheduler_) scheduler_->step();
+  if (loss_work) loss_work->wait();  // with NCCL the stream waits, not the host
+  s.values = HostCopy(cat(values));
   m.step = ++step_;
   last_epoch_ = m.epoch;
-  const double elapsed = now_s() - start;
+  in_flight_.push_back(std::move(s));
+}
+
+StepMetrics Trainer::read_step() {
+  MT_ASSERT(!in_flight_.empty(), "Trainer: no step in flight to read");
+  InFlightStep s = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  const double* v = s.values.wait().data<double>();
+  const ValueLayout at(ddp_ != nullptr);
+  StepMetrics m = s.metrics;
+  m.loss = v[0] / static_cast<double>(world_size_);  // what ReduceOp::kAvg computes (exact for one rank)
+  // One process asks its own StopRequest as each step is read: a request made while step N was in flight
+  // (from step N - 1's callback, a signal) stops the run after step N + step_read_lag. Ranks must agree:
+  // they take the requests carried by the step read, so theirs stop one step_read_lag later.
+  int agreed = stop_->requested() ? std::clamp(stop_->signal(), 0, kStopSlots - 1) : -1;
+  if (ddp_) {
+    agreed = -1;
+    // The reason most ranks were given (a signal before a plain request when as many had each).
+    double most = 0.0;
+    for (int k = 1; k <= kStopSlots; ++k) {
+      const int slot = k % kStopSlots;  // 1 ... kStopSlots - 1, then 0
+      if (v[1 + slot] > most) most = v[1 + slot], agreed = slot;
+    }
+  }
+  if (agreed_stop_ < 0) agreed_stop_ = agreed;  // the first step read that carries a request decides
+  m.grad_norm = v[at.norm];
+  if (scaler_.is_enabled()) {
+    m.scale = v[at.scale];
+    m.skipped = v[at.found_inf] != 0.0;
+    skipped_steps_ += m.skipped ? 1 : 0;
+    m.skipped_steps = skipped_steps_;
+  }
+  // The step's time from its start, or (the host running ahead) from when the step before it was read:
+  // in a steady state that is how long the device took for it.
+  const double now = now_s();
+  const double elapsed = now - std::max(s.start_s, last_read_s_);
+  last_read_s_ = now;
   // Every rank takes as many samples per step (the loaders are checked to match): this is all of them.
-  m.samples_per_s = elapsed > 0 ? static_cast<double>(samples * world_size_) / elapsed : 0.0;
+  m.samples_per_s = elapsed > 0 ? static_cast<double>(s.samples * world_size_) / elapsed : 0.0;
+  samples_per_s_.push_back(m.samples_per_s);
+  grad_histograms_ = std::move(s.histograms);
   return m;
 }
 
@@ -423,21 +481,27 @@ absl::StatusOr<RunSummary> Trainer::fit() {
   std::optional<EvalMetrics> last_eval;
   samples_per_s_.clear();
   if (eval_ != nullptr && config_.eval_at_start == EvalAtStart::kYes && step_ == 0) last_eval = evaluate();
+  in_flight_.clear();
+  last_read_s_ = -1.0;
+  skipped_steps_ = scaler_.is_enabled() ? scaler_.stats().skipped_steps : 0;
   while (!finished() && agreed_stop_ < 0) {
     const int64_t epoch = train_.position().epoch;
-    const StepMetrics m = train_step();
-    samples_per_s_.push_back(m.samples_per_s);
-    emit(m);
+    enqueue_step();
     const bool epoch_done = train_.position().epoch != epoch;
-    if (eval_ != nullptr && (config_.eval_every > 0 ? step_ % config_.eval_every == 0 : epoch_done)) {
-      last_eval = evaluate();
-    }
-    if (checkpoints && config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0) {
+    const bool eval_due = eval_ != nullptr && (config_.eval_every > 0 ? step_ % config_.eval_every == 0 : epoch_done);
+    const bool checkpoint_due = checkpoints && config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0;
+    // The steps more than read_lag_ behind are read; before an evaluation, a checkpoint or the end, all of them.
+    const size_t keep = eval_due || checkpoint_due || finished() ? 0 : static_cast<size_t>(read_lag_);
+    while (in_flight_.size() > keep) emit(read_step());
+    if (eval_due) last_eval = evaluate();
+    if (checkpoint_due) {
       if (absl::Status s = write_checkpoint(); !s.ok()) return s;
     }
     if (metrics_ && !metrics_->status().ok()) return metrics_->status();
     if (tensorboard_ && !tensorboard_->status().ok()) return tensorboard_->status();
   }
+
+  while (!in_flight_.empty()) emit(read_step());  // a stop read with steps still in flight takes them too
 
   RunSummary summary;
   if (!finished()) {

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -42,6 +43,7 @@
 #include "amp/grad_scaler.h"
 #include "data/loader.h"
 #include "framework/dist/process_group.h"
+#include "framework/host_read.h"
 #include "framework/module.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
@@ -116,6 +118,15 @@ struct TrainerConfig {
   // Trainer; null: the Trainer's own, set by request_stop(). Give one here to request a stop before the
   // Trainer exists (signal handlers installed at the start of a program: StopOnSignals).
   StopRequest* stop = nullptr;
+  // How many optimizer steps the host may run ahead of the values it logs. A step's loss, grad norm, skip
+  // flag and loss scale stay on the device and are copied to pinned host memory without waiting as the
+  // step is enqueued; they are read step_read_lag steps later. On a GPU this leaves no host read in a step
+  // (the host queues step N + 1 while the GPU runs step N). Metrics and step callbacks follow by that many
+  // steps: step N's callback runs once step N + lag is enqueued (trainer.step() says N + lag there), and a
+  // stop request made then ends the run after step N + 1 + lag (with several ranks, N + 1 + 2 lag: the
+  // ranks agree through the requests a step carries). An evaluation, a checkpoint and the end of the run
+  // read every step in flight first. -1: 1 on a GPU, 0 on the CPU (whose steps are done when enqueued).
+  int64_t step_read_lag = -1;
 };
 
 class Trainer {
@@ -168,7 +179,20 @@ class Trainer {
   int64_t steps_per_epoch() const;
 
  private:
-  StepMetrics train_step();
+  // A step's values on their way to the host (TrainerConfig::step_read_lag): the metrics known when it
+  // was enqueued, and the rest in `values` (trainer.cc lays it out).
+  struct InFlightStep {
+    StepMetrics metrics;
+    HostCopy values;
+    int local_stop = -1;  // this rank's stop request as the step was enqueued (see kStopSlots)
+    double start_s = 0.0;
+    int64_t samples = 0;  // of this rank
+    std::optional<GradientHistograms> histograms;
+  };
+  // Enqueues one optimizer step (on a GPU nothing is read on the host) and puts it in flight.
+  void enqueue_step();
+  // The oldest step in flight, once its values have landed on the host.
+  StepMetrics read_step();
   double wall_s() const;  // of the whole run: the parts before a resume and this one
   void emit(const StepMetrics& m);
   void emit(const EvalMetrics& m);
@@ -187,7 +211,11 @@ class Trainer {
   Device device_ = kCPU;             // the parameters' device, where batches are moved
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
-  std::optional<GradientHistograms> grad_histograms_;  // of the step in progress, when it writes them
+  std::optional<GradientHistograms> grad_histograms_;  // of the step being emitted, when it writes them
+  int64_t read_lag_ = 0;                               // config.step_read_lag resolved for the device
+  std::deque<InFlightStep> in_flight_;                 // enqueued steps not read yet, oldest first
+  double last_read_s_ = -1.0;                          // when the last step was read (-1: none in this fit())
+  int64_t skipped_steps_ = 0;                          // the scaler's skipped steps as of the last step read
   std::vector<std::function<void(const StepMetrics&)>> step_callbacks_;
   std::vector<std::function<void(const EvalMetrics&)>> eval_callbacks_;
   std::map<std::string, std::string> data_;

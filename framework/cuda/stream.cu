@@ -6,6 +6,7 @@
 #include "framework/cuda/check.h"
 #include "framework/cuda/device.h"
 #include "framework/cuda/stream.h"
+#include "framework/host_read.h"
 
 namespace mantissa::gpu {
 namespace {
@@ -68,6 +69,7 @@ int multiprocessor_count(int device) {
 }
 
 void synchronize(int device) {
+  notify_host_read(HostRead::kSynchronize);
   DeviceGuard guard(device);
   MT_CUDA_CHECK(cudaStreamSynchronize(current_stream(device)));
 }

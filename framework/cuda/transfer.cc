@@ -7,6 +7,7 @@
 #include "framework/cuda/check.h"
 #include "framework/cuda/copy_kernels.h"
 #include "framework/cuda/stream.h"
+#include "framework/host_read.h"
 
 namespace mantissa::gpu {
 namespace {
@@ -69,6 +70,7 @@ void copy_device_to_host(const Tensor& dst, const Tensor& src) {
   const Tensor host = direct ? dst : empty_pinned(src.shape(), src.dtype());
   MT_CUDA_CHECK(cudaMemcpyAsync(host.data_ptr(), packed.data_ptr(), byte_count(src), cudaMemcpyDeviceToHost, stream));
   // The host reads the result next: wait for it (what makes a D2H copy a sync point).
+  notify_host_read(HostRead::kDeviceToHost);
   MT_CUDA_CHECK(cudaStreamSynchronize(stream));
   if (!direct) copy_(dst, host);
 }
@@ -122,6 +124,39 @@ void copy_cuda(const Tensor& dst, const Tensor& src) {
   if (dst.device().is_cpu()) return copy_device_to_host(dst, src);
   if (src.device() != dst.device()) return copy_between_devices(dst, src);
   copy_same_device(dst, src);
+}
+
+void* start_copy_to_host(const Tensor& dst, const Tensor& src) {
+  MT_CHECK(
+      dst.device().is_cpu() && is_pinned(dst) && dst.is_contiguous() && src.device().is_cuda() && src.is_contiguous() &&
+          dst.dtype() == src.dtype() && dst.numel() == src.numel(),
+      "start_copy_to_host: needs a contiguous GPU source and a pinned contiguous host tensor of its dtype and size");
+  const Device device = src.device();
+  DeviceGuard guard(device);
+  const cudaStream_t stream = current_stream(device);
+  cudaEvent_t done = nullptr;
+  MT_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  if (src.numel() > 0) {
+    MT_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), byte_count(src), cudaMemcpyDeviceToHost, stream));
+  }
+  MT_CUDA_CHECK(cudaEventRecord(done, stream));
+  return done;
+}
+
+bool copy_to_host_done(void* event) {
+  const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event));
+  if (status == cudaErrorNotReady) {
+    (void)cudaGetLastError();  // a query that says "not yet" is not an error to leave behind
+    return false;
+  }
+  MT_CUDA_CHECK(status);
+  return true;
+}
+
+void finish_copy_to_host(void* event) {
+  const auto e = static_cast<cudaEvent_t>(event);
+  MT_CUDA_CHECK(cudaEventSynchronize(e));
+  MT_CUDA_CHECK(cudaEventDestroy(e));
 }
 
 void fill_cuda(const Tensor& dst, uint64_t bits) {

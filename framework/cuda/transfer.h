@@ -38,4 +38,13 @@ void fill_cuda(const Tensor& dst, uint64_t bits);
 // dst += src on one GPU; same shape and dtype (checked by the caller), floating.
 void accumulate_cuda(const Tensor& dst, const Tensor& src);
 
+// HostCopy's GPU side (framework/host_read.h). Starts copying the contiguous GPU tensor `src` into the
+// pinned CPU tensor `dst` (same shape and dtype) on src's current stream and returns an event recorded
+// after the copy (a cudaEvent_t).
+void* start_copy_to_host(const Tensor& dst, const Tensor& src);
+// Whether the copy behind `event` has landed.
+bool copy_to_host_done(void* event);
+// Waits until it has (not reported to the host-read observer: HostCopy::wait reports) and destroys the event.
+void finish_copy_to_host(void* event);
+
 }  // namespace mantissa::gpu

@@ -60,7 +60,9 @@ int run_trainer_checks(ProcessGroup& pg, int& checks) {
                    .max_steps = kSteps,
                    .scaler = amp::GradScalerOptions{.init_scale = 1024},
                    .warmup_steps = 0,
-                   .process_group = &pg},
+                   .process_group = &pg,
+                   // The values a GPU run reads a step late (mantissa-train's DDP runs cover lag 0).
+                   .step_read_lag = 1},
                   model, blown, sgd, train);
   std::vector<double> losses, scales, skipped;
   trainer.on_step_end([&](const StepMetrics& m) {
@@ -93,37 +95,42 @@ int run_trainer_checks(ProcessGroup& pg, int& checks) {
     }
   }
   // A stop requested on the last rank after step kStopAt (from its step callback, i.e. after that step's
-  // vote) is voted in step kStopAt + 1: every rank must stop after it, with SIGUSR1 as the reason.
+  // vote) is voted in step kStopAt + 1 + lag (the first enqueued after the callback) and read lag steps
+  // later: every rank must stop after step kStopAt + 1 + 2 lag, with SIGUSR1 as the reason (one process
+  // reads its own request: kStopAt + 1 + lag).
   constexpr int64_t kStopAt = 3;
-  {
+  for (const int64_t lag : {0, 1}) {
+    const int64_t want = kStopAt + 1 + (n > 1 ? 2 : 1) * lag;
     // Its own model, optimizer and loader: DDP hooks into the parameters of the model it is given.
     DataLoader train2(
         data, {.batch_size = 16, .shuffle = Shuffle::kRandom, .seed = 3, .shard = {.rank = r, .world_size = n}});
     MLP model2(6, {32}, 3, {.generator = &ginit});
     SGD sgd2(model2.named_parameters(), {.lr = 0.05});
     Task task2 = classification_task([&](const Tensor& in) { return model2.forward(in); });
-    Trainer again({.precision = Precision::kF16, .max_steps = kSteps, .process_group = &pg}, model2, task2, sgd2,
-                  train2);
+    Trainer again({.precision = Precision::kF16, .max_steps = kSteps, .process_group = &pg, .step_read_lag = lag},
+                  model2, task2, sgd2, train2);
     again.on_step_end([&](const StepMetrics& m) {
       if (r == n - 1 && m.step == kStopAt) again.request_stop(SIGUSR1);
     });
     const absl::StatusOr<RunSummary> stopped = again.fit();
     expect(stopped.ok(), stopped.ok() ? "" : std::string(stopped.status().message()));
     if (!stopped.ok()) return failures;
-    expect(stopped->stopped.has_value() && stopped->stopped->step == kStopAt + 1 && again.step() == kStopAt + 1 &&
+    expect(stopped->stopped.has_value() && stopped->stopped->step == want && again.step() == want &&
                stopped->stopped->signal == SIGUSR1,
-           detail::cat("a stop requested on rank ", n - 1, " after step ", kStopAt, ": this rank stopped ",
+           detail::cat("step_read_lag ", lag, ": a stop requested on rank ", n - 1, " after step ", kStopAt,
+                       ": this rank stopped ",
                        stopped->stopped
                            ? detail::cat("after step ", stopped->stopped->step, " by signal ", stopped->stopped->signal)
                            : std::string("never"),
-                       " (want after step ", kStopAt + 1, " by SIGUSR1)"));
+                       " (want after step ", want, " by SIGUSR1)"));
   }
   if (r == 0) {
     std::printf(
         "trainer: %d ranks, fp16, the last rank overflowing at step %lld: skipped on every rank, final "
         "scale %g, identical losses, scales and weights; a stop requested on rank %d stopped every rank after step "
-        "%lld\n",
-        n, static_cast<long long>(kOverflowStep), summary->final_scale, n - 1, static_cast<long long>(kStopAt + 1));
+        "%lld (%lld with step_read_lag 1)\n",
+        n, static_cast<long long>(kOverflowStep), summary->final_scale, n - 1, static_cast<long long>(kStopAt + 1),
+        static_cast<long long>(kStopAt + 1 + (n > 1 ? 2 : 1)));
   }
   return failures;
 }

@@ -18,6 +18,7 @@
 #include "data/loader.h"
 #include "framework/autograd.h"
 #include "framework/generator.h"
+#include "framework/host_read.h"
 #include "framework/random.h"
 #include "models/mlp.h"
 #include "ops/elementwise.h"
@@ -252,6 +253,8 @@ TEST(TrainerTest, BadConfigurationIsRefusedWithTheReason) {
   EXPECT_NE(message({.max_steps = 1, .grad_accum = 0}).find("grad_accum must be >= 1, got 0"), std::string::npos);
   EXPECT_NE(message({.max_steps = 1, .clip_grad_norm = -1}).find("clip_grad_norm"), std::string::npos);
   EXPECT_NE(message({.max_steps = 1, .keep_checkpoints = 0}).find("keep_checkpoints"), std::string::npos);
+  EXPECT_NE(message({.max_steps = 1, .step_read_lag = -2}).find("step_read_lag must be >= 0, or -1"),
+            std::string::npos);
 }
 
 // An uninterrupted run against one stopped at step `stop` (inside an epoch) and continued by a new
@@ -474,6 +477,115 @@ TEST(TrainerTest, RestoreRefusesAnotherPrecision) {
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.message().find("written by a run in fp16; this run is in bf16"), std::string::npos) << status;
 }
+
+// TrainerConfig::step_read_lag: a step's values are read `lag` steps after it is enqueued (on a GPU the host
+// then never waits inside a step; tests/cuda/host_read_cuda_test.cc counts that on a device). Here, on the
+// CPU: the same numbers as reading at once, the reads where they belong, and stops that still stop.
+class TrainerReadLagTest : public ::testing::TestWithParam<Precision> {};
+
+TEST_P(TrainerReadLagTest, LaggedReadsReportWhatImmediateReadsDo) {
+  auto run = [](int64_t lag) {
+    Rig s({32}, 32, 320);  // 10 batches per epoch, 3 per step: steps of 3, 3, 3 and 1
+    TrainerConfig c{.precision = GetParam(),
+                    .epochs = 3,
+                    .grad_accum = 3,
+                    .clip_grad_norm = 0.5,
+                    .eval_every = 5,
+                    .step_read_lag = lag};
+    // fp16 from a scale that overflows: the first steps are skipped and back off, as the log must show.
+    if (GetParam() == Precision::kF16) c.scaler = amp::GradScalerOptions{.init_scale = std::ldexp(1.0, 40)};
+    Trainer trainer(c, s.model, s.task(), s.adam, s.train, &s.test);
+    std::vector<std::string> log;
+    trainer.on_step_end([&](const StepMetrics& m) { log.push_back(without_timing(to_json(m))); });
+    trainer.on_eval_end([&](const EvalMetrics& m) { log.push_back(to_json(m)); });
+    const absl::StatusOr<RunSummary> summary = trainer.fit();
+    EXPECT_TRUE(summary.ok()) << summary.status();
+    log.push_back(without_timing(to_json(*summary)));
+    return std::make_pair(log, flat_weights(s.model));
+  };
+  const auto [now_log, now_weights] = run(0);
+  ASSERT_EQ(now_log.size(), 12u + 3u + 1u);  // 12 steps, evaluations at 5, 10 and the end, the summary
+  if (GetParam() == Precision::kF16) {
+    EXPECT_NE(now_log[0].find("\"skipped\": true"), std::string::npos) << now_log[0];
+  }
+  for (const int64_t lag : {1, 3}) {
+    const auto [log, weights] = run(lag);
+    EXPECT_EQ(log, now_log) << "step_read_lag " << lag;
+    EXPECT_EQ(weights, now_weights) << "step_read_lag " << lag;
+  }
+}
+
+// The order of what the host does, with lag 1: "L" a step's loss is computed (one micro-batch per step: the
+// n-th "L" starts step n), "W" a step's values are read (HostCopy::wait), "S<n>" step n is emitted, and
+// any other host read by its name. The CPU kernels' item() calls on their own memory (the loss's backward
+// reads its incoming gradient, the CPU scaler's rule its flags) wait for nothing and are left out here;
+// tests/cuda/host_read_cuda_test.cc counts every host read of the same step on a GPU.
+TEST(TrainerReadOrderTest, StepNIsReadOnlyAfterStepNPlusOneIsEnqueued) {
+  constexpr int64_t kSteps = 6;
+  for (const Precision precision : {Precision::kBF16, Precision::kF16}) {
+    Rig s;
+    std::vector<std::string> events;
+    Task task = s.task();
+    task.loss = [&, loss = task.loss](const Example& batch) {
+      events.push_back("L");
+      return loss(batch);
+    };
+    Trainer trainer({.precision = precision, .max_steps = kSteps, .clip_grad_norm = 1.0, .step_read_lag = 1}, s.model,
+                    task, s.adam, s.train);
+    trainer.on_step_end([&](const StepMetrics& m) { events.push_back("S" + std::to_string(m.step)); });
+    absl::StatusOr<RunSummary> summary;
+    {
+      ScopedHostReadObserver observe(
+          [&](HostRead r) { events.push_back(r == HostRead::kHostCopyWait ? "W" : host_read_name(r)); });
+      summary = trainer.fit();
+    }
+    ASSERT_TRUE(summary.ok()) << summary.status();
+    std::vector<std::string> expected;
+    for (int64_t n = 1; n <= kSteps; ++n) {
+      expected.push_back("L");
+      if (n > 1) expected.insert(expected.end(), {"W", "S" + std::to_string(n - 1)});
+    }
+    expected.insert(expected.end(), {"W", "S" + std::to_string(kSteps)});
+    std::vector<std::string> steps;  // from the first loss to the last step emitted
+    bool inside = false;
+    for (const std::string& e : events) {
+      inside = inside || e == "L";
+      if (!inside) continue;
+      if (e == "item") continue;
+      steps.push_back(e);
+      if (e == "S" + std::to_string(kSteps)) break;
+    }
+    EXPECT_EQ(steps, expected) << precision_name(precision);
+  }
+}
+
+TEST(TrainerReadOrderTest, AStopRequestEndsTheRunLagStepsLater) {
+  for (const int64_t lag : {0, 1, 2}) {
+    Rig s;
+    Trainer trainer({.precision = Precision::kF32, .max_steps = 30, .step_read_lag = lag}, s.model, s.task(), s.adam,
+                    s.train);
+    std::vector<int64_t> emitted;
+    trainer.on_step_end([&](const StepMetrics& m) {
+      emitted.push_back(m.step);
+      if (m.step <= 5) {
+        EXPECT_EQ(trainer.step(), m.step + lag) << "the host runs lag steps ahead";
+      }
+      if (m.step == 5) trainer.request_stop();
+    });
+    const absl::StatusOr<RunSummary> summary = trainer.fit();
+    ASSERT_TRUE(summary.ok()) << summary.status();
+    ASSERT_TRUE(summary->stopped.has_value()) << "lag " << lag;
+    EXPECT_EQ(summary->stopped->step, 5 + 1 + lag) << "lag " << lag;
+    // Every step taken is emitted, in order, the ones in flight at the stop included.
+    std::vector<int64_t> all;
+    for (int64_t n = 1; n <= 6 + lag; ++n) all.push_back(n);
+    EXPECT_EQ(emitted, all) << "lag " << lag;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, TrainerReadLagTest,
+                         ::testing::Values(Precision::kF32, Precision::kF16, Precision::kBF16),
+                         [](const auto& info) { return std::string(precision_name(info.param)); });
 
 }  // namespace
 }  // namespace mantissa

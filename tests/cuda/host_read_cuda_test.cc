@@ -1,0 +1,95 @@
+// Host reads on a GPU: HostCopy lands without a synchronization, item() reports one, and the Trainer's
+// fp16 step (autocast, GradScaler, clipping, Adam) has no host read in it: each step's values are read once,
+// through HostCopy, after the next step is enqueued. Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "framework/cuda/device.h"
+#include "framework/host_read.h"
+#include "framework/random.h"
+#include "models/mlp.h"
+#include "ops/reduce.h"
+#include "optim/adam.h"
+#include "train/trainer.h"
+
+namespace mantissa {
+namespace {
+
+class HostReadCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  }
+};
+
+TEST_F(HostReadCuda, HostCopyLandsAndOnlyItsWaitIsAHostRead) {
+  const Tensor src = arange(0, 1000, 1, {.dtype = DType::kF64}).to(cuda(0));
+  std::vector<HostRead> seen;
+  ScopedHostReadObserver observe([&](HostRead r) { seen.push_back(r); });
+  HostCopy copy(src);
+  const Tensor& host = copy.wait();
+  ASSERT_EQ(host.numel(), 1000);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(host.data<double>()[i], i);
+  EXPECT_EQ(seen, std::vector<HostRead>{HostRead::kHostCopyWait});
+}
+
+TEST_F(HostReadCuda, ItemOnAGpuTensorIsADeviceToHostRead) {
+  const Tensor t = scalar_tensor(4.0).to(cuda(0));
+  std::vector<HostRead> seen;
+  ScopedHostReadObserver observe([&](HostRead r) { seen.push_back(r); });
+  EXPECT_EQ(t.item(), 4.0);
+  EXPECT_EQ(seen, (std::vector<HostRead>{HostRead::kItem, HostRead::kDeviceToHost}));
+}
+
+// What the host did, in order: "L" a training loss was computed (one micro-batch per step, so the n-th "L"
+// starts step n), "W" a HostCopy was waited for, "S<n>" step n's metrics were emitted, and any other read
+// by its name.
+TEST_F(HostReadCuda, TrainerStepsReadNothingUntilTheNextStepIsEnqueued) {
+  constexpr int64_t kSteps = 12;
+  Generator gen(3);
+  MLP model(32, {64, 64}, 8, {.generator = &gen});
+  model.to(cuda(0));
+  Adam adam(model.named_parameters(), {.lr = 1e-3});
+  const Tensor x = randn({512, 32}, {}, &gen), y = argmax(x.narrow(1, 0, 8), 1);  // learnable labels
+  DataLoader train(std::make_shared<TensorDataset>(std::vector<Tensor>{x, y}),
+                   {.batch_size = 64, .shuffle = Shuffle::kRandom, .seed = 1, .pin_memory = PinMemory::kYes});
+  std::vector<std::string> events;
+  Task task = classification_task([&](const Tensor& in) { return model.forward(in); });
+  const auto loss = task.loss;
+  task.loss = [&](const Example& batch) {
+    events.push_back("L");
+    return loss(batch);
+  };
+  Trainer trainer({.precision = Precision::kF16, .max_steps = kSteps, .clip_grad_norm = 1.0}, model, task, adam, train);
+  trainer.on_step_end([&](const StepMetrics& m) { events.push_back("S" + std::to_string(m.step)); });
+  absl::StatusOr<RunSummary> summary;
+  {
+    ScopedHostReadObserver observe(
+        [&](HostRead r) { events.push_back(r == HostRead::kHostCopyWait ? "W" : host_read_name(r)); });
+    summary = trainer.fit();
+  }
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  // The fit's own reads before the first step (the scaler's counters) and after the last (the summary's
+  // scale and counters) are outside the steps: look from the first "L" to the last "S".
+  size_t first = 0;
+  while (first < events.size() && events[first] != "L") ++first;
+  size_t last = events.size();
+  while (last > 0 && events[last - 1] != "S" + std::to_string(kSteps)) --last;
+  std::vector<std::string> expected;
+  for (int64_t n = 1; n <= kSteps; ++n) {
+    expected.push_back("L");
+    if (n > 1) expected.insert(expected.end(), {"W", "S" + std::to_string(n - 1)});
+  }
+  expected.insert(expected.end(), {"W", "S" + std::to_string(kSteps)});
+  EXPECT_EQ(std::vector<std::string>(events.begin() + static_cast<std::ptrdiff_t>(first),
+                                     events.begin() + static_cast<std::ptrdiff_t>(last)),
+            expected);
+}
+
+}  // namespace
+}  // namespace mantissa
