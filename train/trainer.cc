@@ -300,12 +300,11 @@ void Trainer::enqueue_step() {
   // without a collective of its own.
   s.local_stop = stop_->requested() ? std::clamp(stop_->signal(), 0, kStopSlots - 1) : -1;
   Tensor shared = (micro > 1 ? div(loss_sum, static_cast<double>(micro)) : loss_sum).reshape({1});
-  std::unique_ptr<Work> loss_work;
   if (ddp_) {
     std::vector<double> stops(kStopSlots, 0.0);
     if (s.local_stop >= 0) stops[static_cast<size_t>(s.local_stop)] = 1.0;
     shared = cat({shared, from_vector(stops).to(device_)});
-    loss_work = config_.process_group->all_reduce_async(shared, ReduceOp::kSum);
+    s.loss_work = config_.process_group->all_reduce_async(shared, ReduceOp::kSum);
   }
   // The epoch's last batch was taken: move the loader on now, so that the position saved with a checkpoint
   // reads {next epoch, 0}.
@@ -336,7 +335,7 @@ void Trainer::enqueue_step() {
   }
   scaler_.update();
   if (scheduler_) scheduler_->step();
-  if (loss_work) loss_work->wait();  // with NCCL the stream waits, not the host
+  if (s.loss_work) s.loss_work->wait();  // with NCCL the stream waits, not the host
   s.values = HostCopy(cat(values));
   m.step = ++step_;
   last_epoch_ = m.epoch;
@@ -348,6 +347,9 @@ StepMetrics Trainer::read_step() {
   InFlightStep s = std::move(in_flight_.front());
   in_flight_.pop_front();
   const double* v = s.values.wait().data<double>();
+  // The values came through the all-reduce, done by now: asking again raises a watchdog's abort.
+  MT_CHECK(!s.loss_work || s.loss_work->is_completed(), "Trainer: step ", s.metrics.step,
+           "'s loss all-reduce has not completed although its values were read");
   const ValueLayout at(ddp_ != nullptr);
   StepMetrics m = s.metrics;
   m.loss = v[0] / static_cast<double>(world_size_);  // what ReduceOp::kAvg computes (exact for one rank)

@@ -188,6 +188,10 @@ class Trainer {
     double start_s = 0.0;
     int64_t samples = 0;  // of this rank
     std::optional<GradientHistograms> histograms;
+    // With DDP, the step's loss all-reduce: asked again when the step is read, so that a collective the
+    // process group's watchdog aborted (its timeout, a peer lost) raises its error there, before the run
+    // goes on to log, evaluate or checkpoint what the aborted step left.
+    std::unique_ptr<Work> loss_work;
   };
   // Enqueues one optimizer step (on a GPU nothing is read on the host) and puts it in flight.
   void enqueue_step();
