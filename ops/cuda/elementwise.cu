@@ -71,22 +71,22 @@ void launch_map(const ElementwiseLayout<N>& l, Out* out, const std::array<const 
     if (flat_vector_width(V, out, sizeof(Out), in_ptrs, N, sizeof(In)) > 1) {
       const LaunchGeometry g = elementwise_geometry(std::max<int64_t>(1, l.numel / V));
       flat_kernel<V, N><<<g.blocks, g.threads, 0, stream>>>(out, in, l.numel, fn);
-      MT_CUDA_CHECK(cudaGetLastError());
+      MT_CUDA_LAUNCH_CHECK("flat_kernel (16-byte vectors)");
     } else {
       const LaunchGeometry g = elementwise_geometry(l.numel);
       flat_kernel<1, N><<<g.blocks, g.threads, 0, stream>>>(out, in, l.numel, fn);
-      MT_CUDA_CHECK(cudaGetLastError());
+      MT_CUDA_LAUNCH_CHECK("flat_kernel (scalar)");
     }
   } else {
     const LaunchGeometry g = elementwise_geometry(l.numel);
     if (fits_32bit(l)) {
       strided_kernel<N, uint32_t><<<g.blocks, g.threads, 0, stream>>>(out, in, static_cast<uint32_t>(l.numel),
                                                                       make_offset_calc<uint32_t>(l), fn);
-      MT_CUDA_CHECK(cudaGetLastError());
+      MT_CUDA_LAUNCH_CHECK("strided_kernel (32-bit index)");
     } else {
       strided_kernel<N, int64_t>
           <<<g.blocks, g.threads, 0, stream>>>(out, in, l.numel, make_offset_calc<int64_t>(l), fn);
-      MT_CUDA_CHECK(cudaGetLastError());
+      MT_CUDA_LAUNCH_CHECK("strided_kernel (64-bit index)");
     }
   }
 }
@@ -151,11 +151,11 @@ void launch_select_bits(const ElementwiseLayout<3>& layout, const bool* cond, co
   if (fits_32bit(l)) {
     select_kernel<U, uint32_t><<<g.blocks, g.threads, 0, stream>>>(o, cond, ap, bp, static_cast<uint32_t>(l.numel),
                                                                    make_offset_calc<uint32_t>(l));
-    MT_CUDA_CHECK(cudaGetLastError());
+    MT_CUDA_LAUNCH_CHECK("select_kernel (32-bit index)");
   } else {
     select_kernel<U, int64_t>
         <<<g.blocks, g.threads, 0, stream>>>(o, cond, ap, bp, l.numel, make_offset_calc<int64_t>(l));
-    MT_CUDA_CHECK(cudaGetLastError());
+    MT_CUDA_LAUNCH_CHECK("select_kernel (64-bit index)");
   }
 }
 

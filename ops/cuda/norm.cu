@@ -139,7 +139,7 @@ void launch_layer_norm_forward(int64_t rows, int64_t cols, double eps, const T* 
     layer_norm_forward_kernel<kThreads>
         <<<row_blocks(rows, kThreads), kThreads, 0, stream>>>(rows, cols, e, dev(x), w, b, dev(y), mean, rstd);
   }
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("layer_norm_forward_kernel");
 }
 
 template <typename T>
@@ -153,7 +153,7 @@ void launch_layer_norm_backward_input(int64_t rows, int64_t cols, const T* dy, c
     layer_norm_backward_input_kernel<kThreads>
         <<<row_blocks(rows, kThreads), kThreads, 0, stream>>>(rows, cols, dev(dy), dev(x), mean, rstd, w, dev(dx));
   }
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("layer_norm_backward_input_kernel");
 }
 
 int64_t layer_norm_param_slices(int64_t rows, int64_t cols, int device) {
@@ -171,16 +171,16 @@ void launch_layer_norm_backward_params(int64_t rows, int64_t cols, int64_t slice
   if (slices == 1) {
     layer_norm_params_kernel<<<grid, dim3(32, 8), 0, stream>>>(rows, cols, chunk, dev(dy), dev(x), mean, rstd, dw, db,
                                                                cols);
-    MT_CUDA_CHECK(cudaGetLastError());
+    MT_CUDA_LAUNCH_CHECK("layer_norm_params_kernel");
   } else {
     P* ws_w = workspace;
     P* ws_b = workspace + slices * cols;
     layer_norm_params_kernel<<<grid, dim3(32, 8), 0, stream>>>(rows, cols, chunk, dev(dy), dev(x), mean, rstd, ws_w,
                                                                ws_b, cols);
-    MT_CUDA_CHECK(cudaGetLastError());
+    MT_CUDA_LAUNCH_CHECK("layer_norm_params_kernel");
     const LaunchGeometry g = elementwise_geometry(cols);
     column_slices_sum_kernel<<<g.blocks, g.threads, 0, stream>>>(cols, slices, ws_w, ws_b, dw, db);
-    MT_CUDA_CHECK(cudaGetLastError());
+    MT_CUDA_LAUNCH_CHECK("column_slices_sum_kernel");
   }
 }
 

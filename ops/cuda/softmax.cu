@@ -192,7 +192,7 @@ void launch_softmax_forward(RowGeometry g, SoftmaxMode mode, const T* x, T* y, c
   } else {
     softmax_forward_kernel<kThreads><<<row_blocks(g.rows(), kThreads), kThreads, 0, stream>>>(g, mode, dev(x), dev(y));
   }
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("softmax_forward_kernel");
 }
 
 template <typename T>
@@ -204,7 +204,7 @@ void launch_softmax_backward(RowGeometry g, SoftmaxMode mode, const T* dy, const
     softmax_backward_kernel<kThreads>
         <<<row_blocks(g.rows(), kThreads), kThreads, 0, stream>>>(g, mode, dev(dy), dev(y), dev(dx));
   }
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("softmax_backward_kernel");
 }
 
 template <typename T, typename C>
@@ -218,7 +218,7 @@ void launch_cross_entropy_forward(RowGeometry g, const T* logits, const int64_t*
     cross_entropy_forward_kernel<kThreads>
         <<<row_blocks(g.rows(), kThreads), kThreads, 0, stream>>>(g, dev(logits), target, ignore_index, loss, lse);
   }
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("cross_entropy_forward_kernel");
 }
 
 template <typename T, typename C>
@@ -228,10 +228,10 @@ void launch_loss_reduce(int64_t positions, LossReduction reduction, const C* los
     if (positions == 0) return;
     const LaunchGeometry lg = elementwise_geometry(positions);
     loss_none_kernel<<<lg.blocks, lg.threads, 0, stream>>>(positions, loss, dev(out));
-    MT_CUDA_CHECK(cudaGetLastError());
+    MT_CUDA_LAUNCH_CHECK("loss_none_kernel");
   } else {
     loss_reduce_kernel<<<1, 1024, 0, stream>>>(positions, reduction, loss, target, ignore_index, dev(out), count);
-    MT_CUDA_CHECK(cudaGetLastError());
+    MT_CUDA_LAUNCH_CHECK("loss_reduce_kernel");
   }
 }
 
@@ -247,7 +247,7 @@ void launch_cross_entropy_backward(RowGeometry g, LossReduction reduction, const
     cross_entropy_backward_kernel<kThreads><<<row_blocks(g.rows(), kThreads), kThreads, 0, stream>>>(
         g, reduction, dev(logits), target, lse, dev(grad), count, ignore_index, dev(dlogits));
   }
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("cross_entropy_backward_kernel");
 }
 
 #define MT_INSTANTIATE(T, C)                                                                                        \
