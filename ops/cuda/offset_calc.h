@@ -38,7 +38,14 @@ struct OffsetCalc {
       return;
     }
     for (int k = 0; k < N; ++k) off[k] = 0;
-    for (int d = 0; d < ndim; ++d) {
+      // Unrolled over kMaxDims with an early exit, so that every sizes[d] / strides[k][d] has a constant
+      // index: the calculator then stays in the kernel's parameter space instead of being copied to
+      // local memory (a stack frame per thread) to be indexed by a run-time d.
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int d = 0; d < kMaxDims; ++d) {
+      if (d == ndim) break;
       const I q = linear / sizes[d];
       const I idx = linear - q * sizes[d];
       linear = q;
