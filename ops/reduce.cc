@@ -211,9 +211,11 @@ struct MaxDimBackward final : Node {
   bool supports_create_graph() const override { return true; }
   std::vector<Tensor> apply(std::vector<Tensor>&& g) override {
     const Tensor gk = g[0].reshape(keep_shape).contiguous();
+    // The max of a 0-d tensor is itself. The kernels below index input_shape by dim, which a 0-d shape
+    // does not have (out of bounds on both devices), so this case never reaches them.
+    if (input_shape.empty()) return {gk.reshape(input_shape)};
     if (compute_requires_grad({&gk})) {
       // create_graph: the same scatter as a differentiable op (its gradient gathers at the indices).
-      if (input_shape.empty()) return {gk.reshape(input_shape)};  // the max of a 0-d tensor is itself
       return {scatter_add(zeros(input_shape, {.dtype = gk.dtype(), .device = gk.device()}), dim, indices.get(), gk)};
     }
     return {dispatch("max_backward", kMaxBackward, gk.device(), gk, indices.get(), input_shape, dim)};

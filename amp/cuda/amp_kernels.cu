@@ -86,7 +86,7 @@ void update_loss_scale(float* scale, float* inv_scale, int64_t* counters, std::s
   for (size_t i = 0; i < found_inf.size(); ++i) list.ptr[i] = found_inf[i];
   list.count = static_cast<int>(found_inf.size());
   update_scale_kernel<<<1, 1, 0, stream>>>(scale, inv_scale, counters, list, rule);
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("update_scale_kernel");
 }
 
 }  // namespace mantissa::gpu

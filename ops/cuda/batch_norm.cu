@@ -108,7 +108,7 @@ void launch_batch_norm_stats(const cpu::BatchNormGeometry& g, double eps, double
   if (g.channels == 0) return;
   batch_norm_stats_kernel<<<static_cast<unsigned>(g.channels), kChannelThreads, 0, stream>>>(
       g, eps, momentum, dev(x), running_mean, running_var, mean, invstd);
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("batch_norm_stats_kernel");
 }
 
 template <typename T>
@@ -119,7 +119,7 @@ void launch_batch_norm_eval_stats(int64_t channels, double eps, const param_t<T>
   const LaunchGeometry lg = elementwise_geometry(channels);
   batch_norm_eval_stats_kernel<<<lg.blocks, lg.threads, 0, stream>>>(channels, eps, running_mean, running_var, mean,
                                                                      invstd);
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("batch_norm_eval_stats_kernel");
 }
 
 template <typename T>
@@ -130,7 +130,7 @@ void launch_batch_norm_apply(const cpu::BatchNormGeometry& g, const T* x, const 
   if (total == 0) return;
   const LaunchGeometry lg = elementwise_geometry(total);
   batch_norm_apply_kernel<<<lg.blocks, lg.threads, 0, stream>>>(g, dev(x), mean, invstd, w, b, dev(y));
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("batch_norm_apply_kernel");
 }
 
 template <typename T>
@@ -140,7 +140,7 @@ void launch_batch_norm_backward(const cpu::BatchNormGeometry& g, cpu::BatchStats
   if (g.channels == 0 || (!dx && !dw && !db)) return;
   batch_norm_backward_kernel<<<static_cast<unsigned>(g.channels), kChannelThreads, 0, stream>>>(
       g, stats == cpu::BatchStats::kFromBatch, dev(dy), dev(x), mean, invstd, w, dev(dx), dw, db);
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("batch_norm_backward_kernel");
 }
 
 #define MT_INSTANTIATE(T)                                                                                              \

@@ -79,14 +79,12 @@ struct alignas(sizeof(T) * V) AlignedArray {
   T v[V];
 };
 
+// Sum over a full warp (all 32 lanes must call it). There is deliberately no warp_max: fmax drops a NaN
+// operand, which would lose a NaN that the CPU's max keeps; the max reduction and softmax carry their own
+// NaN rules (reduce_plan.h's max_wins, row_math.h's MaxSum).
 template <typename A>
 __device__ __forceinline__ A warp_sum(A v) {
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-template <typename A>
-__device__ __forceinline__ A warp_max(A v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 

@@ -66,26 +66,29 @@ void launch_map(const ElementwiseLayout<N>& l, Out* out, const std::array<const 
   for (int k = 0; k < N; ++k) in.p[k] = ptrs[k];
   if (l.flat) {
     constexpr int V = vector_width<In>();
-    bool aligned = is_vector_aligned(out, V, sizeof(Out));
-    for (int k = 0; k < N; ++k) aligned = aligned && is_vector_aligned(ptrs[k], V, sizeof(In));
-    if (V > 1 && aligned) {
+    const void* in_ptrs[N];
+    for (int k = 0; k < N; ++k) in_ptrs[k] = ptrs[k];
+    if (flat_vector_width(V, out, sizeof(Out), in_ptrs, N, sizeof(In)) > 1) {
       const LaunchGeometry g = elementwise_geometry(std::max<int64_t>(1, l.numel / V));
       flat_kernel<V, N><<<g.blocks, g.threads, 0, stream>>>(out, in, l.numel, fn);
+      MT_CUDA_LAUNCH_CHECK("flat_kernel (16-byte vectors)");
     } else {
       const LaunchGeometry g = elementwise_geometry(l.numel);
       flat_kernel<1, N><<<g.blocks, g.threads, 0, stream>>>(out, in, l.numel, fn);
+      MT_CUDA_LAUNCH_CHECK("flat_kernel (scalar)");
     }
   } else {
     const LaunchGeometry g = elementwise_geometry(l.numel);
     if (fits_32bit(l)) {
       strided_kernel<N, uint32_t><<<g.blocks, g.threads, 0, stream>>>(out, in, static_cast<uint32_t>(l.numel),
                                                                       make_offset_calc<uint32_t>(l), fn);
+      MT_CUDA_LAUNCH_CHECK("strided_kernel (32-bit index)");
     } else {
       strided_kernel<N, int64_t>
           <<<g.blocks, g.threads, 0, stream>>>(out, in, l.numel, make_offset_calc<int64_t>(l), fn);
+      MT_CUDA_LAUNCH_CHECK("strided_kernel (64-bit index)");
     }
   }
-  MT_CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename D>
@@ -148,11 +151,12 @@ void launch_select_bits(const ElementwiseLayout<3>& layout, const bool* cond, co
   if (fits_32bit(l)) {
     select_kernel<U, uint32_t><<<g.blocks, g.threads, 0, stream>>>(o, cond, ap, bp, static_cast<uint32_t>(l.numel),
                                                                    make_offset_calc<uint32_t>(l));
+    MT_CUDA_LAUNCH_CHECK("select_kernel (32-bit index)");
   } else {
     select_kernel<U, int64_t>
         <<<g.blocks, g.threads, 0, stream>>>(o, cond, ap, bp, l.numel, make_offset_calc<int64_t>(l));
+    MT_CUDA_LAUNCH_CHECK("select_kernel (64-bit index)");
   }
-  MT_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace

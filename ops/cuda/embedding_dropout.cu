@@ -66,7 +66,7 @@ void launch_embedding_forward(const T* weight, const int64_t* indices, int64_t n
   if (n * width == 0) return;
   const LaunchGeometry g = elementwise_geometry(n * width);
   embedding_forward_kernel<<<g.blocks, g.threads, 0, stream>>>(dev(weight), indices, n, vocab, width, dev(out));
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("embedding_forward_kernel");
 }
 
 template <typename T, typename A>
@@ -75,7 +75,7 @@ void launch_embedding_backward(const T* grad, const int64_t* indices, int64_t n,
   if (n * width == 0) return;
   const LaunchGeometry g = elementwise_geometry(n * width);
   embedding_backward_kernel<<<g.blocks, g.threads, 0, stream>>>(dev(grad), indices, n, vocab, width, acc);
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("embedding_backward_kernel");
 }
 
 template <typename T>
@@ -87,7 +87,7 @@ void launch_dropout_forward(uint64_t seed, uint64_t position, float keep, double
   const LaunchGeometry g = elementwise_geometry(blocks);
   dropout_forward_kernel<<<g.blocks, g.threads, 0, stream>>>(seed, position, keep, static_cast<C>(scale), dev(x), mask,
                                                              dev(out), n);
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("dropout_forward_kernel");
 }
 
 template <typename T>
@@ -96,7 +96,7 @@ void launch_dropout_apply(const T* x, const bool* mask, double scale, T* out, in
   using C = acc_t<device_t<T>>;
   const LaunchGeometry g = elementwise_geometry(n);
   dropout_apply_kernel<<<g.blocks, g.threads, 0, stream>>>(dev(x), mask, static_cast<C>(scale), dev(out), n);
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("dropout_apply_kernel");
 }
 
 #define MT_INSTANTIATE(T, A)                                                                                        \

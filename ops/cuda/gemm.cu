@@ -133,7 +133,7 @@ void launch_scale_add_bias(const cpu::BatchedGemmArgs<T>& args, typename CudaTyp
   const int64_t blocks = std::clamp<int64_t>((total + kBlock - 1) / kBlock, 1, 65535);
   scale_add_bias_kernel<S><<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(
       reinterpret_cast<S*>(g.c), g.ldc, args.stride_c, args.batch, g.m, g.n, beta, reinterpret_cast<const S*>(bias));
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("scale_add_bias_kernel");
 }
 
 // ---- cuBLASLt plans, cached per thread ----

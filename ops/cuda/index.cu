@@ -128,7 +128,7 @@ void launch_index_select(const T* x, const int64_t* index, int64_t n_index, int6
   if (total == 0) return;
   const LaunchGeometry g = elementwise_geometry(total);
   index_select_kernel<<<g.blocks, g.threads, 0, stream>>>(dev(x), index, n_index, outer, size, inner, dev(out));
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("index_select_kernel");
 }
 
 template <typename T, typename A>
@@ -138,7 +138,7 @@ void launch_index_add(const T* grad, const int64_t* index, int64_t n_index, int6
   if (total == 0) return;
   const LaunchGeometry g = elementwise_geometry(total);
   index_add_kernel<<<g.blocks, g.threads, 0, stream>>>(dev(grad), index, n_index, outer, size, inner, acc);
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("index_add_kernel");
 }
 
 template <typename T>
@@ -147,7 +147,7 @@ void launch_index_copy(const T* src, const int64_t* index, int64_t n_index, int6
   if (n_index * inner == 0) return;
   const LaunchGeometry g = elementwise_geometry(n_index * inner);
   index_copy_kernel<<<g.blocks, g.threads, 0, stream>>>(dev(src), index, n_index, size, inner, dev(out));
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("index_copy_kernel");
 }
 
 template <typename T>
@@ -155,7 +155,7 @@ void launch_gather(const T* x, const int64_t* index, GatherGeometry geo, T* out,
   if (geo.numel == 0) return;
   const LaunchGeometry g = elementwise_geometry(geo.numel);
   gather_kernel<<<g.blocks, g.threads, 0, stream>>>(dev(x), index, geo, dev(out));
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("gather_kernel");
 }
 
 template <typename T, typename A>
@@ -163,14 +163,14 @@ void launch_scatter_add(const T* src, const int64_t* index, GatherGeometry geo, 
   if (geo.numel == 0) return;
   const LaunchGeometry g = elementwise_geometry(geo.numel);
   scatter_add_kernel<<<g.blocks, g.threads, 0, stream>>>(dev(src), index, geo, acc);
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("scatter_add_kernel");
 }
 
 void launch_one_hot(const int64_t* index, int64_t n, int64_t classes, int64_t* out, cudaStream_t stream) {
   if (n == 0 || classes == 0) return;
   const LaunchGeometry g = elementwise_geometry(n);
   one_hot_kernel<<<g.blocks, g.threads, 0, stream>>>(index, n, classes, out);
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("one_hot_kernel");
 }
 
 template <typename T, typename C>
@@ -180,7 +180,7 @@ void launch_nll_forward(const T* log_probs, const int64_t* target, int64_t batch
   const LaunchGeometry g = elementwise_geometry(batch * inner);
   nll_forward_kernel<<<g.blocks, g.threads, 0, stream>>>(dev(log_probs), target, batch, classes, inner, ignore_index,
                                                          loss);
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("nll_forward_kernel");
 }
 
 template <typename T, typename C>
@@ -192,7 +192,7 @@ void launch_nll_backward(const int64_t* target, const T* grad, const double* cou
   const LaunchGeometry g = elementwise_geometry(total);
   nll_backward_kernel<device_t<T>, C><<<g.blocks, g.threads, 0, stream>>>(target, dev(grad), count, reduction, batch,
                                                                           classes, inner, ignore_index, dev(dx));
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("nll_backward_kernel");
 }
 
 #define MT_INSTANTIATE_FLOAT(T, A)                                                                                  \

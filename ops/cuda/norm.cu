@@ -12,33 +12,40 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// The rows a thread group works on (row_math.h's grid-stride RowLoop; TPR threads per row).
+template <int TPR>
+__device__ __forceinline__ RowLoop group_rows() {
+  return row_loop(blockIdx.x, gridDim.x, threadIdx.x / TPR, kThreads / TPR);
+}
+
 template <int TPR, typename D, typename P>
 __global__ void layer_norm_forward_kernel(int64_t rows, int64_t cols, P eps, const D* __restrict__ x,
                                           const P* __restrict__ w, const P* __restrict__ b, D* __restrict__ y,
                                           P* __restrict__ mean, P* __restrict__ rstd) {
-  const int64_t row = int64_t{blockIdx.x} * (kThreads / TPR) + threadIdx.x / TPR;
+  const RowLoop loop = group_rows<TPR>();
   const int lane = threadIdx.x % TPR;
-  if (row >= rows) return;  // whole groups leave together
-  const D* xr = x + row * cols;
-  P s = 0;
-  for (int64_t j = lane; j < cols; j += TPR) s += static_cast<P>(load(xr[j]));
-  const P mu = row_sum<TPR>(s) / static_cast<P>(cols);
-  P ss = 0;
-  for (int64_t j = lane; j < cols; j += TPR) {
-    const P d = static_cast<P>(load(xr[j])) - mu;
-    ss += mul_rn(d, d);
-  }
-  const P rs = P(1) / hd_sqrt(row_sum<TPR>(ss) / static_cast<P>(cols) + eps);
-  D* yr = y + row * cols;
-  for (int64_t j = lane; j < cols; j += TPR) {
-    P v = mul_rn(static_cast<P>(load(xr[j])) - mu, rs);
-    if (w) v = mul_rn(v, w[j]);
-    if (b) v += b[j];
-    yr[j] = store<D>(v);
-  }
-  if (lane == 0) {
-    mean[row] = mu;
-    rstd[row] = rs;
+  for (int64_t row = loop.first; row < rows; row += loop.step) {  // whole groups leave together
+    const D* xr = x + row * cols;
+    P s = 0;
+    for (int64_t j = lane; j < cols; j += TPR) s += static_cast<P>(load(xr[j]));
+    const P mu = row_sum<TPR>(s) / static_cast<P>(cols);
+    P ss = 0;
+    for (int64_t j = lane; j < cols; j += TPR) {
+      const P d = static_cast<P>(load(xr[j])) - mu;
+      ss += mul_rn(d, d);
+    }
+    const P rs = P(1) / hd_sqrt(row_sum<TPR>(ss) / static_cast<P>(cols) + eps);
+    D* yr = y + row * cols;
+    for (int64_t j = lane; j < cols; j += TPR) {
+      P v = mul_rn(static_cast<P>(load(xr[j])) - mu, rs);
+      if (w) v = mul_rn(v, w[j]);
+      if (b) v += b[j];
+      yr[j] = store<D>(v);
+    }
+    if (lane == 0) {
+      mean[row] = mu;
+      rstd[row] = rs;
+    }
   }
 }
 
@@ -47,25 +54,26 @@ __global__ void layer_norm_backward_input_kernel(int64_t rows, int64_t cols, con
                                                  const D* __restrict__ x, const P* __restrict__ mean,
                                                  const P* __restrict__ rstd, const P* __restrict__ w,
                                                  D* __restrict__ dx) {
-  const int64_t row = int64_t{blockIdx.x} * (kThreads / TPR) + threadIdx.x / TPR;
+  const RowLoop loop = group_rows<TPR>();
   const int lane = threadIdx.x % TPR;
-  if (row >= rows) return;
-  const D* xr = x + row * cols;
-  const D* gr = dy + row * cols;
-  const P mu = mean[row], rs = rstd[row];
-  P sg = 0, sgx = 0;
-  for (int64_t j = lane; j < cols; j += TPR) {
-    const P gw = w ? mul_rn(static_cast<P>(load(gr[j])), w[j]) : static_cast<P>(load(gr[j]));
-    sg += gw;
-    sgx += mul_rn(mul_rn(gw, static_cast<P>(load(xr[j])) - mu), rs);
-  }
-  const P mg = row_sum<TPR>(sg) / static_cast<P>(cols);
-  const P mgx = row_sum<TPR>(sgx) / static_cast<P>(cols);
-  D* dr = dx + row * cols;
-  for (int64_t j = lane; j < cols; j += TPR) {
-    const P gw = w ? mul_rn(static_cast<P>(load(gr[j])), w[j]) : static_cast<P>(load(gr[j]));
-    const P xhat_term = mul_rn(mul_rn(static_cast<P>(load(xr[j])) - mu, rs), mgx);
-    dr[j] = store<D>(rs * (gw - mg - xhat_term));
+  for (int64_t row = loop.first; row < rows; row += loop.step) {
+    const D* xr = x + row * cols;
+    const D* gr = dy + row * cols;
+    const P mu = mean[row], rs = rstd[row];
+    P sg = 0, sgx = 0;
+    for (int64_t j = lane; j < cols; j += TPR) {
+      const P gw = w ? mul_rn(static_cast<P>(load(gr[j])), w[j]) : static_cast<P>(load(gr[j]));
+      sg += gw;
+      sgx += mul_rn(mul_rn(gw, static_cast<P>(load(xr[j])) - mu), rs);
+    }
+    const P mg = row_sum<TPR>(sg) / static_cast<P>(cols);
+    const P mgx = row_sum<TPR>(sgx) / static_cast<P>(cols);
+    D* dr = dx + row * cols;
+    for (int64_t j = lane; j < cols; j += TPR) {
+      const P gw = w ? mul_rn(static_cast<P>(load(gr[j])), w[j]) : static_cast<P>(load(gr[j]));
+      const P xhat_term = mul_rn(mul_rn(static_cast<P>(load(xr[j])) - mu, rs), mgx);
+      dr[j] = store<D>(rs * (gw - mg - xhat_term));
+    }
   }
 }
 
@@ -114,7 +122,7 @@ __global__ void column_slices_sum_kernel(int64_t cols, int64_t slices, const P* 
   }
 }
 
-unsigned row_blocks(int64_t rows, int tpr) { return static_cast<unsigned>(ceil_div(rows, kThreads / tpr)); }
+unsigned row_blocks(int64_t rows, int tpr) { return row_launch_blocks(rows, kThreads / tpr); }
 
 }  // namespace
 
@@ -131,7 +139,7 @@ void launch_layer_norm_forward(int64_t rows, int64_t cols, double eps, const T* 
     layer_norm_forward_kernel<kThreads>
         <<<row_blocks(rows, kThreads), kThreads, 0, stream>>>(rows, cols, e, dev(x), w, b, dev(y), mean, rstd);
   }
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("layer_norm_forward_kernel");
 }
 
 template <typename T>
@@ -145,7 +153,7 @@ void launch_layer_norm_backward_input(int64_t rows, int64_t cols, const T* dy, c
     layer_norm_backward_input_kernel<kThreads>
         <<<row_blocks(rows, kThreads), kThreads, 0, stream>>>(rows, cols, dev(dy), dev(x), mean, rstd, w, dev(dx));
   }
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("layer_norm_backward_input_kernel");
 }
 
 int64_t layer_norm_param_slices(int64_t rows, int64_t cols, int device) {
@@ -163,16 +171,17 @@ void launch_layer_norm_backward_params(int64_t rows, int64_t cols, int64_t slice
   if (slices == 1) {
     layer_norm_params_kernel<<<grid, dim3(32, 8), 0, stream>>>(rows, cols, chunk, dev(dy), dev(x), mean, rstd, dw, db,
                                                                cols);
+    MT_CUDA_LAUNCH_CHECK("layer_norm_params_kernel");
   } else {
     P* ws_w = workspace;
     P* ws_b = workspace + slices * cols;
     layer_norm_params_kernel<<<grid, dim3(32, 8), 0, stream>>>(rows, cols, chunk, dev(dy), dev(x), mean, rstd, ws_w,
                                                                ws_b, cols);
-    MT_CUDA_CHECK(cudaGetLastError());
+    MT_CUDA_LAUNCH_CHECK("layer_norm_params_kernel");
     const LaunchGeometry g = elementwise_geometry(cols);
     column_slices_sum_kernel<<<g.blocks, g.threads, 0, stream>>>(cols, slices, ws_w, ws_b, dw, db);
+    MT_CUDA_LAUNCH_CHECK("column_slices_sum_kernel");
   }
-  MT_CUDA_CHECK(cudaGetLastError());
 }
 
 #define MT_INSTANTIATE(T)                                                                                              \

@@ -38,7 +38,14 @@ struct OffsetCalc {
       return;
     }
     for (int k = 0; k < N; ++k) off[k] = 0;
-    for (int d = 0; d < ndim; ++d) {
+      // Unrolled over kMaxDims with an early exit, so that every sizes[d] / strides[k][d] has a constant
+      // index: the calculator then stays in the kernel's parameter space instead of being copied to
+      // local memory (a stack frame per thread) to be indexed by a run-time d.
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int d = 0; d < kMaxDims; ++d) {
+      if (d == ndim) break;
       const I q = linear / sizes[d];
       const I idx = linear - q * sizes[d];
       linear = q;
@@ -99,6 +106,19 @@ constexpr int vector_width() {
 // True when p is aligned for a vector of `width` elements of `elem_size` bytes.
 inline bool is_vector_aligned(const void* p, int width, int elem_size) {
   return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(width * elem_size) == 0;
+}
+// The width the contiguous path moves: `width` when the output and each of the n_in inputs are aligned for
+// it, else 1 (the scalar loop). The pointers are the tensors' own, storage offset applied (a view that
+// starts mid-vector is misaligned), and on that path every tensor is contiguous of the output's shape, so
+// element i sits at pointer + i for all of them and the pointers alone decide. The output's vector holds
+// as many elements as the inputs' (a bool output of a compare: `width` bytes).
+inline int flat_vector_width(int width, const void* out, int out_elem_size, const void* const* in, int n_in,
+                             int in_elem_size) {
+  if (width <= 1 || !is_vector_aligned(out, width, out_elem_size)) return 1;
+  for (int k = 0; k < n_in; ++k) {
+    if (!is_vector_aligned(in[k], width, in_elem_size)) return 1;
+  }
+  return width;
 }
 
 }  // namespace mantissa::gpu

@@ -104,15 +104,16 @@ void launch_sum_typed(const ReduceLayout& l, const ReduceGeometry& g, double sca
   if (g.mode == ReduceMode::kRows) {
     sum_rows_kernel<D, A, I>
         <<<g.blocks_x, g.threads, 0, stream>>>(x, c, l.n_out, l.n_red, g.splits, g.chunk, s, ws, out);
+    MT_CUDA_LAUNCH_CHECK("sum_rows_kernel");
   } else {
     sum_columns_kernel<D, A, I>
         <<<dim3(g.blocks_x, g.blocks_y), g.threads, 0, stream>>>(x, c, l.n_out, l.n_red, g.splits, g.chunk, s, ws, out);
+    MT_CUDA_LAUNCH_CHECK("sum_columns_kernel");
   }
-  MT_CUDA_CHECK(cudaGetLastError());
   if (g.splits > 1) {
     const LaunchGeometry f = elementwise_geometry(l.n_out);
     sum_slices_kernel<D, A><<<f.blocks, f.threads, 0, stream>>>(ws, l.n_out, g.splits, s, out);
-    MT_CUDA_CHECK(cudaGetLastError());
+    MT_CUDA_LAUNCH_CHECK("sum_slices_kernel");
   }
 }
 
@@ -177,11 +178,12 @@ void launch_max_typed(const ReduceLayout& l, const D* x, D* values, int64_t* ind
   if (l.rows()) {
     const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(l.n_out, 8), kMaxBlocks));
     max_rows_kernel<D, I><<<blocks, 256, 0, stream>>>(x, c, l.n_out, l.n_red, values, indices);
+    MT_CUDA_LAUNCH_CHECK("max_rows_kernel");
   } else {
     const LaunchGeometry g = elementwise_geometry(l.n_out);
     max_columns_kernel<D, I><<<g.blocks, g.threads, 0, stream>>>(x, c, l.n_out, l.n_red, values, indices);
+    MT_CUDA_LAUNCH_CHECK("max_columns_kernel");
   }
-  MT_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace

@@ -52,6 +52,27 @@ struct RowGeometry {
 // for longer ones (e.g. a vocabulary of 50k).
 inline int softmax_threads_per_row(int64_t dim) { return dim <= 1024 ? 32 : 256; }
 
+// The row kernels (softmax, cross-entropy, layer_norm) give each group of TPR threads a row and then
+// stride over the grid, so any row count launches: a grid of one block per row group would pass
+// gridDim.x's limit (and wrap when cast to unsigned) for very many rows. 65535 blocks of 256 threads are
+// far more than a GPU keeps resident, and few enough that a test with more rows walks the stride loop.
+inline constexpr int64_t kMaxRowBlocks = 65535;
+inline unsigned row_launch_blocks(int64_t rows, int rows_per_block) {
+  int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+  if (blocks > kMaxRowBlocks) blocks = kMaxRowBlocks;
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
+}
+
+// The rows of thread group `group` (of `rows_per_block` in block `block` of a `grid`-block launch):
+// first, first + step, ... A group's threads share their rows, so they leave the loop together (a whole
+// warp, or the whole block when a row takes it, which keeps __syncthreads and full-mask shuffles valid).
+struct RowLoop {
+  int64_t first, step;
+};
+MT_HD inline RowLoop row_loop(unsigned block, unsigned grid, unsigned group, int rows_per_block) {
+  return {int64_t{block} * rows_per_block + group, int64_t{grid} * rows_per_block};
+}
+
 }  // namespace mantissa::gpu
 
 namespace mantissa::gpu {

@@ -1,5 +1,6 @@
 // CUDA softmax / log_softmax (forward, backward) and the fused cross-entropy. A row goes to a warp
-// (rows up to 1024 elements, 8 rows per block) or to a 256-thread block (longer rows); each thread keeps
+// (rows up to 1024 elements, 8 rows per block) or to a 256-thread block (longer rows), and the groups
+// stride over the rows past the grid (row_math.h's RowLoop); each thread keeps
 // an online (max, sum of exps) over its elements, merged across the row with shuffles (and shared
 // memory for a block), then a second pass over the row writes the outputs.
 #include "framework/cuda/check.h"
@@ -12,13 +13,16 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// The row a thread group works on, and the thread's lane within the group (TPR threads per row).
+// The rows a thread group works on (row_math.h's grid-stride RowLoop), and the thread's lane within the
+// group (TPR threads per row).
 template <int TPR>
-struct RowSlot {
-  int64_t row;
-  int lane;
-  __device__ RowSlot() : row(int64_t{blockIdx.x} * (kThreads / TPR) + threadIdx.x / TPR), lane(threadIdx.x % TPR) {}
-};
+__device__ __forceinline__ RowLoop group_rows() {
+  return row_loop(blockIdx.x, gridDim.x, threadIdx.x / TPR, kThreads / TPR);
+}
+template <int TPR>
+__device__ __forceinline__ int group_lane() {
+  return static_cast<int>(threadIdx.x % TPR);
+}
 
 // Merge of every thread's value within its row group: a shuffle tree for a warp, plus shared memory
 // across the warps of a block. Every thread of the group gets the result.
@@ -55,21 +59,23 @@ __device__ __forceinline__ MaxSum<acc_t<D>> row_max_sum(const D* x, int64_t base
 template <int TPR, typename D>
 __global__ void softmax_forward_kernel(RowGeometry g, SoftmaxMode mode, const D* __restrict__ x, D* __restrict__ y) {
   using C = acc_t<D>;
-  const RowSlot<TPR> slot;
-  if (slot.row >= g.rows()) return;  // whole groups leave together: TPR divides the block
-  const int64_t base = g.base(slot.row);
-  const MaxSum<C> r = row_max_sum<TPR>(x, base, g.dim, g.inner, slot.lane);
-  if (mode == SoftmaxMode::kLogSoftmax) {
-    const C ls = hd_log(r.s);
-    for (int64_t j = slot.lane; j < g.dim; j += TPR) {
-      const int64_t i = base + j * g.inner;
-      y[i] = store<D>((load(x[i]) - r.m) - ls);  // (x - m) - log(s), as the CPU
-    }
-  } else {
-    const C inv = C(1) / r.s;
-    for (int64_t j = slot.lane; j < g.dim; j += TPR) {
-      const int64_t i = base + j * g.inner;
-      y[i] = store<D>(hd_exp(load(x[i]) - r.m) * inv);
+  const RowLoop rows = group_rows<TPR>();
+  const int lane = group_lane<TPR>();
+  for (int64_t row = rows.first; row < g.rows(); row += rows.step) {
+    const int64_t base = g.base(row);
+    const MaxSum<C> r = row_max_sum<TPR>(x, base, g.dim, g.inner, lane);
+    if (mode == SoftmaxMode::kLogSoftmax) {
+      const C ls = hd_log(r.s);
+      for (int64_t j = lane; j < g.dim; j += TPR) {
+        const int64_t i = base + j * g.inner;
+        y[i] = store<D>((load(x[i]) - r.m) - ls);  // (x - m) - log(s), as the CPU
+      }
+    } else {
+      const C inv = C(1) / r.s;
+      for (int64_t j = lane; j < g.dim; j += TPR) {
+        const int64_t i = base + j * g.inner;
+        y[i] = store<D>(hd_exp(load(x[i]) - r.m) * inv);
+      }
     }
   }
 }
@@ -78,39 +84,43 @@ template <int TPR, typename D>
 __global__ void softmax_backward_kernel(RowGeometry g, SoftmaxMode mode, const D* __restrict__ dy,
                                         const D* __restrict__ y, D* __restrict__ dx) {
   using C = acc_t<D>;
-  const RowSlot<TPR> slot;
-  if (slot.row >= g.rows()) return;
-  const int64_t base = g.base(slot.row);
-  C acc = 0;
-  for (int64_t j = slot.lane; j < g.dim; j += TPR) {
-    const int64_t i = base + j * g.inner;
-    acc += mode == SoftmaxMode::kSoftmax ? load(dy[i]) * load(y[i]) : load(dy[i]);
-  }
-  const C total = row_sum<TPR>(acc);
-  for (int64_t j = slot.lane; j < g.dim; j += TPR) {
-    const int64_t i = base + j * g.inner;
-    const C yv = load(y[i]), dv = load(dy[i]);
-    dx[i] = store<D>(mode == SoftmaxMode::kSoftmax ? yv * (dv - total) : dv - hd_exp(yv) * total);
+  const RowLoop rows = group_rows<TPR>();
+  const int lane = group_lane<TPR>();
+  for (int64_t row = rows.first; row < g.rows(); row += rows.step) {
+    const int64_t base = g.base(row);
+    C acc = 0;
+    for (int64_t j = lane; j < g.dim; j += TPR) {
+      const int64_t i = base + j * g.inner;
+      acc += mode == SoftmaxMode::kSoftmax ? load(dy[i]) * load(y[i]) : load(dy[i]);
+    }
+    const C total = row_sum<TPR>(acc);
+    for (int64_t j = lane; j < g.dim; j += TPR) {
+      const int64_t i = base + j * g.inner;
+      const C yv = load(y[i]), dv = load(dy[i]);
+      dx[i] = store<D>(mode == SoftmaxMode::kSoftmax ? yv * (dv - total) : dv - hd_exp(yv) * total);
+    }
   }
 }
 
 template <int TPR, typename D, typename C>
 __global__ void cross_entropy_forward_kernel(RowGeometry g, const D* __restrict__ x, const int64_t* __restrict__ target,
                                              int64_t ignore_index, C* __restrict__ loss, C* __restrict__ lse) {
-  const RowSlot<TPR> slot;
-  if (slot.row >= g.rows()) return;
-  const int64_t base = g.base(slot.row);
-  const MaxSum<C> r = row_max_sum<TPR>(x, base, g.dim, g.inner, slot.lane);
-  if (slot.lane == 0) {
-    const C l = r.m + hd_log(r.s);
-    const int64_t t = target[slot.row];
-    lse[slot.row] = l;
-    if (t == ignore_index) {
-      loss[slot.row] = C(0);
-    } else if (t < 0 || t >= g.dim) {
-      loss[slot.row] = static_cast<C>(NAN);
-    } else {
-      loss[slot.row] = l - static_cast<C>(load(x[base + t * g.inner]));
+  const RowLoop rows = group_rows<TPR>();
+  const int lane = group_lane<TPR>();
+  for (int64_t row = rows.first; row < g.rows(); row += rows.step) {
+    const int64_t base = g.base(row);
+    const MaxSum<C> r = row_max_sum<TPR>(x, base, g.dim, g.inner, lane);
+    if (lane == 0) {
+      const C l = r.m + hd_log(r.s);
+      const int64_t t = target[row];
+      lse[row] = l;
+      if (t == ignore_index) {
+        loss[row] = C(0);
+      } else if (t < 0 || t >= g.dim) {
+        loss[row] = static_cast<C>(NAN);
+      } else {
+        loss[row] = l - static_cast<C>(load(x[base + t * g.inner]));
+      }
     }
   }
 }
@@ -143,31 +153,33 @@ __global__ void cross_entropy_backward_kernel(RowGeometry g, LossReduction reduc
                                               const int64_t* __restrict__ target, const C* __restrict__ lse,
                                               const D* __restrict__ grad, const double* __restrict__ count,
                                               int64_t ignore_index, D* __restrict__ dx) {
-  const RowSlot<TPR> slot;
-  if (slot.row >= g.rows()) return;
-  const int64_t base = g.base(slot.row);
-  const int64_t t = target[slot.row];
-  C scale;
-  if (reduction == LossReduction::kNone) {
-    scale = static_cast<C>(load(grad[slot.row]));
-  } else {
-    double k = static_cast<double>(load(grad[0]));  // as the CPU: in double, then to C
-    if (reduction == LossReduction::kMean) k /= *count;
-    scale = static_cast<C>(k);
-  }
-  const C l = lse[slot.row];
-  for (int64_t j = slot.lane; j < g.dim; j += TPR) {
-    const int64_t i = base + j * g.inner;
-    if (t == ignore_index) {
-      dx[i] = store<D>(C(0));
+  const RowLoop rows = group_rows<TPR>();
+  const int lane = group_lane<TPR>();
+  for (int64_t row = rows.first; row < g.rows(); row += rows.step) {
+    const int64_t base = g.base(row);
+    const int64_t t = target[row];
+    C scale;
+    if (reduction == LossReduction::kNone) {
+      scale = static_cast<C>(load(grad[row]));
     } else {
-      const C p = hd_exp(static_cast<C>(load(x[i])) - l);
-      dx[i] = store<D>((p - (j == t ? C(1) : C(0))) * scale);
+      double k = static_cast<double>(load(grad[0]));  // as the CPU: in double, then to C
+      if (reduction == LossReduction::kMean) k /= *count;
+      scale = static_cast<C>(k);
+    }
+    const C l = lse[row];
+    for (int64_t j = lane; j < g.dim; j += TPR) {
+      const int64_t i = base + j * g.inner;
+      if (t == ignore_index) {
+        dx[i] = store<D>(C(0));
+      } else {
+        const C p = hd_exp(static_cast<C>(load(x[i])) - l);
+        dx[i] = store<D>((p - (j == t ? C(1) : C(0))) * scale);
+      }
     }
   }
 }
 
-unsigned row_blocks(int64_t rows, int tpr) { return static_cast<unsigned>(ceil_div(rows, kThreads / tpr)); }
+unsigned row_blocks(int64_t rows, int tpr) { return row_launch_blocks(rows, kThreads / tpr); }
 
 }  // namespace
 
@@ -180,7 +192,7 @@ void launch_softmax_forward(RowGeometry g, SoftmaxMode mode, const T* x, T* y, c
   } else {
     softmax_forward_kernel<kThreads><<<row_blocks(g.rows(), kThreads), kThreads, 0, stream>>>(g, mode, dev(x), dev(y));
   }
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("softmax_forward_kernel");
 }
 
 template <typename T>
@@ -192,7 +204,7 @@ void launch_softmax_backward(RowGeometry g, SoftmaxMode mode, const T* dy, const
     softmax_backward_kernel<kThreads>
         <<<row_blocks(g.rows(), kThreads), kThreads, 0, stream>>>(g, mode, dev(dy), dev(y), dev(dx));
   }
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("softmax_backward_kernel");
 }
 
 template <typename T, typename C>
@@ -206,7 +218,7 @@ void launch_cross_entropy_forward(RowGeometry g, const T* logits, const int64_t*
     cross_entropy_forward_kernel<kThreads>
         <<<row_blocks(g.rows(), kThreads), kThreads, 0, stream>>>(g, dev(logits), target, ignore_index, loss, lse);
   }
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("cross_entropy_forward_kernel");
 }
 
 template <typename T, typename C>
@@ -216,10 +228,11 @@ void launch_loss_reduce(int64_t positions, LossReduction reduction, const C* los
     if (positions == 0) return;
     const LaunchGeometry lg = elementwise_geometry(positions);
     loss_none_kernel<<<lg.blocks, lg.threads, 0, stream>>>(positions, loss, dev(out));
+    MT_CUDA_LAUNCH_CHECK("loss_none_kernel");
   } else {
     loss_reduce_kernel<<<1, 1024, 0, stream>>>(positions, reduction, loss, target, ignore_index, dev(out), count);
+    MT_CUDA_LAUNCH_CHECK("loss_reduce_kernel");
   }
-  MT_CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename T, typename C>
@@ -234,7 +247,7 @@ void launch_cross_entropy_backward(RowGeometry g, LossReduction reduction, const
     cross_entropy_backward_kernel<kThreads><<<row_blocks(g.rows(), kThreads), kThreads, 0, stream>>>(
         g, reduction, dev(logits), target, lse, dev(grad), count, ignore_index, dev(dlogits));
   }
-  MT_CUDA_CHECK(cudaGetLastError());
+  MT_CUDA_LAUNCH_CHECK("cross_entropy_backward_kernel");
 }
 
 #define MT_INSTANTIATE(T, C)                                                                                        \

@@ -31,7 +31,7 @@ void bump_steps(const std::vector<int64_t*>& steps, const float* found_inf, cuda
     list.count = static_cast<int>(std::min<size_t>(kMaxSteps, steps.size() - first));
     for (int i = 0; i < list.count; ++i) list.ptr[i] = steps[first + static_cast<size_t>(i)];
     bump_steps_kernel<<<(list.count + 127) / 128, 128, 0, stream>>>(list, found_inf);
-    MT_CUDA_CHECK(cudaGetLastError());
+    MT_CUDA_LAUNCH_CHECK("bump_steps_kernel");
   }
 }
 

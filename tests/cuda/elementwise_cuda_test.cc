@@ -206,6 +206,31 @@ TEST(CudaElementwise, AddcmulAddcdivForwardAndBackward) {
   }
 }
 
+// Contiguous views with a storage offset (the flat path, whose 16-byte vectors need every pointer aligned):
+// offsets that keep and that break the alignment, in either input, at an odd length (a scalar tail),
+// through the public ops. Exact operations, so the bits must equal the CPU's.
+TEST(CudaElementwise, OffsetViewsOfOddLengthMatchCpuExactly) {
+  MT_REQUIRE_CUDA();
+  constexpr int64_t kLen = 1031;
+  for (DType dt : kDtypes) {
+    const Tensor base = random_tensor({2 * kLen + 16}, dt, 350);
+    const Tensor base_d = on_cuda(base);
+    for (int64_t off_a : {0, 1, 4, 8}) {
+      for (int64_t off_b : {0, 3, 8}) {
+        const Tensor a = base.narrow(0, off_a, kLen), b = base.narrow(0, kLen + off_b, kLen);
+        const Tensor ad = base_d.narrow(0, off_a, kLen), bd = base_d.narrow(0, kLen + off_b, kLen);
+        ASSERT_TRUE(ad.is_contiguous() && bd.is_contiguous());
+        const std::string what =
+            std::string(dtype_name(dt)) + " offsets " + std::to_string(off_a) + ", " + std::to_string(off_b);
+        EXPECT_TRUE(within_ulps(neg(a), neg(ad), 0)) << what;
+        EXPECT_TRUE(within_ulps(add(a, b), add(ad, bd), 0)) << what;
+        EXPECT_TRUE(within_ulps(lt(a, b), lt(ad, bd), 0)) << what;  // a bool output: vectors of 4-8 bytes
+        EXPECT_TRUE(within_ulps(where(lt(a, b), a, b), where(lt(ad, bd), ad, bd), 0)) << what;
+      }
+    }
+  }
+}
+
 #ifdef MANTISSA_WITH_CUDA
 // The launchers straight on cudaMalloc'd buffers poisoned with 0xFF: aligned (vectorized), misaligned
 // by one element (scalar path) and broadcast (strided path) must each write every output element.

@@ -127,6 +127,38 @@ TEST(CudaElementwisePlan, LaunchGeometryAndAlignment) {
   EXPECT_TRUE(gpu::is_vector_aligned(buf + 1, 1, 4));
 }
 
+// The contiguous path's vector width is decided by the tensors' own pointers, storage offset included:
+// a view that starts mid-vector, in the output or in any one input, takes the scalar loop.
+TEST(CudaElementwisePlan, VectorWidthLooksAtEveryPointerWithItsOffset) {
+  alignas(16) uint16_t halves[64];
+  alignas(16) bool flags[64];
+  const void* aligned[2] = {halves, halves + 16};
+  EXPECT_EQ(gpu::flat_vector_width(8, halves + 8, 2, aligned, 2, 2), 8);
+  for (int off : {1, 2, 4, 7}) {  // 2, 4 and 8 bytes in: all short of a 16-byte vector
+    const void* one_off[2] = {halves, halves + off};
+    EXPECT_EQ(gpu::flat_vector_width(8, halves, 2, one_off, 2, 2), 1) << "input offset " << off;
+    EXPECT_EQ(gpu::flat_vector_width(8, halves + off, 2, aligned, 2, 2), 1) << "output offset " << off;
+  }
+  // A compare of f32 writes bools: 4 of them per vector, so the output needs 4-byte alignment only.
+  alignas(16) float floats[16];
+  const void* f_in[2] = {floats, floats + 4};
+  EXPECT_EQ(gpu::flat_vector_width(4, flags + 4, 1, f_in, 2, 4), 4);
+  EXPECT_EQ(gpu::flat_vector_width(4, flags + 2, 1, f_in, 2, 4), 1);
+  EXPECT_EQ(gpu::flat_vector_width(1, halves + 1, 2, aligned, 2, 2), 1);  // 16-byte elements: never vectors
+
+  // Real views: the narrowed f16 tensor is contiguous (the flat path) but starts one element in.
+  const Tensor base = zeros({4, 64}, {.dtype = DType::kF16});
+  const Tensor row = base.select(0, 1);  // 128 bytes in: as aligned as the storage
+  const Tensor shifted = base.reshape({-1}).narrow(0, 1, 64);
+  ASSERT_TRUE(shifted.is_contiguous());
+  const void* row_ptr[1] = {row.data_ptr()};
+  const void* shifted_ptr[1] = {shifted.data_ptr()};
+  if (gpu::is_vector_aligned(base.data_ptr(), 8, 2)) {
+    EXPECT_EQ(gpu::flat_vector_width(8, row.data_ptr(), 2, row_ptr, 1, 2), 8);
+  }
+  EXPECT_EQ(gpu::flat_vector_width(8, row.data_ptr(), 2, shifted_ptr, 1, 2), 1);
+}
+
 // ---- the per-element math against the CPU ops ----
 
 // Values the device math gives for x, computed here on the host, as a tensor of x's dtype (16-bit:

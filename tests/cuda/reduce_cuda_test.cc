@@ -141,6 +141,12 @@ TEST(CudaReduce, MaxBackwardMatchesCpu) {
   max(y, 0).values.backward(g);
   max(yd, 0).values.backward(on_cuda(g));
   EXPECT_TRUE(within_ulps(y.grad(), yd.grad(), 0));  // g placed at the argmax: exact
+  // A 0-d input: the gradient passes through (the backward kernel would index the 0-d shape by dim).
+  Tensor s = on_cuda(full({}, 3.0));
+  s.set_requires_grad(true);
+  (max(s, 0).values * 2.0).backward();
+  EXPECT_EQ(s.grad().shape(), Shape{});
+  EXPECT_EQ(s.grad().item(), 2.0);
 }
 
 }  // namespace

@@ -5,9 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "ops/reduce.h"
 #include "tests/cuda/cuda_compare.h"
@@ -63,6 +66,29 @@ TEST(CudaRowMath, RowGeometryAndLaunchChoices) {
   EXPECT_EQ(gpu::column_slices(8192, 768, 132), 11);  // 24 column blocks, ~264 blocks wanted
   EXPECT_EQ(gpu::column_slices(10, 768, 132), 1);     // too few rows to slice
   EXPECT_EQ(gpu::column_slices(1 << 24, 32, 132), 264);
+}
+
+// The row kernels' grid: at most kMaxRowBlocks blocks (never wrapped by the cast to unsigned), and the
+// groups' grid-stride loops visit every row exactly once, with or without more rows than the grid holds.
+TEST(CudaRowMath, RowLoopCoversEveryRowOnceAtAnyCount) {
+  EXPECT_EQ(gpu::row_launch_blocks(0, 8), 1u);
+  EXPECT_EQ(gpu::row_launch_blocks(9, 8), 2u);
+  EXPECT_EQ(gpu::row_launch_blocks(int64_t{1} << 40, 8), static_cast<unsigned>(gpu::kMaxRowBlocks));
+  EXPECT_EQ(gpu::row_launch_blocks(int64_t{1} << 35, 1), static_cast<unsigned>(gpu::kMaxRowBlocks));
+  const int64_t past_grid = gpu::kMaxRowBlocks * 8 + 13;  // warp mode: 8 rows per block
+  for (const auto& [rows, per_block] : std::vector<std::pair<int64_t, int>>{
+           {1, 8}, {7, 8}, {8, 8}, {1000, 8}, {past_grid, 8}, {5, 1}, {gpu::kMaxRowBlocks + 1, 1}, {200000, 1}}) {
+    const unsigned grid = gpu::row_launch_blocks(rows, per_block);
+    ASSERT_LE(grid, static_cast<unsigned>(gpu::kMaxRowBlocks));
+    std::vector<int> seen(static_cast<size_t>(rows), 0);
+    for (unsigned block = 0; block < grid; ++block) {
+      for (int group = 0; group < per_block; ++group) {
+        const gpu::RowLoop loop = gpu::row_loop(block, grid, static_cast<unsigned>(group), per_block);
+        for (int64_t row = loop.first; row < rows; row += loop.step) ++seen[static_cast<size_t>(row)];
+      }
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), rows) << rows << " rows, " << per_block << " per block";
+  }
 }
 
 }  // namespace

@@ -1,11 +1,18 @@
 // CUDA softmax, log_softmax, cross-entropy and layer_norm against the CPU, forward and backward, in f32,
 // f16 and bf16, with rows handled by a warp (<= 1024 wide) and by a block (wider), softmax along the
 // last and a middle dim, and cross-entropy with ignored targets in all three reductions; the fused
-// cross-entropy also against the composed log_softmax + nll. Skipped without a device.
+// cross-entropy also against the composed log_softmax + nll; and all of them with more rows than one
+// grid holds. Skipped without a device.
 #include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "framework/autograd.h"
 #include "framework/cuda/device.h"
+#include "ops/cuda/row_math.h"
+#include "ops/elementwise.h"
 #include "ops/loss.h"
 #include "ops/norm.h"
 #include "ops/softmax.h"
@@ -30,6 +37,9 @@ Tol tol_for(DType dt) {
   if (dt == DType::kF16) return {2e-3, 1e-4};
   return {1.6e-2, 1e-3};
 }
+
+// Rows past what one launch's grid covers at `rows_per_block` rows per block, plus an uneven remainder.
+int64_t gpu_row_groups_past_grid(int rows_per_block) { return gpu::kMaxRowBlocks * rows_per_block + 13; }
 
 TEST(CudaSoftmax, ForwardAndBackwardMatchCpu) {
   MT_REQUIRE_CUDA();
@@ -152,6 +162,70 @@ TEST(CudaLayerNorm, ForwardAndBackwardMatchCpu) {
   layer_norm(xd, {64}, wd).backward(on_cuda(ones({8192, 64})));
   // 8192 terms of magnitude <= ~4 in f32 in different orders: 1e-4 relative + 1e-3 absolute.
   EXPECT_TRUE(within_rel(w.grad(), wd.grad(), 1e-4, 1e-3));
+}
+
+// [rows, cols] values whose rows all differ (not shifts or scalings of one another, which softmax and
+// layer_norm would map to the same output): x[i, j] = b[j] + a[i] c[j], from rows + 2 cols random values
+// (drawing rows * cols of them would dominate the test's time).
+Tensor distinct_rows(int64_t rows, int64_t cols, uint64_t seed) {
+  const Tensor a = random_tensor({rows, 1}, DType::kF32, seed, 0.5, 2.0);
+  const Tensor b = random_tensor({1, cols}, DType::kF32, seed + 1);
+  const Tensor c = random_tensor({1, cols}, DType::kF32, seed + 2);
+  return add(b, mul(a, c));
+}
+
+// More rows than one grid holds (row_math.h's kMaxRowBlocks blocks of 8 warp-rows, or of one block-row):
+// the row groups stride over the grid, and every row is written with its own values, forward and backward.
+TEST(CudaRowKernels, MoreRowsThanTheGridHoldsMatchCpu) {
+  MT_REQUIRE_CUDA();
+  const Tol t = tol_for(DType::kF32);
+  const int64_t warp_rows = gpu_row_groups_past_grid(8), block_rows = gpu_row_groups_past_grid(1);
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{warp_rows, 5}, {block_rows, 1025}}) {
+    const std::string what = std::to_string(rows) + " x " + std::to_string(cols);
+    {  // softmax and log_softmax
+      for (bool log_form : {false, true}) {
+        auto fn = [&](const Tensor& x) { return log_form ? log_softmax(x, 1) : softmax(x, 1); };
+        Tensor x = distinct_rows(rows, cols, 330);
+        Tensor xd = on_cuda(x);
+        x.set_requires_grad(true);
+        xd.set_requires_grad(true);
+        const Tensor y = fn(x), yd = fn(xd);
+        EXPECT_TRUE(within_rel(y, yd, t.rtol, t.atol)) << what << (log_form ? " log_softmax" : " softmax");
+        const Tensor g = distinct_rows(rows, cols, 333);
+        y.backward(g);
+        yd.backward(on_cuda(g));
+        EXPECT_TRUE(within_rel(x.grad(), xd.grad(), 2 * t.rtol, 2 * t.atol)) << what << " backward";
+      }
+    }
+    {  // cross-entropy, every 11th target ignored; summed, so that each gradient is O(1) (a mean over this
+       // many positions would put every gradient under the absolute tolerance)
+      std::vector<int64_t> tv(static_cast<size_t>(rows));
+      for (size_t i = 0; i < tv.size(); ++i) tv[i] = i % 11 == 5 ? -100 : static_cast<int64_t>((i * 7) % cols);
+      const Tensor target = from_vector<int64_t>(tv, {rows});
+      Tensor x = distinct_rows(rows, cols, 336);
+      Tensor xd = on_cuda(x);
+      x.set_requires_grad(true);
+      xd.set_requires_grad(true);
+      const CrossEntropyOptions summed{.reduction = Reduction::kSum};
+      const Tensor loss = cross_entropy(x, target, summed), loss_d = cross_entropy(xd, on_cuda(target), summed);
+      EXPECT_TRUE(within_rel(loss, loss_d, t.rtol, t.atol)) << what << " cross_entropy";
+      loss.backward();
+      loss_d.backward();
+      EXPECT_TRUE(within_rel(x.grad(), xd.grad(), 2 * t.rtol, 2 * t.atol)) << what << " cross_entropy backward";
+    }
+    {  // layer_norm without affine parameters: the row kernels only
+      Tensor x = distinct_rows(rows, cols, 339);
+      Tensor xd = on_cuda(x);
+      x.set_requires_grad(true);
+      xd.set_requires_grad(true);
+      const Tensor y = layer_norm(x, {cols}), yd = layer_norm(xd, {cols});
+      EXPECT_TRUE(within_rel(y, yd, t.rtol, 10 * t.atol)) << what << " layer_norm";
+      const Tensor g = distinct_rows(rows, cols, 342);
+      y.backward(g);
+      yd.backward(on_cuda(g));
+      EXPECT_TRUE(within_rel(x.grad(), xd.grad(), 4 * t.rtol, 10 * t.atol)) << what << " layer_norm backward";
+    }
+  }
 }
 
 }  // namespace

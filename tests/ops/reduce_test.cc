@@ -151,6 +151,12 @@ TEST(Reduce, MaxGradients) {
   Tensor h = from_vector<float>({3, 1}, {2}, {.dtype = DType::kF16}).set_requires_grad(true);
   max(h).to(DType::kF32).backward();
   EXPECT_EQ(h.grad().dtype(), DType::kF16);
+  // A 0-d input (dim 0 names its one element): the gradient passes through, shaped as the input. The
+  // backward kernels index the input's shape by dim, which a 0-d shape does not have.
+  Tensor s = full({}, 3.0, {.dtype = DType::kF64}).set_requires_grad(true);
+  (max(s, 0).values * 2.0).backward();
+  EXPECT_EQ(s.grad().shape(), Shape{});
+  EXPECT_EQ(values(s.grad()), (std::vector<double>{2.0}));
 }
 
 TEST(Reduce, SumToUndoesBroadcasting) {
