@@ -15,6 +15,7 @@
 #include "models/mlp.h"
 #include "ops/reduce.h"
 #include "optim/adam.h"
+#include "tests/train/read_order_support.h"
 #include "train/trainer.h"
 
 namespace mantissa {
@@ -46,9 +47,7 @@ TEST_F(HostReadCuda, ItemOnAGpuTensorIsADeviceToHostRead) {
   EXPECT_EQ(seen, (std::vector<HostRead>{HostRead::kItem, HostRead::kDeviceToHost}));
 }
 
-// What the host did, in order: "L" a training loss was computed (one micro-batch per step, so the n-th "L"
-// starts step n), "W" a HostCopy was waited for, "S<n>" step n's metrics were emitted, and any other read
-// by its name.
+// The host's events (tests/train/read_order_support.h) inside the steps: none but the planned reads.
 TEST_F(HostReadCuda, TrainerStepsReadNothingUntilTheNextStepIsEnqueued) {
   constexpr int64_t kSteps = 12;
   Generator gen(3);
@@ -58,37 +57,27 @@ TEST_F(HostReadCuda, TrainerStepsReadNothingUntilTheNextStepIsEnqueued) {
   const Tensor x = randn({512, 32}, {}, &gen), y = argmax(x.narrow(1, 0, 8), 1);  // learnable labels
   DataLoader train(std::make_shared<TensorDataset>(std::vector<Tensor>{x, y}),
                    {.batch_size = 64, .shuffle = Shuffle::kRandom, .seed = 1, .pin_memory = PinMemory::kYes});
-  std::vector<std::string> events;
-  Task task = classification_task([&](const Tensor& in) { return model.forward(in); });
-  const auto loss = task.loss;
-  task.loss = [&](const Example& batch) {
-    events.push_back("L");
-    return loss(batch);
-  };
-  Trainer trainer({.precision = Precision::kF16, .max_steps = kSteps, .clip_grad_norm = 1.0}, model, task, adam, train);
-  trainer.on_step_end([&](const StepMetrics& m) { events.push_back("S" + std::to_string(m.step)); });
+  ReadOrderLog log;
+  Trainer trainer({.precision = Precision::kF16, .max_steps = kSteps, .clip_grad_norm = 1.0}, model,
+                  log.logging_loss(classification_task([&](const Tensor& in) { return model.forward(in); })), adam,
+                  train);
+  log.log_steps(trainer);
   absl::StatusOr<RunSummary> summary;
   {
-    ScopedHostReadObserver observe(
-        [&](HostRead r) { events.push_back(r == HostRead::kHostCopyWait ? "W" : host_read_name(r)); });
+    const ScopedHostReadObserver observe = log.observe_reads();
     summary = trainer.fit();
   }
   ASSERT_TRUE(summary.ok()) << summary.status();
   // The fit's own reads before the first step (the scaler's counters) and after the last (the summary's
   // scale and counters) are outside the steps: look from the first "L" to the last "S".
+  const std::vector<std::string>& events = log.events;
   size_t first = 0;
   while (first < events.size() && events[first] != "L") ++first;
   size_t last = events.size();
   while (last > 0 && events[last - 1] != "S" + std::to_string(kSteps)) --last;
-  std::vector<std::string> expected;
-  for (int64_t n = 1; n <= kSteps; ++n) {
-    expected.push_back("L");
-    if (n > 1) expected.insert(expected.end(), {"W", "S" + std::to_string(n - 1)});
-  }
-  expected.insert(expected.end(), {"W", "S" + std::to_string(kSteps)});
   EXPECT_EQ(std::vector<std::string>(events.begin() + static_cast<std::ptrdiff_t>(first),
                                      events.begin() + static_cast<std::ptrdiff_t>(last)),
-            expected);
+            ReadOrderLog::expected_with_lag_one(kSteps));
 }
 
 }  // namespace

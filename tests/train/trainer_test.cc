@@ -26,6 +26,7 @@
 #include "ops/reduce.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
+#include "tests/train/read_order_support.h"
 
 namespace mantissa {
 namespace {
@@ -524,31 +525,20 @@ TEST(TrainerReadOrderTest, StepNIsReadOnlyAfterStepNPlusOneIsEnqueued) {
   constexpr int64_t kSteps = 6;
   for (const Precision precision : {Precision::kBF16, Precision::kF16}) {
     Rig s;
-    std::vector<std::string> events;
-    Task task = s.task();
-    task.loss = [&, loss = task.loss](const Example& batch) {
-      events.push_back("L");
-      return loss(batch);
-    };
+    ReadOrderLog log;
     Trainer trainer({.precision = precision, .max_steps = kSteps, .clip_grad_norm = 1.0, .step_read_lag = 1}, s.model,
-                    task, s.adam, s.train);
-    trainer.on_step_end([&](const StepMetrics& m) { events.push_back("S" + std::to_string(m.step)); });
+                    log.logging_loss(s.task()), s.adam, s.train);
+    log.log_steps(trainer);
     absl::StatusOr<RunSummary> summary;
     {
-      ScopedHostReadObserver observe(
-          [&](HostRead r) { events.push_back(r == HostRead::kHostCopyWait ? "W" : host_read_name(r)); });
+      const ScopedHostReadObserver observe = log.observe_reads();
       summary = trainer.fit();
     }
     ASSERT_TRUE(summary.ok()) << summary.status();
-    std::vector<std::string> expected;
-    for (int64_t n = 1; n <= kSteps; ++n) {
-      expected.push_back("L");
-      if (n > 1) expected.insert(expected.end(), {"W", "S" + std::to_string(n - 1)});
-    }
-    expected.insert(expected.end(), {"W", "S" + std::to_string(kSteps)});
+    const std::vector<std::string> expected = ReadOrderLog::expected_with_lag_one(kSteps);
     std::vector<std::string> steps;  // from the first loss to the last step emitted
     bool inside = false;
-    for (const std::string& e : events) {
+    for (const std::string& e : log.events) {
       inside = inside || e == "L";
       if (!inside) continue;
       if (e == "item") continue;
