@@ -19,8 +19,9 @@ inline To cast_value(From v) {
     return v;
   } else if constexpr (std::is_same_v<To, bool>) {
     return static_cast<compute_t<From>>(v) != compute_t<From>(0);
-  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
-    // double -> float -> half would round twice; PyTorch converts f64 -> f16 through float as well.
+  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16> || std::is_same_v<To, Float8E4M3> ||
+                       std::is_same_v<To, Float8E5M2>) {
+    // double -> float -> half would round twice; PyTorch converts f64 -> f16 (and -> FP8) through float as well.
     return To(static_cast<float>(static_cast<compute_t<From>>(v)));
   } else {
     return static_cast<To>(static_cast<compute_t<From>>(v));
@@ -44,7 +45,7 @@ void fill_(const Tensor& dst, double value) {
 #ifdef MANTISSA_WITH_CUDA
   if (dst.device().is_cuda()) {
     uint64_t bits = 0;  // the value converted on the host, as the CPU kernel does; the GPU stores its bytes
-    dispatch_all(dst.dtype(), "fill_", [&]<typename T>() {
+    dispatch_with_float8(dst.dtype(), "fill_", [&]<typename T>() {
       const T v = cast_value<T>(value);
       std::memcpy(&bits, &v, sizeof(T));
     });
@@ -52,7 +53,7 @@ void fill_(const Tensor& dst, double value) {
   }
 #endif
   check_cpu(dst, "fill_");
-  dispatch_all(dst.dtype(), "fill_", [&]<typename T>() {
+  dispatch_with_float8(dst.dtype(), "fill_", [&]<typename T>() {
     const T v = cast_value<T>(value);
     T* base = dst.data<T>();
     std::array<const Shape*, 1> st{&dst.strides()};
@@ -95,8 +96,8 @@ void copy_(const Tensor& dst, const Tensor& src) {
   if (contiguous && src.dtype() == DType::kBF16 && dst.dtype() == DType::kF32) {
     return convert(src.data<BFloat16>(), dst.data<float>(), n);
   }
-  dispatch_all(dst.dtype(), "copy_", [&]<typename D>() {
-    dispatch_all(src.dtype(), "copy_", [&]<typename S>() {
+  dispatch_with_float8(dst.dtype(), "copy_", [&]<typename D>() {
+    dispatch_with_float8(src.dtype(), "copy_", [&]<typename S>() {
       D* d = dst.data<D>();
       const S* s = src.data<S>();
       std::array<const Shape*, 2> st{&dst.strides(), &src.strides()};

@@ -105,7 +105,7 @@ double Tensor::item() const {
            " elements)");
   notify_host_read(HostRead::kItem);
   const Tensor host = device().is_cpu() ? *this : detach().to(kCPU);  // from a GPU: a copy, a sync point
-  return dispatch_all(dtype(), "item", [&]<typename T>() {
+  return dispatch_with_float8(dtype(), "item", [&]<typename T>() {
     return static_cast<double>(static_cast<compute_t<T>>(*static_cast<const T*>(host.data_ptr())));
   });
 }
@@ -307,7 +307,7 @@ std::string Tensor::str() const {
   const int64_t n = numel();
   constexpr int64_t kEdge = 3;  // elements shown at each end of a long tensor
   os << " [";
-  dispatch_all(dtype(), "print", [&]<typename T>() {
+  dispatch_with_float8(dtype(), "print", [&]<typename T>() {
     const T* p = static_cast<const T*>(c.data_ptr());
     for (int64_t i = 0; i < n; ++i) {
       if (n > 2 * kEdge + 2 && i == kEdge) {

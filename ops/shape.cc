@@ -44,7 +44,7 @@ cpu::IndexGeometry index_geometry(const Shape& shape, int64_t dim) {
 }
 
 void cpu_index_select(const Tensor& x, const Tensor& idx, const cpu::IndexGeometry& geo, const Tensor& out) {
-  dispatch_all(x.dtype(), "index_select", [&]<typename T>() {
+  dispatch_with_float8(x.dtype(), "index_select", [&]<typename T>() {
     cpu::index_select_rows<T>(x.data<T>(), idx.data<int64_t>(), idx.numel(), geo, out.data<T>());
   });
 }
@@ -57,7 +57,7 @@ void cpu_index_add(const Tensor& src, const Tensor& idx, const cpu::IndexGeometr
 }
 
 void cpu_gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& out) {
-  dispatch_all(x.dtype(), "gather", [&]<typename T>() {
+  dispatch_with_float8(x.dtype(), "gather", [&]<typename T>() {
     cpu::gather_strided<T>(x.data<T>(), x.strides(), dim, idx.data<int64_t>(), idx.shape(), out.data<T>());
   });
 }

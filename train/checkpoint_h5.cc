@@ -57,6 +57,8 @@ TypeFor type_for(DType d) {
     case DType::kF16: return {H5T_STD_U16LE, H5T_NATIVE_UINT16, "f16"};
     case DType::kBF16: return {H5T_STD_U16LE, H5T_NATIVE_UINT16, "bf16"};
     case DType::kBool: return {H5T_STD_U8LE, H5T_NATIVE_UINT8, "bool"};
+    case DType::kF8E4M3: return {H5T_STD_U8LE, H5T_NATIVE_UINT8, "f8e4m3"};
+    case DType::kF8E5M2: return {H5T_STD_U8LE, H5T_NATIVE_UINT8, "f8e5m2"};
   }
   return {H5T_NATIVE_UINT8, H5T_NATIVE_UINT8, "?"};
 }
@@ -381,10 +383,15 @@ absl::StatusOr<Tensor> Reader::tensor(const Obj& o, const std::string& name) con
     dtype = DType::kBF16;
   else if (cls == H5T_INTEGER && size == 1 && sign == H5T_SGN_NONE && tag == "bool")
     dtype = DType::kBool;
+  else if (cls == H5T_INTEGER && size == 1 && sign == H5T_SGN_NONE && tag == "f8e4m3")
+    dtype = DType::kF8E4M3;
+  else if (cls == H5T_INTEGER && size == 1 && sign == H5T_SGN_NONE && tag == "f8e5m2")
+    dtype = DType::kF8E5M2;
   else
-    return error(path, absl::StrCat("has an unsupported type (HDF5 class ", static_cast<int>(cls), ", ", size, " bytes",
-                                    tag.empty() ? "" : ", dtype '" + tag + "'",
-                                    "); expected f32, f64, i64, i32, or u16/u8 tagged f16, bf16, bool"));
+    return error(path,
+                 absl::StrCat("has an unsupported type (HDF5 class ", static_cast<int>(cls), ", ", size, " bytes",
+                              tag.empty() ? "" : ", dtype '" + tag + "'",
+                              "); expected f32, f64, i64, i32, or u16/u8 tagged f16, bf16, bool, f8e4m3, f8e5m2"));
   const uint64_t bytes = static_cast<uint64_t>(d->numel) * element_size(dtype);
   if (bytes > file_size_)
     return error(path, absl::StrCat("declares ", bytes, " bytes of data, more than the file's ", file_size_));

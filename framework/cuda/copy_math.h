@@ -8,16 +8,24 @@
 #include <cstring>
 #include <type_traits>
 
+#include "framework/float8.h"
 #include "framework/host_device.h"
 
 namespace mantissa::gpu {
 
-// Storage types of the 16-bit floats in kernels: the same bits as mantissa::Half / BFloat16.
+// Storage types of the 16-bit and 8-bit floats in kernels: the same bits as mantissa::Half / BFloat16 /
+// Float8E4M3 / Float8E5M2.
 struct F16 {
   uint16_t bits;
 };
 struct BF16 {
   uint16_t bits;
+};
+struct F8E4M3 {
+  uint8_t bits;
+};
+struct F8E5M2 {
+  uint8_t bits;
 };
 
 MT_HD inline uint32_t float_to_bits(float f) {
@@ -86,25 +94,34 @@ MT_HD inline uint16_t f32_to_bf16_bits(float f) {
 
 MT_HD inline float bf16_bits_to_f32(uint16_t b) { return bits_to_float(static_cast<uint32_t>(b) << 16); }
 
-// A value in its compute type: f16/bf16 widen to float, everything else is itself.
+// A value in its compute type: f16/bf16/FP8 widen to float, everything else is itself.
 template <typename T>
 MT_HD inline auto widen(T v) {
   if constexpr (std::is_same_v<T, F16>) {
     return f16_bits_to_f32(v.bits);
   } else if constexpr (std::is_same_v<T, BF16>) {
     return bf16_bits_to_f32(v.bits);
+  } else if constexpr (std::is_same_v<T, F8E4M3>) {
+    return bits_to_float(Fp8E4M3Format::to_f32_bits(v.bits));
+  } else if constexpr (std::is_same_v<T, F8E5M2>) {
+    return bits_to_float(Fp8E5M2Format::to_f32_bits(v.bits));
   } else {
     return v;
   }
 }
 
-// A compute value stored as T, rounded once (f16/bf16 from float with round to nearest even).
+// A compute value stored as T, rounded once (f16/bf16/FP8 from float with round to nearest even; FP8 with
+// PyTorch's overflow rule per format, framework/float8.h).
 template <typename T, typename C>
 MT_HD inline T narrow(C v) {
   if constexpr (std::is_same_v<T, F16>) {
     return F16{f32_to_f16_bits(static_cast<float>(v))};
   } else if constexpr (std::is_same_v<T, BF16>) {
     return BF16{f32_to_bf16_bits(static_cast<float>(v))};
+  } else if constexpr (std::is_same_v<T, F8E4M3>) {
+    return F8E4M3{Fp8E4M3Format::from_f32_bits(float_to_bits(static_cast<float>(v)), Float8E4M3::kDefaultOverflow)};
+  } else if constexpr (std::is_same_v<T, F8E5M2>) {
+    return F8E5M2{Fp8E5M2Format::from_f32_bits(float_to_bits(static_cast<float>(v)), Float8E5M2::kDefaultOverflow)};
   } else {
     return static_cast<T>(v);
   }

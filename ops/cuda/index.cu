@@ -16,6 +16,10 @@ template <typename D>
 __device__ __forceinline__ D invalid_value() {
   if constexpr (std::is_same_v<D, __half> || std::is_same_v<D, __nv_bfloat16> || std::is_floating_point_v<D>) {
     return store<D>(acc_t<D>(NAN));
+  } else if constexpr (std::is_same_v<D, Float8E4M3> || std::is_same_v<D, Float8E5M2>) {
+    D nan{};
+    nan.bits = 0x7f;  // a nan in both formats
+    return nan;
   } else {
     return D(0);
   }
@@ -221,6 +225,8 @@ MT_INSTANTIATE_ALL(BFloat16)
 MT_INSTANTIATE_ALL(int64_t)
 MT_INSTANTIATE_ALL(int32_t)
 MT_INSTANTIATE_ALL(bool)
+MT_INSTANTIATE_ALL(Float8E4M3)
+MT_INSTANTIATE_ALL(Float8E5M2)
 #undef MT_INSTANTIATE_ALL
 
 }  // namespace mantissa::gpu

@@ -25,6 +25,22 @@ TEST(CudaCopyMath, HalfAndBFloat16ToFloatMatchTheCpuForEveryPattern) {
   }
 }
 
+// The FP8 casts of the copy kernel are framework/float8.h's own functions; check the kernel-side wrappers
+// (widen/narrow over the F8 storage tags) give the scalar types' bits for every pattern and many floats.
+TEST(CudaCopyMath, Float8CastsMatchTheScalarTypes) {
+  for (uint32_t b = 0; b < 256; ++b) {
+    const auto u = static_cast<uint8_t>(b);
+    ASSERT_EQ(float_to_bits(widen(F8E4M3{u})), float_to_bits(static_cast<float>(Float8E4M3::from_bits(u)))) << b;
+    ASSERT_EQ(float_to_bits(widen(F8E5M2{u})), float_to_bits(static_cast<float>(Float8E5M2::from_bits(u)))) << b;
+  }
+  for (uint64_t x = 0; x <= 0xffffffffull; x += 9973) {
+    const float f = bits_to_float(static_cast<uint32_t>(x));
+    ASSERT_EQ(narrow<F8E4M3>(f).bits, Float8E4M3(f).bits) << std::hex << x;
+    ASSERT_EQ(narrow<F8E5M2>(f).bits, Float8E5M2(f).bits) << std::hex << x;
+    ASSERT_EQ(cast_element<F8E5M2>(static_cast<double>(f)).bits, Float8E5M2(f).bits) << std::hex << x;
+  }
+}
+
 TEST(CudaCopyMath, FloatToHalfAndBFloat16MatchTheCpu) {
   // Every 97th float bit pattern (a prime stride reaches every exponent and many mantissa tails), plus
   // the rounding boundaries around the f16 range ends and the subnormals.

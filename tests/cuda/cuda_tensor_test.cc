@@ -25,8 +25,8 @@
 namespace mantissa {
 namespace {
 
-const std::vector<DType> kAllDTypes = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16,
-                                       DType::kI64, DType::kI32, DType::kBool};
+const std::vector<DType> kAllDTypes = {DType::kF32, DType::kF64,  DType::kF16,    DType::kBF16,  DType::kI64,
+                                       DType::kI32, DType::kBool, DType::kF8E4M3, DType::kF8E5M2};
 
 // Deterministic values with zeros, negatives, fractions and ties, finite in every dtype (|v| < 65504).
 [[maybe_unused]] Tensor sample(const Shape& shape, DType dtype) {
@@ -160,7 +160,8 @@ TEST(CudaTensor, DeviceCastsEqualCpuCastsBitForBit) {
       const Tensor to_host_cast = poisoned_cpu({4, 5}, to);
       copy_(to_host_cast, dev_src);  // D2H with a cast
       expect_same_bits(to_host_cast, want, what + " (D2H)");
-      if (is_floating(from) && (is_floating(to) || to == DType::kBool)) {
+      const auto floating = [](DType d) { return is_floating(d) || is_float8(d); };
+      if (floating(from) && (floating(to) || to == DType::kBool)) {
         // inf, nan, overflow and subnormals: floating destinations only (to an integer they are UB).
         const Tensor wide = from_vector<double>(float_only).to(from);
         const Tensor out = poisoned(wide.shape(), to);

@@ -83,6 +83,14 @@ std::vector<uint16_t> GoldenFile::u16(const std::string& p) const {
   return read_all<uint16_t>(file_, name_, p, H5T_NATIVE_UINT16);
 }
 
+std::vector<uint8_t> GoldenFile::u8(const std::string& p) const {
+  return read_all<uint8_t>(file_, name_, p, H5T_NATIVE_UINT8);
+}
+
+std::vector<uint32_t> GoldenFile::u32(const std::string& p) const {
+  return read_all<uint32_t>(file_, name_, p, H5T_NATIVE_UINT32);
+}
+
 Tensor GoldenFile::tensor(const std::string& path, DType dtype) const {
   const Shape s = shape(path);
   if (dtype == DType::kI64 || dtype == DType::kI32) {

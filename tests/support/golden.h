@@ -28,6 +28,8 @@ class GoldenFile {
   std::vector<float> f32(const std::string& dataset) const;
   std::vector<int64_t> i64(const std::string& dataset) const;
   std::vector<uint16_t> u16(const std::string& dataset) const;
+  std::vector<uint8_t> u8(const std::string& dataset) const;    // bit patterns (FP8)
+  std::vector<uint32_t> u32(const std::string& dataset) const;  // bit patterns (f32 stored as its bits)
   // The dataset as a tensor of `dtype` (values converted through f64, or i64 for integer dtypes).
   Tensor tensor(const std::string& dataset, DType dtype = DType::kF64) const;
   // Names of the members of a group ("/" for the root), sorted.

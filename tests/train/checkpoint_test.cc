@@ -69,6 +69,8 @@ TEST(Checkpoint, EveryDtypeShapeAndOptionalPartRoundTrips) {
                {"brain", from_vector<float>({-2.5f, 1e30f}, {1, 2}, {.dtype = DType::kBF16})},
                {"flags", from_vector<bool>({true, false, true}, {3})},
                {"counts", from_vector<int32_t>({-7, 1 << 30}, {2})},
+               {"e4m3", from_vector<float>({448.0f, -0.001953125f, 0.3f}, {3}).to(DType::kF8E4M3)},
+               {"e5m2", from_vector<float>({57344.0f, 1.5e-5f, -1e9f}, {1, 3}).to(DType::kF8E5M2)},
                {"count", scalar_tensor(5, {.dtype = DType::kI64})},
                {"f64", from_vector<double>({0.1, 1e-300}, {2})},
                {"view", from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}).t()}};  // non-contiguous: stored as [3, 2]

@@ -20,7 +20,7 @@ gpu::GatherGeometry gather_geometry(const Shape& index_shape, const Shape& strid
 
 void cuda_index_select(const Tensor& x, const Tensor& idx, const cpu::IndexGeometry& geo, const Tensor& out) {
   gpu::DeviceGuard guard(x.device());
-  dispatch_all(x.dtype(), "index_select", [&]<typename T>() {
+  dispatch_with_float8(x.dtype(), "index_select", [&]<typename T>() {
     gpu::launch_index_select<T>(x.data<T>(), idx.data<int64_t>(), idx.numel(), geo.outer, geo.size, geo.inner,
                                 out.data<T>(), gpu::current_stream(x.device()));
   });
@@ -39,7 +39,7 @@ void cuda_gather(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& 
   const int64_t dim_size = x.dim() == 0 ? 1 : x.size(dim);
   const gpu::GatherGeometry geo = gather_geometry(idx.shape(), x.strides(), dim, dim_size, "gather");
   gpu::DeviceGuard guard(x.device());
-  dispatch_all(x.dtype(), "gather", [&]<typename T>() {
+  dispatch_with_float8(x.dtype(), "gather", [&]<typename T>() {
     gpu::launch_gather<T>(x.data<T>(), idx.data<int64_t>(), geo, out.data<T>(), gpu::current_stream(x.device()));
   });
 }
