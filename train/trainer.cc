@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <filesystem>
 #include <limits>
 
@@ -18,15 +17,12 @@
 #include "ops/elementwise.h"
 #include "ops/loss.h"
 #include "ops/reduce.h"
-#include "ops/shape.h"
 #include "optim/clip_grad.h"
 #include "train/ddp.h"
+#include "train/step_values.h"
 
 namespace mantissa {
 namespace {
-
-// Slots of the stop vote: signal numbers 0 (no signal) to NSIG - 1.
-constexpr int kStopSlots = NSIG;
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -208,6 +204,12 @@ Trainer::Trainer(TrainerConfig config, Module& model, Task task, Optimizer& opti
                                                      DDPOptions{.bucket_cap_mb = config_.ddp_bucket_cap_mb});
   }
   if (config_.precision != Precision::kF32) optimizer_.enable_working_copies(precision_dtype(config_.precision));
+  // Rank 0 alone writes the metrics and TensorBoard files; fit() opens them.
+  if (rank_ == 0) {
+    sinks_ = MetricSinks({.metrics_path = config_.metrics_path,
+                          .tensorboard_dir = config_.tensorboard_dir,
+                          .histogram_every = config_.tensorboard_histogram_every});
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -225,34 +227,14 @@ int64_t Trainer::steps_per_epoch() const {
 }
 
 void Trainer::emit(const StepMetrics& m) {
-  if (metrics_) metrics_->write(m);
-  if (tensorboard_) {
-    tensorboard_->write(m);
-    if (grad_histograms_) tensorboard_->write(m.step, *grad_histograms_);
-  }
+  sinks_.write(m, grad_histograms_);
   grad_histograms_.reset();
   for (auto& callback : step_callbacks_) callback(m);
 }
 void Trainer::emit(const EvalMetrics& m) {
-  if (metrics_) metrics_->write(m);
-  if (tensorboard_) {
-    tensorboard_->write(m);
-    tensorboard_->flush();
-  }
+  sinks_.write(m);
   for (auto& callback : eval_callbacks_) callback(m);
 }
-
-namespace {
-
-// A step's values, in the f64 tensor its InFlightStep copies to the host: the mean loss (with DDP summed
-// over the ranks, and followed by the ranks' stop requests: slot 1 + s counts the ranks asked to stop by
-// signal s), then the grad norm, then with a loss scaler the scale the step used and its found_inf.
-struct ValueLayout {
-  int64_t norm, scale, found_inf;
-  explicit ValueLayout(bool ddp) : norm(ddp ? 1 + kStopSlots : 1), scale(norm + 1), found_inf(norm + 2) {}
-};
-
-}  // namespace
 
 void Trainer::enqueue_step() {
   InFlightStep s;
@@ -296,16 +278,12 @@ void Trainer::enqueue_step() {
   // The logged loss is the mean over the ranks (comparable with a one-process run of the whole batch). Its
   // all-reduce runs while the optimizer steps; the loss scaler's found_inf all-reduce in between is started
   // after it on every rank, so the order of collectives matches. The same all-reduce carries the ranks'
-  // stop requests (ValueLayout), so that a request on any rank stops all of them after the same step
+  // stop votes (train/step_values.h), so that a request on any rank stops all of them after the same step
   // without a collective of its own.
-  s.local_stop = stop_->requested() ? std::clamp(stop_->signal(), 0, kStopSlots - 1) : -1;
-  Tensor shared = (micro > 1 ? div(loss_sum, static_cast<double>(micro)) : loss_sum).reshape({1});
-  if (ddp_) {
-    std::vector<double> stops(kStopSlots, 0.0);
-    if (s.local_stop >= 0) stops[static_cast<size_t>(s.local_stop)] = 1.0;
-    shared = cat({shared, from_vector(stops).to(device_)});
-    s.loss_work = config_.process_group->all_reduce_async(shared, ReduceOp::kSum);
-  }
+  s.local_stop = stop_vote(*stop_);
+  StepValues::Builder values(StepValues({.world_size = world_size_, .scaler = scaler_.is_enabled()}), device_);
+  const Tensor shared = values.loss(micro > 1 ? div(loss_sum, static_cast<double>(micro)) : loss_sum, s.local_stop);
+  if (ddp_) s.loss_work = config_.process_group->all_reduce_async(shared, ReduceOp::kSum);
   // The epoch's last batch was taken: move the loader on now, so that the position saved with a checkpoint
   // reads {next epoch, 0}.
   if (train_.position().batch == train_.batches_per_epoch()) train_.next();
@@ -313,30 +291,22 @@ void Trainer::enqueue_step() {
   StepMetrics& m = s.metrics;
   m.epoch = position.epoch;
   m.lr = optimizer_.lr(0);
-  std::vector<Tensor> values = {shared};
   // The scale this step used, copied before update() changes it.
   const Tensor scale = scaler_.is_enabled() ? scaler_.scale_tensor().to(DType::kF64).to(device_) : Tensor();
   if (scaler_.is_enabled()) scaler_.unscale_(optimizer_);
   // The histograms see the grads the optimizer would: unscaled, before clipping (rank 0 alone writes them,
   // and after DDP's all-reduce its grads are every rank's). They are read on the host: a synchronization
   // every tensorboard_histogram_every steps.
-  const int64_t every = config_.tensorboard_histogram_every;
-  if (tensorboard_ && every > 0 && (step_ + 1) % every == 0) s.histograms = gradient_histograms(params_);
+  if (sinks_.histograms_due(step_ + 1)) s.histograms = gradient_histograms(params_);
   // Without clipping the norm is still measured for the metrics (an infinite max_norm never scales).
-  values.push_back(enqueue_clip_grad_norm_(params_, config_.clip_grad_norm > 0
-                                                        ? config_.clip_grad_norm
-                                                        : std::numeric_limits<double>::infinity())
-                       .reshape({1})
-                       .to(device_));
+  values.grad_norm(enqueue_clip_grad_norm_(
+      params_, config_.clip_grad_norm > 0 ? config_.clip_grad_norm : std::numeric_limits<double>::infinity()));
   scaler_.enqueue_step(optimizer_);
-  if (scaler_.is_enabled()) {
-    values.push_back(scale.reshape({1}));
-    values.push_back(scaler_.found_inf(optimizer_).to(DType::kF64).reshape({1}));
-  }
+  if (scaler_.is_enabled()) values.scaler(scale, scaler_.found_inf(optimizer_));
   scaler_.update();
   if (scheduler_) scheduler_->step();
   if (s.loss_work) s.loss_work->wait();  // with NCCL the stream waits, not the host
-  s.values = HostCopy(cat(values));
+  s.values = std::move(values).start_copy();
   m.step = ++step_;
   last_epoch_ = m.epoch;
   in_flight_.push_back(std::move(s));
@@ -346,31 +316,23 @@ StepMetrics Trainer::read_step() {
   MT_ASSERT(!in_flight_.empty(), "Trainer: no step in flight to read");
   InFlightStep s = std::move(in_flight_.front());
   in_flight_.pop_front();
-  const double* v = s.values.wait().data<double>();
+  const StepHostValues v =
+      StepValues({.world_size = world_size_, .scaler = scaler_.is_enabled()}).decode(s.values.wait());
   // The values came through the all-reduce, done by now: asking again raises a watchdog's abort.
   MT_CHECK(!s.loss_work || s.loss_work->is_completed(), "Trainer: step ", s.metrics.step,
            "'s loss all-reduce has not completed although its values were read");
-  const ValueLayout at(ddp_ != nullptr);
   StepMetrics m = s.metrics;
-  m.loss = v[0] / static_cast<double>(world_size_);  // what ReduceOp::kAvg computes (exact for one rank)
+  m.loss = v.loss;
   // One process asks its own StopRequest as each step is read: a request made while step N was in flight
   // (from step N - 1's callback, a signal) stops the run after step N + step_read_lag. Ranks must agree:
-  // they take the requests carried by the step read, so theirs stop one step_read_lag later.
-  int agreed = stop_->requested() ? std::clamp(stop_->signal(), 0, kStopSlots - 1) : -1;
-  if (ddp_) {
-    agreed = -1;
-    // The reason most ranks were given (a signal before a plain request when as many had each).
-    double most = 0.0;
-    for (int k = 1; k <= kStopSlots; ++k) {
-      const int slot = k % kStopSlots;  // 1 ... kStopSlots - 1, then 0
-      if (v[1 + slot] > most) most = v[1 + slot], agreed = slot;
-    }
-  }
+  // they take the votes carried by the step read (the reason most ranks gave), so theirs stop one
+  // step_read_lag later.
+  const int agreed = ddp_ ? v.stop : stop_vote(*stop_);
   if (agreed_stop_ < 0) agreed_stop_ = agreed;  // the first step read that carries a request decides
-  m.grad_norm = v[at.norm];
+  m.grad_norm = v.grad_norm;
   if (scaler_.is_enabled()) {
-    m.scale = v[at.scale];
-    m.skipped = v[at.found_inf] != 0.0;
+    m.scale = v.scale;
+    m.skipped = v.found_inf;
     skipped_steps_ += m.skipped ? 1 : 0;
     m.skipped_steps = skipped_steps_;
   }
@@ -441,26 +403,9 @@ absl::StatusOr<RunSummary> Trainer::fit() {
     }
   } end_part{*this};
   if (!resumed_ && step_ == 0) default_generator().manual_seed(config_.seed);
-  tensorboard_.reset();
-  if (!config_.tensorboard_dir.empty() && rank_ == 0) {
-    // A new file; past the first step (resumed, or fit() called again) it replaces the points the folder
-    // holds after this step (train/tensorboard.h).
-    absl::StatusOr<std::unique_ptr<TensorBoardWriter>> writer =
-        TensorBoardWriter::open(config_.tensorboard_dir, step_ > 0 ? step_ + 1 : 0);
-    if (!writer.ok()) return writer.status();
-    tensorboard_ = *std::move(writer);
-  }
-  if (!config_.metrics_path.empty() && rank_ == 0) {
-    // A run past its first step (resumed, or fit() called again) goes on with the file it wrote.
-    absl::StatusOr<std::unique_ptr<MetricsWriter>> writer =
-        step_ > 0 ? MetricsWriter::open_resumed(config_.metrics_path, step_)
-                  : MetricsWriter::open(config_.metrics_path);
-    if (!writer.ok()) {
-      if (tensorboard_) tensorboard_->discard();  // nothing is left of a run that did not start
-      return writer.status();
-    }
-    metrics_ = *std::move(writer);
-  }
+  // A run past its first step (resumed, or fit() called again) goes on with the metrics file it wrote and
+  // replaces the TensorBoard points after this step (train/metric_sinks.h).
+  if (absl::Status s = sinks_.open(step_); !s.ok()) return s;
   std::optional<CheckpointDir> checkpoints;
   if (!config_.checkpoint_dir.empty() && rank_ == 0) {
     checkpoints.emplace(config_.checkpoint_dir, config_.keep_checkpoints);
@@ -472,7 +417,7 @@ absl::StatusOr<RunSummary> Trainer::fit() {
     if (!written.ok()) return written.status();
     last_checkpoint_step = step_;
     last_checkpoint = *written;
-    if (tensorboard_) tensorboard_->flush();
+    sinks_.flush();
     return absl::OkStatus();
   };
 
@@ -499,8 +444,7 @@ absl::StatusOr<RunSummary> Trainer::fit() {
     if (checkpoint_due) {
       if (absl::Status s = write_checkpoint(); !s.ok()) return s;
     }
-    if (metrics_ && !metrics_->status().ok()) return metrics_->status();
-    if (tensorboard_ && !tensorboard_->status().ok()) return tensorboard_->status();
+    if (absl::Status s = sinks_.status(); !s.ok()) return s;
   }
 
   while (!in_flight_.empty()) emit(read_step());  // a stop read with steps still in flight takes them too
@@ -524,10 +468,7 @@ absl::StatusOr<RunSummary> Trainer::fit() {
       }
     }
     if (!written.ok()) return written;
-    if (metrics_) {
-      metrics_->write(stop);
-      if (!metrics_->status().ok()) return metrics_->status();
-    }
+    if (absl::Status s = sinks_.write(stop); !s.ok()) return s;
     summary.stopped = stop;
   } else {
     if (eval_ != nullptr && last_eval_step_ != step_) last_eval = evaluate();
@@ -551,14 +492,7 @@ absl::StatusOr<RunSummary> Trainer::fit() {
   if (rates.size() > warmup) rates.erase(rates.begin(), rates.begin() + static_cast<std::ptrdiff_t>(warmup));
   summary.samples_per_s = median(std::move(rates));
   summary.wall_s = wall_s();
-  if (tensorboard_) {
-    tensorboard_->flush();
-    if (!tensorboard_->status().ok()) return tensorboard_->status();
-  }
-  if (metrics_ && !summary.stopped) {
-    metrics_->write(summary);
-    if (!metrics_->status().ok()) return metrics_->status();
-  }
+  if (absl::Status s = sinks_.finish(summary); !s.ok()) return s;
   return summary;
 }
 

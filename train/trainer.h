@@ -48,9 +48,10 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "train/checkpoint.h"
+#include "train/grad_histogram.h"
+#include "train/metric_sinks.h"
 #include "train/metrics.h"
 #include "train/stop.h"
-#include "train/tensorboard.h"
 
 namespace mantissa {
 
@@ -180,11 +181,11 @@ class Trainer {
 
  private:
   // A step's values on their way to the host (TrainerConfig::step_read_lag): the metrics known when it
-  // was enqueued, and the rest in `values` (trainer.cc lays it out).
+  // was enqueued, and the rest in `values` (laid out by train/step_values.h).
   struct InFlightStep {
     StepMetrics metrics;
     HostCopy values;
-    int local_stop = -1;  // this rank's stop request as the step was enqueued (see kStopSlots)
+    int local_stop = -1;  // this rank's stop vote as the step was enqueued (stop_vote(), train/step_values.h)
     double start_s = 0.0;
     int64_t samples = 0;  // of this rank
     std::optional<GradientHistograms> histograms;
@@ -211,10 +212,9 @@ class Trainer {
   int rank_ = 0, world_size_ = 1;
   std::unique_ptr<DistributedDataParallel> ddp_;  // set when world_size_ > 1
   std::optional<LRScheduler> scheduler_;
-  std::vector<NamedTensor> params_;  // every group's parameters, for the grad norm and clipping
-  Device device_ = kCPU;             // the parameters' device, where batches are moved
-  std::unique_ptr<MetricsWriter> metrics_;
-  std::unique_ptr<TensorBoardWriter> tensorboard_;
+  std::vector<NamedTensor> params_;                    // every group's parameters, for the grad norm and clipping
+  Device device_ = kCPU;                               // the parameters' device, where batches are moved
+  MetricSinks sinks_;                                  // the metrics and TensorBoard files (rank 0's)
   std::optional<GradientHistograms> grad_histograms_;  // of the step being emitted, when it writes them
   int64_t read_lag_ = 0;                               // config.step_read_lag resolved for the device
   std::deque<InFlightStep> in_flight_;                 // enqueued steps not read yet, oldest first
