@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <hdf5.h>
+#include <map>
 #include <signal.h>
 
 #include "absl/strings/str_cat.h"
@@ -83,6 +84,34 @@ absl::Status write_optimizer(const h5::Writer& w, const Obj& root, const std::st
   return absl::OkStatus();
 }
 
+// /fp8: each name is a path of groups ending in a dataset; groups are made once, in first-seen order.
+absl::Status write_fp8(const h5::Writer& w, const Obj& root, const std::string& path, const Fp8CheckpointState& s) {
+  CK_ASSIGN_OR_RETURN(Obj fp8, w.group(root, "fp8", /*ordered=*/true));
+  CK_RETURN_IF_ERROR(w.attr_string(fp8, "recipe", s.recipe));
+  std::map<std::string, Obj> groups;  // by path below /fp8
+  for (const NamedTensor& t : s.tensors) {
+    const Obj* parent = &fp8;
+    std::string prefix;
+    size_t begin = 0;
+    for (size_t slash = t.name.find('/'); slash != std::string::npos; slash = t.name.find('/', begin)) {
+      const std::string part = t.name.substr(begin, slash - begin);
+      CK_RETURN_IF_ERROR(check_name(path, parent->path, part));
+      prefix += "/" + part;
+      auto it = groups.find(prefix);
+      if (it == groups.end()) {
+        CK_ASSIGN_OR_RETURN(Obj g, w.group(*parent, part, /*ordered=*/true));
+        it = groups.emplace(prefix, std::move(g)).first;
+      }
+      parent = &it->second;
+      begin = slash + 1;
+    }
+    const std::string leaf = t.name.substr(begin);
+    CK_RETURN_IF_ERROR(check_name(path, parent->path, leaf));
+    CK_RETURN_IF_ERROR(w.tensor(*parent, leaf, t.tensor));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status write_layout(const h5::Writer& w, const Obj& root, const std::string& path, const Checkpoint& c) {
   CK_RETURN_IF_ERROR(write_tensors(w, root, path, "model", c.model));
   CK_RETURN_IF_ERROR(write_tensors(w, root, path, "buffers", c.buffers));
@@ -96,6 +125,7 @@ absl::Status write_layout(const h5::Writer& w, const Obj& root, const std::strin
     CK_ASSIGN_OR_RETURN(Obj s, w.group(root, "scaler"));
     for (const auto& [name, value] : c.scaler) CK_RETURN_IF_ERROR(w.attr_f64(s, name, value));
   }
+  if (!c.fp8.empty()) CK_RETURN_IF_ERROR(write_fp8(w, root, path, c.fp8));
   {
     CK_ASSIGN_OR_RETURN(Obj t, w.group(root, "trainer"));
     CK_RETURN_IF_ERROR(w.attr_i64(t, "step", c.trainer.step));

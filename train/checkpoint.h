@@ -49,12 +49,22 @@ struct TrainerProgress {
   std::map<std::string, GeneratorState> generators;  // every RNG the run draws from, e.g. "default"
 };
 
+// FP8 training's scaling state (amp::Fp8Context::state_dict()): names are paths "<param>/<role>/<what>"
+// (any depth), stored as groups under /fp8, whose attribute "recipe" is the run's Fp8Recipe::str(). Empty
+// (no /fp8 group) for a run without FP8.
+struct Fp8CheckpointState {
+  std::string recipe;
+  std::vector<NamedTensor> tensors;
+  bool empty() const { return tensors.empty() && recipe.empty(); }
+};
+
 struct Checkpoint {
   std::vector<NamedTensor> model;    // parameters, fp32, in named_parameters() order
   std::vector<NamedTensor> buffers;  // in named_buffers() order
   OptimizerState optimizer;
   std::optional<LRSchedulerState> schedule;
   amp::GradScalerState scaler;  // empty when the run has no (enabled) scaler
+  Fp8CheckpointState fp8;
   TrainerProgress trainer;
   std::map<std::string, std::string> data;  // named text blobs
   CheckpointMeta meta;

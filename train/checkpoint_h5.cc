@@ -200,6 +200,12 @@ bool Reader::has(const Obj& parent, const std::string& name) const {
 
 bool Reader::has_attr(const Obj& o, const std::string& name) const { return H5Aexists(o.id.get(), name.c_str()) > 0; }
 
+bool Reader::is_group(const Obj& parent, const std::string& name) const {
+  if (!has(parent, name)) return false;
+  const Id object(H5Oopen(parent.id.get(), name.c_str(), H5P_DEFAULT), H5Oclose);
+  return object.valid() && H5Iget_type(object.get()) == H5I_GROUP;
+}
+
 absl::StatusOr<Obj> Reader::group(const Obj& parent, const std::string& name) const {
   if (!has(parent, name)) return error(parent.path, "has no group '" + name + "'");
   Id g(H5Gopen2(parent.id.get(), name.c_str(), H5P_DEFAULT), H5Gclose);

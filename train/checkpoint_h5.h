@@ -127,6 +127,7 @@ class Reader {
 
   absl::StatusOr<Obj> group(const Obj& parent, const std::string& name) const;
   bool has(const Obj& parent, const std::string& name) const;
+  bool is_group(const Obj& parent, const std::string& name) const;  // a hard link to a group
   bool has_attr(const Obj& o, const std::string& name) const;
   // Member names in creation order when the group tracks it, else by name.
   absl::StatusOr<std::vector<std::string>> members(const Obj& o) const;

@@ -28,6 +28,23 @@ absl::StatusOr<std::vector<NamedTensor>> read_tensors(const Reader& r, const Obj
   return out;
 }
 
+// Every dataset below `g`, named by its path below /fp8, depth first in creation order.
+absl::Status read_fp8_tensors(const Reader& r, const Obj& g, const std::string& prefix, int depth,
+                              std::vector<NamedTensor>& out) {
+  if (depth > 8) return r.error(g.path, "nests groups deeper than 8");
+  CK_ASSIGN_OR_RETURN(const std::vector<std::string> names, r.members(g));
+  for (const std::string& n : names) {
+    if (r.is_group(g, n)) {
+      CK_ASSIGN_OR_RETURN(const Obj child, r.group(g, n));
+      CK_RETURN_IF_ERROR(read_fp8_tensors(r, child, prefix + n + "/", depth + 1, out));
+    } else {
+      CK_ASSIGN_OR_RETURN(Tensor t, r.tensor(g, n));
+      out.push_back({prefix + n, std::move(t)});
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<OptimizerState> read_optimizer(const Reader& r, const Obj& root) {
   OptimizerState o;
   CK_ASSIGN_OR_RETURN(const Obj opt, r.group(root, "optimizer"));
@@ -160,6 +177,11 @@ absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path) {
     for (const std::string& n : names) {
       CK_ASSIGN_OR_RETURN(c.scaler[n], r.attr_f64(s, n));
     }
+  }
+  if (r.has(root, "fp8")) {  // runs without FP8 have none
+    CK_ASSIGN_OR_RETURN(const Obj g, r.group(root, "fp8"));
+    CK_ASSIGN_OR_RETURN(c.fp8.recipe, r.attr_string(g, "recipe"));
+    CK_RETURN_IF_ERROR(read_fp8_tensors(r, g, "", 0, c.fp8.tensors));
   }
   CK_ASSIGN_OR_RETURN(c.trainer, read_trainer(r, root));
   {

@@ -134,6 +134,8 @@ inline void expect_same_checkpoint(const Checkpoint& saved, const Checkpoint& lo
     EXPECT_EQ(saved.schedule->base_lrs, loaded.schedule->base_lrs);
   }
   EXPECT_EQ(saved.scaler, loaded.scaler);
+  EXPECT_EQ(saved.fp8.recipe, loaded.fp8.recipe);
+  expect_same_tensors(saved.fp8.tensors, loaded.fp8.tensors, "fp8");
   EXPECT_EQ(saved.trainer.step, loaded.trainer.step);
   EXPECT_EQ(saved.trainer.epoch, loaded.trainer.epoch);
   EXPECT_EQ(saved.trainer.batch, loaded.trainer.batch);

@@ -83,9 +83,34 @@ TEST(Checkpoint, EveryDtypeShapeAndOptionalPartRoundTrips) {
   const absl::StatusOr<Checkpoint> loaded = load_checkpoint(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   testing::expect_same_checkpoint(c, *loaded);
+  EXPECT_TRUE(loaded->fp8.empty());            // no /fp8 group without FP8
   EXPECT_FALSE(loaded->schedule.has_value());  // no /schedule group without a schedule
   EXPECT_TRUE(loaded->scaler.empty());         // a disabled scaler saves nothing
   EXPECT_EQ(loaded->meta.created, "2020-01-02T03:04:05Z");
+}
+
+// FP8 scaling state: paths of any depth become groups under /fp8 and come back in the order saved.
+TEST(Checkpoint, Fp8StateRoundTripsAsNestedGroups) {
+  Checkpoint c;
+  c.model = {{"fc.weight", zeros({16, 16})}};
+  c.optimizer.optimizer = "SGD";
+  c.fp8.recipe = "delayed(history=4, amax=max, margin=0)";
+  c.fp8.tensors = {{"fc.weight/input/amax_history", from_vector<float>({1.5f, 0.0f, 3.0f, 2.0f}, {4})},
+                   {"fc.weight/input/scale", scalar_tensor(298.5, {.dtype = DType::kF32})},
+                   {"fc.weight/grad_output/amax_history", from_vector<float>({1e-6f, 0, 0, 0}, {4})},
+                   {"fc.weight/grad_output/overflow", scalar_tensor(3, {.dtype = DType::kI64})},
+                   {"steps", scalar_tensor(7, {.dtype = DType::kI64})}};
+  ScratchDir dir;
+  const std::string path = dir.file("fp8.h5");
+  ASSERT_TRUE(save_checkpoint(path, c).ok());
+  const absl::StatusOr<Checkpoint> loaded = load_checkpoint(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  testing::expect_same_checkpoint(c, *loaded);
+  // A bad part anywhere in a path is refused, naming the group it would go under.
+  c.fp8.tensors.push_back({"fc.weight//scale", zeros({1})});
+  const absl::Status s = save_checkpoint(dir.file("bad.h5"), c);
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("under /fp8/fc.weight"));
 }
 
 TEST(Checkpoint, BadNamesAndUndefinedTensorsAreRefusedAndLeaveNoFile) {
