@@ -16,6 +16,7 @@
 #include "ops/cuda/host/matmul.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
+#include "ops/fp8.h"
 #include "ops/reduce.h"
 
 namespace mantissa {
@@ -285,6 +286,9 @@ Tensor baddbmm(const Tensor& bias_in, const Tensor& a_in, const Tensor& b_in, do
 }
 
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  // FP8 training (ops/fp8.h) routes linear through an installed override, which must see the inputs before
+  // autocast casts them (the weight as the f32 parameter it manages).
+  if (Tensor routed = try_linear_override(x_in, weight_in, bias_in); routed.defined()) return routed;
   const std::vector<Tensor> cast = amp::cast_inputs(ops::linear, {x_in, weight_in, bias_in});
   const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   check_pair("linear", "input", x, "weight", weight);

@@ -3,6 +3,7 @@
 #include "ops/attention.h"
 #include "ops/conv.h"
 #include "ops/elementwise.h"
+#include "ops/fp8.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
@@ -67,6 +68,10 @@ const std::vector<const OpInfo*>& all_ops() {
       &ops::stack,
       &ops::scatter_add,
       &ops::index_put,
+      // ops/fp8.h
+      &ops::quantize_fp8,
+      &ops::amax,
+      &ops::scaled_mm,
   };
   return kOps;
 }

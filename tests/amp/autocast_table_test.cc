@@ -76,6 +76,9 @@ const std::vector<Row>& expected() {
       {"stack", "promote", "none", kPromote, kNone},
       {"scatter_add", "none", "promote", kNone, kPromote},
       {"index_put", "none", "promote", kNone, kPromote},
+      {"quantize_fp8", "none", "none", kNone, kNone},
+      {"amax", "none", "none", kNone, kNone},
+      {"scaled_mm", "none", "none", kNone, kNone},
   };
   return kRows;
 }
