@@ -22,8 +22,13 @@
 //
 // State for checkpoints: per managed weight and role "<param name>/<role>/amax_history" ([N] f32, newest
 // first: entry 0 is the current step's, entry k the step k before) and "<param name>/<role>/scale" (0-d f32),
-// roles input, weight, grad_output; and "step" (0-d i64, the steps taken). Loading it continues the run bit
-// for bit. The overflow counters are statistics since construction, not state.
+// roles input, weight, grad_output, on the state's device; and "step" (0-d i64 on the CPU, the steps taken).
+// Loading it continues the run bit for bit. The overflow counters are statistics since construction, not
+// state.
+//
+// Decided here where TE and torchao leave room: a forward with grad mode off (evaluation) leaves the state
+// alone; step() runs after every optimizer step, skipped ones included (TE updates at every iteration too);
+// dynamic roles keep a one-entry history (the step's largest amax, for stats) and the last cast's scale.
 #pragma once
 
 #include <cstdint>

@@ -253,7 +253,7 @@ std::vector<Fp8OverflowFinding> OverflowLocator::fp8_findings() const {
     f.message =
         detail::cat("step ", f.step, ": FP8 cast of ", f.role, " in ", f.module.empty() ? "the root module" : f.module,
                     " (", f.param, ") overflowed ", st.dtype == DType::kF8E5M2 ? "E5M2" : "E4M3", " in ", f.count,
-                    " elements (", became, "; scale now ", scale, ")");
+                    f.count == 1 ? " element (" : " elements (", became, "; scale now ", scale, ")");
     out.push_back(std::move(f));
   }
   return out;

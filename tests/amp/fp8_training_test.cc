@@ -182,7 +182,7 @@ TEST(Fp8Training, E5M2SaturatesByDefault) {
   EXPECT_EQ(found[0].count, 1);
   EXPECT_EQ(found[0].dtype, DType::kF8E5M2);
   EXPECT_EQ(found[0].message,
-            "step 0: FP8 cast of grad_output in 0 (0.weight) overflowed E5M2 in 1 elements (saturated to +-57344; "
+            "step 0: FP8 cast of grad_output in 0 (0.weight) overflowed E5M2 in 1 element (saturated to +-57344; "
             "scale now 1.0e+00)");
   EXPECT_EQ(run.fp8->overflow_total().item(), 1.0);
 }
@@ -200,7 +200,7 @@ TEST(Fp8Training, E5M2WithoutSaturationGivesInfThatTheScalerSkips) {
   const std::vector<Fp8OverflowFinding> found = locator.fp8_findings();
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].overflow, Fp8Overflow::kNoSaturate);
-  EXPECT_THAT(found[0].message, HasSubstr("overflowed E5M2 in 1 elements (became inf; scale now 1.0e+00)"));
+  EXPECT_THAT(found[0].message, HasSubstr("overflowed E5M2 in 1 element (became inf; scale now 1.0e+00)"));
   // The delayed scale then backs off for the next step: the amax of 1e5 was recorded.
   run.fp8->step();
   EXPECT_EQ(run.fp8->stats()[2].scale, static_cast<double>(57344.0f / 1e5f));
