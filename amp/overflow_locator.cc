@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "amp/fp8.h"
 #include "framework/error.h"
 
 namespace mantissa::amp {
@@ -20,6 +21,10 @@ struct OverflowLocator::Shared {
   std::map<const Node*, double> max_in;  // largest finite |grad| seen entering a node
   std::optional<OverflowFinding> finding;
   int64_t step = 0;
+  // FP8: the context watched, and its per-role overflow counters when the step began.
+  const Fp8Context* fp8 = nullptr;
+  std::vector<int64_t> fp8_start;
+  int64_t fp8_start_step = -1;
 };
 
 namespace {
@@ -101,6 +106,12 @@ std::string format_message(const OverflowFinding& f, const char* pass, const cha
                      " produced ", f.value, " (", dtype_name(f.dtype), "; ", before_label, ": ", before, ")");
 }
 
+std::vector<int64_t> fp8_counts(const Fp8Context& context) {
+  std::vector<int64_t> counts;
+  for (const Fp8Context::TensorStats& st : context.stats()) counts.push_back(st.overflow);
+  return counts;
+}
+
 }  // namespace
 
 OverflowLocator::OverflowLocator(const Module& model) : shared_(std::make_shared<Shared>()) {
@@ -116,6 +127,10 @@ void OverflowLocator::begin_forward(int64_t step) {
   s.finding.reset();
   s.step = step;
   s.forward_watching = true;
+  if (s.fp8 != nullptr) {
+    s.fp8_start = fp8_counts(*s.fp8);
+    s.fp8_start_step = step;
+  }
   set_forward_observer([weak = std::weak_ptr<Shared>(shared_)](const Tensor& out, const Node& node) {
     auto locked = weak.lock();
     if (!locked || locked->finding || !is_floating(out.dtype())) return;
@@ -143,10 +158,21 @@ void OverflowLocator::watch(const Tensor& root, int64_t step) {
   std::optional<OverflowFinding> forward_finding =
       s.forward_watching && s.finding && s.finding->step == step ? s.finding : std::nullopt;
   std::map<const TensorImpl*, std::string> param_names = std::move(s.param_names);
+  const Fp8Context* fp8 = s.fp8;
+  std::vector<int64_t> fp8_start = std::move(s.fp8_start);
+  const int64_t fp8_start_step = s.fp8_start_step;
+  const bool forward_watched = s.forward_watching;
   s = Shared{};
   s.param_names = std::move(param_names);
   s.finding = std::move(forward_finding);
   s.step = step;
+  // FP8 counters: from the start of this step's forward when begin_forward saw it, else from now.
+  s.fp8 = fp8;
+  if (fp8 != nullptr && !(forward_watched && fp8_start_step == step)) {
+    fp8_start = fp8_counts(*fp8);
+  }
+  s.fp8_start = std::move(fp8_start);
+  s.fp8_start_step = step;
   // The nodes, parents first (explicit stack), and who sends gradients to whom.
   std::vector<Node*> nodes;
   std::set<const Node*> seen{root.grad_fn().get()};
@@ -190,6 +216,47 @@ void OverflowLocator::watch(const Tensor& root, int64_t step) {
                               }});
     }
   }
+}
+
+void OverflowLocator::watch_fp8(const Fp8Context& context) {
+  shared_->fp8 = &context;
+  shared_->fp8_start = fp8_counts(context);
+  shared_->fp8_start_step = shared_->step;
+}
+
+std::vector<Fp8OverflowFinding> OverflowLocator::fp8_findings() const {
+  const Shared& s = *shared_;
+  std::vector<Fp8OverflowFinding> out;
+  if (s.fp8 == nullptr) return out;
+  const std::vector<Fp8Context::TensorStats> stats = s.fp8->stats();
+  MT_ASSERT(stats.size() == s.fp8_start.size(), "the FP8 context changed its linears while watched");
+  for (size_t i = 0; i < stats.size(); ++i) {
+    const Fp8Context::TensorStats& st = stats[i];
+    if (st.overflow == s.fp8_start[i]) continue;
+    const Fp8Overflow mode =
+        st.role == "grad_output" ? s.fp8->recipe().backward_overflow : s.fp8->recipe().forward_overflow;
+    Fp8OverflowFinding f{.step = s.step,
+                         .module = module_path(st.name),
+                         .param = st.name,
+                         .role = st.role,
+                         .dtype = st.dtype,
+                         .overflow = mode,
+                         .count = st.overflow - s.fp8_start[i],
+                         .scale = st.scale};
+    const double max = fp8_max(st.dtype);
+    char scale[32], max_text[32];
+    std::snprintf(scale, sizeof(scale), "%.1e", st.scale);
+    std::snprintf(max_text, sizeof(max_text), "%g", max);
+    const std::string became = mode == Fp8Overflow::kSaturate ? detail::cat("saturated to +-", max_text)
+                               : st.dtype == DType::kF8E5M2   ? std::string("became inf")
+                                                              : std::string("became nan");
+    f.message =
+        detail::cat("step ", f.step, ": FP8 cast of ", f.role, " in ", f.module.empty() ? "the root module" : f.module,
+                    " (", f.param, ") overflowed ", st.dtype == DType::kF8E5M2 ? "E5M2" : "E4M3", " in ", f.count,
+                    f.count == 1 ? " element (" : " elements (", became, "; scale now ", scale, ")");
+    out.push_back(std::move(f));
+  }
+  return out;
 }
 
 }  // namespace mantissa::amp

@@ -13,6 +13,14 @@
 // Without begin_forward, a forward activation that overflows shows up as the backward of the op after it.
 // Module attribution: an op belongs to the module of the nearest parameters below it in the graph (their
 // common dotted prefix), so a parameter-free op (softmax) is named after the layer that feeds it.
+//
+// FP8 (amp/fp8.h): watch_fp8(context) adds the casts of the FP8 linears. A cast whose values overflow the
+// format is not a non-finite gradient (by default it saturates to the format's max, silently losing the
+// top of the range), so it gets findings of its own: fp8_findings() names every linear and role whose
+// overflow counter moved since the step began, e.g. "step 7: FP8 cast of grad_output in blocks.0.mlp.c_fc
+// (blocks.0.mlp.c_fc.weight) overflowed E5M2 in 12 elements (saturated to +-57344; scale now 1.0e+00)".
+// With a non-saturating backward (Fp8Recipe::backward_overflow) the overflow becomes inf, which finding()
+// reports as well, as the backward of Fp8Linear.
 #pragma once
 
 #include <cstdint>
@@ -20,11 +28,15 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "framework/autograd.h"
+#include "framework/float8.h"
 #include "framework/module.h"
 
 namespace mantissa::amp {
+
+class Fp8Context;
 
 struct OverflowFinding {
   int64_t step = 0;
@@ -34,6 +46,19 @@ struct OverflowFinding {
   std::string value;            // "inf" or "nan"
   DType dtype = DType::kF32;    // of the non-finite gradient
   double max_abs_before = 0.0;  // the largest finite |gradient| the op received
+  std::string message;
+};
+
+// One FP8 role of one linear that overflowed its format during the watched step.
+struct Fp8OverflowFinding {
+  int64_t step = 0;
+  std::string module;  // the linear's dotted module name ("" for the root)
+  std::string param;   // its weight's parameter name
+  std::string role;    // input, weight or grad_output
+  DType dtype = DType::kF8E4M3;
+  Fp8Overflow overflow = Fp8Overflow::kSaturate;  // what the overflowed values became
+  int64_t count = 0;                              // elements that overflowed in this step
+  double scale = 0.0;                             // the role's scale when fp8_findings() read it
   std::string message;
 };
 
@@ -51,6 +76,15 @@ class OverflowLocator {
   void watch(const Tensor& root, int64_t step);
   // The first non-finite gradient of the watched backward, or nullopt when all were finite.
   const std::optional<OverflowFinding>& finding() const;
+
+  // Also watch the FP8 casts of `context` (which must outlive the locator's use of it). Their counters are
+  // read when begin_forward starts a step (or watch, for a step without begin_forward), and again by
+  // fp8_findings(): call it after the backward (and before Fp8Context::step(), to see the scales the step
+  // cast with). Host reads: a debugging aid, like the rest of the locator.
+  void watch_fp8(const Fp8Context& context);
+  // One finding per linear and role whose overflow counter moved since the step began, in the context's
+  // order; empty when none did (or when no context is watched).
+  std::vector<Fp8OverflowFinding> fp8_findings() const;
 
   struct Shared;  // state the hooks share (public for the .cc's helpers)
 
