@@ -7,6 +7,7 @@
 #include "ops/autocast.h"
 #include "ops/cpu/fp8.h"
 #include "ops/cpu/gemm.h"
+#include "ops/cuda/host/fp8.h"
 #include "ops/dispatch.h"
 
 namespace mantissa {
@@ -111,10 +112,11 @@ void cpu_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_inv_a, 
   }
 }
 
-// The CUDA kernels come with ops/cuda/host/fp8.h; until then a CUDA tensor gets the "no kernel" error.
-constexpr DeviceKernels<decltype(cpu_quantize_fp8)> kQuantize{.cpu = &cpu_quantize_fp8, .cuda = nullptr};
-constexpr DeviceKernels<decltype(cpu_amax)> kAmax{.cpu = &cpu_amax, .cuda = nullptr};
-constexpr DeviceKernels<decltype(cpu_scaled_mm)> kScaledMm{.cpu = &cpu_scaled_mm, .cuda = nullptr};
+constexpr DeviceKernels<decltype(cpu_quantize_fp8)> kQuantize{.cpu = &cpu_quantize_fp8,
+                                                              .cuda = MT_CUDA_KERNEL(cuda_quantize_fp8)};
+constexpr DeviceKernels<decltype(cpu_amax)> kAmax{.cpu = &cpu_amax, .cuda = MT_CUDA_KERNEL(cuda_amax)};
+constexpr DeviceKernels<decltype(cpu_scaled_mm)> kScaledMm{.cpu = &cpu_scaled_mm,
+                                                           .cuda = MT_CUDA_KERNEL(cuda_scaled_mm)};
 
 // ---- argument checks ----
 
