@@ -24,6 +24,9 @@ std::string state_key(const std::string& param, Fp8Role role, const char* field)
   return detail::cat(param, "/", fp8_role_name(role), "/", field);
 }
 
+// What quantize_fp8 takes.
+bool castable(DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; }
+
 // The Linear modules of the tree (each once), depth first with an explicit stack.
 std::vector<const Module*> linear_modules(const Module& root) {
   std::vector<const Module*> found, stack{&root};
@@ -49,8 +52,7 @@ class Fp8Context::Override final : public LinearOverride {
     const auto it = context_.by_weight_.find(weight.impl());
     if (it == context_.by_weight_.end()) return Tensor();
     // What fp8_linear cannot take goes the ordinary way, which reports a malformed call as linear() always has.
-    const bool castable = x.dtype() == DType::kF32 || x.dtype() == DType::kF16 || x.dtype() == DType::kBF16;
-    if (!castable || x.dim() < 1 || x.size(-1) != weight.size(1) ||
+    if (!castable(x.dtype()) || x.dim() < 1 || x.size(-1) != weight.size(1) ||
         (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0))))
       return Tensor();
     return fp8_linear(x, weight, bias, context_.states_[it->second]);
@@ -76,7 +78,7 @@ Fp8Context::Fp8Context(const Module& model, Fp8Recipe recipe, Fp8Options options
     for (const NamedTensor& p : m->named_parameters())
       if (p.name == "weight") linear_weights.insert(p.tensor.impl());
   for (const NamedTensor& p : params) {
-    if (!linear_weights.contains(p.tensor.impl()) || p.tensor.dim() != 2) continue;
+    if (!linear_weights.contains(p.tensor.impl()) || p.tensor.dim() != 2 || !castable(p.tensor.dtype())) continue;
     if (p.tensor.size(0) % kFp8Multiple != 0 || p.tensor.size(1) % kFp8Multiple != 0) continue;
     bool excluded = false;
     for (const std::string& pattern : options.exclude) excluded = excluded || matches(p.name, pattern);

@@ -14,9 +14,9 @@
 //     fp8.step();  // new delayed scales from the amax histories; device ops only
 //   }
 //
-// Which linears: the weight of every Linear module (type_name() "Linear") whose in and out features are both
-// multiples of 16 (cuBLASLt's FP8 rule, also Transformer Engine's), minus Fp8Options::exclude. The weight is
-// recognised by identity when ops::linear receives it (the parameter itself, before autocast casts it), so
+// Which linears: the (f32, f16 or bf16) weight of every Linear module (type_name() "Linear") whose in and out
+// features are both multiples of 16 (cuBLASLt's FP8 rule, also Transformer Engine's), minus Fp8Options::exclude. The
+// weight is recognised by identity when ops::linear receives it (the parameter itself, before autocast casts it), so
 // the managed set is fixed at construction; any other linear() (a classifier head with 10 outputs, a raw
 // parameter, a tied embedding) takes the ordinary path, under autocast if one is open.
 //

@@ -70,6 +70,9 @@ TEST(Fp8Context, ManagesLinearsWhoseDimsAreMultiplesOf16) {
   EXPECT_THAT(error_of([&] { Fp8Context bad(model, Fp8Recipe::delayed(), {.exclude = {"0.w"}}); }),
               HasSubstr("exclude entry '0.w' names no parameter of the model"));
   EXPECT_THAT(error_of([&] { Fp8Context bad(model, Fp8Recipe::delayed(), {.exclude = {"head"}}); }), HasSubstr("HINT"));
+  // An f64 Linear (gradcheck's) has nothing FP8 can cast from: it stays on the ordinary path.
+  Sequential f64_model(std::make_shared<Linear>(16, 16, LinearOptions{.dtype = DType::kF64}));
+  EXPECT_TRUE(Fp8Context(f64_model, Fp8Recipe::delayed()).managed().empty());
   Fp8Recipe broken = Fp8Recipe::delayed();
   broken.input.history_len = 0;
   EXPECT_THAT(error_of([&] { Fp8Context bad(model, broken, {}); }), HasSubstr("input.history is 0"));
