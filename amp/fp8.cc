@@ -125,6 +125,7 @@ std::vector<NamedTensor> Fp8Context::state_dict() const {
       const Fp8TensorState& r = s->role(role);
       out.push_back({state_key(s->name, role, "amax_history"), fp8_history_newest_first(r)});
       out.push_back({state_key(s->name, role, "scale"), r.scale.clone()});
+      out.push_back({state_key(s->name, role, "overflow"), r.overflow_count.clone()});
     }
   out.push_back({kStepKey, scalar_tensor(static_cast<double>(steps_), {.dtype = DType::kI64})});
   return out;
@@ -167,6 +168,13 @@ void Fp8Context::load_state_dict(const std::vector<NamedTensor>& state) {
         MT_CHECK(sc->numel() == 1 && is_floating(sc->dtype()), "Fp8Context.load_state_dict: '", skey,
                  "' must be one floating value, got ", dtype_name(sc->dtype()), " ", shape_str(sc->shape()));
       }
+      const std::string okey = state_key(s->name, role, "overflow");
+      if (const Tensor* o = expect(okey)) {
+        MT_CHECK(o->numel() == 1 && (is_floating(o->dtype()) || o->dtype() == DType::kI64),
+                 "Fp8Context.load_state_dict: '", okey, "' must be one count, got ", dtype_name(o->dtype()), " ",
+                 shape_str(o->shape()));
+        MT_CHECK(o->item() >= 0, "Fp8Context.load_state_dict: '", okey, "' is negative (", o->item(), ")");
+      }
     }
   std::vector<std::string> unexpected;
   std::set<std::string> known{kStepKey};
@@ -174,6 +182,7 @@ void Fp8Context::load_state_dict(const std::vector<NamedTensor>& state) {
     for (Fp8Role role : kFp8Roles) {
       known.insert(state_key(s->name, role, "amax_history"));
       known.insert(state_key(s->name, role, "scale"));
+      known.insert(state_key(s->name, role, "overflow"));
     }
   for (const auto& [name, t] : given)
     if (!known.contains(name)) unexpected.push_back(name);
@@ -198,6 +207,8 @@ void Fp8Context::load_state_dict(const std::vector<NamedTensor>& state) {
       fp8_set_history_newest_first(r, given.at(state_key(s->name, role, "amax_history")));
       r.scale = given.at(state_key(s->name, role, "scale")).to(DType::kF32).reshape({}).to(r.device()).clone();
       r.scale_inv = fp8_reciprocal(r.scale);
+      r.overflow_count =
+          given.at(state_key(s->name, role, "overflow")).to(DType::kF64).reshape({}).to(r.device()).clone();
     }
 }
 

@@ -21,10 +21,10 @@
 // parameter, a tied embedding) takes the ordinary path, under autocast if one is open.
 //
 // State for checkpoints: per managed weight and role "<param name>/<role>/amax_history" ([N] f32, newest
-// first: entry 0 is the current step's, entry k the step k before) and "<param name>/<role>/scale" (0-d f32),
-// roles input, weight, grad_output, on the state's device; and "step" (0-d i64 on the CPU, the steps taken).
-// Loading it continues the run bit for bit. The overflow counters are statistics since construction, not
-// state.
+// first: entry 0 is the current step's, entry k the step k before), "<param name>/<role>/scale" (0-d f32) and
+// "<param name>/<role>/overflow" (0-d f64: the role's overflowed elements in the run so far), roles input,
+// weight, grad_output, on the state's device; and "step" (0-d i64 on the CPU, the steps taken). Loading it
+// continues the run bit for bit, its overflow statistics included.
 //
 // Decided here where TE and torchao leave room: a forward with grad mode off (evaluation) leaves the state
 // alone; step() runs after every optimizer step, skipped ones included (TE updates at every iteration too);
@@ -70,8 +70,8 @@ class Fp8Context {
   // the amaxes were seen whether or not the update was applied).
   void step();
   int64_t steps() const { return steps_; }
-  // Overflowed elements of every cast since construction, a 0-d i64 on the device (the first managed
-  // weight's; CPU with none), computed from the counters without a host read.
+  // Overflowed elements of every cast in the run (since construction, plus a loaded state's), a 0-d i64 on the device
+  // (the first managed weight's; CPU with none), computed from the counters without a host read.
   Tensor overflow_total() const;
 
   std::vector<NamedTensor> state_dict() const;
@@ -84,7 +84,7 @@ class Fp8Context {
     std::string role;  // input, weight, grad_output
     double scale;      // what the next cast multiplies by (delayed); the last cast's (dynamic)
     double amax;       // the amax the last step() used (the history's max, or the current entry)
-    int64_t overflow;  // overflowed elements since construction
+    int64_t overflow;  // overflowed elements in the run (since construction, plus a loaded state's)
     DType dtype;       // the role's FP8 format
   };
   // Host reads: for reports, logs and tests.

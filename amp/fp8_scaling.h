@@ -32,7 +32,7 @@ struct Fp8TensorState {
   Tensor scale;         // 0-d f32: what the next cast multiplies by (delayed); the last cast's (dynamic)
   Tensor scale_inv;     // 0-d f32: 1 / scale, the dequantization factor scaled_mm takes
   Tensor amax;          // 0-d f32: the amax the last end of step used (for stats); 0 before the first
-  // 0-d f64: elements of this role that overflowed the format, since construction. f64 because the ops add
+  // 0-d f64: elements of this role that overflowed the format in the run (saved in state_dict). f64 because the ops add
   // floating tensors only; it counts exactly up to 2^53.
   Tensor overflow_count;
 

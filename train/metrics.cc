@@ -68,16 +68,17 @@ absl::StatusOr<std::FILE*> open_file(const std::string& path, const char* mode) 
 }  // namespace
 
 std::string to_json(const StepMetrics& m) {
-  return JsonLine()
-      .integer("step", m.step)
+  JsonLine line;
+  line.integer("step", m.step)
       .integer("epoch", m.epoch)
       .number("loss", m.loss)
       .number("lr", m.lr)
       .number("scale", m.scale)
       .flag("skipped", m.skipped)
       .number("grad_norm", m.grad_norm)
-      .number("samples_per_s", m.samples_per_s)
-      .str();
+      .number("samples_per_s", m.samples_per_s);
+  if (m.fp8_overflows.has_value()) line.integer("fp8_overflows", *m.fp8_overflows);
+  return line.str();
 }
 
 std::string to_json(const EvalMetrics& m) {

@@ -25,6 +25,9 @@ struct StepMetrics {
   int64_t skipped_steps = 0;   // skipped steps of the run so far, this one included (its resumed parts too)
   double grad_norm = 0.0;      // total L2 norm of the unscaled grads (nan/inf on a skipped step)
   double samples_per_s = 0.0;  // examples of this step / its wall time
+  // FP8 training: values the FP8 casts saturated (or turned into inf/nan) in the run so far, its resumed parts
+  // included, rank 0's (amp::Fp8Context::overflow_total()); unset without FP8.
+  std::optional<int64_t> fp8_overflows;
 };
 
 // After each evaluation. accuracy: classifiers only.

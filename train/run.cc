@@ -231,6 +231,9 @@ absl::Status validate(const RunOptions& o) {
   if (!(s.min_scale >= 0.0) || s.min_scale > s.init_scale) {
     return bad("--min_scale must be in [0, --init_scale], got ", s.min_scale);
   }
+  if (absl::StatusOr<amp::Fp8Recipe> r = amp::parse_fp8_recipe(o.fp8_recipe); !r.ok()) {
+    return bad("--fp8_recipe=", o.fp8_recipe, ": ", r.status().message());
+  }
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty()) return bad("--checkpoint_every needs --checkpoint_dir");
   if ((o.resume == "latest" || o.resume == "auto") && o.checkpoint_dir.empty()) {
     return bad("--resume=", o.resume, " needs --checkpoint_dir");
@@ -325,6 +328,8 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRe
                        .process_group = group->get(),
                        .stop = stop};
   if (o.precision == Precision::kF16) config.scaler = o.scaler;
+  if (o.precision == Precision::kFp8)
+    config.fp8_recipe = *amp::parse_fp8_recipe(o.fp8_recipe);  // validate() checked it
   Trainer trainer(config, *model.module, model.task, *optimizer, train, &eval);
   if (data->vocab) trainer.set_data("vocabulary", data->vocab->serialize());
   // --resume=auto: the latest checkpoint when the folder has a `latest` file (a job that was stopped; one

@@ -82,7 +82,13 @@ void for_each_flag(Options& o, Visit&& visit) {
        "GPT: activation checkpointing: none | blocks (each block keeps only its input and runs again in "
        "backward: less memory, one more forward)",
        {.in_config = kNo});
-  flag(o.precision, "precision", "fp32 | fp16 (autocast + loss scaling) | bf16 (autocast)");
+  flag(o.precision, "precision",
+       "fp32 | fp16 (autocast + loss scaling) | bf16 (autocast) | fp8 (FP8 linears: E4M3 forward, E5M2 gradients, "
+       "per-tensor scales; bf16 autocast elsewhere)");
+  // Its form: validate() checks it (amp::parse_fp8_recipe).
+  flag(o.fp8_recipe, "fp8_recipe",
+       "fp8: how the scales are chosen: delayed (amax history of 16 steps, its max, margin 0) | dynamic (each "
+       "tensor's own amax) | delayed:history=N,algo=max|most_recent,margin=M");
   flag(o.optimizer, "optimizer", "sgd | adam | adamw");
   flag(o.lr, "lr", "learning rate", {.range = above(0)});
   flag(o.momentum, "momentum", "SGD momentum", {.range = half_open(0, 1)});
@@ -156,7 +162,7 @@ constexpr Choice<DataKind> kData[] = {{"", DataKind::kDefault},  // empty: the m
                                       {"text", DataKind::kText},
                                       {"synthetic", DataKind::kSynthetic}};
 constexpr Choice<Precision> kPrecisions[] = {
-    {"fp32", Precision::kF32}, {"fp16", Precision::kF16}, {"bf16", Precision::kBF16}};
+    {"fp32", Precision::kF32}, {"fp16", Precision::kF16}, {"bf16", Precision::kBF16}, {"fp8", Precision::kFp8}};
 constexpr Choice<OptimizerKind> kOptimizers[] = {
     {"sgd", OptimizerKind::kSGD}, {"adam", OptimizerKind::kAdam}, {"adamw", OptimizerKind::kAdamW}};
 constexpr Choice<BatchNormStats> kBatchNorm[] = {{"local", BatchNormStats::kLocal}, {"sync", BatchNormStats::kSync}};

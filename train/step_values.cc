@@ -32,7 +32,12 @@ int64_t StepValues::found_inf_slot() const {
   return grad_norm_slot_ + 2;
 }
 
-int64_t StepValues::size() const { return grad_norm_slot_ + (options_.scaler ? 3 : 1); }
+int64_t StepValues::fp8_overflow_slot() const {
+  MT_CHECK(options_.fp8, "StepValues: a record without FP8 has no overflow count");
+  return grad_norm_slot_ + (options_.scaler ? 3 : 1);
+}
+
+int64_t StepValues::size() const { return grad_norm_slot_ + (options_.scaler ? 3 : 1) + (options_.fp8 ? 1 : 0); }
 
 Tensor StepValues::Builder::loss(const Tensor& mean_loss, int stop_vote) {
   MT_ASSERT(parts_.empty(), "StepValues::Builder: the loss comes first");
@@ -58,9 +63,16 @@ void StepValues::Builder::scaler(const Tensor& scale, const Tensor& found_inf) {
   parts_.push_back(found_inf.to(DType::kF64).reshape({1}));
 }
 
+void StepValues::Builder::fp8_overflows(const Tensor& total) {
+  MT_ASSERT(layout_.options_.fp8 && parts_.size() == (layout_.options_.scaler ? 4u : 2u),
+            "StepValues::Builder: the FP8 overflow count comes last, in a record with FP8");
+  // An f64 holds a count exactly up to 2^53.
+  parts_.push_back(total.to(DType::kF64).reshape({1}));
+}
+
 HostCopy StepValues::Builder::start_copy() && {
-  MT_ASSERT(parts_.size() == (layout_.options_.scaler ? 4u : 2u), "StepValues::Builder: the record has ", parts_.size(),
-            " of its parts");
+  const size_t parts = (layout_.options_.scaler ? 4u : 2u) + (layout_.options_.fp8 ? 1u : 0u);
+  MT_ASSERT(parts_.size() == parts, "StepValues::Builder: the record has ", parts_.size(), " of its ", parts, " parts");
   return HostCopy(cat(parts_));
 }
 
@@ -84,6 +96,7 @@ StepHostValues StepValues::decode(const Tensor& record) const {
     out.scale = v[scale_slot()];
     out.found_inf = v[found_inf_slot()] != 0.0;
   }
+  if (options_.fp8) out.fp8_overflows = static_cast<int64_t>(v[fp8_overflow_slot()]);
   return out;
 }
 

@@ -35,20 +35,23 @@ struct StepValuesOptions {
   // More than one: the ranks sum the loss slots in an all-reduce, so the loss is their sum (divided by
   // world_size when decoded) and the ranks' stop votes follow it.
   int world_size = 1;
-  bool scaler = false;  // a loss scaler runs: the record ends with the scale the step used and its found_inf
+  bool scaler = false;  // a loss scaler runs: the record has the scale the step used and its found_inf
+  bool fp8 = false;     // FP8 training: the record ends with the run's FP8 overflow count so far
 };
 
 // One step's values on the host.
 struct StepHostValues {
-  double loss = 0.0;       // the mean over the step's micro-batches and the ranks
-  int stop = -1;           // with several ranks, the stop most of them voted for; -1: none (always with one)
-  double grad_norm = 0.0;  // total L2 norm of the unscaled grads
-  double scale = 1.0;      // the loss scale the step used; 1 without a scaler
-  bool found_inf = false;  // the scaler found an inf or nan grad and skipped the step; false without a scaler
+  double loss = 0.0;          // the mean over the step's micro-batches and the ranks
+  int stop = -1;              // with several ranks, the stop most of them voted for; -1: none (always with one)
+  double grad_norm = 0.0;     // total L2 norm of the unscaled grads
+  double scale = 1.0;         // the loss scale the step used; 1 without a scaler
+  bool found_inf = false;     // the scaler found an inf or nan grad and skipped the step; false without a scaler
+  int64_t fp8_overflows = 0;  // FP8 casts that overflowed, this rank's, in the run so far; 0 without FP8
 };
 
 // The record's layout: the loss, with several ranks followed by kStopSlots stop slots (slot 1 + s counts
-// the ranks that voted to stop for signal s), then the grad norm, then with a scaler the scale and found_inf.
+// the ranks that voted to stop for signal s), then the grad norm, then with a scaler the scale and found_inf,
+// then with FP8 the overflow count.
 class StepValues {
  public:
   explicit StepValues(StepValuesOptions options);
@@ -56,9 +59,10 @@ class StepValues {
   int64_t loss_slot() const { return 0; }
   int64_t stop_slot(int signal) const;  // with several ranks only
   int64_t grad_norm_slot() const { return grad_norm_slot_; }
-  int64_t scale_slot() const;      // with a scaler only
-  int64_t found_inf_slot() const;  // with a scaler only
-  int64_t size() const;            // f64 elements of the record
+  int64_t scale_slot() const;         // with a scaler only
+  int64_t found_inf_slot() const;     // with a scaler only
+  int64_t fp8_overflow_slot() const;  // with FP8 only
+  int64_t size() const;               // f64 elements of the record
   const StepValuesOptions& options() const { return options_; }
 
   // One step's record on the device (below).
@@ -73,7 +77,7 @@ class StepValues {
 };
 
 // One step's record, built on `device` in the order the step makes its values: loss(), grad_norm(),
-// scaler() (with a scaler), start_copy(). Nothing is read on the host.
+// scaler() (with a scaler), fp8_overflows() (with FP8), start_copy(). Nothing is read on the host.
 class StepValues::Builder {
  public:
   Builder(StepValues layout, Device device) : layout_(layout), device_(device) {}
@@ -87,6 +91,8 @@ class StepValues::Builder {
   // The scale the step used (one f64 element on the device, copied before the scaler's update changes
   // it) and the found_inf of its step.
   void scaler(const Tensor& scale, const Tensor& found_inf);
+  // The FP8 overflow count (amp::Fp8Context::overflow_total(), a 0-d i64 on the device), after the scaler's.
+  void fp8_overflows(const Tensor& total);
   // Concatenates the record and starts its copy to the host.
   HostCopy start_copy() &&;
 

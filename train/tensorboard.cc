@@ -95,7 +95,7 @@ void TensorBoardWriter::discard() {
 }
 
 void TensorBoardWriter::write(const StepMetrics& m) {
-  const SummaryValue values[] = {
+  std::vector<SummaryValue> values = {
       {"train/loss", static_cast<float>(m.loss)},
       {"train/lr", static_cast<float>(m.lr)},
       {"train/grad_norm", static_cast<float>(m.grad_norm)},
@@ -103,6 +103,7 @@ void TensorBoardWriter::write(const StepMetrics& m) {
       {"amp/loss_scale", static_cast<float>(m.scale)},
       {"amp/skipped_steps", static_cast<float>(m.skipped_steps)},
   };
+  if (m.fp8_overflows) values.push_back({"fp8/overflows", static_cast<float>(*m.fp8_overflows)});
   write(m.step, values);
 }
 

@@ -29,21 +29,24 @@ double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock:
 DType precision_dtype(Precision p) {
   switch (p) {
     case Precision::kF16: return DType::kF16;
-    case Precision::kBF16: return DType::kBF16;
+    case Precision::kBF16:
+    case Precision::kFp8: return DType::kBF16;  // fp8: what the layers outside the FP8 linears run in
     case Precision::kF32: break;
   }
   return DType::kF32;
 }
 
-// Autocast for the run's precision (nothing for fp32).
+// Autocast for the run's precision (nothing for fp32), and with FP8 the routing of its linears.
 class PrecisionScope {
  public:
-  PrecisionScope(Precision p, Device device) {
+  PrecisionScope(Precision p, Device device, amp::Fp8Context* fp8) {
     if (p != Precision::kF32) guard_.emplace(amp::AutocastOptions{.device = device.type, .dtype = precision_dtype(p)});
+    if (fp8 != nullptr) fp8_guard_.emplace(*fp8);
   }
 
  private:
   std::optional<amp::AutocastGuard> guard_;
+  std::optional<amp::Fp8Guard> fp8_guard_;
 };
 
 void to_device(Example& batch, Device device) {
@@ -105,6 +108,7 @@ const char* precision_name(Precision precision) {
     case Precision::kF32: return "fp32";
     case Precision::kF16: return "fp16";
     case Precision::kBF16: return "bf16";
+    case Precision::kFp8: return "fp8";
   }
   return "?";
 }
@@ -113,8 +117,9 @@ absl::StatusOr<Precision> parse_precision(std::string_view name) {
   if (name == "fp32") return Precision::kF32;
   if (name == "fp16") return Precision::kF16;
   if (name == "bf16") return Precision::kBF16;
+  if (name == "fp8") return Precision::kFp8;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown precision '", std::string(name), "' (expected fp32, fp16 or bf16)"));
+      absl::StrCat("unknown precision '", std::string(name), "' (expected fp32, fp16, bf16 or fp8)"));
 }
 
 Task classification_task(std::function<Tensor(const Tensor& x)> forward) {
@@ -203,6 +208,14 @@ Trainer::Trainer(TrainerConfig config, Module& model, Task task, Optimizer& opti
     ddp_ = std::make_unique<DistributedDataParallel>(model_, *group,
                                                      DDPOptions{.bucket_cap_mb = config_.ddp_bucket_cap_mb});
   }
+  if (config_.precision == Precision::kFp8) {
+    fp8_ = std::make_unique<amp::Fp8Context>(model_, config_.fp8_recipe, config_.fp8);
+    fp8_->to(device_);
+    MT_CHECK(!fp8_->managed().empty(),
+             "Trainer: precision fp8, but no linear of the model can run in FP8 (an FP8 GEMM needs in and out "
+             "features that are multiples of 16, and TrainerConfig::fp8.exclude leaves some out). HINT: train "
+             "in bf16, or widen the layers");
+  }
   if (config_.precision != Precision::kF32) optimizer_.enable_working_copies(precision_dtype(config_.precision));
   // Rank 0 alone writes the metrics and TensorBoard files; fit() opens them.
   if (rank_ == 0) {
@@ -257,7 +270,7 @@ void Trainer::enqueue_step() {
     s.samples += batch->at(0).size(0);
     Tensor loss;
     {
-      PrecisionScope autocast(config_.precision, device_);
+      PrecisionScope autocast(config_.precision, device_, fp8_.get());
       loss = scalar_loss(task_.loss(*batch));
     }
     {
@@ -281,7 +294,8 @@ void Trainer::enqueue_step() {
   // stop votes (train/step_values.h), so that a request on any rank stops all of them after the same step
   // without a collective of its own.
   s.local_stop = stop_vote(*stop_);
-  StepValues::Builder values(StepValues({.world_size = world_size_, .scaler = scaler_.is_enabled()}), device_);
+  StepValues::Builder values(
+      StepValues({.world_size = world_size_, .scaler = scaler_.is_enabled(), .fp8 = fp8_ != nullptr}), device_);
   const Tensor shared = values.loss(micro > 1 ? div(loss_sum, static_cast<double>(micro)) : loss_sum, s.local_stop);
   if (ddp_) s.loss_work = config_.process_group->all_reduce_async(shared, ReduceOp::kSum);
   // The epoch's last batch was taken: move the loader on now, so that the position saved with a checkpoint
@@ -304,6 +318,10 @@ void Trainer::enqueue_step() {
   scaler_.enqueue_step(optimizer_);
   if (scaler_.is_enabled()) values.scaler(scale, scaler_.found_inf(optimizer_));
   scaler_.update();
+  if (fp8_) {
+    fp8_->step();  // the delayed scales for the next step, on the device
+    values.fp8_overflows(fp8_->overflow_total());
+  }
   if (scheduler_) scheduler_->step();
   if (s.loss_work) s.loss_work->wait();  // with NCCL the stream waits, not the host
   s.values = std::move(values).start_copy();
@@ -317,7 +335,8 @@ StepMetrics Trainer::read_step() {
   InFlightStep s = std::move(in_flight_.front());
   in_flight_.pop_front();
   const StepHostValues v =
-      StepValues({.world_size = world_size_, .scaler = scaler_.is_enabled()}).decode(s.values.wait());
+      StepValues({.world_size = world_size_, .scaler = scaler_.is_enabled(), .fp8 = fp8_ != nullptr})
+          .decode(s.values.wait());
   // The values came through the all-reduce, done by now: asking again raises a watchdog's abort.
   MT_CHECK(!s.loss_work || s.loss_work->is_completed(), "Trainer: step ", s.metrics.step,
            "'s loss all-reduce has not completed although its values were read");
@@ -336,6 +355,7 @@ StepMetrics Trainer::read_step() {
     skipped_steps_ += m.skipped ? 1 : 0;
     m.skipped_steps = skipped_steps_;
   }
+  if (fp8_) m.fp8_overflows = v.fp8_overflows;
   // The step's time from its start, or (the host running ahead) from when the step before it was read:
   // in a steady state that is how long the device took for it.
   const double now = now_s();
@@ -358,7 +378,9 @@ EvalMetrics Trainer::evaluate() {
   eval_->set_position({.epoch = 0, .batch = 0});
   EvalSums total;
   {
-    PrecisionScope autocast(config_.precision, device_);
+    // FP8 evaluates with the scales training reached; without grad its casts record nothing (amp/fp8_linear.h),
+    // so an evaluation leaves the run's scaling state as it found it.
+    PrecisionScope autocast(config_.precision, device_, fp8_.get());
     for (int64_t b = 0; config_.eval_batches == 0 || b < config_.eval_batches; ++b) {
       std::optional<Example> batch = eval_->next();
       if (!batch) break;
@@ -505,6 +527,7 @@ Checkpoint Trainer::checkpoint() const {
   c.optimizer = optimizer_.state_dict();
   if (scheduler_) c.schedule = scheduler_->state_dict();
   c.scaler = scaler_.state_dict();
+  if (fp8_) c.fp8 = {.recipe = config_.fp8_recipe.str(), .tensors = deep_copy(fp8_->state_dict())};
   const LoaderPosition position = train_.position();
   c.trainer.step = step_;
   c.trainer.epoch = position.epoch;
@@ -561,7 +584,25 @@ absl::Status Trainer::restore(const Checkpoint& c, const std::string& path) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": /trainer/generators has no 'default' generator"));
   }
   amp::GradScaler scaler(scaler_.options());
+  // FP8 state goes into a fresh context first, so that nothing changes unless everything loads.
+  std::unique_ptr<amp::Fp8Context> fp8;
+  if (fp8_) {
+    if (c.fp8.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": has no /fp8 scaling state but this run trains in fp8"));
+    }
+    if (c.fp8.recipe != config_.fp8_recipe.str()) {
+      return absl::FailedPreconditionError(absl::StrCat(path, ": written with the FP8 recipe ", c.fp8.recipe,
+                                                        "; this run uses ", config_.fp8_recipe.str(),
+                                                        " (resume with the recipe the run started with)"));
+    }
+  }
   try {
+    if (fp8_) {
+      fp8 = std::make_unique<amp::Fp8Context>(model_, config_.fp8_recipe, config_.fp8);
+      fp8->to(device_);
+      fp8->load_state_dict(c.fp8.tensors);
+    }
     if (scaler_.is_enabled() && c.scaler.empty()) {
       return absl::FailedPreconditionError(
           absl::StrCat(path, ": /scaler is empty (a run without loss scaling) but this run scales the loss"));
@@ -576,6 +617,7 @@ absl::Status Trainer::restore(const Checkpoint& c, const std::string& path) {
   state.insert(state.end(), c.buffers.begin(), c.buffers.end());
   model_.load_state_dict(state);
   scaler_ = scaler;
+  if (fp8) fp8_ = std::move(fp8);
   if (scheduler_) scheduler_->load_state_dict(*c.schedule);
   optimizer_.refresh_working_copies();
   train_.set_position({.epoch = c.trainer.epoch, .batch = c.trainer.batch});

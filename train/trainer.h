@@ -1,5 +1,6 @@
 // Trainer: the training loop a user embeds. It runs the optimizer steps of a model over a DataLoader in
-// fp32, fp16 (autocast + GradScaler) or bf16 (autocast), with gradient accumulation, clipping, an lr
+// fp32, fp16 (autocast + GradScaler), bf16 (autocast) or fp8 (FP8 linears with per-tensor scaling, bf16
+// autocast elsewhere: amp/fp8.h), with gradient accumulation, clipping, an lr
 // schedule, periodic evaluation, metrics (JSON lines, TensorBoard event files), callbacks and HDF5
 // checkpoints that resume exactly.
 //
@@ -40,6 +41,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "amp/fp8.h"
 #include "amp/grad_scaler.h"
 #include "data/loader.h"
 #include "framework/dist/process_group.h"
@@ -58,9 +60,11 @@ namespace mantissa {
 class GPT;
 class DistributedDataParallel;
 
-// fp16: autocast to f16 plus a GradScaler; bf16: autocast to bf16 (no scaler unless one is configured).
-enum class Precision { kF32, kF16, kBF16 };
-const char* precision_name(Precision precision);  // "fp32", "fp16", "bf16"
+// fp16: autocast to f16 plus a GradScaler; bf16: autocast to bf16 (no scaler unless one is configured);
+// fp8: the linears amp::Fp8Context manages run as FP8 GEMMs (TrainerConfig::fp8_recipe, HYBRID by default:
+// E4M3 forward, E5M2 gradients) inside bf16 autocast, bf16 working copies, no scaler unless configured.
+enum class Precision { kF32, kF16, kBF16, kFp8 };
+const char* precision_name(Precision precision);  // "fp32", "fp16", "bf16", "fp8"
 absl::StatusOr<Precision> parse_precision(std::string_view name);
 
 // The sums of one evaluation batch: loss summed over `count` items, and for classifiers how many of
@@ -128,6 +132,10 @@ struct TrainerConfig {
   // ranks agree through the requests a step carries). An evaluation, a checkpoint and the end of the run
   // read every step in flight first. -1: 1 on a GPU, 0 on the CPU (whose steps are done when enqueued).
   int64_t step_read_lag = -1;
+  // Precision::kFp8 only: how the FP8 scales are chosen, and which linears stay out of FP8 (besides those
+  // whose features are not multiples of 16). A run resumes only with the recipe it was written with.
+  amp::Fp8Recipe fp8_recipe = amp::Fp8Recipe::delayed();
+  amp::Fp8Options fp8;
 };
 
 class Trainer {
@@ -176,6 +184,7 @@ class Trainer {
   int world_size() const { return world_size_; }
   const TrainerConfig& config() const { return config_; }
   amp::GradScaler& scaler() { return scaler_; }
+  amp::Fp8Context* fp8() { return fp8_.get(); }  // null unless the precision is fp8
   // Steps per epoch: ceil(batches per epoch / grad_accum).
   int64_t steps_per_epoch() const;
 
@@ -209,6 +218,7 @@ class Trainer {
   DataLoader& train_;
   DataLoader* eval_;
   amp::GradScaler scaler_;
+  std::unique_ptr<amp::Fp8Context> fp8_;  // Precision::kFp8: the FP8 linears' scaling state
   int rank_ = 0, world_size_ = 1;
   std::unique_ptr<DistributedDataParallel> ddp_;  // set when world_size_ > 1
   std::optional<LRScheduler> scheduler_;

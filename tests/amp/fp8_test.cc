@@ -195,15 +195,20 @@ TEST(Fp8Context, StateDictNamesAndShapes) {
     } else if (n.name.ends_with("/scale")) {
       EXPECT_EQ(n.tensor.dim(), 0);
       EXPECT_EQ(n.tensor.item(), 1.0);
+    } else if (n.name.ends_with("/overflow")) {
+      EXPECT_EQ(n.tensor.dim(), 0);
+      EXPECT_EQ(n.tensor.item(), 0.0);
     } else {
       EXPECT_EQ(n.tensor.shape(), (Shape{n.name.find("/weight/") != std::string::npos ? 1 : 4})) << n.name;
     }
   }
-  EXPECT_THAT(names, ElementsAre("0.weight/input/amax_history", "0.weight/input/scale", "0.weight/weight/amax_history",
-                                 "0.weight/weight/scale", "0.weight/grad_output/amax_history",
-                                 "0.weight/grad_output/scale", "1.weight/input/amax_history", "1.weight/input/scale",
-                                 "1.weight/weight/amax_history", "1.weight/weight/scale",
-                                 "1.weight/grad_output/amax_history", "1.weight/grad_output/scale", "step"));
+  std::vector<std::string> want;
+  for (const char* w : {"0.weight", "1.weight"})
+    for (const char* role : {"input", "weight", "grad_output"})
+      for (const char* field : {"amax_history", "scale", "overflow"})
+        want.push_back(std::string(w) + "/" + role + "/" + field);
+  want.push_back("step");
+  EXPECT_EQ(names, want);
 }
 
 // A small model and fixed batches for the resume test.
@@ -316,9 +321,10 @@ TEST(Fp8Context, LoadErrorsNameWhatDiffersAndLoadNothing) {
   // Another set of linears: only 0.weight is common.
   Sequential small(std::make_shared<Linear>(16, 16));
   Fp8Context other(small, Fp8Recipe::delayed(3));
-  EXPECT_THAT(error_of([&] { other.load_state_dict(good); }),
-              HasSubstr("missing none; unexpected '2.weight/grad_output/amax_history', '2.weight/grad_output/scale', "
-                        "'2.weight/input/amax_history', '2.weight/input/scale' and 2 more"));
+  EXPECT_THAT(
+      error_of([&] { other.load_state_dict(good); }),
+      HasSubstr("missing none; unexpected '2.weight/grad_output/amax_history', '2.weight/grad_output/overflow', "
+                "'2.weight/grad_output/scale', '2.weight/input/amax_history' and 5 more"));
   expect_bitwise_equal(target.fp8->state_dict(), before);
   EXPECT_EQ(target.fp8->steps(), 1);
 }

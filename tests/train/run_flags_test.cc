@@ -33,6 +33,7 @@ const std::map<std::string, std::string>& other_values() {
                                                                      {"batchnorm", "sync"},
                                                                      {"recompute", "blocks"},
                                                                      {"precision", "bf16"},
+                                                                     {"fp8_recipe", "dynamic"},
                                                                      {"optimizer", "adamw"},
                                                                      {"lr", "0.0003"},
                                                                      {"momentum", "0.5"},
@@ -151,7 +152,7 @@ TEST(RunFlags, ABadValueIsRefusedNamingItsFlag) {
   EXPECT_EQ(set_flag(o, "batch_size", "1.5").message(), "--batch_size=1.5: not an integer");
   EXPECT_EQ(set_flag(o, "seed", "-1").message(), "--seed=-1: not an integer >= 0");
   EXPECT_EQ(set_flag(o, "mlp_hidden", "256,x").message(), "--mlp_hidden=256,x: 'x' is not an integer");
-  EXPECT_EQ(set_flag(o, "precision", "fp8").message(), "--precision=fp8: expected fp32 | fp16 | bf16");
+  EXPECT_EQ(set_flag(o, "precision", "fp4").message(), "--precision=fp4: expected fp32 | fp16 | bf16 | fp8");
   EXPECT_EQ(set_flag(o, "data", "default").message(), "--data=default: expected fashion-mnist | text | synthetic");
 }
 
@@ -209,7 +210,7 @@ TEST(RunFlags, EnumFlagsNameEveryChoiceInTheirHelp) {
 TEST(RunFlags, PrecisionChoicesAreTheTrainersNames) {
   for (const FlagInfo& f : flag_infos()) {
     if (f.name != "precision") continue;
-    ASSERT_EQ(f.choices.size(), 3u);
+    ASSERT_EQ(f.choices.size(), 4u);
     for (const std::string& choice : f.choices) {
       absl::StatusOr<Precision> p = parse_precision(choice);
       ASSERT_TRUE(p.ok()) << choice;
@@ -219,19 +220,22 @@ TEST(RunFlags, PrecisionChoicesAreTheTrainersNames) {
 }
 
 // The JSON checkpoints hold in /meta/config_json, as runs wrote it before the table existed (--batchnorm
-// came later and is recorded after --dropout): old and new checkpoints must read the same.
+// came later and is recorded after --dropout, --fp8_recipe after --precision): old and new checkpoints must
+// read the same.
 TEST(RunFlagsConfigJson, TheDefaultsAsCheckpointsKeepThem) {
   const std::string head = R"({"model": "mlp", "data": "fashion-mnist", "data_path": "", "mlp_hidden": [1024, 1024], )"
                            R"("n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 128, "dropout": 0, )";
+  const std::string precision = R"("precision": "fp16", )";
   const std::string tail =
-      R"("precision": "fp16", )"
       R"("optimizer": "adam", "lr": 0.001, "momentum": 0.90000000000000002, "weight_decay": null, )"
       R"("batch_size": 128, "epochs": 5, "max_steps": 0, "grad_accum": 1, "clip_grad_norm": 0, )"
       R"("init_scale": 65536, "growth_factor": 2, "backoff_factor": 0.5, "growth_interval": 2000, )"
       R"("hysteresis": 1, "hysteresis_refill": "clean_step", "min_scale": 0, "seed": 1, "eval_every": 0, "eval_batches": 0})";
-  EXPECT_EQ(to_json(RunOptions{}), head + R"("batchnorm": "local", )" + tail);
-  // A checkpoint written before --batchnorm existed reads as the default, local statistics.
-  absl::StatusOr<RunOptions> old = options_from_json(head + tail);
+  EXPECT_EQ(to_json(RunOptions{}),
+            head + R"("batchnorm": "local", )" + precision + R"("fp8_recipe": "delayed", )" + tail);
+  // A checkpoint written before --batchnorm and --fp8_recipe existed reads as their defaults (local
+  // statistics, the delayed recipe).
+  absl::StatusOr<RunOptions> old = options_from_json(head + precision + tail);
   ASSERT_TRUE(old.ok()) << old.status();
   EXPECT_EQ(to_json(*old), to_json(RunOptions{}));
 }
