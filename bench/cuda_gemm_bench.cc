@@ -1,9 +1,10 @@
 // GEMM throughput on a GPU through mantissa's cuBLASLt launcher (ops/cuda/gemm.h): bf16, f16, f32 (exact)
-// and f32 with TF32, on 4096^3 and on the GEMMs of a GPT-2-small step (8 x 1024 tokens, width 768: the
-// fused qkv projection, the attention output, the MLP up and down projections and the tied LM head, each
-// as linear computes it, x [tokens, in] @ W[out, in]^T). The best bf16 figure is the "measured bf16 matmul
-// peak" that model FLOPs utilisation is reported against. Time per GEMM from CUDA events around 20 calls;
-// counter TFLOP/s = 2 m n k / time. Without a device (or without CUDA) it says so and exits 0.
+// and f32 with TF32, and FP8 (E4M3 x E4M3 with per-tensor scales, bf16 out: the scaled_mm op of ops/fp8.h,
+// cuBLASLt's FP8 kernels on sm_89+; not the LM head, whose 50257 columns FP8 cannot take), on 4096^3 and on the GEMMs
+// of a GPT-2-small step (8 x 1024 tokens, width 768: the fused qkv projection, the attention output, the MLP up and
+// down projections and the tied LM head, each as linear computes it, x [tokens, in] @ W[out, in]^T). The best bf16
+// figure is the "measured bf16 matmul peak" that model FLOPs utilisation is reported against. Time per GEMM from CUDA
+// events around 20 calls; counter TFLOP/s = 2 m n k / time. Without a device (or without CUDA) it says so and exits 0.
 //   ./build/bench/cuda_gemm_bench --benchmark_filter=bf16
 #include <benchmark/benchmark.h>
 
@@ -18,9 +19,12 @@
 #include <cuda_runtime_api.h>
 #include <random>
 
+#include "framework/cuda/stream.h"
 #include "framework/half.h"
+#include "framework/random.h"
 #include "ops/cuda/gemm.h"
 #include "ops/cuda/tf32.h"
+#include "ops/fp8.h"
 
 namespace mantissa {
 namespace {
@@ -110,6 +114,36 @@ void BM_cuda_gemm(benchmark::State& state, GemmShape s, Tf32 tf32) {
   (void)cudaFree(c);
 }
 
+// The scaled FP8 matmul through the op, as fp8_linear calls it: x [m, k] @ W[n, k]^T, both K-contiguous (no
+// layout copy), scale inverses on the device, bf16 out.
+void BM_cuda_scaled_mm(benchmark::State& state, GemmShape s) {
+  const Device dev = cuda(0);
+  const Tensor one = scalar_tensor(1.0, {.dtype = DType::kF32}).to(dev);
+  const Tensor x = quantize_fp8(randn({s.m, s.k}).to(dev), one, DType::kF8E4M3, Fp8Overflow::kSaturate).data;
+  const Tensor w = quantize_fp8(randn({s.n, s.k}).to(dev), one, DType::kF8E4M3, Fp8Overflow::kSaturate).data;
+  cudaStream_t stream = gpu::current_stream(dev);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  BENCH_CUDA_CHECK(cudaEventCreate(&start));
+  BENCH_CUDA_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) benchmark::DoNotOptimize(scaled_mm(x, w.t(), one, one, DType::kBF16));
+  constexpr int kCalls = 20;
+  for (auto _ : state) {
+    BENCH_CUDA_CHECK(cudaEventRecord(start, stream));
+    for (int i = 0; i < kCalls; ++i) benchmark::DoNotOptimize(scaled_mm(x, w.t(), one, one, DType::kBF16));
+    BENCH_CUDA_CHECK(cudaEventRecord(stop, stream));
+    BENCH_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    BENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    state.SetIterationTime(ms * 1e-3 / kCalls);
+  }
+  state.counters["TFLOP/s"] =
+      benchmark::Counter(2e-12 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k),
+                         benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + " (B^T)");
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+}
+
 void register_all() {
   for (const GemmShape& s : shapes()) {
     auto reg = [&](const char* dtype, auto fn) {
@@ -121,6 +155,9 @@ void register_all() {
     reg("f16", [s](benchmark::State& st) { BM_cuda_gemm<Half>(st, s, Tf32::kOff); });
     reg("tf32", [s](benchmark::State& st) { BM_cuda_gemm<float>(st, s, Tf32::kOn); });
     reg("f32", [s](benchmark::State& st) { BM_cuda_gemm<float>(st, s, Tf32::kOff); });
+    if (s.n % 16 == 0 && s.m % 16 == 0 && s.k % 16 == 0) {
+      reg("fp8", [s](benchmark::State& st) { BM_cuda_scaled_mm(st, s); });
+    }
   }
 }
 

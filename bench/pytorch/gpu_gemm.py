@@ -6,7 +6,8 @@ is the figure they should reach: a ratio well under 1 means a worse layout, algo
 or overhead around the call. Shapes (as cuda_gemm_bench's): 4096^3, and the GEMMs of a GPT-2-small step
 (8 x 1024 tokens, width 768) as linear computes them, x [tokens, in] @ W[out, in]^T. Dtypes: bf16 and f16
 (f32 accumulation, no reduced-precision reductions, as mantissa's cuBLASLt descriptors), tf32 (f32 inputs
-on the tensor cores) and f32 (exact). Each figure: the median of 10 runs of 20 calls timed by CUDA events.
+on the tensor cores), f32 (exact) and fp8 (torch._scaled_mm, E4M3 x E4M3, per-tensor scales, bf16 out; not
+the LM head, whose 50257 columns FP8 cannot take). Each figure: the median of 10 runs of 20 calls timed by CUDA events.
 Prints one line per (dtype, shape):
   cublas_gemm <dtype> <shape> ms=<per call> tflops=<2 m n k / time>
 and, with --mantissa-json (cuda_gemm_bench --benchmark_format=json's output), the markdown table of both
@@ -29,22 +30,23 @@ SHAPES = {
     "gpt2_mlp_down": (TOKENS, WIDTH, 4 * WIDTH, True),
     "gpt2_lm_head": (TOKENS, 50257, WIDTH, True),
 }
-DTYPES = ["bf16", "f16", "tf32", "f32"]
+DTYPES = ["bf16", "f16", "tf32", "f32", "fp8"]
 
 
-def measure(torch, dtype_name, m, n, k, trans_b):
-    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}.get(dtype_name, torch.float32)
-    torch.set_float32_matmul_precision("high" if dtype_name == "tf32" else "highest")
+def measure_fp8(torch, m, n, k):
+    """torch._scaled_mm, E4M3 x E4M3 with per-tensor scales, bf16 out: x [m, k] @ W[n, k]^T (cuBLASLt's FP8)."""
     g = torch.Generator(device="cuda").manual_seed(1)
-    a = torch.rand(m, k, device="cuda", generator=g).mul_(2).sub_(1).to(dtype)
-    b = torch.rand(n, k, device="cuda", generator=g).mul_(2).sub_(1).to(dtype)
-    if not trans_b:
-        b = b.view(k, n)  # B [k, n] row-major, as the square case's kNo
-    c = torch.empty(m, n, device="cuda", dtype=dtype)
+    a = torch.rand(m, k, device="cuda", generator=g).mul_(2).sub_(1).to(torch.float8_e4m3fn)
+    b = torch.rand(n, k, device="cuda", generator=g).mul_(2).sub_(1).to(torch.float8_e4m3fn)
+    one = torch.tensor(1.0, device="cuda")
 
     def call():
-        torch.mm(a, b.t() if trans_b else b, out=c)
+        torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
 
+    return timed(torch, call, m, n, k)
+
+
+def timed(torch, call, m, n, k):
     for _ in range(3):
         call()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -58,6 +60,24 @@ def measure(torch, dtype_name, m, n, k, trans_b):
         runs.append(start.elapsed_time(stop) / 20)
     ms = statistics.median(runs)
     return ms, 2 * m * n * k / (ms * 1e-3) / 1e12
+
+
+def measure(torch, dtype_name, m, n, k, trans_b):
+    if dtype_name == "fp8":
+        return measure_fp8(torch, m, n, k)
+    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}.get(dtype_name, torch.float32)
+    torch.set_float32_matmul_precision("high" if dtype_name == "tf32" else "highest")
+    g = torch.Generator(device="cuda").manual_seed(1)
+    a = torch.rand(m, k, device="cuda", generator=g).mul_(2).sub_(1).to(dtype)
+    b = torch.rand(n, k, device="cuda", generator=g).mul_(2).sub_(1).to(dtype)
+    if not trans_b:
+        b = b.view(k, n)  # B [k, n] row-major, as the square case's kNo
+    c = torch.empty(m, n, device="cuda", dtype=dtype)
+
+    def call():
+        torch.mm(a, b.t() if trans_b else b, out=c)
+
+    return timed(torch, call, m, n, k)
 
 
 def mantissa_figures(path):
@@ -96,6 +116,8 @@ def main():
     ours = {}
     for d in a.dtypes.split(","):
         for name, (m, n, k, tb) in SHAPES.items():
+            if d == "fp8" and any(v % 16 for v in (m, n, k)):
+                continue  # FP8 GEMMs need every dim a multiple of 16 (not the 50257-wide LM head)
             ms, tflops = measure(torch, d, m, n, k, tb)
             ours[(d, name)] = tflops
             print(f"cublas_gemm {d} {name} ms={ms:.4f} tflops={tflops:.1f}", flush=True)
