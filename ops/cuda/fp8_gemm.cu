@@ -15,6 +15,7 @@
 #include "framework/cuda/check.h"
 #include "framework/cuda/stream.h"
 #include "ops/cuda/fp8.h"
+#include "ops/cuda/cublaslt_plan.h"
 #include "ops/cuda/library_check.h"
 #include "ops/cuda/library_handles.h"
 
@@ -33,21 +34,7 @@ cudaDataType cuda_type(DType d) {
   MT_THROW("FP8 GEMM: no CUDA data type for ", dtype_name(d));
 }
 
-struct Plan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  bool has_algo = false;  // false: the heuristic offered nothing, or cuBLASLt declined the call
-  Plan() = default;
-  Plan(const Plan&) = delete;
-  Plan& operator=(const Plan&) = delete;
-  ~Plan() {  // host-side frees only
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
-};
+using Plan = LtPlan;
 
 struct ThreadCache {
   std::unordered_map<Fp8GemmKey, std::unique_ptr<Plan>, Fp8GemmKeyHash> plans;
@@ -56,10 +43,6 @@ struct ThreadCache {
 thread_local ThreadCache t_cache;
 constexpr size_t kMaxPlans = 4096;  // as ops/cuda/gemm.cu: a run has a few hundred shapes
 
-template <typename V>
-void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const V& v) {
-  MT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
-}
 
 // The pointers of this call: the scales and the bias are descriptor attributes, set before every use.
 void set_pointers(const Plan& plan, const Fp8GemmArgs& args) {
@@ -89,7 +72,7 @@ std::unique_ptr<Plan> build_plan(const Fp8GemmArgs& args, cublasLtHandle_t handl
   MT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, cuda_type(key.a), static_cast<uint64_t>(key.k),
                                              static_cast<uint64_t>(key.m), key.lda));
   // C (not read: beta is 0) and D: out^T, a column-major [N, M] with leading dim N.
-  MT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->d, cuda_type(key.d), static_cast<uint64_t>(key.n),
+  MT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, cuda_type(key.d), static_cast<uint64_t>(key.n),
                                              static_cast<uint64_t>(key.m), key.n));
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -113,7 +96,7 @@ std::unique_ptr<Plan> build_plan(const Fp8GemmArgs& args, cublasLtHandle_t handl
   cublasLtMatmulHeuristicResult_t result{};
   int count = 0;
   const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->a, plan->b, plan->d, plan->d, pref, 1, &result, &count);
+      cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result, &count);
   // NOT_SUPPORTED and INVALID_VALUE (a type combination this cuBLASLt does not take, such as a bias type it does
   // not accept for the output) decline: the caller retries without the bias epilogue, then decodes.
   if (status == CUBLAS_STATUS_SUCCESS) {
@@ -143,7 +126,7 @@ bool fp8_gemm(const Fp8GemmArgs& args, cudaStream_t stream) {
   const float alpha = 1.0f, beta = 0.0f;
   const Workspace workspace = stream_workspace(key.device, stream, kGemmWorkspaceBytes);  // held until enqueued
   const cublasStatus_t status =
-      cublasLtMatmul(handle, plan.desc, &alpha, args.bt, plan.a, args.a, plan.b, &beta, args.d, plan.d, args.d, plan.d,
+      cublasLtMatmul(handle, plan.desc, &alpha, args.bt, plan.a, args.a, plan.b, &beta, args.d, plan.c, args.d, plan.c,
                      &plan.algo, workspace.data(), kGemmWorkspaceBytes, stream);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED) {
     plan.has_algo = false;  // declined for this key: do not ask again

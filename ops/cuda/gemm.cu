@@ -18,6 +18,7 @@
 #include "framework/dtype.h"
 #include "ops/cuda/gemm.h"
 #include "ops/cuda/gemm_plan.h"
+#include "ops/cuda/cublaslt_plan.h"
 #include "ops/cuda/library_check.h"
 #include "ops/cuda/library_handles.h"
 #include "ops/cuda/tf32.h"
@@ -138,21 +139,7 @@ void launch_scale_add_bias(const cpu::BatchedGemmArgs<T>& args, typename CudaTyp
 
 // ---- cuBLASLt plans, cached per thread ----
 
-struct Plan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  bool has_algo = false;  // false: the heuristic offered nothing, or cuBLASLt declined the call
-  Plan() = default;
-  Plan(const Plan&) = delete;
-  Plan& operator=(const Plan&) = delete;
-  ~Plan() {  // host-side frees only
-    if (c) cublasLtMatrixLayoutDestroy(c);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
-};
+using Plan = LtPlan;
 
 struct ThreadCache {
   std::unordered_map<GemmKey, std::unique_ptr<Plan>, GemmKeyHash> plans;
@@ -161,10 +148,6 @@ struct ThreadCache {
 thread_local ThreadCache t_cache;
 constexpr size_t kMaxPlans = 4096;  // a run has a few hundred shapes; beyond this the cache starts over
 
-template <typename V>
-void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const V& v) {
-  MT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
-}
 
 cublasLtMatrixLayout_t make_layout(cudaDataType type, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
                                    int64_t stride) {
