@@ -35,7 +35,8 @@ expect_usage_error() {  # expect_usage_error WORD-IN-MESSAGE ARGS...
 expect_usage_error "unknown flag --bogus" --bogus=1
 expect_usage_error "--lr=abc" --lr=abc
 expect_usage_error "--lr must be > 0" --lr=-1
-expect_usage_error "--precision=fp8: expected fp32 | fp16 | bf16" --precision=fp8
+expect_usage_error "--precision=fp4: expected fp32 | fp16 | bf16 | fp8" --precision=fp4
+expect_usage_error "--fp8_recipe=delayed:history=0" --precision=fp8 --fp8_recipe=delayed:history=0
 expect_usage_error "--model=rnn" --model=rnn
 expect_usage_error "--batch_size must be > 0" --batch_size=0
 expect_usage_error "--mlp_hidden" --mlp_hidden=256,x
