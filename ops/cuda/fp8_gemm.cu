@@ -14,8 +14,8 @@
 
 #include "framework/cuda/check.h"
 #include "framework/cuda/stream.h"
-#include "ops/cuda/fp8.h"
 #include "ops/cuda/cublaslt_plan.h"
+#include "ops/cuda/fp8.h"
 #include "ops/cuda/library_check.h"
 #include "ops/cuda/library_handles.h"
 
@@ -42,7 +42,6 @@ struct ThreadCache {
 };
 thread_local ThreadCache t_cache;
 constexpr size_t kMaxPlans = 4096;  // as ops/cuda/gemm.cu: a run has a few hundred shapes
-
 
 // The pointers of this call: the scales and the bias are descriptor attributes, set before every use.
 void set_pointers(const Plan& plan, const Fp8GemmArgs& args) {

@@ -16,9 +16,9 @@
 #include "framework/cuda/check.h"
 #include "framework/cuda/stream.h"
 #include "framework/dtype.h"
+#include "ops/cuda/cublaslt_plan.h"
 #include "ops/cuda/gemm.h"
 #include "ops/cuda/gemm_plan.h"
-#include "ops/cuda/cublaslt_plan.h"
 #include "ops/cuda/library_check.h"
 #include "ops/cuda/library_handles.h"
 #include "ops/cuda/tf32.h"
@@ -147,7 +147,6 @@ struct ThreadCache {
 };
 thread_local ThreadCache t_cache;
 constexpr size_t kMaxPlans = 4096;  // a run has a few hundred shapes; beyond this the cache starts over
-
 
 cublasLtMatrixLayout_t make_layout(cudaDataType type, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
                                    int64_t stride) {
