@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "framework/float8.h"
+#include "framework/half.h"
 #include "framework/host_device.h"
 
 namespace mantissa::gpu {
@@ -27,6 +28,31 @@ struct F8E4M3 {
 struct F8E5M2 {
   uint8_t bits;
 };
+
+// A CPU scalar type's storage tag in kernels (Half -> F16, ...; every other type is itself), whose widen/narrow
+// below are the CPU's conversions bit for bit.
+template <typename T>
+struct storage_tag {
+  using type = T;
+};
+template <>
+struct storage_tag<Half> {
+  using type = F16;
+};
+template <>
+struct storage_tag<BFloat16> {
+  using type = BF16;
+};
+template <>
+struct storage_tag<Float8E4M3> {
+  using type = F8E4M3;
+};
+template <>
+struct storage_tag<Float8E5M2> {
+  using type = F8E5M2;
+};
+template <typename T>
+using storage_t = typename storage_tag<T>::type;
 
 MT_HD inline uint32_t float_to_bits(float f) {
 #ifdef __CUDA_ARCH__

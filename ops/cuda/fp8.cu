@@ -19,23 +19,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kBlocksPerSm = 8;  // enough resident warps to keep the loads in flight; the rest is grid-stride
 
-// mantissa's host types -> the copy kernels' storage tags (framework/cuda/copy_math.h), whose widen/narrow are
-// the CPU's conversions bit for bit.
-template <typename T>
-struct StorageTag {
-  using type = T;
-};
-template <>
-struct StorageTag<Half> {
-  using type = F16;
-};
-template <>
-struct StorageTag<BFloat16> {
-  using type = BF16;
-};
-template <typename T>
-using tag_t = typename StorageTag<T>::type;
-
 // Maximum over the warp, then over the block; thread 0 gets the block's value. Integer shuffles: no nan rules.
 __device__ __forceinline__ uint32_t block_max(uint32_t v, uint32_t* scratch) {
   for (int offset = 16; offset > 0; offset >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
@@ -120,7 +103,7 @@ void launch(const In* x, int64_t n, const float* scale, Fp8Overflow overflow, ui
   MT_ASSERT(!kWrite || reinterpret_cast<uintptr_t>(out) % 4 == 0, "quantize_fp8: the output is not 4-byte aligned");
   // The tail's threads are the first n % 4 of the grid: the grid always has at least 3 threads more than that.
   const int64_t blocks = grid_for(n / 4, device);
-  using S = tag_t<In>;
+  using S = storage_t<In>;
   quantize_kernel<S, Format, kWrite><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
       reinterpret_cast<const S*>(x), n, scale, overflow, reinterpret_cast<uint32_t*>(out),
       reinterpret_cast<uint32_t*>(amax), reinterpret_cast<unsigned long long*>(overflow_count));
@@ -150,7 +133,7 @@ void launch_scaled_mm_epilogue(const float* acc, int64_t m, int64_t n, const flo
                                const float* scale_inv_b, const float* bias, Out* out, int device, cudaStream_t stream) {
   const int64_t total = m * n;
   if (total == 0) return;
-  using O = tag_t<Out>;
+  using O = storage_t<Out>;
   epilogue_kernel<O><<<static_cast<unsigned>(grid_for(total, device)), kThreads, 0, stream>>>(
       acc, total, n, scale_inv_a, scale_inv_b, bias, reinterpret_cast<O*>(out));
   MT_CUDA_LAUNCH_CHECK("scaled_mm epilogue kernel");

@@ -74,24 +74,11 @@ std::unique_ptr<Plan> build_plan(const Fp8GemmArgs& args, cublasLtHandle_t handl
   MT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, cuda_type(key.d), static_cast<uint64_t>(key.n),
                                              static_cast<uint64_t>(key.m), key.n));
 
-  cublasLtMatmulPreference_t pref = nullptr;
-  MT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  struct PrefGuard {
-    cublasLtMatmulPreference_t p;
-    ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
-  } pref_guard{pref};
-  const uint64_t workspace = kGemmWorkspaceBytes;
-  MT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                                       sizeof(workspace)));
-  // The true alignments (cuBLAS's A is our b, its B our a; C is D): the heuristic assumes 256 bytes otherwise.
-  const uint32_t align[4] = {static_cast<uint32_t>(key.align_b), static_cast<uint32_t>(key.align_a),
-                             static_cast<uint32_t>(key.align_d), static_cast<uint32_t>(key.align_d)};
-  const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-  for (int i = 0; i < 4; ++i) {
-    MT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &align[i], sizeof(align[i])));
-  }
+  // The true alignments: cuBLAS's A is our b, its B our a; C is D.
+  LtPreference preference(kGemmWorkspaceBytes,
+                          {static_cast<uint32_t>(key.align_b), static_cast<uint32_t>(key.align_a),
+                           static_cast<uint32_t>(key.align_d), static_cast<uint32_t>(key.align_d)});
+  const cublasLtMatmulPreference_t pref = preference.get();
   cublasLtMatmulHeuristicResult_t result{};
   int count = 0;
   const cublasStatus_t status =

@@ -177,29 +177,15 @@ std::unique_ptr<Plan> build_plan(const GemmKey& key, cublasLtHandle_t handle) {
   plan->b = make_layout(dt, g.b.rows, g.b.cols, g.b.ld, g.batch, g.b.batch_stride);
   plan->c = make_layout(dt, g.m, g.n, g.ldc, g.batch, g.stride_c);
 
-  cublasLtMatmulPreference_t pref = nullptr;
-  MT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  struct PrefGuard {
-    cublasLtMatmulPreference_t p;
-    ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
-  } pref_guard{pref};
-  const uint64_t workspace = kGemmWorkspaceBytes;
-  MT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                                       sizeof(workspace)));
-  const uint32_t align[4] = {static_cast<uint32_t>(key.align_a), static_cast<uint32_t>(key.align_b),
-                             static_cast<uint32_t>(key.align_c), static_cast<uint32_t>(key.align_c)};
-  const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-  for (int i = 0; i < 4; ++i) {
-    MT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &align[i], sizeof(align[i])));
-  }
+  LtPreference preference(kGemmWorkspaceBytes,
+                          {static_cast<uint32_t>(key.align_a), static_cast<uint32_t>(key.align_b),
+                           static_cast<uint32_t>(key.align_c), static_cast<uint32_t>(key.align_c)});
+  const cublasLtMatmulPreference_t pref = preference.get();
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
     // Split-K partial sums must be reduced in f32, not in the 16-bit output type: the contract is f32
     // accumulation and a single rounding.
     const uint32_t mask = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    MT_CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof(mask)));
+    preference.set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, mask);
   }
   cublasLtMatmulHeuristicResult_t result{};
   int count = 0;

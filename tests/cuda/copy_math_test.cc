@@ -58,20 +58,6 @@ TEST(CudaCopyMath, FloatToHalfAndBFloat16MatchTheCpu) {
   }
 }
 
-// The kernels' storage type for a CPU type.
-template <typename T>
-struct KernelType {
-  using type = T;
-};
-template <>
-struct KernelType<Half> {
-  using type = F16;
-};
-template <>
-struct KernelType<BFloat16> {
-  using type = BF16;
-};
-
 const std::vector<DType> kAllDTypes = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16,
                                        DType::kI64, DType::kI32, DType::kBool};
 
@@ -87,8 +73,8 @@ void expect_cast_matches_cpu(const Tensor& src, DType to) {
   const Tensor expected = src.to(to);
   dispatch_all(src.dtype(), "test", [&]<typename S>() {
     dispatch_all(to, "test", [&]<typename D>() {
-      using KS = typename KernelType<S>::type;
-      using KD = typename KernelType<D>::type;
+      using KS = storage_t<S>;
+      using KD = storage_t<D>;
       static_assert(sizeof(KS) == sizeof(S) && sizeof(KD) == sizeof(D));
       const auto* in = static_cast<const char*>(src.data_ptr());
       const auto* want = static_cast<const char*>(expected.data_ptr());
@@ -128,7 +114,7 @@ TEST(CudaCopyMath, AddMatchesCpuAccumulate) {
     const Tensor sum = a.clone();
     accumulate_(sum, b);
     dispatch_floating(dtype, "test", [&]<typename T>() {
-      using K = typename KernelType<T>::type;
+      using K = storage_t<T>;
       for (int64_t i = 0; i < a.numel(); ++i) {
         K x, y, want;
         std::memcpy(&x, a.data<T>() + i, sizeof(T));
