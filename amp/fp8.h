@@ -74,7 +74,7 @@ class Fp8Context {
   // (the first managed weight's; CPU with none), computed from the counters without a host read.
   Tensor overflow_total() const;
 
-  std::vector<NamedTensor> state_dict() const;
+  std::vector<NamedTensor> state_dict() const;  // copies: a later step() does not change them
   // Checks everything first (names, shapes, the recipe's history lengths, the step counter) and throws a
   // mantissa::Error naming what differs; loads nothing unless all of it fits.
   void load_state_dict(const std::vector<NamedTensor>& state);

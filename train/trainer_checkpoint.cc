@@ -1,0 +1,149 @@
+// The Trainer's run state as a checkpoint and back: checkpoint() (copies of everything a run resumes from),
+// restore() (every check first, then the change, so a checkpoint that does not fit leaves the run as it
+// was), save_checkpoint() and resume(). The loop itself is in train/trainer.cc.
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "framework/autograd.h"
+#include "framework/error.h"
+#include "framework/generator.h"
+#include "train/trainer.h"
+
+namespace mantissa {
+namespace {
+
+std::vector<NamedTensor> deep_copy(const std::vector<NamedTensor>& tensors) {
+  NoGradGuard no_grad;
+  std::vector<NamedTensor> out;
+  out.reserve(tensors.size());
+  for (const NamedTensor& t : tensors) out.push_back({t.name, t.tensor.detach().clone()});
+  return out;
+}
+
+}  // namespace
+
+Checkpoint Trainer::checkpoint() const {
+  Checkpoint c;
+  c.model = deep_copy(model_.named_parameters());
+  c.buffers = deep_copy(model_.named_buffers());
+  c.optimizer = optimizer_.state_dict();
+  if (scheduler_) c.schedule = scheduler_->state_dict();
+  c.scaler = scaler_.state_dict();
+  if (fp8_) c.fp8 = {.recipe = config_.fp8_recipe.str(), .tensors = fp8_->state_dict()};
+  const LoaderPosition position = train_.position();
+  c.trainer.step = step_;
+  c.trainer.epoch = position.epoch;
+  c.trainer.batch = position.batch;
+  c.trainer.generators["default"] = default_generator().state();
+  c.data = data_;
+  c.meta.precision = precision_name(config_.precision);
+  c.meta.config_json = config_.config_json;
+  c.meta.wall_s = wall_s();
+  return c;
+}
+
+absl::Status Trainer::restore(const Checkpoint& c, const std::string& path) {
+  // Everything is checked before anything changes.
+  if (absl::Status s = check_compatible(path, c, model_, optimizer_); !s.ok()) return s;
+  if (ddp_) {
+    // Every rank read its own copy: they must agree on where the run stands (e.g. "latest" resolved in
+    // different folders on different machines would silently train diverged replicas).
+    const Tensor steps = config_.process_group->all_gather(full({1}, c.trainer.step, {.dtype = DType::kI64}));
+    for (int q = 0; q < world_size_; ++q) {
+      const auto mine = static_cast<int64_t>(steps.select(0, q).item());
+      const auto first = static_cast<int64_t>(steps.select(0, 0).item());
+      if (mine != first) {
+        return absl::FailedPreconditionError(absl::StrCat(path, ": rank ", q, " resumes at step ", mine,
+                                                          " but rank 0 at step ", first,
+                                                          " (every rank must read the same checkpoint)"));
+      }
+    }
+  }
+  if (c.meta.precision != precision_name(config_.precision)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": written by a run in ", c.meta.precision,
+                                                      "; this run is in ", precision_name(config_.precision),
+                                                      " (resume with the precision the run started with)"));
+  }
+  if (c.schedule.has_value() != scheduler_.has_value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, c.schedule ? ": has an lr schedule state but this run has no schedule"
+                                      : ": has no lr schedule state but this run has a schedule"));
+  }
+  if (c.schedule && c.schedule->base_lrs.size() != optimizer_.num_param_groups()) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": /schedule has ", c.schedule->base_lrs.size(),
+                                                      " base lrs, the optimizer has ", optimizer_.num_param_groups(),
+                                                      " param groups"));
+  }
+  if (c.trainer.step < 0 || c.trainer.epoch < 0 || c.trainer.batch < 0 ||
+      c.trainer.batch > train_.batches_per_epoch()) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": /trainer position {epoch ", c.trainer.epoch, ", batch ",
+                                                      c.trainer.batch, "} does not fit a loader of ",
+                                                      train_.batches_per_epoch(),
+                                                      " batches per epoch (was the batch size or the data changed?)"));
+  }
+  const auto generator = c.trainer.generators.find("default");
+  if (generator == c.trainer.generators.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": /trainer/generators has no 'default' generator"));
+  }
+  amp::GradScaler scaler(scaler_.options());
+  // FP8 state goes into a fresh context first, so that nothing changes unless everything loads.
+  std::unique_ptr<amp::Fp8Context> fp8;
+  if (fp8_) {
+    if (c.fp8.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": has no /fp8 scaling state but this run trains in fp8"));
+    }
+    if (c.fp8.recipe != config_.fp8_recipe.str()) {
+      return absl::FailedPreconditionError(absl::StrCat(path, ": written with the FP8 recipe ", c.fp8.recipe,
+                                                        "; this run uses ", config_.fp8_recipe.str(),
+                                                        " (resume with the recipe the run started with)"));
+    }
+  }
+  try {
+    if (fp8_) {
+      fp8 = std::make_unique<amp::Fp8Context>(model_, config_.fp8_recipe, config_.fp8);
+      fp8->to(device_);
+      fp8->load_state_dict(c.fp8.tensors);
+    }
+    if (scaler_.is_enabled() && c.scaler.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": /scaler is empty (a run without loss scaling) but this run scales the loss"));
+    }
+    scaler.load_state_dict(c.scaler);
+    optimizer_.load_state_dict(c.optimizer);  // validates everything before it changes anything
+  } catch (const Error& e) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": ", e.what()));
+  }
+  // From here nothing can fail.
+  std::vector<NamedTensor> state = c.model;
+  state.insert(state.end(), c.buffers.begin(), c.buffers.end());
+  model_.load_state_dict(state);
+  scaler_ = scaler;
+  if (fp8) fp8_ = std::move(fp8);
+  if (scheduler_) scheduler_->load_state_dict(*c.schedule);
+  optimizer_.refresh_working_copies();
+  train_.set_position({.epoch = c.trainer.epoch, .batch = c.trainer.batch});
+  default_generator().set_state(generator->second);
+  for (const auto& [name, blob] : c.data) data_[name] = blob;
+  step_ = c.trainer.step;
+  wall_before_ = c.meta.wall_s;
+  resumed_ = true;
+  last_epoch_ = c.trainer.batch > 0 ? c.trainer.epoch : std::max<int64_t>(0, c.trainer.epoch - 1);
+  last_eval_step_ = -1;
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::save_checkpoint(const std::string& path) const {
+  return mantissa::save_checkpoint(path, checkpoint());
+}
+
+absl::Status Trainer::resume(const std::string& path) {
+  absl::StatusOr<std::string> resolved = resolve_resume(path, config_.checkpoint_dir);
+  if (!resolved.ok()) return resolved.status();
+  absl::StatusOr<Checkpoint> c = load_checkpoint(*resolved);
+  if (!c.ok()) return c.status();
+  return restore(*c, *resolved);
+}
+
+}  // namespace mantissa
