@@ -6,8 +6,8 @@
 # 32 x 128 tokens). mantissa: bench/fp8_gemm_bench (median of REPS repetitions); PyTorch:
 # bench/pytorch/fp8_gemm.py, eager and torch.compile. ratio = the faster PyTorch / mantissa (above 1: mantissa
 # is faster). %peak divides GFLOP/s by the measured peak (bench/cpu_peak) of the arithmetic the row runs:
-# f32 FMA for mm_f32 and scaled_mm (whose CPU kernel decodes E4M3 exactly into f32 and runs the f32 GEMM: a CPU
-# has no FP8 arithmetic), the bf16 dot product for mm_bf16.
+# f32 FMA for mm_f32, the bf16 dot product for mm_bf16 and scaled_mm (whose CPU kernel decodes E4M3 exactly into
+# bf16 and runs the bf16 GEMM into f32: a CPU has no FP8 arithmetic).
 #   bench/compare_fp8.sh [build-dir]     THREADS=2 REPS=5 MODES=eager,compile
 set -euo pipefail
 build=${1:-build}
@@ -60,7 +60,7 @@ for name, r in mt.items():
         ms /= 1e3
     if "GFLOP" in r:
         rate = r["GFLOP"]
-        peak = bf16_peak if case == "mm_bf16" else f32_peak
+        peak = bf16_peak if case == "mm_bf16" or case.startswith("scaled_mm") else f32_peak
         rate_s, peak_s = f"{rate:.0f}", f"{100 * rate / peak:.0f}%"
     else:
         rate_s, peak_s = f"({r['GB']:.2f})", ""

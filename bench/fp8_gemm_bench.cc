@@ -1,9 +1,10 @@
 // FP8 on the CPU, and what it costs: the scaled FP8 matmul (ops/fp8.h scaled_mm: E4M3 x E4M3 with per-tensor
 // scales, f32 accumulation, bf16 out) beside the f32 and bf16 matmuls of the same shape, and the per-tensor
 // quantization (quantize_fp8: amax, cast and overflow count in one pass) in GB/s of its input. A CPU has no FP8
-// arithmetic: scaled_mm decodes both operands to f32 and runs the f32 GEMM, so it can only be slower than the
-// f32 matmul; the point of FP8 here is exactness (the bits an H100 computes from), not speed. Counter GFLOP =
-// 2 m n k per call. bench/compare_fp8.sh runs this beside bench/pytorch/fp8_gemm.py (torch._scaled_mm).
+// arithmetic: scaled_mm decodes both operands exactly to bf16 and runs the bf16 GEMM into an f32 accumulator,
+// so its ceiling is the bf16 matmul; the point of FP8 here is exactness (the bits an H100 computes from), and
+// its cost is the decode and the epilogue around that GEMM. Counter GFLOP = 2 m n k per call. bench/compare_fp8.sh runs
+// this beside bench/pytorch/fp8_gemm.py (torch._scaled_mm).
 //   ./build/bench/fp8_gemm_bench --benchmark_filter=1024
 #include <benchmark/benchmark.h>
 

@@ -30,35 +30,36 @@ template <int kMant, int kBias, uint8_t kMaxBits, uint8_t kNoSatOverflowBits>
 struct Fp8Format {
   static constexpr uint8_t kNanBits = 0x7f;
 
-  // float (as its bits) -> 8 bits, round to nearest even.
+  // c ? a : b with masks, which compilers keep branch-free inside vectorized loops.
+  MT_HD static constexpr uint32_t pick(bool c, uint32_t a, uint32_t b) {
+    const uint32_t mask = 0u - static_cast<uint32_t>(c);
+    return (a & mask) | (b & ~mask);
+  }
+  MT_HD static constexpr uint32_t min_u32(uint32_t a, uint32_t b) { return pick(a < b, a, b); }
+
+  // float (as its bits) -> 8 bits, round to nearest even. Branch-free integer code (each case computed, then
+  // picked), so the CPU's element loops vectorize it and CUDA runs it as it is: normals rebias the exponent and
+  // round the dropped bits to even (a carry bumps the exponent; past kMaxBits is an overflow). Below the smallest
+  // normal the value is counted in units of the smallest subnormal 2^(1 - bias - mant): the significand shifted
+  // right by 24 - mant or more, rounded to even (a count of 2^mant is the smallest normal, which is also its
+  // right encoding). A shift of 25 or more gives 0, which covers float subnormals and values up to half a unit.
   MT_HD static constexpr uint8_t from_f32_bits(uint32_t x, Fp8Overflow overflow) {
-    const uint8_t sign = static_cast<uint8_t>((x >> 24) & 0x80u);
+    const uint32_t sign = (x >> 24) & 0x80u;
     const uint32_t abs = x & 0x7fffffffu;
-    const uint8_t overflow_bits = overflow == Fp8Overflow::kSaturate ? kMaxBits : kNoSatOverflowBits;
-    if (abs > 0x7f800000u) return static_cast<uint8_t>(sign | kNanBits);
-    if (abs == 0x7f800000u) return static_cast<uint8_t>(sign | overflow_bits);
-    const uint32_t e = abs >> 23;                          // float's biased exponent
-    constexpr uint32_t kMinNormalExp = 127u + 1u - kBias;  // float exponent of the format's smallest normal
-    if (e < kMinNormalExp) {
-      // Subnormal (or zero): count units of the smallest subnormal 2^(1 - bias - mant), rounded to even. A
-      // count of 2^mant is the smallest normal, which is also its right encoding.
-      const uint32_t shift = 151u - kBias - kMant - e;  // 24 - mant at the top of the range
-      if (e == 0 || shift > 24u) return sign;           // below half the smallest subnormal (or a float subnormal)
-      const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-      const uint32_t kept = mant >> shift;
-      const uint32_t rest = mant & ((1u << shift) - 1u);
-      const uint32_t half = 1u << (shift - 1u);
-      return static_cast<uint8_t>(sign | (kept + ((rest > half || (rest == half && (kept & 1u))) ? 1u : 0u)));
-    }
-    // Normal: rebias the exponent and round the dropped bits to even; a carry bumps the exponent.
+    const uint32_t overflow_bits = overflow == Fp8Overflow::kSaturate ? kMaxBits : kNoSatOverflowBits;
+    // Normal.
     constexpr uint32_t kDrop = 23u - kMant;
-    const uint32_t r = abs - ((127u - kBias) << 23);
-    const uint32_t kept = r >> kDrop;
-    const uint32_t rest = r & ((1u << kDrop) - 1u);
-    constexpr uint32_t kHalf = 1u << (kDrop - 1u);
-    const uint32_t rounded = kept + ((rest > kHalf || (rest == kHalf && (kept & 1u))) ? 1u : 0u);
-    if (rounded > kMaxBits) return static_cast<uint8_t>(sign | overflow_bits);
-    return static_cast<uint8_t>(sign | rounded);
+    const uint32_t r = abs - ((127u - kBias) << 23);  // wraps below the normal range, where it is not picked
+    const uint32_t normal = (r + ((1u << (kDrop - 1u)) - 1u) + ((r >> kDrop) & 1u)) >> kDrop;
+    // Below the smallest normal. The shift wraps above the subnormal range (not picked); the cap keeps it < 32.
+    const uint32_t shift = min_u32(151u - kBias - kMant - (abs >> 23), 25u);
+    const uint32_t m = (abs & 0x7fffffu) | 0x800000u;
+    const uint32_t small = (m + ((1u << shift) >> 1u) - 1u + ((m >> shift) & 1u)) >> shift;
+    constexpr uint32_t kMinNormalBits = (127u + 1u - kBias) << 23;
+    uint32_t out = pick(abs < kMinNormalBits, small, normal);
+    out = pick((out > kMaxBits) | (abs == 0x7f800000u), overflow_bits, out);  // rounded past the maximum, or inf
+    out = pick(abs > 0x7f800000u, kNanBits, out);
+    return static_cast<uint8_t>(sign | out);
   }
 
   // 8 bits -> float bits, exact. A nan comes out quiet with its payload (as PyTorch decodes it).

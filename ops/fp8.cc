@@ -49,11 +49,10 @@ void cpu_amax(const Tensor& x, const Tensor& out) {
   *out.data<float>() = std::bit_cast<float>(bits);
 }
 
-// An FP8 operand decoded to f32 for the GEMM, in the layout it is stored in (as ops/matmul.cc hands an f32
-// matrix to the GEMM: a transposed view goes in as a transpose flag), so the emulation runs the very GEMM call
-// that an f32 matmul of the decoded values makes.
+// An FP8 operand decoded exactly to bf16 for the GEMM, in the layout it is stored in (as ops/matmul.cc hands a
+// matrix to the GEMM: a transposed view goes in as a transpose flag).
 struct DecodedOperand {
-  Tensor values;  // dense f32: [rows, cols] as stored
+  Tensor values;  // dense bf16: [rows, cols] as stored
   cpu::Trans trans = cpu::Trans::kNo;
   int64_t ld = 1;
 };
@@ -62,43 +61,45 @@ DecodedOperand decode_operand(const Tensor& x) {
   const int64_t r = x.size(0), c = x.size(1), s0 = x.stride(0), s1 = x.stride(1);
   DecodedOperand d;
   if (c <= 1 || s1 == 1) {  // row-major
-    d.values = empty({r, c});
-    cpu::decode_fp8(bytes_of(x), r, c, s0, 1, x.dtype(), d.values.data<float>());
+    d.values = empty({r, c}, {.dtype = DType::kBF16});
+    cpu::decode_fp8(bytes_of(x), r, c, s0, 1, x.dtype(), d.values.data<BFloat16>());
     d.ld = std::max<int64_t>(c, 1);
   } else if (r <= 1 || s0 == 1) {  // column-major: the transpose of a row-major [c, r]
-    d.values = empty({c, r});
-    cpu::decode_fp8(bytes_of(x), c, r, s1, 1, x.dtype(), d.values.data<float>());
+    d.values = empty({c, r}, {.dtype = DType::kBF16});
+    cpu::decode_fp8(bytes_of(x), c, r, s1, 1, x.dtype(), d.values.data<BFloat16>());
     d.trans = cpu::Trans::kYes;
     d.ld = std::max<int64_t>(r, 1);
   } else {  // any other strides: gathered into row-major
-    d.values = empty({r, c});
-    cpu::decode_fp8(bytes_of(x), r, c, s0, s1, x.dtype(), d.values.data<float>());
+    d.values = empty({r, c}, {.dtype = DType::kBF16});
+    cpu::decode_fp8(bytes_of(x), r, c, s0, s1, x.dtype(), d.values.data<BFloat16>());
     d.ld = std::max<int64_t>(c, 1);
   }
   return d;
 }
 
-// Decode, the f32 GEMM into an f32 accumulator (out itself when out is f32), then the epilogue in f32 with
-// one rounding to out's dtype. bias is f32 or out's dtype, or undefined.
+// Decode to bf16 (exact), the bf16 GEMM into an f32 accumulator (out itself when out is f32): a CPU has no FP8
+// arithmetic, but the products of two FP8 values are exact in f32 and AMX / AVX512_BF16 multiply bf16 pairs
+// into f32, so this is an FP8 tensor core's arithmetic (exact products, f32 accumulation) at the bf16 GEMM's
+// speed. Then the epilogue in f32 with one rounding to out's dtype. bias is f32 or out's dtype, or undefined.
 void cpu_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_inv_a, const Tensor& scale_inv_b,
                    const Tensor& bias, const Tensor& out) {
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   if (m == 0 || n == 0) return;
   const DecodedOperand da = decode_operand(a), db = decode_operand(b);
   const Tensor acc = out.dtype() == DType::kF32 ? out : empty({m, n});
-  cpu::gemm(cpu::GemmArgs<float>{.trans_a = da.trans,
-                                 .trans_b = db.trans,
-                                 .m = m,
-                                 .n = n,
-                                 .k = k,
-                                 .a = da.values.data<float>(),
-                                 .lda = da.ld,
-                                 .b = db.values.data<float>(),
-                                 .ldb = db.ld,
-                                 .c = acc.data<float>(),
-                                 .ldc = n,
-                                 .alpha = 1.0,
-                                 .beta = 0.0});
+  cpu::gemm(cpu::GemmArgs<BFloat16, float>{.trans_a = da.trans,
+                                           .trans_b = db.trans,
+                                           .m = m,
+                                           .n = n,
+                                           .k = k,
+                                           .a = da.values.data<BFloat16>(),
+                                           .lda = da.ld,
+                                           .b = db.values.data<BFloat16>(),
+                                           .ldb = db.ld,
+                                           .c = acc.data<float>(),
+                                           .ldc = n,
+                                           .alpha = 1.0,
+                                           .beta = 0.0});
   const float scale = *scale_inv_a.data<float>() * *scale_inv_b.data<float>();
   const Tensor bias32 = bias.defined() ? bias.to(DType::kF32).contiguous() : Tensor();
   const float* bias_ptr = bias32.defined() ? bias32.data<float>() : nullptr;

@@ -5,8 +5,9 @@
 // back to the host, so a step that quantizes with a delayed scale never synchronizes.
 //
 // CPU: exact emulation. The quantized values are the bits framework/float8.h defines (PyTorch's); the matmul
-// decodes the FP8 operands to f32 exactly and runs the f32 GEMM of ops/cpu/gemm.h (the same accumulation
-// order as an f32 matmul of the decoded values, operand layouts kept), then applies the epilogue in f32:
+// decodes the FP8 operands exactly to bf16 (operand layouts kept) and runs ops/cpu/gemm.h's bf16 GEMM into an
+// f32 accumulator (AMX / AVX512_BF16: each product of two FP8 values is exact in f32, as on an FP8 tensor
+// core, and summed in f32), then applies the epilogue in f32:
 // fma(acc, scale_inv_a * scale_inv_b, bias) (one f32 rounding; acc * (scale_inv_a * scale_inv_b) without a
 // bias), rounded once to the output dtype (ops/fp8_math.h).
 // CUDA: one fused quantize kernel (amax, cast, overflow count in one pass; the same bits, amax and count as

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <omp.h>
 #include <optional>
@@ -154,6 +155,30 @@ std::optional<Device> parse_device(const std::string& s) {
   if (s.starts_with("cuda:") && absl::SimpleAtoi(s.substr(5), &index) && index >= 0 && index < 64) return cuda(index);
   return std::nullopt;
 }
+
+namespace {
+
+// fp8: where the run's FP8 casts overflowed their format, if they did: the total, then the roles with the
+// most (each with its current scale and the amax it came from), so that a recipe that saturates is visible
+// without a debugger. E4M3 saturates at +-448 by default, E5M2 at +-57344 (or becomes inf: no_saturate).
+void print_fp8_overflows(std::FILE* out, const amp::Fp8Context& fp8) {
+  std::vector<amp::Fp8Context::TensorStats> stats = fp8.stats();
+  int64_t total = 0;
+  for (const auto& s : stats) total += s.overflow;
+  if (total == 0) {
+    std::fprintf(out, "fp8: no value overflowed its format in %zu FP8 linears\n", fp8.managed().size());
+    return;
+  }
+  std::ranges::stable_sort(stats, std::greater<>{}, &amp::Fp8Context::TensorStats::overflow);
+  std::fprintf(out, "fp8: %lld values overflowed their format; the most:\n", static_cast<long long>(total));
+  for (size_t i = 0; i < std::min<size_t>(3, stats.size()) && stats[i].overflow > 0; ++i) {
+    const auto& s = stats[i];
+    std::fprintf(out, "  %-36s %-11s %s  %lld (now scale %g from amax %g)\n", s.name.c_str(), s.role.c_str(),
+                 std::string(dtype_name(s.dtype)).c_str(), static_cast<long long>(s.overflow), s.scale, s.amax);
+  }
+}
+
+}  // namespace
 
 // --report=precision: the first training batch (from the checkpoint's position when resumed) through
 // amp::precision_report at the scaler's scale (the checkpoint's, or --init_scale); the table to `out`,
@@ -392,6 +417,7 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRe
       if (summary->val_loss) std::fprintf(out, "validation loss: %.4f\n", *summary->val_loss);
     }
   }
+  if (trainer.fp8() != nullptr && rank == 0) print_fp8_overflows(out, *trainer.fp8());
   if (model.gpt && data->vocab && o.sample_chars > 0 && rank == 0 && !summary->stopped) {
     Generator sample_gen(o.seed + 7);
     absl::StatusOr<std::vector<int64_t>> prompt = data->vocab->encode(U"\n");

@@ -71,18 +71,21 @@ Fp8PassStats parallel_stats(int64_t n, Range&& range) {
   return total;
 }
 
-// The 256 values of each format, decoded once at compile time.
+// The 256 values of each format, decoded once at compile time into bf16: the upper half of the exact f32.
 template <typename Format>
-constexpr std::array<float, 256> decode_table() {
-  std::array<float, 256> t{};
+constexpr std::array<BFloat16, 256> decode_table() {
+  std::array<BFloat16, 256> t{};
   for (int b = 0; b < 256; ++b)
-    t[static_cast<size_t>(b)] = std::bit_cast<float>(Format::to_f32_bits(static_cast<uint8_t>(b)));
+    t[static_cast<size_t>(b)] =
+        BFloat16::from_bits(static_cast<uint16_t>(Format::to_f32_bits(static_cast<uint8_t>(b)) >> 16));
   return t;
 }
-constexpr std::array<float, 256> kE4M3Values = decode_table<Fp8E4M3Format>();
-constexpr std::array<float, 256> kE5M2Values = decode_table<Fp8E5M2Format>();
+constexpr std::array<BFloat16, 256> kE4M3Values = decode_table<Fp8E4M3Format>();
+constexpr std::array<BFloat16, 256> kE5M2Values = decode_table<Fp8E5M2Format>();
+static_assert(kE4M3Values[0x7e].bits == 0x43e0);  // 448
+static_assert(kE5M2Values[0x01].bits == 0x3780);  // 2^-16, the smallest subnormal: exact in bf16
 
-const float* values_of(DType fp8) {
+const BFloat16* values_of(DType fp8) {
   MT_ASSERT(is_float8(fp8), "FP8 kernel called with ", dtype_name(fp8));
   return fp8 == DType::kF8E4M3 ? kE4M3Values.data() : kE5M2Values.data();
 }
@@ -115,12 +118,12 @@ uint32_t amax_bits(const In* x, int64_t n) {
 }
 
 void decode_fp8(const uint8_t* src, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride, DType fp8,
-                float* dst) {
-  const float* __restrict values = values_of(fp8);
+                BFloat16* dst) {
+  const BFloat16* __restrict values = values_of(fp8);
   parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const uint8_t* __restrict s = src + i * row_stride;
-      float* __restrict d = dst + i * cols;
+      BFloat16* __restrict d = dst + i * cols;
       if (col_stride == 1) {
         for (int64_t j = 0; j < cols; ++j) d[j] = values[s[j]];
       } else {

@@ -1,12 +1,13 @@
 // The CPU kernels of the FP8 ops (ops/fp8.cc) over raw pointers: the fused quantize pass (cast, amax and
-// overflow count), amax alone, the exact FP8 -> f32 decode the scaled matmul's emulation starts with, and its
-// epilogue. The per-element math is ops/fp8_math.h's, shared with the CUDA kernels.
+// overflow count), amax alone, the exact FP8 -> bf16 decode the scaled matmul's emulation starts with,
+// and its epilogue. The per-element math is ops/fp8_math.h's, shared with the CUDA kernels.
 #pragma once
 
 #include <cstdint>
 
 #include "framework/dtype.h"
 #include "framework/float8.h"
+#include "framework/half.h"
 
 namespace mantissa::cpu {
 
@@ -28,9 +29,10 @@ template <typename In>
 uint32_t amax_bits(const In* x, int64_t n);
 
 // The rows x cols matrix of FP8 bytes at src (element (i, j) at src[i * row_stride + j * col_stride]) decoded
-// exactly to f32 into the dense row-major dst [rows, cols].
+// exactly to bf16 (which holds every FP8 value: at most 3 fraction bits against bf16's 7, nan payloads
+// included) into the dense row-major dst [rows, cols].
 void decode_fp8(const uint8_t* src, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride, DType fp8,
-                float* dst);
+                BFloat16* dst);
 
 // The scaled matmul's epilogue over the dense f32 accumulator acc [m, n]: out[i, j] =
 // fp8::epilogue(acc[i, j], scale, bias[j]) (no bias when bias is null), rounded once to Out (float, Half or

@@ -5,7 +5,7 @@
 //         primitive and than OpenBLAS at its best (bench/RESULTS.md).
 //   f64:  OpenBLAS dgemm, single-threaded per call, with parallel_for over blocks of C's rows.
 //   bf16: oneDNN matmul with bf16 operands: AMX / AVX512_BF16 dot products accumulating in fp32, one
-//         rounding to bf16 at the output (alpha and beta applied in fp32 before it).
+//         rounding to bf16 at the output (alpha and beta applied in fp32 before it); or none, into an f32 C.
 //   f16:  this oneDNN has no f16 matmul, so A and B are widened to f32 (exact), multiplied by the f32
 //         GEMM and rounded once to f16: the tensor-core contract, bit for bit.
 // Threads: every dtype runs on the one OpenMP pool that parallel_for uses (oneDNN is built on OpenMP;
@@ -52,9 +52,9 @@ MatmulOperand operand(Trans t, int64_t rows, int64_t cols, int64_t ld, int64_t b
   return o;
 }
 
-template <typename T>
-MatmulProblem problem(const BatchedGemmArgs<T>& bg, MatmulType type) {
-  const GemmArgs<T>& g = bg.gemm;
+template <typename T, typename Out>
+MatmulProblem problem(const BatchedGemmArgs<T, Out>& bg, MatmulType type) {
+  const GemmArgs<T, Out>& g = bg.gemm;
   MatmulProblem p;
   p.type = type;
   p.a = operand(g.trans_a, g.m, g.k, g.lda, bg.batch, bg.stride_a);
@@ -67,22 +67,22 @@ MatmulProblem problem(const BatchedGemmArgs<T>& bg, MatmulType type) {
 }
 
 // With k == 0 the product is empty: C = beta * C (and beta == 0 writes zeros, never reading C).
-template <typename T>
-void scale_c(const BatchedGemmArgs<T>& bg) {
-  const GemmArgs<T>& g = bg.gemm;
+template <typename T, typename Out>
+void scale_c(const BatchedGemmArgs<T, Out>& bg) {
+  const GemmArgs<T, Out>& g = bg.gemm;
   for (int64_t b = 0; b < bg.batch; ++b) {
     for (int64_t i = 0; i < g.m; ++i) {
-      T* row = g.c + b * bg.stride_c + i * g.ldc;
-      using C = compute_t<T>;
+      Out* row = g.c + b * bg.stride_c + i * g.ldc;
+      using C = compute_t<Out>;
       for (int64_t j = 0; j < g.n; ++j) {
-        row[j] = g.beta == 0.0 ? T(C(0)) : static_cast<T>(static_cast<C>(g.beta) * static_cast<C>(row[j]));
+        row[j] = g.beta == 0.0 ? Out(C(0)) : static_cast<Out>(static_cast<C>(g.beta) * static_cast<C>(row[j]));
       }
     }
   }
 }
 
-template <typename T>
-bool trivial(const BatchedGemmArgs<T>& bg) {
+template <typename T, typename Out>
+bool trivial(const BatchedGemmArgs<T, Out>& bg) {
   if (bg.batch == 0 || bg.gemm.m == 0 || bg.gemm.n == 0) return true;
   if (bg.gemm.k == 0) {
     scale_c(bg);
@@ -149,8 +149,8 @@ void gemm_f16(const BatchedGemmArgs<Half>& bg) {
   convert_matrices(static_cast<const float*>(c.get()), g.n, g.m * g.n, g.c, g.ldc, bg.stride_c, bg.batch, g.m, g.n);
 }
 
-template <typename T>
-BatchedGemmArgs<T> single(const GemmArgs<T>& g) {
+template <typename T, typename Out>
+BatchedGemmArgs<T, Out> single(const GemmArgs<T, Out>& g) {
   return {.gemm = g, .batch = 1, .stride_a = 0, .stride_b = 0, .stride_c = g.m * g.ldc};
 }
 
@@ -203,9 +203,15 @@ void gemm_batched(const BatchedGemmArgs<BFloat16>& bg) {
   onednn_matmul(problem(bg, MatmulType::kBF16), bg.gemm.a, bg.gemm.b, bg.gemm.c);
 }
 
+void gemm_batched(const BatchedGemmArgs<BFloat16, float>& bg) {
+  if (trivial(bg)) return;
+  onednn_matmul(problem(bg, MatmulType::kBF16F32Out), bg.gemm.a, bg.gemm.b, bg.gemm.c);
+}
+
 void gemm(const GemmArgs<float>& g) { gemm_batched(single(g)); }
 void gemm(const GemmArgs<double>& g) { gemm_batched(single(g)); }
 void gemm(const GemmArgs<Half>& g) { gemm_batched(single(g)); }
 void gemm(const GemmArgs<BFloat16>& g) { gemm_batched(single(g)); }
+void gemm(const GemmArgs<BFloat16, float>& g) { gemm_batched(single(g)); }
 
 }  // namespace mantissa::cpu

@@ -2,7 +2,9 @@
 // f32: oneDNN sgemm; f64: OpenBLAS; bf16: oneDNN matmul (AMX / AVX512_BF16); f16: widened to f32
 // (gemm.cc says why; on a CPU with AVX512-FP16 or AMX-FP16 an f16 matmul of oneDNN 3.x would be faster,
 // but Debian's oneDNN 2.6 has none: bench/RESULTS.md, issue 17). f16/bf16 take 16-bit operands, accumulate in fp32 and
-// round once into C (the tensor-core contract). All threads come from the OpenMP pool that parallel_for uses.
+// round once into C (the tensor-core contract). bf16 operands with an f32 C keep the fp32 accumulator unrounded (the
+// FP8 emulation's GEMM: FP8 values are exact in bf16, their products exact in fp32). All threads come from the OpenMP
+// pool that parallel_for uses.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +15,8 @@ namespace mantissa::cpu {
 
 enum class Trans : bool { kNo = false, kYes = true };
 
-template <typename T>
+// T: the operands' type; Out: C's (T, except bf16 operands into an f32 C).
+template <typename T, typename Out = T>
 struct GemmArgs {
   Trans trans_a = Trans::kNo;
   Trans trans_b = Trans::kNo;
@@ -22,7 +25,7 @@ struct GemmArgs {
   int64_t lda = 0;  // row stride of A as stored ([m, k], or [k, m] when transposed)
   const T* b = nullptr;
   int64_t ldb = 0;
-  T* c = nullptr;
+  Out* c = nullptr;
   int64_t ldc = 0;
   double alpha = 1.0;  // double so that f64 GEMMs scale exactly; f32/f16/bf16 use float(alpha)
   double beta = 0.0;   // 0 means C is only written (never read, so it may hold garbage or nan)
@@ -32,12 +35,13 @@ void gemm(const GemmArgs<float>& args);
 void gemm(const GemmArgs<double>& args);
 void gemm(const GemmArgs<Half>& args);
 void gemm(const GemmArgs<BFloat16>& args);
+void gemm(const GemmArgs<BFloat16, float>& args);
 
 // Strided-batched form: for i in [0, batch): C_i = alpha * op(A_i) @ op(B_i) + beta * C_i, where
 // X_i = X + i * stride_x. A stride of 0 broadcasts one matrix to every batch (stride_c must not be 0).
-template <typename T>
+template <typename T, typename Out = T>
 struct BatchedGemmArgs {
-  GemmArgs<T> gemm;
+  GemmArgs<T, Out> gemm;
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
 };
@@ -46,5 +50,6 @@ void gemm_batched(const BatchedGemmArgs<float>& args);
 void gemm_batched(const BatchedGemmArgs<double>& args);
 void gemm_batched(const BatchedGemmArgs<Half>& args);
 void gemm_batched(const BatchedGemmArgs<BFloat16>& args);
+void gemm_batched(const BatchedGemmArgs<BFloat16, float>& args);
 
 }  // namespace mantissa::cpu

@@ -55,16 +55,17 @@ dnnl::engine& cpu_engine() {
   return engine;
 }
 
-dnnl::memory::desc operand_desc(const MatmulOperand& o, MatmulType type) {
-  const auto dt = type == MatmulType::kBF16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+dnnl::memory::desc operand_desc(const MatmulOperand& o, dnnl::memory::data_type dt) {
   return dnnl::memory::desc({o.batch, o.rows, o.cols}, dt, {o.strides[0], o.strides[1], o.strides[2]});
 }
 
 std::shared_ptr<Entry> create(const MatmulProblem& p) {
   auto e = std::make_shared<Entry>();
-  e->a = operand_desc(p.a, p.type);
-  e->b = operand_desc(p.b, p.type);
-  e->c = operand_desc(p.c, p.type);
+  using dt = dnnl::memory::data_type;
+  const dt operands = p.type == MatmulType::kF32 ? dt::f32 : dt::bf16;
+  e->a = operand_desc(p.a, operands);
+  e->b = operand_desc(p.b, operands);
+  e->c = operand_desc(p.c, p.type == MatmulType::kBF16 ? dt::bf16 : dt::f32);
   dnnl::primitive_attr attr;
   if (p.alpha != 1.0f) attr.set_output_scales(0, {p.alpha});
   if (p.beta != 0.0f) {

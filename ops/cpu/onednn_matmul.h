@@ -8,7 +8,8 @@
 
 namespace mantissa::cpu {
 
-enum class MatmulType : uint8_t { kF32, kBF16 };
+// The operands' and C's types: f32 throughout, bf16 throughout (C rounded once), or bf16 operands into an f32 C.
+enum class MatmulType : uint8_t { kF32, kBF16, kBF16F32Out };
 
 // One operand's geometry as oneDNN sees it: dims [batch, rows, cols] with element strides. batch 1
 // with a larger output batch broadcasts the matrix.

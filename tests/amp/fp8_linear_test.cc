@@ -1,8 +1,8 @@
 // amp/fp8_linear.h: the forward and backward of fp8_linear bit for bit against references computed here
 // (every operand cast element by element with framework/float8.h's scalar types at the role's scale,
-// decoded, multiplied in f32 by the same GEMM as an f32 matmul, the epilogue written out), with leading dims,
-// without bias, under bf16 autocast; what each cast records into the state (amaxes, overflow counts,
-// dynamic scales); a no-grad forward leaving the state alone; saturation and its absence in the backward.
+// decoded, through scaled_mm's GEMM and epilogue as tests/support/scaled_mm_reference.h writes them), with leading
+// dims, without bias, under bf16 autocast; what each cast records into the state (amaxes, overflow counts, dynamic
+// scales); a no-grad forward leaving the state alone; saturation and its absence in the backward.
 #include "amp/fp8_linear.h"
 
 #include <gtest/gtest.h>
@@ -18,8 +18,8 @@
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "ops/elementwise.h"
-#include "ops/matmul.h"
 #include "ops/reduce.h"
+#include "tests/support/scaled_mm_reference.h"
 
 namespace mantissa::amp {
 namespace {
@@ -48,21 +48,6 @@ Tensor cast_decoded(const Tensor& x, float scale, DType fp8, Fp8Overflow overflo
                               : static_cast<float>(Float8E5M2(y, overflow));
   }
   return from_vector<float>(v, x.shape());
-}
-
-// scaled_mm's contract written out: the f32 GEMM of the decoded operands, then fma(acc, sa * sb, bias) (or
-// acc * (sa * sb)) in f32, rounded once to out_dtype.
-Tensor scaled_mm_reference(const Tensor& a, const Tensor& b, float sa, float sb, DType out_dtype, const Tensor& bias) {
-  const Tensor acc = mm(a, b).contiguous();
-  const float s = sa * sb;
-  const std::vector<float> bv = bias.defined() ? f32_values(bias) : std::vector<float>();
-  std::vector<float> out(static_cast<size_t>(acc.numel()));
-  const int64_t n = acc.size(1);
-  for (int64_t i = 0; i < acc.numel(); ++i) {
-    const float a_i = acc.data<float>()[i];
-    out[static_cast<size_t>(i)] = bias.defined() ? std::fma(a_i, s, bv[static_cast<size_t>(i % n)]) : a_i * s;
-  }
-  return from_vector<float>(out, acc.shape()).to(out_dtype);
 }
 
 void expect_same_bits(const Tensor& expected, const Tensor& actual) {
@@ -120,15 +105,16 @@ TEST(Fp8Linear, ForwardAndBackwardMatchTheDecodedReference) {
     const Tensor xd = cast_decoded(x.reshape({-1, 32}), sx, DType::kF8E4M3, Fp8Overflow::kSaturate);
     const Tensor wd = cast_decoded(w, sw, DType::kF8E4M3, Fp8Overflow::kSaturate);
     expect_same_bits(
-        scaled_mm_reference(xd, wd.t(), 1.0f / sx, 1.0f / sw, out_dtype, c.bias ? b.detach() : Tensor()).view(y_shape),
+        testing::scaled_mm_reference(xd, wd.t(), 1.0f / sx, 1.0f / sw, out_dtype, c.bias ? b.detach() : Tensor())
+            .view(y_shape),
         y);
 
     const Tensor g = uniform(y_shape, 4, 0.5f).to(out_dtype);
     y.backward(g);
     const Tensor gd = cast_decoded(g.reshape({-1, 16}), sg, DType::kF8E5M2, Fp8Overflow::kSaturate);
-    expect_same_bits(scaled_mm_reference(gd, wd, 1.0f / sg, 1.0f / sw, DType::kF32, Tensor()).view(c.x_shape),
+    expect_same_bits(testing::scaled_mm_reference(gd, wd, 1.0f / sg, 1.0f / sw, DType::kF32, Tensor()).view(c.x_shape),
                      x.grad());
-    expect_same_bits(scaled_mm_reference(gd.t(), xd, 1.0f / sg, 1.0f / sx, DType::kF32, Tensor()), w.grad());
+    expect_same_bits(testing::scaled_mm_reference(gd.t(), xd, 1.0f / sg, 1.0f / sx, DType::kF32, Tensor()), w.grad());
     if (c.bias) {
       expect_same_bits(sum(g.reshape({-1, 16}).to(DType::kF32), {0}), b.grad());
     } else {
@@ -153,7 +139,8 @@ TEST(Fp8Linear, E4M3FormatCastsTheGradientToE4M3) {
   y.backward(g);
   const Tensor xd = cast_decoded(x, 64.0f, DType::kF8E4M3, Fp8Overflow::kSaturate);
   const Tensor gd = cast_decoded(g, 256.0f, DType::kF8E4M3, Fp8Overflow::kSaturate);
-  expect_same_bits(scaled_mm_reference(gd.t(), xd, 1.0f / 256.0f, 1.0f / 64.0f, DType::kF32, Tensor()), w.grad());
+  expect_same_bits(testing::scaled_mm_reference(gd.t(), xd, 1.0f / 256.0f, 1.0f / 64.0f, DType::kF32, Tensor()),
+                   w.grad());
 }
 
 TEST(Fp8Linear, DynamicScalingCastsWithTheTensorsOwnAmax) {
@@ -170,13 +157,13 @@ TEST(Fp8Linear, DynamicScalingCastsWithTheTensorsOwnAmax) {
   EXPECT_EQ(state->role(Fp8Role::kWeight).scale.item<float>(), sw);
   const Tensor xd = cast_decoded(x, sx, DType::kF8E4M3, Fp8Overflow::kSaturate);
   const Tensor wd = cast_decoded(w, sw, DType::kF8E4M3, Fp8Overflow::kSaturate);
-  expect_same_bits(scaled_mm_reference(xd, wd.t(), 1.0f / sx, 1.0f / sw, DType::kF32, b), y);
+  expect_same_bits(testing::scaled_mm_reference(xd, wd.t(), 1.0f / sx, 1.0f / sw, DType::kF32, b), y);
   const Tensor g = uniform({8, 16}, 11, 1e-3f);
   y.backward(g);
   const float sg = 57344.0f / max(abs(g)).item<float>();
   EXPECT_EQ(state->role(Fp8Role::kGradOutput).scale.item<float>(), sg);
   const Tensor gd = cast_decoded(g, sg, DType::kF8E5M2, Fp8Overflow::kSaturate);
-  expect_same_bits(scaled_mm_reference(gd, wd, 1.0f / sg, 1.0f / sw, DType::kF32, Tensor()), x.grad());
+  expect_same_bits(testing::scaled_mm_reference(gd, wd, 1.0f / sg, 1.0f / sw, DType::kF32, Tensor()), x.grad());
   for (Fp8Role r : kFp8Roles) EXPECT_EQ(state->role(r).overflow_count.item(), 0.0);  // amax fits by construction
 }
 
@@ -194,9 +181,9 @@ TEST(Fp8Linear, CastsFoldIntoOneEntryAndCountOverflows) {
   EXPECT_EQ(state->role(Fp8Role::kWeight).overflow_count.item(), 0.0);
   const Tensor xd = cast_decoded(x2, 1.0f, DType::kF8E4M3, Fp8Overflow::kSaturate);
   EXPECT_EQ(xd.data<float>()[3], 448.0f);
-  expect_same_bits(
-      scaled_mm_reference(xd, cast_decoded(w, 1.0f, DType::kF8E4M3, Fp8Overflow::kSaturate).t(), 1, 1, DType::kF32, {}),
-      y2);
+  expect_same_bits(testing::scaled_mm_reference(xd, cast_decoded(w, 1.0f, DType::kF8E4M3, Fp8Overflow::kSaturate).t(),
+                                                1, 1, DType::kF32, {}),
+                   y2);
 }
 
 TEST(Fp8Linear, NoGradForwardLeavesTheStateAlone) {
@@ -213,9 +200,9 @@ TEST(Fp8Linear, NoGradForwardLeavesTheStateAlone) {
   }
   EXPECT_EQ(state->role(Fp8Role::kInput).scale.item<float>(), 4.0f);
   // It still casts with the current scales.
-  expect_same_bits(scaled_mm_reference(cast_decoded(x, 4.0f, DType::kF8E4M3, Fp8Overflow::kSaturate),
-                                       cast_decoded(w, 8.0f, DType::kF8E4M3, Fp8Overflow::kSaturate).t(), 0.25f, 0.125f,
-                                       DType::kF32, Tensor()),
+  expect_same_bits(testing::scaled_mm_reference(cast_decoded(x, 4.0f, DType::kF8E4M3, Fp8Overflow::kSaturate),
+                                                cast_decoded(w, 8.0f, DType::kF8E4M3, Fp8Overflow::kSaturate).t(),
+                                                0.25f, 0.125f, DType::kF32, Tensor()),
                    y);
 }
 
@@ -236,7 +223,7 @@ TEST(Fp8Linear, BackwardSaturatesOrMakesInfAsTheRecipeSays) {
     const Tensor gd = cast_decoded(g, 1.0f, DType::kF8E5M2, mode);
     EXPECT_EQ(gd.data<float>()[5], mode == Fp8Overflow::kSaturate ? 57344.0f : kInf);
     const Tensor xd = cast_decoded(x, 1.0f, DType::kF8E4M3, Fp8Overflow::kSaturate);
-    const Tensor expected = scaled_mm_reference(gd.t(), xd, 1.0f, 1.0f, DType::kF32, Tensor());
+    const Tensor expected = testing::scaled_mm_reference(gd.t(), xd, 1.0f, 1.0f, DType::kF32, Tensor());
     expect_same_bits(expected, w.grad());
     const bool finite = std::isfinite(sum(abs(w.grad())).item());
     EXPECT_EQ(finite, mode == Fp8Overflow::kSaturate);

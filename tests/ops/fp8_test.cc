@@ -1,9 +1,9 @@
 // FP8 ops on the CPU (ops/fp8.h). quantize_fp8: every element's bits equal the scalar cast of
 // framework/float8.h (checked against PyTorch bit for bit in tests/framework) of x * scale, for f32, f16 and
 // bf16 inputs, strided ones, both formats and both overflow rules; amax and overflow counts against
-// references computed here element by element. scaled_mm: bit for bit the decoded operands' f32 matmul
-// followed by the epilogue written out here. Argument errors, and the LinearOverride hook of ops::linear with
-// a fake override.
+// references computed here element by element. scaled_mm: bit for bit the decoded operands' bf16 GEMM into
+// f32 followed by the epilogue (tests/support/scaled_mm_reference.h). Argument errors, and the LinearOverride hook of
+// ops::linear with a fake override.
 #include "ops/fp8.h"
 
 #include <gmock/gmock.h>
@@ -22,6 +22,7 @@
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "tests/ops/nn_testing.h"
+#include "tests/support/scaled_mm_reference.h"
 
 namespace mantissa {
 namespace {
@@ -228,23 +229,6 @@ Tensor random_fp8(int64_t rows, int64_t cols, DType fp8, uint32_t seed, float sc
   return quantize_fp8(from_vector<float>(v, {rows, cols}), scalar_tensor(scale), fp8, Fp8Overflow::kSaturate).data;
 }
 
-// The emulation written out: decode (exact), the f32 matmul of the decoded values (the same GEMM call: a and
-// b's decoded forms are laid out as a and b are), then acc * (sa * sb) + bias in f32 with one rounding (an
-// fma) and one rounding to out_dtype.
-Tensor reference_scaled_mm(const Tensor& a_decoded, const Tensor& b_decoded, float sa, float sb, DType out_dtype,
-                           const Tensor& bias) {
-  const Tensor acc = mm(a_decoded, b_decoded);  // f32 operands: an f32 GEMM
-  const float s = sa * sb;
-  std::vector<float> out(static_cast<size_t>(acc.numel()));
-  const Tensor bias32 = bias.defined() ? bias.to(kFloat32).contiguous() : Tensor();
-  const int64_t n = acc.size(1);
-  for (int64_t i = 0; i < acc.numel(); ++i) {
-    const float a = acc.data<float>()[i];
-    out[static_cast<size_t>(i)] = bias.defined() ? std::fma(a, s, bias32.data<float>()[i % n]) : a * s;
-  }
-  return from_vector<float>(out, acc.shape()).to(out_dtype);  // one rounding to out_dtype
-}
-
 // Equal bits (nan patterns included), for any dtype.
 void expect_same_bits(const Tensor& expected, const Tensor& actual) {
   ASSERT_EQ(expected.shape(), actual.shape());
@@ -256,7 +240,7 @@ void expect_same_bits(const Tensor& expected, const Tensor& actual) {
   EXPECT_TRUE(eb == ab) << "max |diff| " << max(abs(sub(expected.to(kFloat32), actual.to(kFloat32)))).item<float>();
 }
 
-TEST(ScaledMm, EqualsDecodeThenF32MatmulThenEpilogueBitForBit) {
+TEST(ScaledMm, EqualsDecodeThenBf16GemmThenEpilogueBitForBit) {
   struct Case {
     int64_t m, k, n;
   };
@@ -276,10 +260,10 @@ TEST(ScaledMm, EqualsDecodeThenF32MatmulThenEpilogueBitForBit) {
                        (bias.defined() ? std::string(dtype_name(bias.dtype())) : ""));
           const Tensor sa_t = scalar_tensor(sa), sb_t = scalar_tensor(sb);
           // a @ b, both row-major.
-          expect_same_bits(reference_scaled_mm(a.to(kFloat32), b.to(kFloat32), sa, sb, out_dtype, bias),
+          expect_same_bits(testing::scaled_mm_reference(a.to(kFloat32), b.to(kFloat32), sa, sb, out_dtype, bias),
                            scaled_mm(a, b, sa_t, sb_t, out_dtype, bias));
           // The forward of a linear: x @ w^T, the weight a transposed view.
-          expect_same_bits(reference_scaled_mm(a.to(kFloat32), w.to(kFloat32).t(), sa, sb, out_dtype, bias),
+          expect_same_bits(testing::scaled_mm_reference(a.to(kFloat32), w.to(kFloat32).t(), sa, sb, out_dtype, bias),
                            scaled_mm(a, w.t(), sa_t, sb_t, out_dtype, bias));
         }
       }
@@ -292,17 +276,17 @@ TEST(ScaledMm, TransposedAndStridedOperands) {
   const Tensor g = random_fp8(24, 40, kFloat8E5M2, 21, 4.0f);  // a gradient [M, N]
   const Tensor x = random_fp8(24, 16, kFloat8E4M3, 22, 4.0f);  // the forward's input [M, K]
   // The weight gradient g^T @ x: a transposed first operand.
-  expect_same_bits(reference_scaled_mm(g.to(kFloat32).t(), x.to(kFloat32), sa, sb, kFloat32, Tensor()),
+  expect_same_bits(testing::scaled_mm_reference(g.to(kFloat32).t(), x.to(kFloat32), sa, sb, kFloat32, Tensor()),
                    scaled_mm(g.t(), x, scalar_tensor(sa), scalar_tensor(sb), kFloat32));
   // Both transposed.
   const Tensor w = random_fp8(40, 24, kFloat8E4M3, 23, 4.0f);
-  expect_same_bits(reference_scaled_mm(x.to(kFloat32).t(), w.to(kFloat32).t(), sa, sb, kBFloat16, Tensor()),
+  expect_same_bits(testing::scaled_mm_reference(x.to(kFloat32).t(), w.to(kFloat32).t(), sa, sb, kBFloat16, Tensor()),
                    scaled_mm(x.t(), w.t(), scalar_tensor(sa), scalar_tensor(sb), kBFloat16));
-  // Neither dim unit-stride: gathered into row-major first, as the f32 matmul copies such an operand.
+  // Neither dim unit-stride: gathered into row-major first.
   const Tensor big = random_fp8(50, 60, kFloat8E4M3, 24, 4.0f);
   const Tensor a = big.slice(0, 0, 50, 2).slice(1, 1, 60, 3);  // [25, 20]
   const Tensor b = random_fp8(20, 9, kFloat8E4M3, 25, 4.0f);
-  expect_same_bits(reference_scaled_mm(a.to(kFloat32), b.to(kFloat32), sa, sb, kFloat32, Tensor()),
+  expect_same_bits(testing::scaled_mm_reference(a.to(kFloat32), b.to(kFloat32), sa, sb, kFloat32, Tensor()),
                    scaled_mm(a, b, scalar_tensor(sa), scalar_tensor(sb), kFloat32));
 }
 

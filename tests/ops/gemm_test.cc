@@ -46,9 +46,16 @@ double unit_roundoff(DType d) {
   }
 }
 
-template <typename T>
+// The operands' type and C's: each dtype with itself, and bf16 into an f32 C (the FP8 emulation's GEMM).
+template <typename In, typename Out = In>
+struct GemmTypes {
+  using T = In;
+  using C = Out;
+};
+template <typename P>
 class GemmKernel : public ::testing::Test {};
-using DTypes = ::testing::Types<float, double, Half, BFloat16>;
+using DTypes = ::testing::Types<GemmTypes<float>, GemmTypes<double>, GemmTypes<Half>, GemmTypes<BFloat16>,
+                                GemmTypes<BFloat16, float>>;
 TYPED_TEST_SUITE(GemmKernel, DTypes);
 
 // C_b = 0.5 op(A_b) op(B) + 2 C_b for 3 batches (B broadcast with stride 0), all four transpose
@@ -56,8 +63,9 @@ TYPED_TEST_SUITE(GemmKernel, DTypes);
 // (the standard dot-product bound; fp32 accumulation for all but f64). Padding must stay untouched.
 // The larger size is split over threads (f64: row blocks that cross batch boundaries).
 TYPED_TEST(GemmKernel, MatchesNaiveReference) {
-  using T = TypeParam;
-  const DType dt = dtype_v<T>;
+  using T = typename TypeParam::T;
+  using C = typename TypeParam::C;
+  const DType dt = dtype_v<C>;
   const double u_acc = dt == DType::kF64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
   const int64_t batch = 3, pad = 3;
   struct Size {
@@ -72,22 +80,22 @@ TYPED_TEST(GemmKernel, MatchesNaiveReference) {
         const bool at = ta == Trans::kYes, bt = tb == Trans::kYes;
         const Stored<T> a = random_stored<T>(at ? k : m, at ? m : k, (at ? m : k) + pad, batch, 1);
         const Stored<T> b = random_stored<T>(bt ? n : k, bt ? k : n, (bt ? k : n) + pad, 1, 2);
-        Stored<T> c = random_stored<T>(m, n, n + pad, batch, 3);
-        const Stored<T> c0 = c;
-        const GemmArgs<T> g{.trans_a = ta,
-                            .trans_b = tb,
-                            .m = m,
-                            .n = n,
-                            .k = k,
-                            .a = a.data.data(),
-                            .lda = a.ld,
-                            .b = b.data.data(),
-                            .ldb = b.ld,
-                            .c = c.data.data(),
-                            .ldc = c.ld,
-                            .alpha = 0.5,
-                            .beta = 2.0};
-        gemm_batched(BatchedGemmArgs<T>{
+        Stored<C> c = random_stored<C>(m, n, n + pad, batch, 3);
+        const Stored<C> c0 = c;
+        const GemmArgs<T, C> g{.trans_a = ta,
+                               .trans_b = tb,
+                               .m = m,
+                               .n = n,
+                               .k = k,
+                               .a = a.data.data(),
+                               .lda = a.ld,
+                               .b = b.data.data(),
+                               .ldb = b.ld,
+                               .c = c.data.data(),
+                               .ldc = c.ld,
+                               .alpha = 0.5,
+                               .beta = 2.0};
+        gemm_batched(BatchedGemmArgs<T, C>{
             .gemm = g, .batch = batch, .stride_a = a.rows * a.ld, .stride_b = 0, .stride_c = c.rows * c.ld});
         for (int64_t z = 0; z < batch; ++z) {
           for (int64_t i = 0; i < m; ++i) {
@@ -114,31 +122,36 @@ TYPED_TEST(GemmKernel, MatchesNaiveReference) {
 
 // k = 0: the product is empty, so C = beta * C; beta = 0 writes zeros without reading C (nan there).
 TYPED_TEST(GemmKernel, EmptyInnerDimension) {
-  using T = TypeParam;
-  std::vector<T> a(1), b(1), c(6, T(3.0f));
-  gemm(GemmArgs<T>{
+  using T = typename TypeParam::T;
+  using C = typename TypeParam::C;
+  std::vector<T> a(1), b(1);
+  std::vector<C> c(6, C(3.0f));
+  gemm(GemmArgs<T, C>{
       .m = 2, .n = 3, .k = 0, .a = a.data(), .lda = 1, .b = b.data(), .ldb = 3, .c = c.data(), .ldc = 3, .beta = 0.5});
-  for (T v : c) EXPECT_EQ(static_cast<double>(static_cast<compute_t<T>>(v)), 1.5);
-  std::vector<T> nan_c(6, T(std::numeric_limits<float>::quiet_NaN()));
-  gemm(GemmArgs<T>{.m = 2,
-                   .n = 3,
-                   .k = 0,
-                   .a = a.data(),
-                   .lda = 1,
-                   .b = b.data(),
-                   .ldb = 3,
-                   .c = nan_c.data(),
-                   .ldc = 3,
-                   .beta = 0.0});
-  for (T v : nan_c) EXPECT_EQ(static_cast<double>(static_cast<compute_t<T>>(v)), 0.0);
+  for (C v : c) EXPECT_EQ(static_cast<double>(static_cast<compute_t<C>>(v)), 1.5);
+  std::vector<C> nan_c(6, C(std::numeric_limits<float>::quiet_NaN()));
+  gemm(GemmArgs<T, C>{.m = 2,
+                      .n = 3,
+                      .k = 0,
+                      .a = a.data(),
+                      .lda = 1,
+                      .b = b.data(),
+                      .ldb = 3,
+                      .c = nan_c.data(),
+                      .ldc = 3,
+                      .beta = 0.0});
+  for (C v : nan_c) EXPECT_EQ(static_cast<double>(static_cast<compute_t<C>>(v)), 0.0);
 }
 
 // beta = 0 never reads C: nan there must not leak into the result.
 TYPED_TEST(GemmKernel, ZeroBetaOverwritesNan) {
-  using T = TypeParam;
-  std::vector<T> a(4, T(1.0f)), b(4, T(2.0f)), c(4, T(std::numeric_limits<float>::quiet_NaN()));
-  gemm(GemmArgs<T>{.m = 2, .n = 2, .k = 2, .a = a.data(), .lda = 2, .b = b.data(), .ldb = 2, .c = c.data(), .ldc = 2});
-  for (T v : c) EXPECT_EQ(static_cast<double>(static_cast<compute_t<T>>(v)), 4.0);
+  using T = typename TypeParam::T;
+  using C = typename TypeParam::C;
+  std::vector<T> a(4, T(1.0f)), b(4, T(2.0f));
+  std::vector<C> c(4, C(std::numeric_limits<float>::quiet_NaN()));
+  gemm(GemmArgs<T, C>{
+      .m = 2, .n = 2, .k = 2, .a = a.data(), .lda = 2, .b = b.data(), .ldb = 2, .c = c.data(), .ldc = 2});
+  for (C v : c) EXPECT_EQ(static_cast<double>(static_cast<compute_t<C>>(v)), 4.0);
 }
 
 // Integer operands: fp32 accumulation is exact, so the output must be the exact sum rounded once to
@@ -191,6 +204,38 @@ TEST(GemmKernel16, RoundsTheFp32SumOnceWithAnyThreadCount) {
     expect_exact_rounding<BFloat16>(threads);
     expect_exact_rounding<Half>(threads);
   }
+}
+
+// bf16 operands into an f32 C keep the f32 accumulator as it is: with integer operands every sum is exact in
+// f32, so C must equal the exact sum, also where it has more significant bits than bf16 holds (which a rounding
+// to bf16 on the way would lose), with 1 and 2 threads.
+TEST(GemmKernel, Bf16IntoF32KeepsTheAccumulatorUnrounded) {
+  const int64_t m = 37, n = 29, k = 300;
+  std::mt19937 gen(9);
+  std::uniform_int_distribution<int> dist(-16, 16);
+  std::vector<BFloat16> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
+  for (BFloat16& v : a) v = BFloat16(static_cast<float>(dist(gen)));
+  for (BFloat16& v : b) v = BFloat16(static_cast<float>(dist(gen)));
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    std::vector<float> c(static_cast<size_t>(m * n));
+    gemm(GemmArgs<BFloat16, float>{
+        .m = m, .n = n, .k = k, .a = a.data(), .lda = k, .b = b.data(), .ldb = n, .c = c.data(), .ldc = n});
+    int64_t beyond_bf16 = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0;
+        for (int64_t l = 0; l < k; ++l)
+          want += static_cast<double>(static_cast<float>(a[static_cast<size_t>(i * k + l)])) *
+                  static_cast<float>(b[static_cast<size_t>(l * n + j)]);
+        ASSERT_EQ(c[static_cast<size_t>(i * n + j)], want) << "(" << i << ", " << j << ") threads " << threads;
+        if (static_cast<double>(static_cast<float>(BFloat16(static_cast<float>(want)))) != want) ++beyond_bf16;
+      }
+    }
+    EXPECT_GT(beyond_bf16, m * n / 4) << "the test needs sums that bf16 cannot hold";
+  }
+  omp_set_num_threads(saved);
 }
 
 // GEMMs called from inside a parallel region (each thread its own problem, sharing one cached

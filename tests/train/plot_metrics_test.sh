@@ -1,6 +1,7 @@
 #!/bin/sh
 # ctest for scripts/plot_metrics.sh: a small metrics file (fp16-like: skipped steps, a falling scale, evals)
-# renders to a PNG; a missing file, an empty file and a file without step records fail with one line.
+# renders to a PNG, alone and beside a second run; a missing file, an empty file and a file without step records
+# fail with one line that names the file.
 # Exits 77 (ctest SKIP_RETURN_CODE) when gnuplot is not installed.
 #   plot_metrics_test.sh PATH/TO/plot_metrics.sh
 set -u
@@ -36,6 +37,10 @@ grep -v '"event"' "$work/run.jsonl" | sed 's/"scale": [0-9]*/"scale": 1/; s/"ski
 check "renders a constant-scale run" sh "$script" "$work/fp32.jsonl" "$work/fp32.png"
 check "its PNG has the signature" png_signature "$work/fp32.png"
 
+# Two runs side by side (one with evals, one without).
+check "renders two runs side by side" sh "$script" "$work/run.jsonl" "$work/fp32.jsonl" "$work/both.png"
+check "their PNG has the signature" png_signature "$work/both.png"
+
 # fails_with STATUS PATTERN ARGS...: the script exits STATUS and prints one line matching PATTERN.
 fails_with() {
   want=$1
@@ -52,6 +57,7 @@ check "a missing file" fails_with 1 "no_such.jsonl: no such file" "$work/no_such
 check "an empty file" fails_with 1 "empty.jsonl: empty file" "$work/empty.jsonl" "$work/x.png"
 check "no step records" fails_with 1 "no step records" "$work/no_steps.jsonl" "$work/x.png"
 check "an output folder that does not exist" fails_with 1 "cannot create" "$work/run.jsonl" "$work/none/x.png"
+check "a bad second run is named" fails_with 1 "empty.jsonl: empty file" "$work/run.jsonl" "$work/empty.jsonl" "$work/x.png"
 check "wrong arguments" fails_with 2 "usage" "$work/run.jsonl"
 
 [ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
