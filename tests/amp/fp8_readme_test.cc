@@ -46,12 +46,8 @@ TEST(Fp8Readme, ExampleRuns) {
 }
 
 TEST(Fp8Readme, ReadmeShowsTheExampleVerbatim) {
-  const std::string example = testing::example_between(testing::source_path("tests/amp/fp8_readme_test.cc"),
-                                                       "FP8-EXAMPLE-BEGIN", "FP8-EXAMPLE-END");
-  ASSERT_FALSE(example.empty());
-  EXPECT_TRUE(testing::shows_verbatim(testing::read_text_file(testing::source_path("amp/README.md")), example))
-      << "amp/README.md must show this example verbatim:\n"
-      << example;
+  EXPECT_TRUE(testing::readme_shows_example("amp/README.md", "tests/amp/fp8_readme_test.cc", "FP8-EXAMPLE-BEGIN",
+                                            "FP8-EXAMPLE-END"));
 }
 
 }  // namespace

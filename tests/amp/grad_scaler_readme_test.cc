@@ -46,12 +46,8 @@ TEST(GradScalerReadme, ExampleRuns) {
 }
 
 TEST(GradScalerReadme, ReadmeShowsTheExampleVerbatim) {
-  const std::string example = testing::example_between(testing::source_path("tests/amp/grad_scaler_readme_test.cc"),
-                                                       "GRAD-SCALER-EXAMPLE-BEGIN", "GRAD-SCALER-EXAMPLE-END");
-  ASSERT_FALSE(example.empty());
-  EXPECT_TRUE(testing::shows_verbatim(testing::read_text_file(testing::source_path("amp/README.md")), example))
-      << "amp/README.md must show this example verbatim:\n"
-      << example;
+  EXPECT_TRUE(testing::readme_shows_example("amp/README.md", "tests/amp/grad_scaler_readme_test.cc",
+                                            "GRAD-SCALER-EXAMPLE-BEGIN", "GRAD-SCALER-EXAMPLE-END"));
 }
 
 }  // namespace

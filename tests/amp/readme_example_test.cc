@@ -39,12 +39,8 @@ TEST(AmpReadme, AutocastExampleRuns) {
 }
 
 TEST(AmpReadme, ReadmeShowsTheCompiledExample) {
-  const std::string example = testing::example_between(testing::source_path("tests/amp/readme_example_test.cc"),
-                                                       "README-EXAMPLE-BEGIN", "README-EXAMPLE-END");
-  ASSERT_FALSE(example.empty());
-  EXPECT_TRUE(testing::shows_verbatim(testing::read_text_file(testing::source_path("amp/README.md")), example))
-      << "amp/README.md must show this example verbatim:\n"
-      << example;
+  EXPECT_TRUE(testing::readme_shows_example("amp/README.md", "tests/amp/readme_example_test.cc", "README-EXAMPLE-BEGIN",
+                                            "README-EXAMPLE-END"));
 }
 
 }  // namespace

@@ -68,13 +68,8 @@ TEST(FrameworkReadme, HooksExamplePrintsTheDtypeTable) {
 }
 
 TEST(FrameworkReadme, ShowsTheCompiledHooksExample) {
-  const std::string example =
-      testing::example_between(testing::source_path("tests/framework/module_hooks_readme_test.cc"),
-                               "README-HOOKS-EXAMPLE-BEGIN", "README-HOOKS-EXAMPLE-END");
-  ASSERT_FALSE(example.empty());
-  EXPECT_TRUE(testing::shows_verbatim(testing::read_text_file(testing::source_path("framework/README.md")), example))
-      << "framework/README.md must show this example verbatim:\n"
-      << example;
+  EXPECT_TRUE(testing::readme_shows_example("framework/README.md", "tests/framework/module_hooks_readme_test.cc",
+                                            "README-HOOKS-EXAMPLE-BEGIN", "README-HOOKS-EXAMPLE-END"));
 }
 
 }  // namespace

@@ -36,4 +36,17 @@ bool shows_verbatim(const std::string& readme, const std::string& example) {
   return readme.find("```cpp\n" + example + "```") != std::string::npos;
 }
 
+::testing::AssertionResult readme_shows_example(const std::string& readme, const std::string& test_file,
+                                                const std::string& begin_marker, const std::string& end_marker) {
+  const std::string example = example_between(source_path(test_file), begin_marker, end_marker);
+  if (example.empty()) {
+    return ::testing::AssertionFailure() << test_file << " has no example between " << begin_marker << " and "
+                                         << end_marker;
+  }
+  if (!shows_verbatim(read_text_file(source_path(readme)), example)) {
+    return ::testing::AssertionFailure() << readme << " must show this example verbatim:\n" << example;
+  }
+  return ::testing::AssertionSuccess();
+}
+
 }  // namespace mantissa::testing

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
 #include "tests/train/tensorboard_reader.h"
 
 namespace mantissa {
@@ -21,20 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing_tb::Event;
 
-// A fresh folder under the test temp dir, removed when the test ends.
-class TempDir {
- public:
-  explicit TempDir(const std::string& name)
-      : path_((fs::path(::testing::TempDir()) / (name + "." + std::to_string(getpid()))).string()) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return (fs::path(path_) / name).string(); }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 std::vector<std::string> lines_of(const std::string& path) {
   std::ifstream in(path);

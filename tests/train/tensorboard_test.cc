@@ -21,6 +21,7 @@
 
 #include "absl/strings/match.h"
 #include "framework/generator.h"
+#include "tests/support/temp_dir.h"
 #include "tests/train/tensorboard_reader.h"
 #include "train/grad_histogram.h"
 #include "train/run.h"
@@ -35,21 +36,7 @@ using tensorboard::SummaryValue;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// A fresh folder under the test temp dir, removed when the test ends.
-class TempDir {
- public:
-  explicit TempDir(const std::string& name)
-      : path_((fs::path(::testing::TempDir()) / (name + "." + std::to_string(getpid()))).string()) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return (fs::path(path_) / name).string(); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 TEST(TensorBoardCrc, KnownCrc32cVectors) {
   // The check value of CRC-32C, and RFC 3720's (iSCSI) test vectors.
