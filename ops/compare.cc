@@ -5,7 +5,7 @@
 
 #include "framework/autograd.h"
 #include "ops/device_map.h"
-#include "ops/dispatch.h"
+#include "framework/device_kernels.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 

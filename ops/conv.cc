@@ -29,7 +29,7 @@
 #include "ops/cpu/conv_onednn.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cuda/host/conv.h"
-#include "ops/dispatch.h"
+#include "framework/device_kernels.h"
 #include "ops/elementwise.h"
 
 namespace mantissa {

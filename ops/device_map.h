@@ -1,6 +1,6 @@
 // map.h's typed entries with a CUDA op code beside the CPU functor: CPU tensors run the functor through
 // ops/cpu/loops.h as before, CUDA tensors the op code through ops/cuda/elementwise.cu (a launcher cannot
-// take a host lambda). The op-code kernels sit in ops/dispatch.h tables with no CPU entry (the CPU
+// take a host lambda). The op-code kernels sit in framework/device_kernels.h tables with no CPU entry (the CPU
 // kernel is the functor), so a build without CUDA gives the usual "no kernel for cuda:0" error.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "ops/cuda/host/elementwise.h"
-#include "ops/dispatch.h"
+#include "framework/device_kernels.h"
 #include "ops/map.h"
 #include "ops/pointwise_math.h"
 

@@ -4,7 +4,7 @@
 #include "framework/autograd.h"
 #include "ops/cpu/dropout.h"
 #include "ops/cuda/host/dropout.h"
-#include "ops/dispatch.h"
+#include "framework/device_kernels.h"
 #include "ops/elementwise.h"
 
 namespace mantissa {

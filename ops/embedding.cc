@@ -5,7 +5,7 @@
 #include "framework/autograd.h"
 #include "ops/cpu/shape.h"
 #include "ops/cuda/host/embedding.h"
-#include "ops/dispatch.h"
+#include "framework/device_kernels.h"
 #include "ops/shape.h"
 
 namespace mantissa {

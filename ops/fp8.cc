@@ -8,7 +8,7 @@
 #include "ops/cpu/fp8.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cuda/host/fp8.h"
-#include "ops/dispatch.h"
+#include "framework/device_kernels.h"
 
 namespace mantissa {
 namespace {

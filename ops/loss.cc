@@ -10,7 +10,7 @@
 #include "ops/cpu/loss.h"
 #include "ops/cuda/host/loss.h"
 #include "ops/device_map.h"
-#include "ops/dispatch.h"
+#include "framework/device_kernels.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"

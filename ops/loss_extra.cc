@@ -9,7 +9,7 @@
 
 #include "framework/autograd.h"
 #include "ops/autocast.h"
-#include "ops/dispatch.h"
+#include "framework/device_kernels.h"
 #include "ops/elementwise.h"
 #include "ops/loss.h"
 #include "ops/map.h"

@@ -14,7 +14,7 @@
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/loops.h"
 #include "ops/cuda/host/matmul.h"
-#include "ops/dispatch.h"
+#include "framework/device_kernels.h"
 #include "ops/elementwise.h"
 #include "ops/fp8.h"
 #include "ops/reduce.h"

@@ -11,7 +11,7 @@
 #include "ops/autocast.h"
 #include "ops/cpu/norm_kernels.h"
 #include "ops/cuda/host/norm.h"
-#include "ops/dispatch.h"
+#include "framework/device_kernels.h"
 #include "ops/elementwise.h"
 #include "ops/norm_tensors.h"
 #include "ops/reduce.h"

@@ -28,7 +28,7 @@ namespace amp {
 //   kNone:           untouched (ordinary type promotion applies)
 enum class CastPolicy { kLowerPrecision, kFp32, kPromote, kRefused, kNone };
 
-// An op's category on each device type, as DeviceKernels names a kernel per device (ops/dispatch.h).
+// An op's category on each device type, as DeviceKernels names a kernel per device (framework/device_kernels.h).
 struct DevicePolicies {
   CastPolicy cpu = CastPolicy::kNone;
   CastPolicy cuda = CastPolicy::kNone;

@@ -8,7 +8,7 @@
 #include "framework/autograd.h"
 #include "ops/cpu/pool_kernels.h"
 #include "ops/cuda/host/pool.h"
-#include "ops/dispatch.h"
+#include "framework/device_kernels.h"
 #include "ops/shape.h"
 
 namespace mantissa {

@@ -9,7 +9,7 @@
 #include "ops/cpu/reduce.h"
 #include "ops/cuda/host/reduce.h"
 #include "ops/device_map.h"
-#include "ops/dispatch.h"
+#include "framework/device_kernels.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
 

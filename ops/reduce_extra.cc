@@ -11,7 +11,7 @@
 #include "ops/autocast.h"
 #include "ops/cpu/reduce_rows.h"
 #include "ops/cuda/host/scan.h"
-#include "ops/dispatch.h"
+#include "framework/device_kernels.h"
 #include "ops/elementwise.h"
 #include "ops/map.h"
 #include "ops/reduce.h"

@@ -9,7 +9,7 @@
 #include "ops/autocast.h"
 #include "ops/cpu/shape.h"
 #include "ops/cuda/host/shape.h"
-#include "ops/dispatch.h"
+#include "framework/device_kernels.h"
 
 namespace mantissa {
 namespace {

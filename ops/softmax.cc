@@ -6,7 +6,7 @@
 #include "ops/autocast.h"
 #include "ops/cpu/softmax.h"
 #include "ops/cuda/host/softmax.h"
-#include "ops/dispatch.h"
+#include "framework/device_kernels.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 

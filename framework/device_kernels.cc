@@ -1,5 +1,5 @@
-// The shared error path of ops/dispatch.h.
-#include "ops/dispatch.h"
+// The shared error path of framework/device_kernels.h.
+#include "framework/device_kernels.h"
 
 #include "framework/error.h"
 

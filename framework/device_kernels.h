@@ -1,13 +1,14 @@
-// Per-device kernel tables for the ops' typed entries. An entry names its CPU and CUDA kernels once,
-// in a DeviceKernels table, and calls dispatch(): the entry itself holds no device branches and no build
-// flags. This header is the one place in ops/ that reads MANTISSA_WITH_CUDA.
+// Per-device kernel tables: the one way every layer (framework, ops, optim, amp) reaches a CUDA kernel. A
+// caller names its CPU and CUDA kernels once, in a DeviceKernels table, and calls dispatch(): the caller
+// holds no device branches and no build flags. This header is where MANTISSA_WITH_CUDA is read for that.
 //
 //   using SoftmaxKernel = void(const Tensor& x, const Tensor& y, int64_t dim, SoftmaxKind kind);
 //   constexpr DeviceKernels<SoftmaxKernel> kSoftmax{.cpu = &cpu_softmax, .cuda = MT_CUDA_KERNEL(cuda_softmax)};
 //   dispatch("softmax", kSoftmax, x.device(), x, y, dim, kind);
 //
-// The CUDA kernels are declared in every build (ops/cuda/host/<family>.h, no CUDA headers) and defined
-// only in CUDA builds (ops/cuda/host/<family>.cc): MT_CUDA_KERNEL keeps a CPU build from naming them.
+// The CUDA kernels are declared in every build (a header without CUDA headers) and defined only in CUDA
+// builds (.cu files, or */cuda/host/*.cc, which CMake compiles only with CUDA): MT_CUDA_KERNEL keeps a CPU
+// build from naming them.
 #pragma once
 
 #include <string_view>
@@ -29,7 +30,7 @@ struct DeviceKernels {
 #define MT_CUDA_KERNEL(fn) nullptr
 #endif
 
-// The one "no kernel" error of the ops: "<op>: no kernel for cuda:0 in this build".
+// The one "no kernel" error: "<op>: no kernel for cuda:0 in this build".
 [[noreturn]] void no_kernel(std::string_view op, const Device& device);
 
 // The kernel for `device`, or the "no kernel" error. Entries call it on their own to fail before any
