@@ -9,6 +9,7 @@
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "data/loader.h"
+#include "framework/autograd.h"
 #include "framework/random.h"
 #include "models/mlp.h"
 #include "ops/loss.h"
@@ -63,8 +64,9 @@ TEST(FrontPageLoop, TrainsInFp16WithTheScaler) {
   EXPECT_EQ(scaler.stats().steps, 4096 / 64);
   EXPECT_EQ(scaler.stats().skipped_steps, 0);
   EXPECT_EQ(scaler.get_scale(), 65536.0);
-  // A random model is right on about 10% of the examples; one epoch takes it well past that.
-  EXPECT_GT(accuracy(model, all_inputs, all_labels), 0.5);
+  // A random model is right on about 10% of the examples. One epoch took it to 0.85-0.88 over five seeds of
+  // the data and the initial weights; 0.7 leaves room for the seed, and a loop that does not learn fails.
+  EXPECT_GT(accuracy(model, all_inputs, all_labels), 0.7);
 }
 
 TEST(FrontPageLoop, ReadmeShowsTheLoopVerbatim) {
