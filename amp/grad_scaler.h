@@ -106,9 +106,9 @@ class GradScaler {
   // Throws, as PyTorch's "No inf checks were recorded for this optimizer", when none of the optimizer's
   // parameters has a grad (unscale_ itself accepts that, as PyTorch's does).
   bool step(Optimizer& optimizer);
-  // step() without asking whether it was applied. On CUDA nothing is read on the host: the fused kernels
-  // read found_inf on the device, so unscale_, enqueue_step and update never wait for the GPU (and can
-  // be captured in a CUDA graph). On the CPU it is step().
+  // step() without asking whether it was applied. On CUDA it is written to read nothing on the host: the
+  // fused kernels read found_inf on the device, so that unscale_, enqueue_step and update never wait for the
+  // GPU and can be captured in a CUDA graph (no GPU has run it yet: docs/gpu.md). On the CPU it is step().
   void enqueue_step(Optimizer& optimizer);
   // Backs off on an overflow (from the `hysteresis`-th since the count's refill), else grows after
   // growth_interval clean steps (amp/loss_scale_rule.h, the rule the CUDA scaler runs too);

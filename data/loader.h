@@ -26,7 +26,7 @@ struct DataLoaderOptions {
   ShardOptions shard = {};             // rank / world_size / drop_last: PyTorch's DistributedSampler sharding
   int64_t prefetch = 2;  // batches prepared ahead by the worker thread; 0: no thread, batches built in next()
   // kYes: batches are built in pinned (page-locked) host memory (framework/cuda/allocator.h), so that
-  // moving them to a GPU with .to(cuda(i)) is an asynchronous copy. Needs a CUDA build and a GPU.
+  // moving them to a GPU with .to(cuda(i)) is written to be an asynchronous copy. Needs a CUDA build and a GPU.
   PinMemory pin_memory = PinMemory::kNo;
 };
 

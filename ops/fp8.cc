@@ -79,8 +79,10 @@ DecodedOperand decode_operand(const Tensor& x) {
 
 // Decode to bf16 (exact), the bf16 GEMM into an f32 accumulator (out itself when out is f32): a CPU has no FP8
 // arithmetic, but the products of two FP8 values are exact in f32 and AMX / AVX512_BF16 multiply bf16 pairs
-// into f32, so this is an FP8 tensor core's arithmetic (exact products, f32 accumulation) at the bf16 GEMM's
-// speed. Then the epilogue in f32 with one rounding to out's dtype. bias is f32 or out's dtype, or undefined.
+// into f32, so this gives exact products summed in full f32 at the bf16 GEMM's speed. That is not an FP8
+// tensor core's arithmetic: Hopper's keeps about 14 bits of the running sum (DeepSeek-V3's report), so this
+// is the best case of FP8 accuracy. Then the epilogue in f32 with one rounding to out's dtype. bias is f32 or
+// out's dtype, or undefined.
 void cpu_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_inv_a, const Tensor& scale_inv_b,
                    const Tensor& bias, const Tensor& out) {
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);

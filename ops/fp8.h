@@ -4,20 +4,22 @@
 // amp/fp8.h; this layer only computes. Every result stays on the operand's device: nothing here reads a value
 // back to the host, so a step that quantizes with a delayed scale never synchronizes.
 //
-// CPU: exact emulation. The quantized values are the bits framework/float8.h defines (PyTorch's); the matmul
-// decodes the FP8 operands exactly to bf16 (operand layouts kept) and runs ops/cpu/gemm.h's bf16 GEMM into an
-// f32 accumulator (AMX / AVX512_BF16: each product of two FP8 values is exact in f32, as on an FP8 tensor
-// core, and summed in f32), then applies the epilogue in f32:
-// fma(acc, scale_inv_a * scale_inv_b, bias) (one f32 rounding; acc * (scale_inv_a * scale_inv_b) without a
-// bias), rounded once to the output dtype (ops/fp8_math.h).
-// CUDA: one fused quantize kernel (amax, cast, overflow count in one pass; the same bits, amax and count as
-// the CPU); the matmul is cuBLASLt's FP8 GEMM (sm_89 and later) with the scale inverses as device pointers
-// (CUBLASLT_MATMUL_DESC_A_SCALE_POINTER / B_SCALE_POINTER), f32 accumulation, the bias in its epilogue, and
-// K-contiguous copies of the operands it cannot read in place (1 byte per element). Where cuBLASLt has no FP8
-// kernel for a case (an older GPU, a dim that is not a multiple of 16) the op decodes to f32 and runs the f32
-// GEMM with the CPU's epilogue kernel, and says so once on stderr (ops/cuda/fp8_plan.h decides, and says why).
-// The GPU's scaled_mm differs from the CPU's only in how the exact products are summed (order, and the FP8
-// tensor cores' partial sums): tests/cuda/fp8_cuda_test.cc's bound.
+// CPU: exact emulation of the casts. The quantized values are the bits framework/float8.h defines (PyTorch's);
+// the matmul decodes the FP8 operands exactly to bf16 (operand layouts kept) and runs ops/cpu/gemm.h's bf16
+// GEMM into an f32 accumulator (AMX / AVX512_BF16: each product of two FP8 values is exact in f32, and the
+// products are summed in full f32, more precisely than an FP8 tensor core sums them: Hopper's keeps about 14
+// bits of the running sum (DeepSeek-V3's report), so the CPU's FP8 accuracy is a best case), then applies the
+// epilogue in f32: fma(acc, scale_inv_a * scale_inv_b, bias) (one f32 rounding; acc * (scale_inv_a *
+// scale_inv_b) without a bias), rounded once to the output dtype (ops/fp8_math.h).
+// CUDA (written, not yet run on a GPU): one fused quantize kernel (amax, cast, overflow count in one pass;
+// written to give the same bits, amax and count as the CPU); the matmul is cuBLASLt's FP8 GEMM (sm_89 and
+// later) with the scale inverses as device pointers (CUBLASLT_MATMUL_DESC_A_SCALE_POINTER / B_SCALE_POINTER),
+// f32 accumulation, the bias in its epilogue, and K-contiguous copies of the operands it cannot read in place
+// (1 byte per element). Where cuBLASLt has no FP8 kernel for a case (an older GPU, a dim that is not a
+// multiple of 16) the op decodes to f32 and runs the f32 GEMM with the CPU's epilogue kernel, and says so once
+// on stderr (ops/cuda/fp8_plan.h decides, and says why). The GPU's scaled_mm is written to differ from the
+// CPU's only in how the exact products are summed (order, and the FP8 tensor cores' partial sums):
+// tests/cuda/fp8_cuda_test.cc's bound.
 #pragma once
 
 #include "framework/float8.h"

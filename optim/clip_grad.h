@@ -14,12 +14,13 @@ enum class NormType { kL2, kInf };
 // Scales every grad by max_norm / (total + 1e-6) when that is below 1, where total is the norm of all the
 // grads together, and returns total. The sum of squares (or the max) is accumulated in f64 in a fixed order
 // (optim/norm_order.h), so the result does not depend on the thread count or, on a GPU, on the launch
-// geometry, and GPU grads give the same bits as the same grads on the CPU; the coefficient is computed in
-// f64 and rounded once to the grads' dtype (PyTorch computes both in the grads' dtype, so the scaled grads
-// may differ by an ulp). A non-finite total (an inf or nan grad, or an f64 overflow) is returned and the
-// grads are left untouched: PyTorch would multiply them by 0 or nan; leaving them lets the GradScaler see
-// the inf and skip the step. Check std::isfinite on the result if you clip without a scaler. No grads: 0.
-// GPU grads: returning the total is one synchronization (enqueue_clip_grad_norm_ below has none).
+// geometry, and GPU grads are written to give the same bits as the same grads on the CPU (not yet run on a
+// GPU); the coefficient is computed in f64 and rounded once to the grads' dtype (PyTorch computes both in the
+// grads' dtype, so the scaled grads may differ by an ulp). A non-finite total (an inf or nan grad, or an f64
+// overflow) is returned and the grads are left untouched: PyTorch would multiply them by 0 or nan; leaving
+// them lets the GradScaler see the inf and skip the step. Check std::isfinite on the result if you clip
+// without a scaler. No grads: 0. GPU grads: returning the total is one synchronization
+// (enqueue_clip_grad_norm_ below has none).
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, NormType norm_type = NormType::kL2);
 double clip_grad_norm_(const std::vector<NamedTensor>& params, double max_norm, NormType norm_type = NormType::kL2);
 

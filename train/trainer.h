@@ -123,14 +123,15 @@ struct TrainerConfig {
   // Trainer; null: the Trainer's own, set by request_stop(). Give one here to request a stop before the
   // Trainer exists (signal handlers installed at the start of a program: StopOnSignals).
   StopRequest* stop = nullptr;
-  // How many optimizer steps the host may run ahead of the values it logs. A step's loss, grad norm, skip
-  // flag and loss scale stay on the device and are copied to pinned host memory without waiting as the
-  // step is enqueued; they are read step_read_lag steps later. On a GPU this leaves no host read in a step
-  // (the host queues step N + 1 while the GPU runs step N). Metrics and step callbacks follow by that many
-  // steps: step N's callback runs once step N + lag is enqueued (trainer.step() says N + lag there), and a
-  // stop request made then ends the run after step N + 1 + lag (with several ranks, N + 1 + 2 lag: the
-  // ranks agree through the requests a step carries). An evaluation, a checkpoint and the end of the run
-  // read every step in flight first. -1: 1 on a GPU, 0 on the CPU (whose steps are done when enqueued).
+  // How many optimizer steps the host may run ahead of the values it logs. A step's loss, grad norm, skip flag
+  // and loss scale stay on the device and are copied to pinned host memory without waiting as the step is
+  // enqueued; they are read step_read_lag steps later. On a GPU this is written to leave no host read in a
+  // step (the host queues step N + 1 while the GPU runs step N; no GPU has run it yet). Metrics and step
+  // callbacks follow by that many steps: step N's callback runs once step N + lag is enqueued (trainer.step()
+  // says N + lag there), and a stop request made then ends the run after step N + 1 + lag (with several
+  // ranks, N + 1 + 2 lag: the ranks agree through the requests a step carries). An evaluation, a checkpoint
+  // and the end of the run read every step in flight first. -1: 1 on a GPU, 0 on the CPU (whose steps are
+  // done when enqueued).
   int64_t step_read_lag = -1;
   // Precision::kFp8 only: how the FP8 scales are chosen, and which linears stay out of FP8 (besides those
   // whose features are not multiples of 16). A run resumes only with the recipe it was written with.
@@ -203,7 +204,7 @@ class Trainer {
     // goes on to log, evaluate or checkpoint what the aborted step left.
     std::unique_ptr<Work> loss_work;
   };
-  // Enqueues one optimizer step (on a GPU nothing is read on the host) and puts it in flight.
+  // Enqueues one optimizer step (on a GPU written to read nothing on the host) and puts it in flight.
   void enqueue_step();
   // The oldest step in flight, once its values have landed on the host.
   StepMetrics read_step();

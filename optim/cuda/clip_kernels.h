@@ -2,7 +2,8 @@
 // host read: the norm partials of many grads in one multi-tensor pass, one small kernel that combines them
 // into the total and the clipping coefficient, and a multi-tensor pass that scales the grads by that
 // coefficient and returns at once where it is not below 1. The sums follow optim/norm_order.h, the order the
-// CPU kernels follow, so the total and the scaled grads equal the CPU's bit for bit.
+// CPU kernels follow, written so that the total and the scaled grads equal the CPU's bit for bit (not yet run
+// on a GPU).
 #pragma once
 
 #ifdef MANTISSA_WITH_CUDA

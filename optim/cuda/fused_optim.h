@@ -2,7 +2,8 @@
 // all the parameters of a group in a few launches, each reading found_inf and inv_scale on the device
 // (nothing changes when found_inf != 0), advancing the per-parameter step counts on the device, and
 // optionally writing the f16/bf16 working copy in the same pass. The element math is optim/update_math.h,
-// the same roundings as the CPU kernels, so f32 results equal cpu::sgd_step / cpu::adam_step bit for bit.
+// the same roundings as the CPU kernels, written so that f32 results equal cpu::sgd_step / cpu::adam_step
+// bit for bit (not yet run on a GPU).
 #pragma once
 
 #ifdef MANTISSA_WITH_CUDA

@@ -17,8 +17,13 @@ if(MODE STREQUAL "find_package")
   set(prefix ${WORK_DIR}/prefix)
   # Only the library component: the test must not depend on the programs having been built.
   run("install" ${CMAKE_COMMAND} --install ${MANTISSA_BUILD_DIR} --prefix ${prefix} --component library)
+  # The files docs/library.md says an install gives: the package, the headers, one archive per layer.
+  set(archives "")
+  foreach(layer framework ops optim amp data models train)
+    list(APPEND archives lib/libmantissa_${layer}.a)
+  endforeach()
   foreach(f lib/cmake/mantissa/mantissa-config.cmake lib/cmake/mantissa/mantissa-config-version.cmake
-            include/mantissa/framework/tensor.h)
+            include/mantissa/framework/tensor.h ${archives})
     if(NOT EXISTS ${prefix}/${f})
       message(FATAL_ERROR "install: ${prefix}/${f} is missing")
     endif()

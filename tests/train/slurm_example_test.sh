@@ -1,11 +1,11 @@
 #!/bin/bash
-# The README's SLURM script ("Stopping and resuming"), run as SLURM would run it, minus SLURM: a stand-in
+# The SLURM script of docs/stopping-and-resuming.md, run as SLURM would run it, minus SLURM: a stand-in
 # `scontrol` records the requeue, the model is small, mpirun runs 2 ranks here. USR1 to the script (what
 # `#SBATCH --signal=B:USR1@120` sends) must reach every rank through mpirun, stop the run with a checkpoint
 # and status 75, and requeue the job; the requeued script must resume and finish with status 0.
-#   slurm_example_test.sh MPIRUN PATH/TO/mantissa-train README.md
+#   slurm_example_test.sh MPIRUN PATH/TO/mantissa-train docs/stopping-and-resuming.md
 set -u
-mpirun=$1 prog=$2 readme=$3
+mpirun=$1 prog=$2 page=$3
 work=$(mktemp -d "${TMPDIR:-/tmp}/slurm_example_test.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 failures=0
@@ -13,14 +13,14 @@ fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
 
 # The script: the ```sh block that starts with #!/bin/bash and #SBATCH lines.
 awk '/^```sh$/ { block = ""; inside = 1; next } /^```$/ { if (inside && block ~ /^#!\/bin\/bash\n#SBATCH/) printf "%s", block; inside = 0; next }
-     inside { block = block $0 "\n" }' "$readme" >"$work/job.sbatch"
-[ -s "$work/job.sbatch" ] || { echo "FAILED: no #!/bin/bash + #SBATCH block in $readme"; exit 1; }
+     inside { block = block $0 "\n" }' "$page" >"$work/job.sbatch"
+[ -s "$work/job.sbatch" ] || { echo "FAILED: no #!/bin/bash + #SBATCH block in $page"; exit 1; }
 small="-np 2 $prog --data=synthetic --mlp_hidden=64,32 --batch_size=32 --eval_every=100000 --eval_batches=1 --threads=1 --progress=none --epochs=0 --max_steps=3000 --checkpoint_every=500"
 sed -e "s|^run=.*|run=$work/run|" \
     -e "s|mpirun build/train/mantissa-train --model=gpt --max_steps=100000 --checkpoint_every=500|$mpirun $small|" \
     "$work/job.sbatch" >"$work/job.sh"
 if ! grep -q "^run=$work/run" "$work/job.sh" || ! grep -q -- "--data=synthetic" "$work/job.sh"; then
-  echo "FAILED: the README's SLURM script no longer has the lines this test replaces (run=..., the mpirun line):"
+  echo "FAILED: the SLURM script of $page no longer has the lines this test replaces (run=..., the mpirun line):"
   cat "$work/job.sbatch"
   exit 1
 fi
