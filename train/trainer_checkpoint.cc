@@ -3,11 +3,13 @@
 // was), save_checkpoint() and resume(). The loop itself is in train/trainer.cc.
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "framework/generator.h"
+#include "train/rank_agreement.h"
 #include "train/trainer.h"
 
 namespace mantissa {
@@ -49,15 +51,10 @@ absl::Status Trainer::restore(const Checkpoint& c, const std::string& path) {
   if (ddp_) {
     // Every rank read its own copy: they must agree on where the run stands (e.g. "latest" resolved in
     // different folders on different machines would silently train diverged replicas).
-    const Tensor steps = config_.process_group->all_gather(full({1}, c.trainer.step, {.dtype = DType::kI64}));
-    for (int q = 0; q < world_size_; ++q) {
-      const auto mine = static_cast<int64_t>(steps.select(0, q).item());
-      const auto first = static_cast<int64_t>(steps.select(0, 0).item());
-      if (mine != first) {
-        return absl::FailedPreconditionError(absl::StrCat(path, ": rank ", q, " resumes at step ", mine,
-                                                          " but rank 0 at step ", first,
-                                                          " (every rank must read the same checkpoint)"));
-      }
+    if (const std::optional<RankDisagreement> d = ranks_disagree(*config_.process_group, c.trainer.step)) {
+      return absl::FailedPreconditionError(absl::StrCat(path, ": rank ", d->rank, " resumes at step ", d->value,
+                                                        " but rank 0 at step ", d->rank0_value,
+                                                        " (every rank must read the same checkpoint)"));
     }
   }
   if (c.meta.precision != precision_name(config_.precision)) {
