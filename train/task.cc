@@ -1,4 +1,4 @@
-// classification_task and language_model_task (train/task.h).
+// to_device, classification_task and language_model_task (train/task.h).
 #include "train/task.h"
 
 #include "framework/error.h"
@@ -8,6 +8,11 @@
 #include "ops/reduce.h"
 
 namespace mantissa {
+
+void to_device(Example& batch, Device device) {
+  if (device.is_cpu()) return;
+  for (Tensor& t : batch) t = t.to(device);
+}
 
 Task classification_task(std::function<Tensor(const Tensor& x)> forward) {
   Task task;

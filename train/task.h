@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "data/dataset.h"
+#include "framework/device.h"
 #include "framework/tensor.h"
 
 namespace mantissa {
@@ -28,6 +29,10 @@ struct Task {
   std::function<EvalSums(const Example& batch)> evaluate;
   bool classifier = false;  // evaluate() counts correct predictions: report accuracy
 };
+
+// Moves a batch's tensors to `device`, where the model is (from a pinned loader, asynchronously); on the CPU
+// it leaves them as they are.
+void to_device(Example& batch, Device device);
 
 // Batches {x, y} with y i64 class indices: cross entropy of forward(x); accuracy by argmax.
 Task classification_task(std::function<Tensor(const Tensor& x)> forward);

@@ -1,16 +1,15 @@
 // The Trainer's loop: micro-batches under autocast, the scaled backward, unscale + grad norm (+ clip), the
-// scaler's step and update, the lr schedule, evaluation, metrics and checkpoints. The steps in flight and
-// their read: train/step_pipeline.h; the run's state as a checkpoint and back (checkpoint, restore,
-// resume): train/trainer_checkpoint.cc.
+// scaler's step and update, the lr schedule, and when to evaluate, checkpoint and stop. Elsewhere: the steps
+// in flight and their read (train/step_pipeline.h), the evaluation (trainer_eval.cc), the run's state as a
+// checkpoint and back and fit()'s checkpoint files (trainer_checkpoint.cc).
 #include "train/trainer.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <limits>
+#include <optional>
 
-#include "absl/strings/str_cat.h"
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "framework/generator.h"
@@ -23,11 +22,6 @@ namespace mantissa {
 namespace {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-void to_device(Example& batch, Device device) {
-  if (device.is_cpu()) return;
-  for (Tensor& t : batch) t = t.to(device);
-}
 
 // The loader's next batch, on the run's device (asynchronously from a pinned loader).
 Example next_batch(DataLoader& loader, Device device) {
@@ -139,7 +133,10 @@ Trainer::Trainer(TrainerConfig config, Module& model, Task task, Optimizer& opti
              "in bf16, or widen the layers");
   }
   if (config_.precision != Precision::kF32) optimizer_.enable_working_copies(precision_dtype(config_.precision));
-  // Rank 0 alone writes the metrics and TensorBoard files; fit() opens them.
+  // Rank 0 alone writes the metrics and TensorBoard files (fit() opens them) and the checkpoints.
+  if (rank_ == 0 && !config_.checkpoint_dir.empty()) {
+    checkpoints_.emplace(config_.checkpoint_dir, config_.keep_checkpoints);
+  }
   if (rank_ == 0) {
     sinks_ = MetricSinks({.metrics_path = config_.metrics_path,
                           .tensorboard_dir = config_.tensorboard_dir,
@@ -241,51 +238,6 @@ void Trainer::end_step(StepPipeline::Step step) {
   pipeline_.push(std::move(step));
 }
 
-EvalMetrics Trainer::evaluate() {
-  MT_CHECK(eval_ != nullptr, "Trainer::evaluate: no eval loader was given to the Trainer");
-  NoGradGuard no_grad;
-  // Every rank evaluates its batches with rank 0's buffers: the last step updated each rank's from its own
-  // shard, and the sums below must be those of one model.
-  if (ddp_) ddp_->sync_buffers();
-  model_.eval();
-  eval_->set_position({.epoch = 0, .batch = 0});
-  EvalSums total;
-  {
-    // FP8 evaluates with the scales training reached; without grad its casts record nothing (amp/fp8_linear.h),
-    // so an evaluation leaves the run's scaling state as it found it.
-    PrecisionScope autocast(config_.precision, device_, fp8_.get());
-    for (int64_t b = 0; config_.eval_batches == 0 || b < config_.eval_batches; ++b) {
-      std::optional<Example> batch = eval_->next();
-      if (!batch) break;
-      if (b % world_size_ != rank_) continue;  // rank r evaluates batches r, r + W, ...
-      to_device(*batch, device_);
-      const EvalSums s = task_.evaluate(*batch);
-      total.loss_sum += s.loss_sum;
-      total.correct += s.correct;
-      total.count += s.count;
-    }
-  }
-  model_.train();
-  if (ddp_) {
-    // Each batch is evaluated whole on one rank as one process would, so the sums over all ranks are the
-    // one-process sums (added in another order, in f64; counts below 2^53 are exact).
-    Tensor sums = from_vector(
-        std::vector<double>{total.loss_sum, static_cast<double>(total.correct), static_cast<double>(total.count)});
-    config_.process_group->all_reduce(sums, ReduceOp::kSum);
-    const double* v = sums.data<double>();
-    total = {.loss_sum = v[0], .correct = static_cast<int64_t>(v[1]), .count = static_cast<int64_t>(v[2])};
-  }
-  MT_CHECK(total.count > 0, "Trainer::evaluate: the eval loader yielded no example");
-  EvalMetrics m;
-  m.step = step_;
-  m.epoch = last_epoch_;  // the epoch of the last step taken
-  m.loss = total.loss_sum / static_cast<double>(total.count);
-  if (task_.classifier) m.accuracy = static_cast<double>(total.correct) / static_cast<double>(total.count);
-  last_eval_step_ = step_;
-  emit(m);
-  return m;
-}
-
 absl::StatusOr<RunSummary> Trainer::fit() {
   fit_start_ = now_s();
   // Ends this part of the run's wall time, however fit() returns.
@@ -300,21 +252,7 @@ absl::StatusOr<RunSummary> Trainer::fit() {
   // A run past its first step (resumed, or fit() called again) goes on with the metrics file it wrote and
   // replaces the TensorBoard points after this step (train/metric_sinks.h).
   if (absl::Status s = sinks_.open(step_); !s.ok()) return s;
-  std::optional<CheckpointDir> checkpoints;
-  if (!config_.checkpoint_dir.empty() && rank_ == 0) {
-    checkpoints.emplace(config_.checkpoint_dir, config_.keep_checkpoints);
-  }
-  int64_t last_checkpoint_step = -1;
-  std::string last_checkpoint;
-  auto write_checkpoint = [&]() -> absl::Status {
-    absl::StatusOr<std::string> written = checkpoints->write(checkpoint());
-    if (!written.ok()) return written.status();
-    last_checkpoint_step = step_;
-    last_checkpoint = *written;
-    sinks_.flush();
-    return absl::OkStatus();
-  };
-
+  last_checkpoint_step_ = -1;
   auto finished = [&] {
     return (config_.max_steps > 0 && step_ >= config_.max_steps) ||
            (config_.epochs > 0 && train_.position().epoch >= config_.epochs);
@@ -327,7 +265,7 @@ absl::StatusOr<RunSummary> Trainer::fit() {
     enqueue_step();
     const bool epoch_done = train_.position().epoch != epoch;
     const bool eval_due = eval_ != nullptr && (config_.eval_every > 0 ? step_ % config_.eval_every == 0 : epoch_done);
-    const bool checkpoint_due = checkpoints && config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0;
+    const bool checkpoint_due = checkpoints_ && config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0;
     // The steps more than read_lag behind are read; before an evaluation, a checkpoint or the end, all of them.
     const auto due = eval_due || checkpoint_due || finished() ? StepPipeline::Due::kAll : StepPipeline::Due::kLagged;
     while (pipeline_.due(due)) emit(pipeline_.read());
@@ -345,25 +283,14 @@ absl::StatusOr<RunSummary> Trainer::fit() {
   if (!finished()) {
     // Stopped on request: a checkpoint of this step, no final evaluation (a scheduler's grace period is
     // short), a "stopped" line and no summary line (the run is not over).
-    StopEvent stop{.step = step_, .signal = *pipeline_.agreed_stop()};
-    absl::Status written;
-    if (checkpoints && last_checkpoint_step != step_) written = write_checkpoint();
-    if (written.ok() && last_checkpoint_step == step_) stop.checkpoint = last_checkpoint;
-    if (ddp_) {
-      // The ranks wait for rank 0's checkpoint: none exits (and mpirun ends the job) while it is written,
-      // and a failed write fails them all.
-      const bool rank0_failed = ranks_disagree(*config_.process_group, written.ok() ? 0 : 1).has_value();
-      if (written.ok() && rank0_failed) {
-        return absl::InternalError(
-            absl::StrCat("stopped at step ", step_, " but rank 0 could not write the checkpoint (its error says why)"));
-      }
-    }
-    if (!written.ok()) return written;
+    absl::StatusOr<std::string> written = checkpoint_at_stop();
+    if (!written.ok()) return written.status();
+    const StopEvent stop{.step = step_, .signal = *pipeline_.agreed_stop(), .checkpoint = *written};
     if (absl::Status s = sinks_.write(stop); !s.ok()) return s;
     summary.stopped = stop;
   } else {
     if (eval_ != nullptr && last_eval_step_ != step_) last_eval = evaluate();
-    if (checkpoints && last_checkpoint_step != step_) {
+    if (checkpoints_ && last_checkpoint_step_ != step_) {
       if (absl::Status s = write_checkpoint(); !s.ok()) return s;
     }
   }

@@ -167,6 +167,10 @@ class Trainer {
   StepPipeline::Step begin_step();
   void end_micro_batches(StepPipeline::Step& step);
   void end_step(StepPipeline::Step step);
+  // fit()'s checkpoints (trainer_checkpoint.cc): this step's into checkpoints_ (the metric files are flushed
+  // with it); at a stop, this step's unless it has one, waited for by every rank: its path, empty for none.
+  absl::Status write_checkpoint();
+  absl::StatusOr<std::string> checkpoint_at_stop();
   double wall_s() const;  // of the whole run: the parts before a resume and this one
   void emit(const StepPipeline::ReadStep& read);
   void emit(const EvalMetrics& m);
@@ -182,10 +186,13 @@ class Trainer {
   int rank_ = 0, world_size_ = 1;
   std::unique_ptr<DistributedDataParallel> ddp_;  // set when world_size_ > 1
   std::optional<LRScheduler> scheduler_;
-  std::vector<NamedTensor> params_;  // every group's parameters, for the grad norm and clipping
-  Device device_ = kCPU;             // the parameters' device, where batches are moved
-  MetricSinks sinks_;                // the metrics and TensorBoard files (rank 0's)
-  StepPipeline pipeline_;            // the steps enqueued and not read yet
+  std::vector<NamedTensor> params_;           // every group's parameters, for the grad norm and clipping
+  Device device_ = kCPU;                      // the parameters' device, where batches are moved
+  MetricSinks sinks_;                         // the metrics and TensorBoard files (rank 0's)
+  StepPipeline pipeline_;                     // the steps enqueued and not read yet
+  std::optional<CheckpointDir> checkpoints_;  // rank 0's, with config.checkpoint_dir
+  int64_t last_checkpoint_step_ = -1;         // the step of the last checkpoint this fit() wrote; -1: none
+  std::string last_checkpoint_;               // its path
   std::vector<std::function<void(const StepMetrics&)>> step_callbacks_;
   std::vector<std::function<void(const EvalMetrics&)>> eval_callbacks_;
   std::map<std::string, std::string> data_;

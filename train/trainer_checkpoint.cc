@@ -1,6 +1,7 @@
 // The Trainer's run state as a checkpoint and back: checkpoint() (copies of everything a run resumes from),
 // restore() (every check first, then the change, so a checkpoint that does not fit leaves the run as it
-// was), save_checkpoint() and resume(). The loop itself is in train/trainer.cc.
+// was), save_checkpoint() and resume(); and the checkpoints fit() writes into checkpoint_dir (every
+// checkpoint_every steps, at the end, at a stop). The loop itself is in train/trainer.cc.
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -129,6 +130,32 @@ absl::Status Trainer::restore(const Checkpoint& c, const std::string& path) {
   last_epoch_ = c.trainer.batch > 0 ? c.trainer.epoch : std::max<int64_t>(0, c.trainer.epoch - 1);
   last_eval_step_ = -1;
   return absl::OkStatus();
+}
+
+absl::Status Trainer::write_checkpoint() {
+  absl::StatusOr<std::string> written = checkpoints_->write(checkpoint());
+  if (!written.ok()) return written.status();
+  last_checkpoint_step_ = step_;
+  last_checkpoint_ = *written;
+  sinks_.flush();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Trainer::checkpoint_at_stop() {
+  absl::Status written;
+  if (checkpoints_ && last_checkpoint_step_ != step_) written = write_checkpoint();
+  if (ddp_) {
+    // The ranks wait for rank 0's checkpoint: none exits (and mpirun ends the job) while it is written, and
+    // a failed write fails them all. Only rank 0 writes, so a rank whose status differs from its is rank 0
+    // having failed.
+    const bool rank0_failed = ranks_disagree(*config_.process_group, written.ok() ? 0 : 1).has_value();
+    if (written.ok() && rank0_failed) {
+      return absl::InternalError(
+          absl::StrCat("stopped at step ", step_, " but rank 0 could not write the checkpoint (its error says why)"));
+    }
+  }
+  if (!written.ok()) return written;
+  return last_checkpoint_step_ == step_ ? last_checkpoint_ : std::string();
 }
 
 absl::Status Trainer::save_checkpoint(const std::string& path) const {
