@@ -7,6 +7,8 @@
 #include <set>
 #include <string>
 
+#include "framework/autocast_state.h"
+
 namespace mantissa {
 namespace {
 
