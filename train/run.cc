@@ -28,7 +28,7 @@
 #include "models/mlp.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
-#include "train/launch.h"
+#include "train/mpi_launcher_env.h"
 #include "train/progress.h"
 #include "train/run_flags.h"
 

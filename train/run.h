@@ -77,9 +77,9 @@ absl::Status validate(const RunOptions& options);
 DataKind effective_data(const RunOptions& options);
 
 // Trains as the options say, printing to `out`. Errors: data files, checkpoints, metrics file. Under mpirun
-// (train/launch.h) every rank trains its shard of each batch; rank 0 alone prints, writes the metrics and
-// the checkpoints, and the other ranks print nothing. A request on `stop` (e.g. from StopOnSignals) ends the
-// run after the step in progress with a checkpoint: the summary's `stopped` says so.
+// (train/mpi_launcher_env.h) every rank trains its shard of each batch; rank 0 alone prints, writes the
+// metrics and the checkpoints, and the other ranks print nothing. A request on `stop` (e.g. from
+// StopOnSignals) ends the run after the step in progress with a checkpoint: the summary's `stopped` says so.
 absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRequest* stop = nullptr);
 
 // mantissa-train's exit statuses: finished; failed (data, checkpoint, metrics errors); a bad flag; stopped

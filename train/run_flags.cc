@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "train/precision.h"
 
 namespace mantissa {
 namespace {
@@ -150,7 +151,8 @@ void for_each_flag(Options& o, Visit&& visit) {
   flag(o.device, "device", "cpu | cuda | cuda:N: where the model trains (cuda: GPU 0)", {.in_config = kNo});
 }
 
-// The names of each enum flag's values, in the order error messages list them.
+// The names of each enum flag's values, in the order error messages list them (precision's are
+// train/precision.h's kPrecisionNames, which checkpoints and parse_precision read too).
 template <typename E>
 struct Choice {
   const char* name;
@@ -161,8 +163,6 @@ constexpr Choice<DataKind> kData[] = {{"", DataKind::kDefault},  // empty: the m
                                       {"fashion-mnist", DataKind::kFashionMnist},
                                       {"text", DataKind::kText},
                                       {"synthetic", DataKind::kSynthetic}};
-constexpr Choice<Precision> kPrecisions[] = {
-    {"fp32", Precision::kF32}, {"fp16", Precision::kF16}, {"bf16", Precision::kBF16}, {"fp8", Precision::kFp8}};
 constexpr Choice<OptimizerKind> kOptimizers[] = {
     {"sgd", OptimizerKind::kSGD}, {"adam", OptimizerKind::kAdam}, {"adamw", OptimizerKind::kAdamW}};
 constexpr Choice<BatchNormStats> kBatchNorm[] = {{"local", BatchNormStats::kLocal}, {"sync", BatchNormStats::kSync}};
@@ -175,7 +175,7 @@ constexpr Choice<ProgressMode> kProgress[] = {{"auto", ProgressMode::kAuto},
                                               {"none", ProgressMode::kNone}};
 std::span<const Choice<ModelKind>> choices(ModelKind) { return kModels; }
 std::span<const Choice<DataKind>> choices(DataKind) { return kData; }
-std::span<const Choice<Precision>> choices(Precision) { return kPrecisions; }
+std::span<const PrecisionName> choices(Precision) { return kPrecisionNames; }  // train/precision.h
 std::span<const Choice<OptimizerKind>> choices(OptimizerKind) { return kOptimizers; }
 std::span<const Choice<ProgressMode>> choices(ProgressMode) { return kProgress; }
 std::span<const Choice<BatchNormStats>> choices(BatchNormStats) { return kBatchNorm; }
@@ -184,7 +184,7 @@ std::span<const Choice<amp::HysteresisRefill>> choices(amp::HysteresisRefill) { 
 
 template <typename E>
 const char* name_of(E value) {
-  for (const Choice<E>& c : choices(value)) {
+  for (const auto& c : choices(value)) {
     if (c.value == value) return c.name;
   }
   return "?";
@@ -194,7 +194,7 @@ template <typename E>
 std::vector<std::string> choice_names(const E&) {
   if constexpr (std::is_enum_v<E>) {
     std::vector<std::string> names;
-    for (const Choice<E>& c : choices(E{})) {
+    for (const auto& c : choices(E{})) {
       if (*c.name != '\0') names.push_back(c.name);
     }
     return names;
@@ -246,7 +246,7 @@ absl::Status parse_value(absl::string_view text, std::vector<int64_t>& v) {  // 
 }
 template <typename E>
 requires std::is_enum_v<E> absl::Status parse_value(absl::string_view text, E& v) {
-  for (const Choice<E>& c : choices(v)) {
+  for (const auto& c : choices(v)) {
     if (text == c.name) {
       v = c.value;
       return absl::OkStatus();

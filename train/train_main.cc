@@ -12,7 +12,7 @@
 
 #include "framework/dist/process_group.h"
 #include "framework/error.h"
-#include "train/launch.h"
+#include "train/mpi_launcher_env.h"
 #include "train/run.h"
 #include "train/run_flags.h"
 #include "train/stop.h"

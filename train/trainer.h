@@ -31,7 +31,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -45,49 +44,20 @@
 #include "amp/grad_scaler.h"
 #include "data/loader.h"
 #include "framework/dist/process_group.h"
-#include "framework/host_read.h"
 #include "framework/module.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "train/checkpoint.h"
-#include "train/grad_histogram.h"
 #include "train/metric_sinks.h"
 #include "train/metrics.h"
+#include "train/precision.h"
+#include "train/step_pipeline.h"
 #include "train/stop.h"
+#include "train/task.h"
 
 namespace mantissa {
 
-class GPT;
 class DistributedDataParallel;
-
-// fp16: autocast to f16 plus a GradScaler; bf16: autocast to bf16 (no scaler unless one is configured);
-// fp8: the linears amp::Fp8Context manages run as FP8 GEMMs (TrainerConfig::fp8_recipe, HYBRID by default:
-// E4M3 forward, E5M2 gradients) inside bf16 autocast, bf16 working copies, no scaler unless configured.
-enum class Precision { kF32, kF16, kBF16, kFp8 };
-const char* precision_name(Precision precision);  // "fp32", "fp16", "bf16", "fp8"
-absl::StatusOr<Precision> parse_precision(std::string_view name);
-
-// The sums of one evaluation batch: loss summed over `count` items, and for classifiers how many of
-// them were predicted right.
-struct EvalSums {
-  double loss_sum = 0.0;
-  int64_t correct = 0;
-  int64_t count = 0;
-};
-
-// How a model meets its batches.
-struct Task {
-  // The mean loss of one training batch (called with the model in training mode, under autocast).
-  std::function<Tensor(const Example& batch)> loss;
-  // The sums of one evaluation batch (called without grad, in eval mode, under autocast).
-  std::function<EvalSums(const Example& batch)> evaluate;
-  bool classifier = false;  // evaluate() counts correct predictions: report accuracy
-};
-
-// Batches {x, y} with y i64 class indices: cross entropy of forward(x); accuracy by argmax.
-Task classification_task(std::function<Tensor(const Tensor& x)> forward);
-// Batches {x, y} of token ids [B, T]: the model's mean next-token cross entropy.
-Task language_model_task(GPT& model);
 
 // kYes: evaluate once before the first step of a fresh run (the baseline a language model's loss falls from).
 enum class EvalAtStart { kNo, kYes };
@@ -190,26 +160,20 @@ class Trainer {
   int64_t steps_per_epoch() const;
 
  private:
-  // A step's values on their way to the host (TrainerConfig::step_read_lag): the metrics known when it
-  // was enqueued, and the rest in `values` (laid out by train/step_values.h).
-  struct InFlightStep {
-    StepMetrics metrics;
-    HostCopy values;
-    int local_stop = -1;  // this rank's stop vote as the step was enqueued (stop_vote(), train/step_values.h)
-    double start_s = 0.0;
-    int64_t samples = 0;  // of this rank
-    std::optional<GradientHistograms> histograms;
-    // With DDP, the step's loss all-reduce: asked again when the step is read, so that a collective the
-    // process group's watchdog aborted (its timeout, a peer lost) raises its error there, before the run
-    // goes on to log, evaluate or checkpoint what the aborted step left.
-    std::unique_ptr<Work> loss_work;
-  };
   // Enqueues one optimizer step (on a GPU written to read nothing on the host) and puts it in flight.
   void enqueue_step();
-  // The oldest step in flight, once its values have landed on the host.
-  StepMetrics read_step();
+  // The parts of enqueue_step around its AMP recipe: the step's start (train mode, zero grads, DDP's
+  // buffers), the end of its micro-batches (the loss into its record, the loader past an epoch's end) and
+  // its end (FP8 scales, lr schedule, step count, into the pipeline).
+  StepPipeline::Step begin_step();
+  void end_micro_batches(StepPipeline::Step& step);
+  void end_step(StepPipeline::Step step);
+  // fit()'s checkpoints (trainer_checkpoint.cc): this step's into checkpoints_ (the metric files are flushed
+  // with it); at a stop, this step's unless it has one, waited for by every rank: its path, empty for none.
+  absl::Status write_checkpoint();
+  absl::StatusOr<std::string> checkpoint_at_stop();
   double wall_s() const;  // of the whole run: the parts before a resume and this one
-  void emit(const StepMetrics& m);
+  void emit(const StepPipeline::ReadStep& read);
   void emit(const EvalMetrics& m);
 
   TrainerConfig config_;
@@ -223,28 +187,24 @@ class Trainer {
   int rank_ = 0, world_size_ = 1;
   std::unique_ptr<DistributedDataParallel> ddp_;  // set when world_size_ > 1
   std::optional<LRScheduler> scheduler_;
-  std::vector<NamedTensor> params_;                    // every group's parameters, for the grad norm and clipping
-  Device device_ = kCPU;                               // the parameters' device, where batches are moved
-  MetricSinks sinks_;                                  // the metrics and TensorBoard files (rank 0's)
-  std::optional<GradientHistograms> grad_histograms_;  // of the step being emitted, when it writes them
-  int64_t read_lag_ = 0;                               // config.step_read_lag resolved for the device
-  std::deque<InFlightStep> in_flight_;                 // enqueued steps not read yet, oldest first
-  double last_read_s_ = -1.0;                          // when the last step was read (-1: none in this fit())
-  int64_t skipped_steps_ = 0;                          // the scaler's skipped steps as of the last step read
+  std::vector<NamedTensor> params_;           // every group's parameters, for the grad norm and clipping
+  Device device_ = kCPU;                      // the parameters' device, where batches are moved
+  MetricSinks sinks_;                         // the metrics and TensorBoard files (rank 0's)
+  StepPipeline pipeline_;                     // the steps enqueued and not read yet
+  std::optional<CheckpointDir> checkpoints_;  // rank 0's, with config.checkpoint_dir
+  int64_t last_checkpoint_step_ = -1;         // the step of the last checkpoint this fit() wrote; -1: none
+  std::string last_checkpoint_;               // its path
   std::vector<std::function<void(const StepMetrics&)>> step_callbacks_;
   std::vector<std::function<void(const EvalMetrics&)>> eval_callbacks_;
   std::map<std::string, std::string> data_;
   int64_t step_ = 0;
   bool resumed_ = false;
   int64_t last_eval_step_ = -1;
-  int64_t last_epoch_ = 0;             // of the latest step
-  std::vector<double> samples_per_s_;  // per step of this process, for the summary's median
+  int64_t last_epoch_ = 0;  // of the latest step
   StopRequest own_stop_;
   StopRequest* stop_ = &own_stop_;  // config.stop or own_stop_
-  // After a step: -1, or the stop the ranks agreed on (a signal number, 0 for a request without one).
-  int agreed_stop_ = -1;
-  double wall_before_ = 0.0;  // wall time of the run before this process resumed it (from the checkpoint)
-  double fit_start_ = -1.0;   // when fit() started; -1 outside fit()
+  double wall_before_ = 0.0;        // wall time of the run before this process resumed it (from the checkpoint)
+  double fit_start_ = -1.0;         // when fit() started; -1 outside fit()
 };
 
 }  // namespace mantissa

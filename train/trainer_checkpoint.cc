@@ -1,13 +1,16 @@
 // The Trainer's run state as a checkpoint and back: checkpoint() (copies of everything a run resumes from),
 // restore() (every check first, then the change, so a checkpoint that does not fit leaves the run as it
-// was), save_checkpoint() and resume(). The loop itself is in train/trainer.cc.
+// was), save_checkpoint() and resume(); and the checkpoints fit() writes into checkpoint_dir (every
+// checkpoint_every steps, at the end, at a stop). The loop itself is in train/trainer.cc.
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "framework/generator.h"
+#include "train/rank_agreement.h"
 #include "train/trainer.h"
 
 namespace mantissa {
@@ -49,15 +52,10 @@ absl::Status Trainer::restore(const Checkpoint& c, const std::string& path) {
   if (ddp_) {
     // Every rank read its own copy: they must agree on where the run stands (e.g. "latest" resolved in
     // different folders on different machines would silently train diverged replicas).
-    const Tensor steps = config_.process_group->all_gather(full({1}, c.trainer.step, {.dtype = DType::kI64}));
-    for (int q = 0; q < world_size_; ++q) {
-      const auto mine = static_cast<int64_t>(steps.select(0, q).item());
-      const auto first = static_cast<int64_t>(steps.select(0, 0).item());
-      if (mine != first) {
-        return absl::FailedPreconditionError(absl::StrCat(path, ": rank ", q, " resumes at step ", mine,
-                                                          " but rank 0 at step ", first,
-                                                          " (every rank must read the same checkpoint)"));
-      }
+    if (const std::optional<RankDisagreement> d = ranks_disagree(*config_.process_group, c.trainer.step)) {
+      return absl::FailedPreconditionError(absl::StrCat(path, ": rank ", d->rank, " resumes at step ", d->value,
+                                                        " but rank 0 at step ", d->rank0_value,
+                                                        " (every rank must read the same checkpoint)"));
     }
   }
   if (c.meta.precision != precision_name(config_.precision)) {
@@ -132,6 +130,32 @@ absl::Status Trainer::restore(const Checkpoint& c, const std::string& path) {
   last_epoch_ = c.trainer.batch > 0 ? c.trainer.epoch : std::max<int64_t>(0, c.trainer.epoch - 1);
   last_eval_step_ = -1;
   return absl::OkStatus();
+}
+
+absl::Status Trainer::write_checkpoint() {
+  absl::StatusOr<std::string> written = checkpoints_->write(checkpoint());
+  if (!written.ok()) return written.status();
+  last_checkpoint_step_ = step_;
+  last_checkpoint_ = *written;
+  sinks_.flush();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Trainer::checkpoint_at_stop() {
+  absl::Status written;
+  if (checkpoints_ && last_checkpoint_step_ != step_) written = write_checkpoint();
+  if (ddp_) {
+    // The ranks wait for rank 0's checkpoint: none exits (and mpirun ends the job) while it is written, and
+    // a failed write fails them all. Only rank 0 writes, so a rank whose status differs from its is rank 0
+    // having failed.
+    const bool rank0_failed = ranks_disagree(*config_.process_group, written.ok() ? 0 : 1).has_value();
+    if (written.ok() && rank0_failed) {
+      return absl::InternalError(
+          absl::StrCat("stopped at step ", step_, " but rank 0 could not write the checkpoint (its error says why)"));
+    }
+  }
+  if (!written.ok()) return written;
+  return last_checkpoint_step_ == step_ ? last_checkpoint_ : std::string();
 }
 
 absl::Status Trainer::save_checkpoint(const std::string& path) const {

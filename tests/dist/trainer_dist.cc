@@ -1,23 +1,27 @@
 // The Trainer in fp16 on N ranks, the last rank's loss blown up to overflow the f16 backward at one step:
 // every rank's step callback must report that step skipped with the same scale before and after, the
 // same (rank-averaged) losses at every step, and the replicas must end with identical weights. Then a stop
-// requested on the last rank alone must stop every rank after the same step, with that rank's reason.
+// requested on the last rank alone must stop every rank after the same step, with that rank's reason; and
+// where ranks must agree (ranks_disagree), a rank that differs is found, and uneven loaders are refused.
 #include "tests/dist/trainer_dist.h"
 
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "framework/error.h"
 #include "framework/generator.h"
 #include "framework/random.h"
 #include "models/mlp.h"
 #include "ops/elementwise.h"
 #include "optim/sgd.h"
+#include "train/rank_agreement.h"
 #include "train/trainer.h"
 
 namespace mantissa {
@@ -123,6 +127,38 @@ int run_trainer_checks(ProcessGroup& pg, int& checks) {
                            ? detail::cat("after step ", stopped->stopped->step, " by signal ", stopped->stopped->signal)
                            : std::string("never"),
                        " (want after step ", want, " by SIGUSR1)"));
+  }
+  // Where the ranks must agree, ranks_disagree gives every rank the first one that differs from rank 0; a
+  // Trainer whose ranks' loaders have different batches per epoch is refused on every rank (before DDP's
+  // first collective, so no rank is left waiting).
+  const std::optional<RankDisagreement> agree = ranks_disagree(pg, 42);
+  expect(!agree.has_value(), detail::cat("ranks_disagree: every rank holds 42, but rank ", agree ? agree->rank : -1,
+                                         " was found to differ"));
+  const std::optional<RankDisagreement> differ = ranks_disagree(pg, n > 1 && r == n - 1 ? 7 : 5);
+  expect(
+      n == 1 ? !differ.has_value()
+             : differ.has_value() && differ->rank == n - 1 && differ->value == 7 && differ->rank0_value == 5,
+      detail::cat("ranks_disagree: the last rank holds 7, the others 5: found ",
+                  differ ? detail::cat("rank ", differ->rank, " with ", differ->value, " against ", differ->rank0_value)
+                         : std::string("none")));
+  if (n > 1) {
+    const int64_t batch = r == n - 1 ? 8 : 16;
+    DataLoader uneven(
+        data, {.batch_size = batch, .shuffle = Shuffle::kRandom, .seed = 3, .shard = {.rank = r, .world_size = n}});
+    MLP model3(6, {32}, 3, {.generator = &ginit});
+    SGD sgd3(model3.named_parameters(), {.lr = 0.05});
+    Task task3 = classification_task([&](const Tensor& in) { return model3.forward(in); });
+    std::string error;
+    try {
+      Trainer refused({.precision = Precision::kF32, .max_steps = 1, .process_group = &pg}, model3, task3, sgd3,
+                      uneven);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    const std::string want = detail::cat("Trainer: rank ", n - 1, "'s training loader has ", 2 * kSteps,
+                                         " batches per epoch, rank 0's has ", kSteps, ". HINT:");
+    expect(error.find(want) != std::string::npos,
+           detail::cat("loaders of ", kSteps, " and ", 2 * kSteps, " batches: the Trainer said '", error, "'"));
   }
   if (r == 0) {
     std::printf(

@@ -1,5 +1,5 @@
-// launch_info() and process_group_from_launcher() (train/launch.h).
-#include "train/launch.h"
+// launch_info() and process_group_from_launcher() (train/mpi_launcher_env.h).
+#include "train/mpi_launcher_env.h"
 
 #include <cstdlib>
 
