@@ -2,9 +2,14 @@
 # package so that find_package(mantissa CONFIG) gives mantissa::mantissa. Included by CMakeLists.txt.
 # Components: "library" (the layer archives, headers, package files) and "programs" (mantissa-*
 # executables). A plain `cmake --install build --prefix P` works after any build: after a library-only
-# build (`cmake --build build --target mantissa`) it installs the library and skips the programs that were
-# not built (OPTIONAL); `--component library` leaves the programs out even when they were built.
+# build (`cmake --build build --target mantissa-library`) it installs the library and skips the programs
+# that were not built (OPTIONAL); `--component library` leaves the programs out even when they were built.
 include(CMakePackageConfigHelpers)
+
+# The library-only build: the layer archives the library component installs, nothing else (mantissa itself
+# is an INTERFACE target, which has no build rule to ask for).
+add_custom_target(mantissa-library)
+add_dependencies(mantissa-library ${MANTISSA_LAYER_TARGETS})
 
 set(MANTISSA_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/mantissa)
 
