@@ -1,8 +1,15 @@
 # Installation: the libraries (one per layer, and mantissa::mantissa over them), their headers under include/mantissa/<layer>/ and the programs, plus a CMake
 # package so that find_package(mantissa CONFIG) gives mantissa::mantissa. Included by CMakeLists.txt.
-# Components: "library" (library, headers, package files) and "programs" (mantissa-* executables), so
-# `cmake --install build --component library` works even when no program has been built.
+# Components: "library" (the layer archives, headers, package files) and "programs" (mantissa-*
+# executables). A plain `cmake --install build --prefix P` works after any build: after a library-only
+# build (`cmake --build build --target mantissa-library`) it installs the library and skips the programs
+# that were not built (OPTIONAL); `--component library` leaves the programs out even when they were built.
 include(CMakePackageConfigHelpers)
+
+# The library-only build: the layer archives the library component installs, nothing else (mantissa itself
+# is an INTERFACE target, which has no build rule to ask for).
+add_custom_target(mantissa-library)
+add_dependencies(mantissa-library ${MANTISSA_LAYER_TARGETS})
 
 set(MANTISSA_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/mantissa)
 
@@ -11,7 +18,7 @@ install(TARGETS mantissa ${MANTISSA_LAYER_TARGETS} EXPORT mantissa-targets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT library
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mantissa)
 if(MANTISSA_PROGRAMS)
-  install(TARGETS ${MANTISSA_PROGRAMS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT programs)
+  install(TARGETS ${MANTISSA_PROGRAMS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT programs OPTIONAL)
 endif()
 
 # Headers keep the source layout, so "framework/tensor.h" resolves the same way installed or not. Internal

@@ -2,13 +2,18 @@
 // masters), buffers (state that is saved but not trained, e.g. BatchNorm's running statistics) and child
 // modules. Names follow PyTorch's state_dict: dotted paths in registration order ("0.weight",
 // "encoder.layers.1.bias"), so optimizer state, checkpoints and PyTorch interop key on the same strings.
-// Hooks (framework/hooks.h) run around every call of a layer's forward, as PyTorch's nn.Module hooks do.
+// Hooks (framework/hooks.h) run around every call of a module through call(module, args...), PyTorch's
+// module(x), whatever its forward does, and around every call of a built-in layer's forward (call_hooked).
 #pragma once
 
+#include <array>
+#include <concepts>
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -111,7 +116,10 @@ class Module {
 
   // ---- Hooks: PyTorch's register_forward_pre_hook, register_forward_hook, register_full_backward_pre_hook
   // and register_full_backward_hook (signatures in framework/hooks.h). Each runs at every call of this
-  // module's forward; the hooks of one kind run in registration order, each seeing what the previous one
+  // module through call(module, ...) (below), and at every call of its forward when that forward goes
+  // through call_hooked, as every built-in layer's does (a module's own forward() called directly, like
+  // PyTorch's module.forward(x), runs no hook unless it does); the hooks of one kind run in registration
+  // order, each seeing what the previous one
   // returned. A call runs the hooks registered when its list is reached (PyTorch iterates over a copy of
   // the list): a hook removed during the call, by itself or by another, still runs in that call if it was
   // due, and not in the next; one added during the call first runs in the next. The backward hooks of a
@@ -150,8 +158,9 @@ class Module {
   bool has_hooks() const { return hooks_ != nullptr && !hooks_->empty(); }
 
  protected:
-  // The call point every layer's forward goes through, so that its hooks run: body(x) when the module has
-  // no hook (one test, no allocation), else the hooks around body. A forward of one tensor:
+  // The call point every built-in layer's forward goes through, so that its hooks run also when its forward
+  // is called directly: body(x) when the module has no hook (one test, no allocation), or when call() is
+  // already running this call's hooks, else the hooks around body. A forward of one tensor:
   //   Tensor Linear::forward(const Tensor& x) {
   //     return call_hooked(x, [this](const Tensor& in) { return linear(in, weight, bias); });
   //   }
@@ -170,6 +179,11 @@ class Module {
   std::vector<Tensor> call_hooked(std::vector<Tensor> inputs, const HookedForward& body);
 
  private:
+  template <typename M, typename... Args>
+  requires std::derived_from<M, Module>
+  friend auto call(M& module, Args&&... args)
+      -> std::remove_cvref_t<decltype(module.forward(std::forward<Args>(args)...))>;
+
   template <typename Fn>
   HookHandle add_hook(std::vector<detail::ModuleHooks::Entry<Fn>> detail::ModuleHooks::*list, Fn hook) {
     MT_CHECK(static_cast<bool>(hook), type_name(), ": the hook to register is empty");
@@ -196,5 +210,94 @@ class Module {
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& m);
+
+namespace detail {
+
+// Marks the module whose hooks call() is running around its forward, for this thread, so that the
+// module's own call_hooked (a built-in layer's) runs its body without running them a second time. The scope
+// restores the previous mark, so calls nest.
+class HookedForwardScope {
+ public:
+  explicit HookedForwardScope(const Module* module);
+  ~HookedForwardScope();
+  HookedForwardScope(const HookedForwardScope&) = delete;
+  HookedForwardScope& operator=(const HookedForwardScope&) = delete;
+  // True, once, when `module` is the marked one: its call_hooked is inside call()'s hooks.
+  static bool take(const Module* module);
+
+ private:
+  const Module* previous_;
+};
+
+template <typename T>
+inline constexpr bool kIsTensorArg = std::is_same_v<std::remove_cvref_t<T>, Tensor>;
+
+// forward's arguments with the Tensor ones taken, in order, from `tensors` (the inputs after the pre-hooks)
+// and the others passed on as given.
+template <typename M, typename Tuple, size_t... K>
+decltype(auto) forward_with(M& module, const std::vector<Tensor>& tensors, Tuple& args, std::index_sequence<K...>) {
+  static constexpr std::array<bool, sizeof...(K)> is_tensor{kIsTensorArg<std::tuple_element_t<K, Tuple>>...};
+  static constexpr std::array<size_t, sizeof...(K)> tensor_index = [] {
+    std::array<size_t, sizeof...(K)> index{};
+    size_t n = 0;
+    for (size_t k = 0; k < is_tensor.size(); ++k) index[k] = is_tensor[k] ? n++ : 0;
+    return index;
+  }();
+  const auto arg = [&]<size_t k>() -> decltype(auto) {
+    if constexpr (is_tensor[k]) {
+      return Tensor(tensors[tensor_index[k]]);
+    } else {
+      return std::forward<std::tuple_element_t<k, Tuple>>(std::get<k>(args));
+    }
+  };
+  return module.forward(arg.template operator()<K>()...);
+}
+
+}  // namespace detail
+
+// The public call of a module, PyTorch's module(x): runs `module`'s hooks around module.forward(args...),
+// whatever that forward does, so the hooks of a module of your own run without call_hooked; a built-in
+// layer's, whose forward runs them too, run once. The hooks see the Tensor arguments, in order (others are
+// passed on as given), and the result: forward must return a Tensor or a std::vector<Tensor> (a forward
+// with other results runs its hooks itself, through call_hooked, as GPT::forward does). Without hooks it is
+// module.forward(args...) after one test.
+//   struct Residual : Module {
+//     std::shared_ptr<Linear> fc = register_module("fc", std::make_shared<Linear>(8, 8));
+//     Tensor forward(const Tensor& x) { return x + fc->forward(x); }
+//   };
+//   Residual block;
+//   block.register_forward_hook(...);
+//   Tensor y = call(block, x);  // the hook runs; block.forward(x) would skip it
+template <typename M, typename... Args>
+requires std::derived_from<M, Module>
+auto call(M& module, Args&&... args) -> std::remove_cvref_t<decltype(module.forward(std::forward<Args>(args)...))> {
+  using Result = std::remove_cvref_t<decltype(module.forward(std::forward<Args>(args)...))>;
+  static_assert(std::is_same_v<Result, Tensor> || std::is_same_v<Result, std::vector<Tensor>>,
+                "call(module, ...): the module's forward must return a Tensor or a std::vector<Tensor>, the outputs "
+                "its hooks see. HINT: a forward with other results runs its hooks through call_hooked itself");
+  if (!module.has_hooks()) [[likely]]
+    return module.forward(std::forward<Args>(args)...);
+  std::vector<Tensor> inputs;
+  (
+      [&] {
+        if constexpr (detail::kIsTensorArg<Args>) inputs.push_back(args);
+      }(),
+      ...);
+  std::tuple<Args&&...> forwarded(std::forward<Args>(args)...);
+  std::vector<Tensor> outputs = module.call_hooked(std::move(inputs), [&](const std::vector<Tensor>& in) {
+    detail::HookedForwardScope scope(&module);
+    Result r = detail::forward_with(module, in, forwarded, std::index_sequence_for<Args...>{});
+    if constexpr (std::is_same_v<Result, Tensor>) {
+      return std::vector<Tensor>{std::move(r)};
+    } else {
+      return r;
+    }
+  });
+  if constexpr (std::is_same_v<Result, Tensor>) {
+    return std::move(outputs[0]);
+  } else {
+    return outputs;
+  }
+}
 
 }  // namespace mantissa

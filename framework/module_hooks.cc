@@ -1,8 +1,8 @@
-// Module hooks: the handle, the hooked call (forward pre-hooks, forward, forward hooks) and the backward
-// hooks, which work as PyTorch's BackwardHook does: two identity nodes, one in front of the call's inputs and
-// one behind its outputs. The output node sees the gradients of the outputs first (it runs the backward
-// pre-hooks and keeps the grad_outputs); the input node runs once every gradient inside the module has
-// reached the inputs, and calls the full backward hooks with both.
+// Module hooks: the handle, the hooked call (forward pre-hooks, forward, forward hooks; call() in module.h
+// runs it around any module's forward) and the backward hooks, which work as PyTorch's BackwardHook does:
+// two identity nodes, one in front of the call's inputs and one behind its outputs. The output node sees the gradients
+// of the outputs first (it runs the backward pre-hooks and keeps the grad_outputs); the input node runs once every
+// gradient inside the module has reached the inputs, and calls the full backward hooks with both.
 #include <string>
 #include <utility>
 
@@ -26,6 +26,9 @@ void HookHandle::remove() {
 }
 
 namespace {
+
+// The module whose hooks call() is running around its forward on this thread (detail::HookedForwardScope).
+thread_local const Module* g_hooked_forward = nullptr;
 
 template <typename Fn>
 std::vector<std::shared_ptr<const Fn>> snapshot(const std::vector<detail::ModuleHooks::Entry<Fn>>& list) {
@@ -168,8 +171,21 @@ std::vector<size_t> route_through(std::vector<Tensor>& tensors, const std::share
 
 }  // namespace
 
+detail::HookedForwardScope::HookedForwardScope(const Module* module) : previous_(g_hooked_forward) {
+  g_hooked_forward = module;
+}
+
+detail::HookedForwardScope::~HookedForwardScope() { g_hooked_forward = previous_; }
+
+bool detail::HookedForwardScope::take(const Module* module) {
+  if (g_hooked_forward != module) return false;
+  g_hooked_forward = nullptr;
+  return true;
+}
+
 std::vector<Tensor> Module::call_hooked(std::vector<Tensor> inputs, const HookedForward& body) {
-  if (!has_hooks()) return body(inputs);
+  // Inside call(module, ...), which runs this call's hooks around the forward: the body alone.
+  if (!has_hooks() || detail::HookedForwardScope::take(this)) return body(inputs);
   const detail::ModuleHooks& hooks = *hooks_;
   // As in PyTorch, the backward hooks are taken when the call begins and each forward list when it is
   // reached (the forward hooks after the forward ran), each as a copy that a hook removing entries does not

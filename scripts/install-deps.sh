@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages mantissa needs, only those missing: quiet and under a second when all are
 # present. Usage: scripts/install-deps.sh [--bench]
-# --bench also sets up the benchmark side: /usr/bin/time (peak memory) and a Python virtual environment with
-# PyTorch and TensorBoard from PyPI (pinned below; about 5.4 GB with the CUDA runtime wheels the Linux wheel
-# pulls, under a minute to install on a fast link) at $MANTISSA_BENCH_VENV, by default build/bench-venv.
-# Nothing in the library, its tests or CI uses it.
+# `packages` is what the library, its programs and its tests need (the tests use Debian's PyTorch, never
+# PyPI's). --bench also sets up the benchmark side: /usr/bin/time (peak memory) and a Python virtual
+# environment with PyTorch and TensorBoard from PyPI (pinned below; about 5.4 GB with the CUDA runtime wheels
+# the Linux wheel pulls, under a minute to install on a fast link) at $MANTISSA_BENCH_VENV, by default
+# build/bench-venv. Nothing in the library, its tests or CI uses it.
 set -euo pipefail
 
 packages=(
@@ -13,7 +14,9 @@ packages=(
   libopenblas-dev libdnnl-dev libhdf5-dev hdf5-tools zlib1g-dev
   libopenmpi-dev openmpi-bin
   dataset-fashion-mnist fortunes  # data: Fashion-MNIST IDX files, plain-text fortunes for the char GPT
-  gnuplot-nox python3-h5py        # train: metrics chart to PNG; checkpoint interop test (h5py reads our files)
+  gnuplot-nox                     # train: metrics chart to PNG
+  python3-h5py python3-torch      # test: checkpoint.md's PyTorch lines load a checkpoint (Debian's torch
+                                  # 1.13: 165 packages, 133 MB to download, ~80 s to install on 2 cores)
   clang-format                    # ctest format: the tree stays as .clang-format writes it
 )
 bench_packages=(python3-venv time)  # time: /usr/bin/time, the peak memory of bench/recompute_gpt.sh

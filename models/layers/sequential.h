@@ -34,8 +34,9 @@ class Sequential : public Module {
   template <TensorLayer M>
   std::shared_ptr<M> push_back(std::shared_ptr<M> layer) {
     register_module(std::to_string(forwards_.size()), layer);
-    // The raw pointer stays valid: the child list owns the layer as long as this Sequential lives.
-    forwards_.push_back([raw = layer.get()](const Tensor& x) -> Tensor { return raw->forward(x); });
+    // The raw pointer stays valid: the child list owns the layer as long as this Sequential lives. call()
+    // runs the layer's hooks even when its forward does not (a module of your own).
+    forwards_.push_back([raw = layer.get()](const Tensor& x) -> Tensor { return call(*raw, x); });
     return layer;
   }
 

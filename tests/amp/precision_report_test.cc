@@ -16,6 +16,7 @@
 #include "models/cnn.h"
 #include "models/gpt.h"
 #include "models/layers/linear.h"
+#include "models/layers/sequential.h"
 #include "models/mlp.h"
 #include "ops/elementwise.h"
 #include "ops/loss.h"
@@ -168,6 +169,46 @@ TEST(PrecisionReport, RunsOnTheGptWithEveryBlockInTheTable) {
     EXPECT_FALSE(g.activation && g.unscaled.numel == 1) << g.name;
   }
   EXPECT_TRUE(std::isfinite(r.losses[1].second));
+}
+
+// A module of your own whose forward does not go through call_hooked: x + gelu(fc(x)).
+class GeluResidual : public Module {
+ public:
+  explicit GeluResidual(Generator* g)
+      : fc(register_module("fc", std::make_shared<Linear>(8, 8, LinearOptions{.generator = g}))) {}
+  std::string type_name() const override { return "GeluResidual"; }
+  Tensor forward(const Tensor& x) { return x + gelu(fc->forward(x)); }
+  std::shared_ptr<Linear> fc;
+};
+
+// Its row is in the report, with the precisions of its call, whether a Sequential calls it or the loss
+// function does, through call().
+TEST(PrecisionReport, HasARowForAModuleOfYourOwn) {
+  Generator g(8);
+  Sequential model(std::make_shared<Linear>(8, 8, LinearOptions{.generator = &g}), std::make_shared<GeluResidual>(&g),
+                   std::make_shared<Linear>(8, 3, LinearOptions{.generator = &g}));
+  const Tensor x = randn({4, 8}, {}, &g);
+  const Tensor y = from_vector<int64_t>({0, 1, 2, 1}, {4});
+  const PrecisionReport r = precision_report(model, [&] { return cross_entropy(model.forward(x), y); });
+  std::vector<std::string> paths;
+  for (const ModuleRow& m : r.modules) paths.push_back(m.path + " " + m.type);
+  EXPECT_EQ(paths, (std::vector<std::string>{"0 Linear", "1.fc Linear", "1 GeluResidual", "2 Linear", " Sequential"}));
+  const ModuleRow& own = r.modules[2];
+  ASSERT_EQ(own.precisions.size(), 3u);                                         // f32, bf16, f16
+  EXPECT_EQ(own.precisions[1].input_dtypes, std::vector<std::string>{"bf16"});  // the first Linear's output
+  EXPECT_EQ(own.precisions[1].output_dtypes, std::vector<std::string>{"bf16"});
+  EXPECT_GT(own.precisions[1].max_abs_diff, 0.0);
+  bool activation = false;
+  for (const GradientRow& gr : r.gradients) activation |= gr.name == "1 output";
+  EXPECT_TRUE(activation) << "its output's gradient is counted too";
+  EXPECT_NE(r.table().find("GeluResidual"), std::string::npos) << r.table();
+
+  GeluResidual root(&g);
+  const PrecisionReport own_root =
+      precision_report(root, [&] { return sum(call(root, x)); }, {.precisions = {DType::kF16}});
+  ASSERT_EQ(own_root.modules.size(), 2u);
+  EXPECT_EQ(own_root.modules[1].path, "");
+  EXPECT_EQ(own_root.modules[1].type, "GeluResidual");
 }
 
 TEST(PrecisionReport, DrawsThePictureOrSaysWhy) {

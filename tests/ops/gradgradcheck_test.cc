@@ -1,21 +1,29 @@
 // Second derivatives of every op whose backward supports create_graph, through the one harness
 // (gradgradcheck: the gradient of <grad(y, x; v, create_graph), u> with respect to the inputs and to v,
-// against f64 central differences of first-order gradients), with contiguous, transposed and strided inputs.
+// against f64 central differences of first-order gradients), with contiguous, transposed and strided inputs;
+// and a test that every op of the registry (ops/op.h's all_ops()) has a case here or a checked exemption,
+// so that a new op without second derivatives fails here.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "framework/autograd.h"
 #include "framework/generator.h"
+#include "ops/attention.h"
 #include "ops/conv.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
+#include "ops/fp8.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
+#include "ops/op.h"
 #include "ops/pool.h"
 #include "ops/recompute.h"
 #include "ops/reduce.h"
@@ -74,6 +82,15 @@ std::vector<Case> matmul_cases() {
        [](const In& x) { return baddbmm(x[0], x[1], x[2], 2.0, 0.5); },
        {rnd({2, 2, 2}, 21), rnd({2, 2, 3}, 22), rnd({2, 3, 2}, 23)}},
       {"dot", [](const In& x) { return dot(x[0], x[1]) * x[0]; }, {rnd({3}, 24), rnd({3}, 25)}},
+      // Attention is composed from matmul, masked_fill and softmax; q, k and v each meet the others.
+      {"scaled_dot_product_attention",
+       [](const In& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); },
+       {rnd({2, 3, 4}, 261), rnd({2, 5, 4}, 262), rnd({2, 5, 2}, 263)}},
+      {"scaled_dot_product_attention_causal_scaled",
+       [](const In& x) {
+         return scaled_dot_product_attention(x[0], x[1], x[2], {.mask = AttentionMask::kCausal, .scale = 0.3});
+       },
+       {rnd({1, 2, 3, 2}, 264), rnd({2, 3, 2}, 265), rnd({1, 2, 3, 3}, 266)}},
       // Products are bilinear: what makes a second derivative non-zero is an input met twice.
       {"mm_self", [](const In& x) { return mm(x[0], x[0].t()); }, {rnd({3, 2}, 26)}},
   };
@@ -316,6 +333,15 @@ std::vector<Case> layer_cases() {
          return conv2d(tanh(conv2d(x[0], x[1], Tensor(), {.padding = {1, 1}})), x[1]);
        },
        {rnd({1, 2, 4, 4}, 148), rnd({2, 2, 3, 3}, 149, {.low = -0.5, .high = 0.5})}},
+      // conv2d over a height-1 image, so its second derivatives are conv2d's; the unbatched form squeezes.
+      {"conv1d",
+       [](const In& x) { return conv1d(x[0], x[1], x[2], {.stride = 2, .padding = 1, .dilation = 2}); },
+       {rnd({2, 2, 7}, 250), rnd({3, 2, 2}, 251), rnd({3}, 252)}},
+      {"conv1d_groups_unbatched_twice",
+       [](const In& x) {
+         return conv1d(tanh(conv1d(x[0], x[1], Tensor(), {.padding = 1, .groups = 2})), x[1], Tensor(), {.groups = 2});
+       },
+       {rnd({4, 5}, 253), rnd({4, 2, 3}, 254, {.low = -0.5, .high = 0.5})}},
       {"max_pool2d", [](const In& x) { return max_pool2d(x[0] * x[0], {}); }, {rnd({2, 2, 4, 4}, 150, kAwayFromZero)}},
       {"max_pool2d_k3_s2_pad1",
        [](const In& x) {
@@ -336,6 +362,11 @@ std::vector<Case> layer_cases() {
          return layer_norm(x[0], {2, 3});
        },
        {rnd({2, 2, 3}, 157)}},
+      // layer_norm per group, then the per-channel affine step.
+      {"group_norm",
+       [](const In& x) { return group_norm(x[0], 2, x[1], x[2]); },
+       {rnd({2, 4, 3}, 255), rnd({4}, 256), rnd({4}, 257)}},
+      {"group_norm_no_affine_4d", [](const In& x) { return group_norm(x[0], 3, {}, {}); }, {rnd({2, 3, 2, 2}, 258)}},
       {"batch_norm_train",
        [](const In& x) {
          const Tensor rm = zeros({2}, {.dtype = DType::kF64}), rv = ones({2}, {.dtype = DType::kF64});
@@ -355,6 +386,12 @@ std::vector<Case> layer_cases() {
          return cat({x[0] * x[0], x[1]}, 1) * cat({x[1], x[0]}, 1);
        },
        {rnd({2, 3}, 169), rnd({2, 3}, 170)}},
+      // stack is linear in its inputs (unsqueeze and cat): multiplied by itself.
+      {"stack",
+       [](const In& x) {
+         return stack({x[0], x[1]}, 1) * stack({x[1], x[0] * x[0]}, -1).transpose(1, 2);
+       },
+       {rnd({2, 3}, 259), rnd({2, 3}, 260)}},
       {"gather",
        [](const In& x) { return gather(x[0] * x[0], 1, x[1]); },
        {rnd({3, 4}, 171), i64({0, 3, 3, 1, 2, 2, 0, 0, 1}, {3, 3})}},
@@ -481,6 +518,90 @@ TEST(CreateGraph, CumsumSecondDerivativeMatchesTheClosedForm) {
   ASSERT_TRUE(gx.requires_grad());
   const Tensor ggx = grad(sum(gx), {x})[0];
   for (double v : values_f64(ggx)) EXPECT_DOUBLE_EQ(v, 4.0);
+}
+
+// ---- every registered op is covered: a case above, or an exemption that is checked ----
+
+// The registered op a case belongs to: the one whose name is the case's name, or its prefix followed by
+// '_' ("softmax_dim0"); where two fit ("log" and "log_softmax" for "log_softmax_middle"), the longer name.
+// Cases of ops without a descriptor (add, where, gather, ...) and compositions belong to none.
+std::string_view registered_op_of(std::string_view case_name) {
+  std::string_view best;
+  for (const OpInfo* op : all_ops()) {
+    const std::string_view name = op->name;
+    const bool fits = case_name == name ||
+                      (case_name.starts_with(name) && case_name.size() > name.size() && case_name[name.size()] == '_');
+    if (fits && name.size() > best.size()) best = name;
+  }
+  return best;
+}
+
+// The registered ops that have no second derivative to check, each with the reason and a check that the
+// reason holds: their results never carry autograd history, even from inputs that require grad.
+struct Exemption {
+  const OpInfo* op;
+  std::string_view why;
+  std::function<std::vector<Tensor>(const Tensor& x)> results;  // the op's results from an x that requires grad
+};
+
+std::vector<Exemption> exemptions() {
+  const Tensor one = from_vector<float>({1.0f}, Shape{});
+  return {
+      {&ops::quantize_fp8,
+       "not differentiable: FP8 bits with an amax and an overflow count (amp/fp8.h's "
+       "fp8_linear owns the gradients of FP8 training)",
+       [one](const Tensor& x) {
+         const Fp8Quantized q = quantize_fp8(x, one, DType::kF8E4M3, Fp8Overflow::kSaturate);
+         return std::vector<Tensor>{q.data, q.amax, q.overflow};
+       }},
+      {&ops::amax, "not differentiable: the scale statistic of FP8 quantization, read before the cast",
+       [](const Tensor& x) { return std::vector<Tensor>{amax(x)}; }},
+      {&ops::scaled_mm, "not differentiable: FP8 operands (fp8_linear computes its gradients with scaled_mm too)",
+       [one](const Tensor& x) {
+         const Tensor a = quantize_fp8(x, one, DType::kF8E4M3, Fp8Overflow::kSaturate).data;
+         const Tensor b = quantize_fp8(x.t(), one, DType::kF8E4M3, Fp8Overflow::kSaturate).data;
+         return std::vector<Tensor>{scaled_mm(a, b, one, one, DType::kF32)};
+       }},
+  };
+}
+
+TEST(GradgradcheckCoverage, EveryRegisteredOpHasACaseOrAnExemption) {
+  std::vector<std::string_view> covered;
+  for (const Case& c : all_cases()) covered.push_back(registered_op_of(c.name));
+  const std::vector<Exemption> exempt = exemptions();
+  for (const OpInfo* op : all_ops()) {
+    const bool has_case = std::ranges::find(covered, op->name) != covered.end();
+    const bool is_exempt = std::ranges::any_of(exempt, [op](const Exemption& e) { return e.op == op; });
+    EXPECT_TRUE(has_case || is_exempt)
+        << "ops::" << op->name << " is registered (ops/op_registry.cc) but has no second-derivative case. HINT: add "
+        << "a case named \"" << op->name << "\" (or \"" << op->name << "_<variant>\") to this file's lists; if "
+        << "the op is not differentiable, add it to exemptions() with the reason";
+    EXPECT_FALSE(has_case && is_exempt) << "ops::" << op->name << " has a case and an exemption: drop the exemption";
+  }
+}
+
+TEST(GradgradcheckCoverage, ExemptOpsAreRegisteredAndTheirResultsCarryNoHistory) {
+  const Tensor x = from_vector<float>({0.5f, -1.0f, 2.0f, 3.0f, -0.25f, 1.5f}, {2, 3}).set_requires_grad(true);
+  for (const Exemption& e : exemptions()) {
+    EXPECT_NE(std::ranges::find(all_ops(), e.op), all_ops().end()) << e.op->name << " is not in all_ops()";
+    EXPECT_FALSE(e.why.empty()) << e.op->name;
+    for (const Tensor& r : e.results(x)) {
+      EXPECT_FALSE(r.requires_grad()) << "ops::" << e.op->name << " is exempt as " << e.why
+                                      << ", yet a result carries history: give it a case instead";
+    }
+  }
+}
+
+// The rule itself: a new op named like an existing op's variant is not taken for covered by it.
+TEST(GradgradcheckCoverage, CasesBelongToTheLongestFittingOpName) {
+  EXPECT_EQ(registered_op_of("log_softmax_middle"), "log_softmax");
+  EXPECT_EQ(registered_op_of("log"), "log");
+  EXPECT_EQ(registered_op_of("logsumexp_all"), "logsumexp");
+  EXPECT_EQ(registered_op_of("norm_2"), "norm");
+  EXPECT_EQ(registered_op_of("layer_norm_two_dims_no_affine"), "layer_norm");
+  EXPECT_EQ(registered_op_of("binary_cross_entropy_with_logits_none"), "binary_cross_entropy_with_logits");
+  EXPECT_EQ(registered_op_of("normalize_like"), "");  // a prefix without '_' after it is not a fit
+  EXPECT_EQ(registered_op_of("mul"), "");             // no descriptor
 }
 
 }  // namespace
