@@ -1,7 +1,10 @@
-// optim/update_math.h (the element updates the CUDA kernels run) against the CPU kernels of
-// optim/cpu/optim_kernels.cc: bit for bit on random inputs, over several steps, for every SGD and Adam
-// variant, in f32 and f64. This test file is compiled with g++'s default contraction, so it also checks
-// that the header's host path rounds every product on its own.
+// optim/update_math.h, the one written form of each optimizer's element update, is called by both the CPU
+// loops (optim/cpu/optim_kernels.cc, compiled with -ffp-contract=off) and the CUDA kernels (nvcc contracts
+// by default). This file is compiled with g++'s default contraction (-ffp-contract=fast, FMA available), so
+// comparing the CPU kernels with the functions called here, driven as the CUDA kernels drive them (the step
+// count first, then the elements), checks what the CUDA results rest on: no product in the header is left
+// for a compiler to fuse. Bit for bit on random inputs, over several steps, for every SGD and Adam
+// variant, in f32 and f64.
 #include "optim/update_math.h"
 
 #include <gtest/gtest.h>
