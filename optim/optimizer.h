@@ -104,9 +104,10 @@ class Optimizer {
   cpu::WorkingCopyOut working_copy_out(const std::string& name) const;
   // The kernel's view of `scaling` (null pointers for a plain step).
   static cpu::ScalingPointers scaling_pointers(const GradScaling* scaling);
-  // Checks that a parameter's grad and `scaling`'s tensors are on the parameter's device (kernels read
-  // them through raw pointers), and that a CUDA parameter is f32 (the CUDA kernels' type).
-  void check_step_devices(const NamedTensor& param, const Tensor& grad, const GradScaling* scaling) const;
+  // The one device of a group's parameters with grads (CPU when there are none), after checking that every
+  // parameter, its grad and `scaling`'s tensors are on it (kernels read them through raw pointers, one
+  // kernel call per group) and that a CUDA parameter is f32 (the CUDA kernels' type).
+  Device step_device(const std::vector<ParamWithGrad>& params, const GradScaling* scaling) const;
 
   // Updates group `group`'s parameters; `scaling` is null for the plain step.
   virtual void step_group(size_t group, const GradScaling* scaling) = 0;

@@ -2,10 +2,10 @@
 // all the parameters of a group in a few launches, each reading found_inf and inv_scale on the device
 // (nothing changes when found_inf != 0), advancing the per-parameter step counts on the device, and
 // optionally writing the f16/bf16 working copy in the same pass. The element math is optim/update_math.h,
-// the same roundings as the CPU kernels, so f32 results equal cpu::sgd_step / cpu::adam_step bit for bit.
+// the functions the CPU kernels call, so f32 results are written to equal cpu::sgd_step / adam_step bit for
+// bit. Included only by CUDA-only files (.cu, optim/cuda/host/*.cc).
 #pragma once
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
 #include <span>
 
@@ -21,5 +21,3 @@ void adam_step(std::span<const cpu::AdamPointers<float>> tensors, const AdamOpti
                cpu::ScalingPointers scaling, cudaStream_t stream);
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA
