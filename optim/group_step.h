@@ -26,12 +26,18 @@ struct AdamParamTensors {
   Tensor step;
   cpu::WorkingCopyOut copy;
 };
+struct LionParamTensors {
+  Tensor param, grad, exp_avg, step;
+  cpu::WorkingCopyOut copy;
+};
 
 // One call updates every parameter of the list (a CUDA entry: in one fused multi-tensor launch sequence
 // on the device's current stream). `scaling`: both pointers null for a plain step.
 using SgdStepKernel = void(std::span<const SgdParamTensors> params, const SGDOptions& options,
                            cpu::ScalingPointers scaling);
 using AdamStepKernel = void(std::span<const AdamParamTensors> params, const AdamOptions& options, cpu::WeightDecay mode,
+                            cpu::ScalingPointers scaling);
+using LionStepKernel = void(std::span<const LionParamTensors> params, const LionOptions& options,
                             cpu::ScalingPointers scaling);
 
 // The kernels' view of one parameter, in its dtype T (data<T>() checks that it is T).
@@ -55,6 +61,16 @@ cpu::AdamPointers<T> pointers_of(const AdamParamTensors& t) {
           .n = t.param.numel(),
           .copy = t.copy};
 }
+template <typename T>
+cpu::LionPointers<T> pointers_of(const LionParamTensors& t) {
+  return {.param = t.param.data<T>(),
+          .grad = t.grad.data<T>(),
+          .exp_avg = t.exp_avg.data<T>(),
+          .step = t.step.data<int64_t>(),
+          .n = t.param.numel(),
+          .copy = t.copy};
+}
+
 // The CPU entries' loop: f(pointers_of<T>(t)) for each parameter, T its dtype (f32 or f64, the only
 // dtypes an optimizer holds), so each parameter is one call of its cpu:: kernel.
 template <typename Params, typename F>

@@ -1,4 +1,4 @@
-// Optimizer: the base of SGD, Adam and AdamW. Param groups with per-group options, per-parameter state
+// Optimizer: the base of SGD, Adam, AdamW and Lion. Param groups with per-group options, per-parameter state
 // keyed by the parameter's dotted name (never its address), zero_grad, and state save/load as plain data
 // (OptimizerState) that a checkpoint stores. Also the fused entry for the GradScaler (GradScaling).
 #pragma once
@@ -37,7 +37,7 @@ struct ParamGroupState {
   std::map<std::string, double> hyperparameters;
 };
 struct OptimizerState {
-  std::string optimizer;  // "SGD", "Adam", "AdamW": load refuses another type's state
+  std::string optimizer;  // "SGD", "Adam", "AdamW", "Lion": load refuses another type's state
   std::vector<ParamGroupState> groups;
   std::map<std::string, Tensor> tensors;
 };

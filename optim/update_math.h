@@ -1,4 +1,4 @@
-// The per-element optimizer updates (SGD, Adam/AdamW): the one place each update is written. The
+// The per-element optimizer updates (SGD, Adam/AdamW, Lion): the one place each update is written. The
 // CPU loops (optim/cpu/optim_kernels.cc) and the CUDA kernels (optim/cuda/fused_optim.cu) both call these
 // inline functions, per element. Every rounding is spelled out (framework/rounding.h), so the result does
 // not depend on the compiler's contraction setting: PyTorch's CPU sequence, one fused multiply-add where
@@ -124,6 +124,46 @@ MT_UPDATE_INLINE T adam_element(T p, T g, T& m, T& v, T& vmax, const AdamConstan
   }
   const T denom = add(div(sqrt(second), c.bc2_sqrt), c.eps);  // (v.sqrt() / bc2_sqrt).add_(eps)
   return add(pi, div(mul(c.neg_step_size, m), denom));        // param.addcdiv_(exp_avg, denom, -step_size)
+}
+
+// Lion's per-step constants in T (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms"; the
+// rounding order of lucidrains/lion-pytorch, the PyTorch reference).
+template <typename T>
+struct LionConstants {
+  T inv, beta1, one_minus_beta1, beta2, one_minus_beta2, neg_lr, decay;
+};
+// scaled: inv_scale is applied to the grad; decay: weight_decay != 0 (p *= 1 - lr * weight_decay).
+struct LionFlags {
+  bool scaled, decay;
+};
+template <typename T>
+MT_HD inline LionConstants<T> lion_constants(double lr, double beta1, double beta2, double weight_decay, T inv) {
+  return {inv,
+          static_cast<T>(beta1),
+          static_cast<T>(1.0 - beta1),
+          static_cast<T>(beta2),
+          static_cast<T>(1.0 - beta2),
+          static_cast<T>(-lr),
+          static_cast<T>(add(1.0, -mul(lr, weight_decay)))};
+}
+
+// sign(x): -1, 0 or 1; nan stays nan, so a non-finite grad shows in the parameters instead of freezing
+// them (torch.sign maps nan to 0). Selects only, so the CPU loop vectorizes.
+template <typename T>
+MT_UPDATE_INLINE T sign(T x) {
+  const T s = x > T(0) ? T(1) : T(0);
+  const T t = x < T(0) ? T(-1) : s;
+  return x != x ? x : t;
+}
+
+// One element: returns the new parameter; writes the momentum m. The update direction uses the old m.
+template <typename T>
+MT_UPDATE_INLINE T lion_element(T p, T g, T& m, const LionConstants<T>& c, LionFlags f) {
+  const T gi = f.scaled ? mul(g, c.inv) : g;
+  const T pi = f.decay ? mul(p, c.decay) : p;                     // p.mul_(1 - lr * wd)
+  const T u = sign(fma(c.one_minus_beta1, gi, mul(m, c.beta1)));  // m.mul(b1).add(g, alpha=1-b1).sign_()
+  m = fma(c.one_minus_beta2, gi, mul(m, c.beta2));                // m.mul_(b2).add_(g, alpha=1-b2)
+  return fma(c.neg_lr, u, pi);                                    // p.add_(u, alpha=-lr)
 }
 
 // The non-finite test of the unscale pass: exponent bits all ones (inf or nan).

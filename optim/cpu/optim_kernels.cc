@@ -100,6 +100,19 @@ void adam_elements(const AdamPointers<T>& t, const um::AdamConstants<T>& c, int6
   }
 }
 
+// Elements [begin, end) of one Lion update.
+template <typename T, um::LionFlags kFlags>
+void lion_elements(const LionPointers<T>& t, const um::LionConstants<T>& c, int64_t begin, int64_t end) {
+  T* __restrict p = t.param;
+  const T* __restrict g = t.grad;
+  T* __restrict m = t.exp_avg;
+  for (int64_t i = begin; i < end; ++i) {
+    T mi = m[i];
+    p[i] = um::lion_element(p[i], g[i], mi, c, kFlags);
+    m[i] = mi;
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -146,6 +159,22 @@ void adam_step(const AdamPointers<T>& t, const AdamOptions& o, WeightDecay mode,
               adam_elements<T, um::AdamFlags{scaled(), amsgrad(), use_l2(), use_decoupled()}>(t, c, b, e);
             });
           });
+        });
+      });
+    });
+  });
+}
+
+template <typename T>
+void lion_step(const LionPointers<T>& t, const LionOptions& o, ScalingPointers s) {
+  if (skipped(s)) return;
+  *t.step += 1;  // Lion has no bias correction; the count is kept as every optimizer's is
+  const auto c = um::lion_constants<T>(o.lr, o.betas[0], o.betas[1], o.weight_decay, inv_scale_of<T>(s));
+  with_flag(s.inv_scale != nullptr, [&](auto scaled) {
+    with_flag(o.weight_decay != 0.0, [&](auto decay) {  // a multiplication by 1 when weight_decay is 0
+      parallel_for(t.n, kGrain, [&](int64_t begin, int64_t end) {
+        update_range(t.param, t.copy, begin, end, [&](int64_t b, int64_t e) {
+          lion_elements<T, um::LionFlags{scaled(), decay()}>(t, c, b, e);
         });
       });
     });
@@ -217,6 +246,7 @@ void clamp_abs(T* g, int64_t n, double limit) {
 #define MT_OPTIM_KERNELS(T)                                                                             \
   template void sgd_step<T>(const SgdPointers<T>&, const SGDOptions&, ScalingPointers);                 \
   template void adam_step<T>(const AdamPointers<T>&, const AdamOptions&, WeightDecay, ScalingPointers); \
+  template void lion_step<T>(const LionPointers<T>&, const LionOptions&, ScalingPointers);              \
   template void norm_partials<T>(const T*, int64_t, NormPartial, double*);                              \
   template void scale<T>(T*, int64_t, double);                                                          \
   template void clamp_abs<T>(T*, int64_t, double);

@@ -35,4 +35,12 @@ void cuda_adam_step(std::span<const AdamParamTensors> params, const AdamOptions&
   gpu::adam_step(float_pointers(params), options, mode, scaling, gpu::current_stream(device));
 }
 
+void cuda_lion_step(std::span<const LionParamTensors> params, const LionOptions& options,
+                    cpu::ScalingPointers scaling) {
+  if (params.empty()) return;
+  const Device device = params.front().param.device();
+  gpu::DeviceGuard guard(device);
+  gpu::lion_step(float_pointers(params), options, scaling, gpu::current_stream(device));
+}
+
 }  // namespace mantissa

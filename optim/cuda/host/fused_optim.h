@@ -13,5 +13,6 @@ namespace mantissa {
 void cuda_sgd_step(std::span<const SgdParamTensors> params, const SGDOptions& options, cpu::ScalingPointers scaling);
 void cuda_adam_step(std::span<const AdamParamTensors> params, const AdamOptions& options, cpu::WeightDecay mode,
                     cpu::ScalingPointers scaling);
+void cuda_lion_step(std::span<const LionParamTensors> params, const LionOptions& options, cpu::ScalingPointers scaling);
 
 }  // namespace mantissa
