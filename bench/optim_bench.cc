@@ -1,10 +1,11 @@
-// Optimizer step throughput on 10M f32 parameters (one tensor): SGD with momentum and AdamW, as a plain
+// Optimizer step throughput on 10M f32 parameters (one tensor): SGD with momentum, AdamW and Lion, as a plain
 // step, as the GradScaler's unfused path (unscale_grads_: check + g *= inv_scale in place, then step) and
 // as its fused path (check_grads_finite_ reads the grads, then step(GradScaling) unscales inside the update).
 // bytes_per_second counts what each variant must move (each f32 array read or written once, no
 // write-allocate traffic, the STREAM convention):
 //   SGD momentum step: read p, g, buf; write p, buf         = 20 B/param
 //   AdamW step:        read p, g, m, v; write p, m, v       = 28 B/param
+//   Lion step:         read p, g, m; write p, m             = 20 B/param
 //   unscale_grads_:    read g, write g                      = +8 B/param
 //   check_grads_finite_: read g                             = +4 B/param
 //   OMP_NUM_THREADS=2 ./build/bench/optim_bench
@@ -18,6 +19,7 @@
 #include "framework/parallel.h"
 #include "framework/random.h"
 #include "optim/adam.h"
+#include "optim/lion.h"
 #include "optim/sgd.h"
 
 namespace mantissa {
@@ -73,6 +75,7 @@ void run(benchmark::State& state, Options options, Variant variant, int64_t step
 
 const SGDOptions kSgd{.lr = 1e-3, .momentum = 0.9};
 const AdamWOptions kAdamW{.lr = 1e-3, .weight_decay = 0.01};
+const LionOptions kLion{.lr = 1e-4, .weight_decay = 0.1};
 
 void BM_SgdMomentum(benchmark::State& s) { run<SGD>(s, kSgd, Variant::kPlain, 20); }
 void BM_SgdMomentum_UnscaleThenStep(benchmark::State& s) { run<SGD>(s, kSgd, Variant::kUnfusedScaler, 20); }
@@ -82,6 +85,8 @@ void BM_AdamW_WorkingCopyFused(benchmark::State& s) { run<AdamW>(s, kAdamW, Vari
 void BM_AdamW_WorkingCopySeparatePass(benchmark::State& s) { run<AdamW>(s, kAdamW, Variant::kSeparateCopy, 28); }
 void BM_AdamW_UnscaleThenStep(benchmark::State& s) { run<AdamW>(s, kAdamW, Variant::kUnfusedScaler, 28); }
 void BM_AdamW_Fused(benchmark::State& s) { run<AdamW>(s, kAdamW, Variant::kFusedScaler, 28); }
+void BM_Lion(benchmark::State& s) { run<Lion>(s, kLion, Variant::kPlain, 20); }
+void BM_Lion_Fused(benchmark::State& s) { run<Lion>(s, kLion, Variant::kFusedScaler, 20); }
 
 BENCHMARK(BM_SgdMomentum)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SgdMomentum_UnscaleThenStep)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -91,6 +96,8 @@ BENCHMARK(BM_AdamW_UnscaleThenStep)->Unit(benchmark::kMillisecond)->UseRealTime(
 BENCHMARK(BM_AdamW_Fused)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AdamW_WorkingCopyFused)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AdamW_WorkingCopySeparatePass)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Lion)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Lion_Fused)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // A STREAM-like triad (a = b + s c, 12 B/element) over the same length: what memory delivers here.
 void BM_TriadReference(benchmark::State& state) {

@@ -1,16 +1,14 @@
 // clip_grad_norm_ and clip_grad_value_: CPU grads through optim/cpu/optim_kernels.cc; for GPU grads the norm
-// through optim/cuda/clip_kernels.cu, the value clamp through the ops.
+// through its CUDA entry (optim/cuda/host/clip_grad.h), the value clamp through the ops.
 #include "optim/clip_grad.h"
 
 #include "framework/autograd.h"
+#include "framework/device_kernels.h"
 #include "framework/error.h"
 #include "ops/elementwise.h"
 #include "optim/cpu/optim_kernels.h"
+#include "optim/cuda/host/clip_grad.h"
 #include "optim/norm_order.h"
-#ifdef MANTISSA_WITH_CUDA
-#include "framework/cuda/stream.h"
-#include "optim/cuda/clip_kernels.h"
-#endif
 
 namespace mantissa {
 namespace {
@@ -39,7 +37,7 @@ std::vector<Tensor> tensors_of(const std::vector<NamedTensor>& params) {
 }
 
 // CPU grads: the partials of all the grads into one list, combined in norm_order's order.
-Tensor clip_grad_norm_cpu(const std::vector<Tensor>& grads, double max_norm, cpu::NormPartial what) {
+Tensor cpu_clip_grad_norm(const std::vector<Tensor>& grads, double max_norm, cpu::NormPartial what) {
   std::vector<int64_t> sizes;
   for (const auto& g : grads) sizes.push_back(g.numel());
   const std::vector<int64_t> offsets = norm_order::partial_offsets(sizes);
@@ -68,54 +66,14 @@ Tensor clip_grad_norm_cpu(const std::vector<Tensor>& grads, double max_norm, cpu
   return scalar_tensor(total, {.dtype = DType::kF64});
 }
 
-#ifdef MANTISSA_WITH_CUDA
-// GPU grads: three steps on the current stream, none read on the host: the partials of the f32 grads and
-// of the f64 grads (one multi-tensor pass each) into one workspace at the grads' offsets, one block that
-// combines them into the total and the coefficient, and one scaling pass per dtype that reads the
-// coefficient and returns at once unless it is below 1. Two allocations per call, whatever the number of
-// grads: the workspace (the coefficient, then the partials) and the returned total.
-Tensor clip_grad_norm_cuda(const std::vector<Tensor>& grads, double max_norm, cpu::NormPartial what) {
-  const Device device = grads.front().device();
-  gpu::DeviceGuard guard(device);
-  const cudaStream_t stream = gpu::current_stream(device);
-  std::vector<int64_t> sizes;
-  for (const auto& g : grads) sizes.push_back(g.numel());
-  const std::vector<int64_t> offsets = norm_order::partial_offsets(sizes);
-  Tensor work = empty({1 + offsets.back()}, {.dtype = DType::kF64, .device = device});
-  Tensor total = empty({}, {.dtype = DType::kF64, .device = device});
-  double* coef = work.data<double>();
-  double* partials = coef + 1;
-  struct List {
-    std::vector<void*> grads;
-    std::vector<int64_t> sizes;
-    std::vector<double*> partials;
-  };
-  List f32, f64;
-  for (size_t i = 0; i < grads.size(); ++i) {
-    List& list = grads[i].dtype() == DType::kF32 ? f32 : f64;
-    list.grads.push_back(grads[i].data_ptr());
-    list.sizes.push_back(sizes[i]);
-    list.partials.push_back(partials + offsets[i]);
-  }
-  gpu::norm_partials(f32.grads, f32.sizes, f32.partials, gpu::ClipDType::kF32, what, stream);
-  gpu::norm_partials(f64.grads, f64.sizes, f64.partials, gpu::ClipDType::kF64, what, stream);
-  gpu::combine_partials(partials, offsets.back(), what, max_norm, total.data<double>(), coef, stream);
-  gpu::scale_by_coefficient(f32.grads, f32.sizes, gpu::ClipDType::kF32, coef, stream);
-  gpu::scale_by_coefficient(f64.grads, f64.sizes, gpu::ClipDType::kF64, coef, stream);
-  return total;
-}
-#endif
+constexpr DeviceKernels<ClipGradNormKernel> kClipGradNorm{.cpu = &cpu_clip_grad_norm,
+                                                          .cuda = MT_CUDA_KERNEL(cuda_clip_grad_norm)};
 
 Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm, NormType norm_type, const char* op) {
   const std::vector<Tensor> grads = grads_of(params, op);
   const cpu::NormPartial what = norm_type == NormType::kL2 ? cpu::NormPartial::kSumSquares : cpu::NormPartial::kMaxAbs;
   if (grads.empty()) return scalar_tensor(0.0, {.dtype = DType::kF64});  // the norm of nothing
-  const Device device = grads.front().device();
-  if (device.is_cpu()) return clip_grad_norm_cpu(grads, max_norm, what);
-#ifdef MANTISSA_WITH_CUDA
-  if (device.is_cuda()) return clip_grad_norm_cuda(grads, max_norm, what);
-#endif
-  MT_THROW(op, ": no kernel for grads on ", device.str(), " in this build");
+  return dispatch(op, kClipGradNorm, grads.front().device(), grads, max_norm, what);
 }
 
 }  // namespace

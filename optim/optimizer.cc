@@ -93,17 +93,24 @@ cpu::ScalingPointers Optimizer::scaling_pointers(const GradScaling* scaling) {
   return {.inv_scale = scaling->inv_scale.data<float>(), .found_inf = scaling->found_inf.data<float>()};
 }
 
-void Optimizer::check_step_devices(const NamedTensor& param, const Tensor& grad, const GradScaling* scaling) const {
-  const Device device = param.tensor.device();
-  MT_CHECK(grad.device() == device, type_name(), ".step: the grad of '", param.name, "' is on ", grad.device().str(),
-           " but the parameter on ", device.str());
-  if (scaling != nullptr)
-    MT_CHECK(scaling->inv_scale.device() == device && scaling->found_inf.device() == device, type_name(),
-             ".step: inv_scale (", scaling->inv_scale.device().str(), ") and found_inf (",
-             scaling->found_inf.device().str(), ") must be on parameter '", param.name, "''s device ", device.str(),
-             ". HINT: the GradScaler keeps them on the device of the grads it unscales");
-  MT_CHECK(device.is_cpu() || param.tensor.dtype() == DType::kF32, type_name(), ".step: parameter '", param.name,
-           "' is ", dtype_name(param.tensor.dtype()), " on ", device.str(), "; the CUDA optimizers update f32 masters");
+Device Optimizer::step_device(const std::vector<ParamWithGrad>& params, const GradScaling* scaling) const {
+  const Device device = params.empty() ? kCPU : params.front().param.tensor.device();
+  for (const auto& [param, grad] : params) {
+    const Device here = param.tensor.device();
+    MT_CHECK(here == device, type_name(), ".step: parameter '", param.name, "' is on ", here.str(),
+             " but others of its group on ", device.str(), ". HINT: one param group, one device");
+    MT_CHECK(grad.device() == device, type_name(), ".step: the grad of '", param.name, "' is on ", grad.device().str(),
+             " but the parameter on ", device.str());
+    if (scaling != nullptr)
+      MT_CHECK(scaling->inv_scale.device() == device && scaling->found_inf.device() == device, type_name(),
+               ".step: inv_scale (", scaling->inv_scale.device().str(), ") and found_inf (",
+               scaling->found_inf.device().str(), ") must be on parameter '", param.name, "''s device ", device.str(),
+               ". HINT: the GradScaler keeps them on the device of the grads it unscales");
+    MT_CHECK(device.is_cpu() || param.tensor.dtype() == DType::kF32, type_name(), ".step: parameter '", param.name,
+             "' is ", dtype_name(param.tensor.dtype()), " on ", device.str(),
+             "; the CUDA optimizers update f32 masters");
+  }
+  return device;
 }
 
 Optimizer::~Optimizer() { disable_working_copies(); }

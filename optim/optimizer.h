@@ -1,4 +1,4 @@
-// Optimizer: the base of SGD, Adam and AdamW. Param groups with per-group options, per-parameter state
+// Optimizer: the base of SGD, Adam, AdamW and Lion. Param groups with per-group options, per-parameter state
 // keyed by the parameter's dotted name (never its address), zero_grad, and state save/load as plain data
 // (OptimizerState) that a checkpoint stores. Also the fused entry for the GradScaler (GradScaling).
 #pragma once
@@ -37,7 +37,7 @@ struct ParamGroupState {
   std::map<std::string, double> hyperparameters;
 };
 struct OptimizerState {
-  std::string optimizer;  // "SGD", "Adam", "AdamW": load refuses another type's state
+  std::string optimizer;  // "SGD", "Adam", "AdamW", "Lion": load refuses another type's state
   std::vector<ParamGroupState> groups;
   std::map<std::string, Tensor> tensors;
 };
@@ -104,9 +104,10 @@ class Optimizer {
   cpu::WorkingCopyOut working_copy_out(const std::string& name) const;
   // The kernel's view of `scaling` (null pointers for a plain step).
   static cpu::ScalingPointers scaling_pointers(const GradScaling* scaling);
-  // Checks that a parameter's grad and `scaling`'s tensors are on the parameter's device (kernels read
-  // them through raw pointers), and that a CUDA parameter is f32 (the CUDA kernels' type).
-  void check_step_devices(const NamedTensor& param, const Tensor& grad, const GradScaling* scaling) const;
+  // The one device of a group's parameters with grads (CPU when there are none), after checking that every
+  // parameter, its grad and `scaling`'s tensors are on it (kernels read them through raw pointers, one
+  // kernel call per group) and that a CUDA parameter is f32 (the CUDA kernels' type).
+  Device step_device(const std::vector<ParamWithGrad>& params, const GradScaling* scaling) const;
 
   // Updates group `group`'s parameters; `scaling` is null for the plain step.
   virtual void step_group(size_t group, const GradScaling* scaling) = 0;

@@ -82,4 +82,27 @@ struct AdamWOptions {
   }
 };
 
+// Lion's options: the defaults of the reference implementation (lucidrains/lion-pytorch), whose learning
+// rate is smaller than Adam's (the paper suggests 3 to 10 times smaller: the sign update has size lr in
+// every coordinate).
+struct LionOptions {
+  double lr = 1e-4;
+  std::array<double, 2> betas{0.9, 0.99};  // beta1 mixes the update direction, beta2 the momentum
+  double weight_decay = 0.0;               // decoupled, as AdamW's: p *= 1 - lr * weight_decay
+
+  template <typename Self, typename F>
+  static void fields(Self& o, F&& f) {
+    f("lr", o.lr);
+    f("beta1", o.betas[0]);
+    f("beta2", o.betas[1]);
+    f("weight_decay", o.weight_decay);
+  }
+  void validate(const char* optimizer) const {
+    MT_CHECK(lr >= 0.0, optimizer, ": invalid learning rate ", lr);
+    MT_CHECK(betas[0] >= 0.0 && betas[0] <= 1.0, optimizer, ": invalid beta1 ", betas[0], " (must be in [0, 1])");
+    MT_CHECK(betas[1] >= 0.0 && betas[1] <= 1.0, optimizer, ": invalid beta2 ", betas[1], " (must be in [0, 1])");
+    MT_CHECK(weight_decay >= 0.0, optimizer, ": invalid weight_decay ", weight_decay);
+  }
+};
+
 }  // namespace mantissa

@@ -1,8 +1,10 @@
-// The per-element optimizer updates (SGD, Adam/AdamW) as inline functions that g++ and nvcc both compile,
-// with every rounding spelled out, so the CUDA kernels round exactly where optim/cpu/optim_kernels.cc does
-// (PyTorch's CPU sequence: one fused multiply-add where PyTorch computes `a + alpha * b`, a rounding after
-// every other op). The CPU kernels keep their own vectorized loops; tests/optim/update_math_test.cc checks
-// that these functions give the same bits.
+// The per-element optimizer updates (SGD, Adam/AdamW, Lion): the one place each update is written. The
+// CPU loops (optim/cpu/optim_kernels.cc) and the CUDA kernels (optim/cuda/fused_optim.cu) both call these
+// inline functions, per element. Every rounding is spelled out (framework/rounding.h), so the result does
+// not depend on the compiler's contraction setting: PyTorch's CPU sequence, one fused multiply-add where
+// PyTorch computes `a + alpha * b`, a rounding after every other op. tests/optim/update_math_test.cc checks
+// the CPU kernels (built with -ffp-contract=off) against these functions built with g++'s default
+// contraction, driven as the CUDA kernels drive them.
 #pragma once
 
 #include <cmath>
@@ -10,6 +12,14 @@
 
 #include "framework/host_device.h"
 #include "framework/rounding.h"
+
+// The element functions are always inlined: the CPU loops vectorize only with the whole update in the loop
+// body, and GCC's inliner, left to itself, keeps some of the many flag variants as calls.
+#if defined(__CUDACC__)
+#define MT_UPDATE_INLINE __host__ __device__ __forceinline__
+#else
+#define MT_UPDATE_INLINE inline __attribute__((always_inline))
+#endif
 
 namespace mantissa::update_math {
 
@@ -20,11 +30,11 @@ using rn::fma;
 using rn::mul;
 using rn::sqrt;
 
-// torch.maximum: nan wins (the CPU kernel returns a + b, the nan, when either is nan).
+// torch.maximum: nan wins. One select and no branch, so the CPU loop that calls it vectorizes (a nan a is
+// taken by the second test, a nan b by the select's else).
 template <typename T>
-MT_HD inline T maximum(T a, T b) {
-  if (a != a || b != b) return add(a, b);
-  return a > b ? a : b;
+MT_UPDATE_INLINE T maximum(T a, T b) {
+  return (a > b) | (a != a) ? a : b;
 }
 
 // SGD's per-step constants in T, as sgd_step builds them.
@@ -45,7 +55,7 @@ struct SgdFlags {
 
 // One element: returns the new parameter; writes the momentum buffer when flags.momentum.
 template <typename T>
-MT_HD inline T sgd_element(T p, T g, T& buf, const SgdConstants<T>& c, SgdFlags f) {
+MT_UPDATE_INLINE T sgd_element(T p, T g, T& buf, const SgdConstants<T>& c, SgdFlags f) {
   T d = g;
   if (f.scaled) d = mul(d, c.inv);   // what unscale_ writes into the grad
   if (f.decay) d = fma(c.wd, p, d);  // d_p.add(param, alpha=weight_decay)
@@ -101,7 +111,7 @@ MT_HD inline AdamConstants<T> adam_constants(double lr, double beta1, double bet
 
 // One element: returns the new parameter; writes the moments (and the running maximum when amsgrad).
 template <typename T>
-MT_HD inline T adam_element(T p, T g, T& m, T& v, T& vmax, const AdamConstants<T>& c, AdamFlags f) {
+MT_UPDATE_INLINE T adam_element(T p, T g, T& m, T& v, T& vmax, const AdamConstants<T>& c, AdamFlags f) {
   T gi = f.scaled ? mul(g, c.inv) : g;
   T pi = f.decoupled ? mul(p, c.decay) : p;                  // param.mul_(1 - lr * weight_decay)
   if (f.l2) gi = fma(c.wd, pi, gi);                          // grad.add(param, alpha=weight_decay)
@@ -114,6 +124,46 @@ MT_HD inline T adam_element(T p, T g, T& m, T& v, T& vmax, const AdamConstants<T
   }
   const T denom = add(div(sqrt(second), c.bc2_sqrt), c.eps);  // (v.sqrt() / bc2_sqrt).add_(eps)
   return add(pi, div(mul(c.neg_step_size, m), denom));        // param.addcdiv_(exp_avg, denom, -step_size)
+}
+
+// Lion's per-step constants in T (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms"; the
+// rounding order of lucidrains/lion-pytorch, the PyTorch reference).
+template <typename T>
+struct LionConstants {
+  T inv, beta1, one_minus_beta1, beta2, one_minus_beta2, neg_lr, decay;
+};
+// scaled: inv_scale is applied to the grad; decay: weight_decay != 0 (p *= 1 - lr * weight_decay).
+struct LionFlags {
+  bool scaled, decay;
+};
+template <typename T>
+MT_HD inline LionConstants<T> lion_constants(double lr, double beta1, double beta2, double weight_decay, T inv) {
+  return {inv,
+          static_cast<T>(beta1),
+          static_cast<T>(1.0 - beta1),
+          static_cast<T>(beta2),
+          static_cast<T>(1.0 - beta2),
+          static_cast<T>(-lr),
+          static_cast<T>(add(1.0, -mul(lr, weight_decay)))};
+}
+
+// sign(x): -1, 0 or 1; nan stays nan, so a non-finite grad shows in the parameters instead of freezing
+// them (torch.sign maps nan to 0). Selects only, so the CPU loop vectorizes.
+template <typename T>
+MT_UPDATE_INLINE T sign(T x) {
+  const T s = x > T(0) ? T(1) : T(0);
+  const T t = x < T(0) ? T(-1) : s;
+  return x != x ? x : t;
+}
+
+// One element: returns the new parameter; writes the momentum m. The update direction uses the old m.
+template <typename T>
+MT_UPDATE_INLINE T lion_element(T p, T g, T& m, const LionConstants<T>& c, LionFlags f) {
+  const T gi = f.scaled ? mul(g, c.inv) : g;
+  const T pi = f.decay ? mul(p, c.decay) : p;                     // p.mul_(1 - lr * wd)
+  const T u = sign(fma(c.one_minus_beta1, gi, mul(m, c.beta1)));  // m.mul(b1).add(g, alpha=1-b1).sign_()
+  m = fma(c.one_minus_beta2, gi, mul(m, c.beta2));                // m.mul_(b2).add_(g, alpha=1-b2)
+  return fma(c.neg_lr, u, pi);                                    // p.add_(u, alpha=-lr)
 }
 
 // The non-finite test of the unscale pass: exponent bits all ones (inf or nan).

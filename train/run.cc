@@ -27,6 +27,7 @@
 #include "models/layers/sync_batch_norm.h"
 #include "models/mlp.h"
 #include "optim/adam.h"
+#include "optim/lion.h"
 #include "optim/sgd.h"
 #include "train/mpi_launcher_env.h"
 #include "train/progress.h"
@@ -141,6 +142,9 @@ std::unique_ptr<Optimizer> build_optimizer(const RunOptions& o, Module& model) {
     case OptimizerKind::kAdamW:
       return std::make_unique<AdamW>(model.named_parameters(),
                                      AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay.value_or(1e-2)});
+    case OptimizerKind::kLion:
+      return std::make_unique<Lion>(model.named_parameters(),
+                                    LionOptions{.lr = o.lr, .weight_decay = o.weight_decay.value_or(0.0)});
   }
   return nullptr;
 }

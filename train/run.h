@@ -20,7 +20,7 @@ namespace mantissa {
 
 enum class ModelKind { kMLP, kCNN, kGPT };
 enum class DataKind { kDefault, kFashionMnist, kText, kSynthetic };  // kDefault: fashion-mnist, text for gpt
-enum class OptimizerKind { kSGD, kAdam, kAdamW };
+enum class OptimizerKind { kSGD, kAdam, kAdamW, kLion };
 enum class ProgressMode { kAuto, kBar, kLines, kNone };
 // BatchNorm's batch statistics under mpirun: each rank's own batch, or the global batch of all ranks
 // (SyncBatchNorm, models/layers/sync_batch_norm.h).

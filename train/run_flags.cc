@@ -90,7 +90,7 @@ void for_each_flag(Options& o, Visit&& visit) {
   flag(o.fp8_recipe, "fp8_recipe",
        "fp8: how the scales are chosen: delayed (amax history of 16 steps, its max, margin 0) | dynamic (each "
        "tensor's own amax) | delayed:history=N,algo=max|most_recent,margin=M");
-  flag(o.optimizer, "optimizer", "sgd | adam | adamw");
+  flag(o.optimizer, "optimizer", "sgd | adam | adamw | lion (lion: try a 3-10x smaller --lr than adam's)");
   flag(o.lr, "lr", "learning rate", {.range = above(0)});
   flag(o.momentum, "momentum", "SGD momentum", {.range = half_open(0, 1)});
   flag(o.weight_decay, "weight_decay", "weight decay (default: 0; 0.01 for adamw)", {.range = at_least(0)});
@@ -163,8 +163,10 @@ constexpr Choice<DataKind> kData[] = {{"", DataKind::kDefault},  // empty: the m
                                       {"fashion-mnist", DataKind::kFashionMnist},
                                       {"text", DataKind::kText},
                                       {"synthetic", DataKind::kSynthetic}};
-constexpr Choice<OptimizerKind> kOptimizers[] = {
-    {"sgd", OptimizerKind::kSGD}, {"adam", OptimizerKind::kAdam}, {"adamw", OptimizerKind::kAdamW}};
+constexpr Choice<OptimizerKind> kOptimizers[] = {{"sgd", OptimizerKind::kSGD},
+                                                 {"adam", OptimizerKind::kAdam},
+                                                 {"adamw", OptimizerKind::kAdamW},
+                                                 {"lion", OptimizerKind::kLion}};
 constexpr Choice<BatchNormStats> kBatchNorm[] = {{"local", BatchNormStats::kLocal}, {"sync", BatchNormStats::kSync}};
 constexpr Choice<amp::HysteresisRefill> kHysteresisRefill[] = {{"clean_step", amp::HysteresisRefill::kOnCleanStep},
                                                                {"growth", amp::HysteresisRefill::kOnGrowth}};

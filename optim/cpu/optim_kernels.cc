@@ -1,9 +1,10 @@
-// Optimizer and grad-scaling kernels over raw pointers. The float32 arithmetic follows PyTorch 1.13's
-// single-tensor CPU path op by op: where PyTorch computes `a + alpha * b` (add with alpha, addcmul) its
-// compiled kernels contract it into one fused multiply-add, so std::fma stands there; everything else
-// rounds after each op. This file is compiled with -ffp-contract=off (CMakeLists.txt), so no other
-// contraction sneaks in (GCC's default would fuse e.g. AdamW's p * decay into the final add), and with
-// -fno-math-errno so the loops with sqrt vectorize.
+// Optimizer and clipping kernels over raw pointers. The element updates are optim/update_math.h's, the
+// functions the CUDA kernels call: each loop here only picks the variant (template flags, so the loop has
+// no branch inside) and calls the element function, which GCC inlines and vectorizes. Their float32
+// arithmetic follows PyTorch 1.13's single-tensor CPU path op by op, every rounding written out, so it does
+// not depend on contraction; the file is still compiled with -ffp-contract=off (CMakeLists.txt), so nothing
+// written here as a plain expression is fused either, and with -fno-math-errno so the loops with sqrt
+// vectorize.
 #include "optim/cpu/optim_kernels.h"
 
 #include <algorithm>
@@ -17,9 +18,12 @@
 #include "framework/convert.h"
 #include "framework/parallel.h"
 #include "optim/norm_order.h"
+#include "optim/update_math.h"
 
 namespace mantissa::cpu {
 namespace {
+
+namespace um = update_math;
 
 constexpr int64_t kGrain = int64_t{1} << 15;  // elements per thread worth a fork for a streaming update
 
@@ -58,70 +62,54 @@ void with_flag(bool b, F&& f) {
 
 bool skipped(const ScalingPointers& s) { return s.found_inf != nullptr && *s.found_inf != 0.0f; }
 
-// torch.maximum: nan wins.
 template <typename T>
-T maximum(T a, T b) {
-  const T larger = a > b ? a : b;
-  return a != a || b != b ? a + b : larger;  // a + b: the nan (a select, so the loop still vectorizes)
+T inv_scale_of(const ScalingPointers& s) {
+  return s.inv_scale != nullptr ? static_cast<T>(*s.inv_scale) : T(1);
 }
 
-template <typename T>
-struct SgdConstants {
-  T inv, wd, momentum, one_minus_dampening, neg_lr;
-};
-
-// Elements [begin, end) of one SGD update. kUseBuffer: momentum and not the first step (the first
-// step sets buf = d, PyTorch's clone).
-template <typename T, bool kScaled, bool kDecay, bool kMomentum, bool kUseBuffer, bool kNesterov>
-void sgd_elements(const SgdPointers<T>& t, const SgdConstants<T>& c, int64_t begin, int64_t end) {
+// Elements [begin, end) of one SGD update. The flags are compile-time constants, so the branches of
+// sgd_element fold away and the loop vectorizes.
+template <typename T, um::SgdFlags kFlags>
+void sgd_elements(const SgdPointers<T>& t, const um::SgdConstants<T>& c, int64_t begin, int64_t end) {
   T* __restrict p = t.param;
   const T* __restrict g = t.grad;
   T* __restrict buf = t.momentum_buffer;
   for (int64_t i = begin; i < end; ++i) {
-    T d = g[i];
-    if constexpr (kScaled) d = d * c.inv;               // what unscale_ writes into the grad
-    if constexpr (kDecay) d = std::fma(c.wd, p[i], d);  // d_p.add(param, alpha=weight_decay)
-    if constexpr (kMomentum) {
-      // buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
-      const T b = kUseBuffer ? std::fma(c.one_minus_dampening, d, buf[i] * c.momentum) : d;
-      buf[i] = b;
-      d = kNesterov ? std::fma(c.momentum, b, d) : b;  // d_p.add(buf, alpha=momentum) or buf
-    }
-    p[i] = std::fma(c.neg_lr, d, p[i]);  // param.add_(d_p, alpha=-lr)
+    T b = T(0);
+    if constexpr (kFlags.use_buffer) b = buf[i];
+    p[i] = um::sgd_element(p[i], g[i], b, c, kFlags);
+    if constexpr (kFlags.momentum) buf[i] = b;
   }
 }
 
-// Adam's per-step constants in T (and the f64 ones rounded to T), as PyTorch passes them to its kernels.
-template <typename T>
-struct AdamConstants {
-  T inv, beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size, wd, decay;
-};
-
 // Elements [begin, end) of one Adam update; a plain function (no captures) so GCC vectorizes it.
-template <typename T, bool kScaled, bool kAmsgrad, bool kL2, bool kDecoupled>
-void adam_elements(const AdamPointers<T>& t, const AdamConstants<T>& c, int64_t begin, int64_t end) {
+template <typename T, um::AdamFlags kFlags>
+void adam_elements(const AdamPointers<T>& t, const um::AdamConstants<T>& c, int64_t begin, int64_t end) {
   T* __restrict p = t.param;
   const T* __restrict g = t.grad;
   T* __restrict m = t.exp_avg;
   T* __restrict v = t.exp_avg_sq;
   T* __restrict vmax = t.max_exp_avg_sq;
   for (int64_t i = begin; i < end; ++i) {
-    T gi = g[i];
-    if constexpr (kScaled) gi = gi * c.inv;
-    T pi = p[i];
-    if constexpr (kDecoupled) pi = pi * c.decay;                        // param.mul_(1 - lr * weight_decay)
-    if constexpr (kL2) gi = std::fma(c.wd, pi, gi);                     // grad.add(param, alpha=weight_decay)
-    const T mi = std::fma(c.one_minus_beta1, gi, m[i] * c.beta1);       // exp_avg.mul_(b1).add_(g, alpha=1-b1)
-    const T vi = std::fma(c.one_minus_beta2 * gi, gi, v[i] * c.beta2);  // exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2)
+    T mi = m[i], vi = v[i], xi = T(0);
+    if constexpr (kFlags.amsgrad) xi = vmax[i];
+    p[i] = um::adam_element(p[i], g[i], mi, vi, xi, c, kFlags);
     m[i] = mi;
     v[i] = vi;
-    T second = vi;
-    if constexpr (kAmsgrad) {
-      second = maximum(vmax[i], vi);  // torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
-      vmax[i] = second;
-    }
-    const T denom = std::sqrt(second) / c.bc2_sqrt + c.eps;  // (v.sqrt() / bc2_sqrt).add_(eps)
-    p[i] = pi + (c.neg_step_size * mi) / denom;              // param.addcdiv_(exp_avg, denom, value=-step_size)
+    if constexpr (kFlags.amsgrad) vmax[i] = xi;
+  }
+}
+
+// Elements [begin, end) of one Lion update.
+template <typename T, um::LionFlags kFlags>
+void lion_elements(const LionPointers<T>& t, const um::LionConstants<T>& c, int64_t begin, int64_t end) {
+  T* __restrict p = t.param;
+  const T* __restrict g = t.grad;
+  T* __restrict m = t.exp_avg;
+  for (int64_t i = begin; i < end; ++i) {
+    T mi = m[i];
+    p[i] = um::lion_element(p[i], g[i], mi, c, kFlags);
+    m[i] = mi;
   }
 }
 
@@ -132,11 +120,7 @@ void sgd_step(const SgdPointers<T>& t, const SGDOptions& o, ScalingPointers s) {
   if (skipped(s)) return;
   const bool first = *t.step == 0;
   *t.step += 1;
-  const SgdConstants<T> c{.inv = s.inv_scale ? static_cast<T>(*s.inv_scale) : T(1),
-                          .wd = static_cast<T>(o.weight_decay),
-                          .momentum = static_cast<T>(o.momentum),
-                          .one_minus_dampening = static_cast<T>(1.0 - o.dampening),
-                          .neg_lr = static_cast<T>(-o.lr)};
+  const auto c = um::sgd_constants<T>(o.lr, o.momentum, o.dampening, o.weight_decay, inv_scale_of<T>(s));
   const bool momentum = o.momentum != 0.0;
   with_flag(s.inv_scale != nullptr, [&](auto scaled) {
     with_flag(o.weight_decay != 0.0, [&](auto decay) {
@@ -145,9 +129,9 @@ void sgd_step(const SgdPointers<T>& t, const SGDOptions& o, ScalingPointers s) {
           parallel_for(t.n, kGrain, [&](int64_t begin, int64_t end) {
             update_range(t.param, t.copy, begin, end, [&](int64_t b, int64_t e) {
               if (momentum) {
-                sgd_elements<T, scaled(), decay(), true, use_buffer(), nesterov()>(t, c, b, e);
+                sgd_elements<T, um::SgdFlags{scaled(), decay(), true, use_buffer(), nesterov()}>(t, c, b, e);
               } else {
-                sgd_elements<T, scaled(), decay(), false, false, false>(t, c, b, e);
+                sgd_elements<T, um::SgdFlags{scaled(), decay(), false, false, false}>(t, c, b, e);
               }
             });
           });
@@ -161,20 +145,8 @@ template <typename T>
 void adam_step(const AdamPointers<T>& t, const AdamOptions& o, WeightDecay mode, ScalingPointers s) {
   if (skipped(s)) return;
   const int64_t step = (*t.step += 1);
-  // Python floats in PyTorch: bias corrections, step size and sqrt(bias_correction2) in double.
-  const double bias_correction1 = 1.0 - std::pow(o.betas[0], static_cast<double>(step));
-  const double bias_correction2 = 1.0 - std::pow(o.betas[1], static_cast<double>(step));
-  const double step_size = o.lr / bias_correction1;
-  const AdamConstants<T> c{.inv = s.inv_scale ? static_cast<T>(*s.inv_scale) : T(1),
-                           .beta1 = static_cast<T>(o.betas[0]),
-                           .one_minus_beta1 = static_cast<T>(1.0 - o.betas[0]),
-                           .beta2 = static_cast<T>(o.betas[1]),
-                           .one_minus_beta2 = static_cast<T>(1.0 - o.betas[1]),
-                           .bc2_sqrt = static_cast<T>(std::sqrt(bias_correction2)),
-                           .eps = static_cast<T>(o.eps),
-                           .neg_step_size = static_cast<T>(-step_size),
-                           .wd = static_cast<T>(o.weight_decay),
-                           .decay = static_cast<T>(1.0 - o.lr * o.weight_decay)};
+  const auto c = um::adam_constants<T>(o.lr, o.betas[0], o.betas[1], o.eps, o.weight_decay, inv_scale_of<T>(s),
+                                       um::adam_step_values(o.lr, o.betas[0], o.betas[1], step));
   // AdamW multiplies by (1 - lr * 0) = 1 when weight_decay is 0: skipping it gives the same values.
   const bool l2 = mode == WeightDecay::kL2 && o.weight_decay != 0.0;
   const bool decoupled = mode == WeightDecay::kDecoupled && o.weight_decay != 0.0;
@@ -184,9 +156,25 @@ void adam_step(const AdamPointers<T>& t, const AdamOptions& o, WeightDecay mode,
         with_flag(decoupled, [&](auto use_decoupled) {
           parallel_for(t.n, kGrain, [&](int64_t begin, int64_t end) {
             update_range(t.param, t.copy, begin, end, [&](int64_t b, int64_t e) {
-              adam_elements<T, scaled(), amsgrad(), use_l2(), use_decoupled()>(t, c, b, e);
+              adam_elements<T, um::AdamFlags{scaled(), amsgrad(), use_l2(), use_decoupled()}>(t, c, b, e);
             });
           });
+        });
+      });
+    });
+  });
+}
+
+template <typename T>
+void lion_step(const LionPointers<T>& t, const LionOptions& o, ScalingPointers s) {
+  if (skipped(s)) return;
+  *t.step += 1;  // Lion has no bias correction; the count is kept as every optimizer's is
+  const auto c = um::lion_constants<T>(o.lr, o.betas[0], o.betas[1], o.weight_decay, inv_scale_of<T>(s));
+  with_flag(s.inv_scale != nullptr, [&](auto scaled) {
+    with_flag(o.weight_decay != 0.0, [&](auto decay) {  // a multiplication by 1 when weight_decay is 0
+      parallel_for(t.n, kGrain, [&](int64_t begin, int64_t end) {
+        update_range(t.param, t.copy, begin, end, [&](int64_t b, int64_t e) {
+          lion_elements<T, um::LionFlags{scaled(), decay()}>(t, c, b, e);
         });
       });
     });
@@ -258,6 +246,7 @@ void clamp_abs(T* g, int64_t n, double limit) {
 #define MT_OPTIM_KERNELS(T)                                                                             \
   template void sgd_step<T>(const SgdPointers<T>&, const SGDOptions&, ScalingPointers);                 \
   template void adam_step<T>(const AdamPointers<T>&, const AdamOptions&, WeightDecay, ScalingPointers); \
+  template void lion_step<T>(const LionPointers<T>&, const LionOptions&, ScalingPointers);              \
   template void norm_partials<T>(const T*, int64_t, NormPartial, double*);                              \
   template void scale<T>(T*, int64_t, double);                                                          \
   template void clamp_abs<T>(T*, int64_t, double);

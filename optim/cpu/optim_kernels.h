@@ -56,6 +56,19 @@ struct AdamPointers {
 template <typename T>
 void adam_step(const AdamPointers<T>& t, const AdamOptions& o, WeightDecay mode, ScalingPointers s);
 
+// One parameter of Lion: its momentum exp_avg (PyTorch reference's name).
+template <typename T>
+struct LionPointers {
+  T* param;
+  const T* grad;
+  T* exp_avg;
+  int64_t* step;
+  int64_t n;
+  WorkingCopyOut copy = {};
+};
+template <typename T>
+void lion_step(const LionPointers<T>& t, const LionOptions& o, ScalingPointers s);
+
 // What a partial of clip_grad_norm_ holds for its block of norm_order::kBlock values: their sum of squares
 // in f64, in optim/norm_order.h's order, or their max |g| (nan when any value is nan).
 enum class NormPartial { kSumSquares, kMaxAbs };

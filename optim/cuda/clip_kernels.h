@@ -2,11 +2,10 @@
 // host read: the norm partials of many grads in one multi-tensor pass, one small kernel that combines them
 // into the total and the clipping coefficient, and a multi-tensor pass that scales the grads by that
 // coefficient and returns at once where it is not below 1. The sums follow optim/norm_order.h, the order the
-// CPU kernels follow, written so that the total and the scaled grads equal the CPU's bit for bit (not yet run
-// on a GPU).
+// CPU kernels follow, so the total and the scaled grads are written to equal the CPU's bit for bit
+// (not yet run on a GPU). Included only by CUDA-only files (.cu, optim/cuda/host/*.cc).
 #pragma once
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cstdint>
 #include <cuda_runtime_api.h>
 #include <span>
@@ -33,5 +32,3 @@ void scale_by_coefficient(std::span<void* const> grads, std::span<const int64_t>
                           const double* coef, cudaStream_t stream);
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA

@@ -1,4 +1,4 @@
-// The fused multi-tensor SGD and Adam/AdamW steps. Per group: one small launch advances the step counts
+// The fused multi-tensor SGD, Adam/AdamW and Lion steps. Per group: one small launch advances the step counts
 // (unless found_inf), then the multi-tensor launches update parameters, moments and working copies,
 // each block reading its parameter's (already advanced) step count. Every kernel returns at once when
 // found_inf != 0, so a skipped step changes nothing and the host never reads the flag.
@@ -175,6 +175,47 @@ __global__ void __launch_bounds__(mta::kThreads)
   });
 }
 
+// ---- Lion ------------------------------------------------------------------------------------------------------
+
+enum LionSlot { kLionParam, kLionGrad, kLionExpAvg, kLionCopy, kLionDepth };
+
+struct LionArgs {
+  double lr, beta1, beta2, weight_decay;
+  um::LionFlags flags;  // flags.scaled: inv_scale is set
+  const float* inv_scale;
+  const float* found_inf;
+};
+static_assert(sizeof(multi_tensor::TensorListMeta<kLionDepth>) + sizeof(LionArgs) <= multi_tensor::kKernelParamBytes);
+
+// Lion needs no step count inside the kernel (no bias correction): bump_steps advances it beforehand.
+template <cpu::CopyDType C>
+__global__ void __launch_bounds__(mta::kThreads)
+    lion_kernel(const multi_tensor::TensorListMeta<kLionDepth> meta, const LionArgs a) {
+  if (a.found_inf != nullptr && *a.found_inf != 0.0f) return;
+  const mta::BlockChunk c = mta::block_chunk(meta);
+  float* p = static_cast<float*>(meta.ptr[kLionParam][c.tensor]);
+  const float* g = static_cast<const float*>(meta.ptr[kLionGrad][c.tensor]);
+  float* m = static_cast<float*>(meta.ptr[kLionExpAvg][c.tensor]);
+  void* copy = meta.ptr[kLionCopy][c.tensor];
+  const auto k =
+      um::lion_constants<float>(a.lr, a.beta1, a.beta2, a.weight_decay, a.flags.scaled ? *a.inv_scale : 1.0f);
+  const um::LionFlags f = a.flags;
+  const bool vector_ok =
+      mta::aligned_to(p, 16) && mta::aligned_to(g, 16) && mta::aligned_to(m, 16) && mta::aligned_to(copy, 8);
+  mta::for_chunk<4>(c.begin, c.end, vector_ok, [&](int64_t i, auto width) {
+    constexpr int W = decltype(width)::value;
+    float pv[W], gv[W], mv[W];
+    mta::load<W>(p, i, pv);
+    mta::load<W>(g, i, gv);
+    mta::load<W>(m, i, mv);
+#pragma unroll
+    for (int e = 0; e < W; ++e) pv[e] = um::lion_element(pv[e], gv[e], mv[e], k, f);
+    mta::store<W>(p, i, pv);
+    mta::store<W>(m, i, mv);
+    write_copy<C, W>(copy, i, pv);
+  });
+}
+
 }  // namespace
 
 void sgd_step(std::span<const cpu::SgdPointers<float>> tensors, const SGDOptions& o, cpu::ScalingPointers scaling,
@@ -248,6 +289,39 @@ void adam_step(std::span<const cpu::AdamPointers<float>> tensors, const AdamOpti
     mta::for_each_launch<kAdamDepth>(
         ptrs, sizes, [&](const multi_tensor::TensorListMeta<kAdamDepth>& meta, unsigned blocks) {
           adam_kernel<decltype(dtype)::value><<<blocks, mta::kThreads, 0, stream>>>(meta, args);
+        });
+  });
+}
+
+void lion_step(std::span<const cpu::LionPointers<float>> tensors, const LionOptions& o, cpu::ScalingPointers scaling,
+               cudaStream_t stream) {
+  MT_CHECK((scaling.inv_scale == nullptr) == (scaling.found_inf == nullptr),
+           "Lion.step (CUDA): inv_scale and found_inf come together");
+  if (tensors.empty()) return;
+  std::vector<void*> ptrs[kLionDepth];
+  std::vector<int64_t> sizes;
+  std::vector<int64_t*> steps;
+  for (const auto& t : tensors) {
+    ptrs[kLionParam].push_back(t.param);
+    ptrs[kLionGrad].push_back(const_cast<float*>(t.grad));
+    ptrs[kLionExpAvg].push_back(t.exp_avg);
+    ptrs[kLionCopy].push_back(t.copy.data);
+    sizes.push_back(t.n);
+    steps.push_back(t.step);
+  }
+  bump_steps(steps, scaling.found_inf, stream);
+  // As the CPU kernel: the decay is skipped when weight_decay is 0 (a multiplication by 1).
+  const LionArgs args{.lr = o.lr,
+                      .beta1 = o.betas[0],
+                      .beta2 = o.betas[1],
+                      .weight_decay = o.weight_decay,
+                      .flags = {.scaled = scaling.inv_scale != nullptr, .decay = o.weight_decay != 0.0},
+                      .inv_scale = scaling.inv_scale,
+                      .found_inf = scaling.found_inf};
+  with_copy_dtype(copy_dtype(tensors), [&](auto dtype) {
+    mta::for_each_launch<kLionDepth>(
+        ptrs, sizes, [&](const multi_tensor::TensorListMeta<kLionDepth>& meta, unsigned blocks) {
+          lion_kernel<decltype(dtype)::value><<<blocks, mta::kThreads, 0, stream>>>(meta, args);
         });
   });
 }

@@ -1,12 +1,11 @@
-// Launchers of the fused multi-tensor optimizer steps (optim/cuda/fused_optim.cu): SGD and Adam/AdamW over
-// all the parameters of a group in a few launches, each reading found_inf and inv_scale on the device
+// Launchers of the fused multi-tensor optimizer steps (optim/cuda/fused_optim.cu): SGD, Adam/AdamW and Lion
+// over all the parameters of a group in a few launches, each reading found_inf and inv_scale on the device
 // (nothing changes when found_inf != 0), advancing the per-parameter step counts on the device, and
 // optionally writing the f16/bf16 working copy in the same pass. The element math is optim/update_math.h,
-// the same roundings as the CPU kernels, written so that f32 results equal cpu::sgd_step / cpu::adam_step
-// bit for bit (not yet run on a GPU).
+// the functions the CPU kernels call, so f32 results are written to equal cpu::sgd_step / adam_step /
+// lion_step bit for bit (not yet run on a GPU). Included only by CUDA-only files (.cu, optim/cuda/host/*.cc).
 #pragma once
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
 #include <span>
 
@@ -20,7 +19,7 @@ void sgd_step(std::span<const cpu::SgdPointers<float>> tensors, const SGDOptions
               cudaStream_t stream);
 void adam_step(std::span<const cpu::AdamPointers<float>> tensors, const AdamOptions& options, cpu::WeightDecay mode,
                cpu::ScalingPointers scaling, cudaStream_t stream);
+void lion_step(std::span<const cpu::LionPointers<float>> tensors, const LionOptions& options,
+               cpu::ScalingPointers scaling, cudaStream_t stream);
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA

@@ -1,5 +1,5 @@
 // The mixed-precision CUDA kernels against the CPU kernels, through their launchers on raw device buffers:
-// fused SGD and Adam/AdamW (f32 bit for bit: optim/update_math.h rounds as the CPU does), their working
+// fused SGD, Adam/AdamW and Lion (f32 bit for bit: both call optim/update_math.h), their working
 // copies, a skipped step changing nothing, unscale-and-check in f32/f16/bf16, and the loss-scale update
 // against the host rule. Lists of many tensors of odd sizes, some misaligned (the scalar path), some
 // longer than a chunk, more than one launch's worth. Skipped without a device.
@@ -274,6 +274,40 @@ TEST(CudaFusedOptim, AdamEqualsCpuKernel) {
           gpu::adam_step(ptrs, k.o, k.mode, s, nullptr);
         },
         "adam case " + std::to_string(index));
+    ++index;
+  }
+}
+
+TEST(CudaFusedOptim, LionEqualsCpuKernel) {
+  MT_REQUIRE_DEVICE();
+  const LionOptions cases[] = {{.lr = 1e-4}, {.lr = 3e-4, .betas = {0.95, 0.98}, .weight_decay = 0.1}};
+  int index = 0;
+  for (const LionOptions& o : cases) {
+    const cpu::CopyDType copy = index == 0 ? cpu::CopyDType::kNone : cpu::CopyDType::kF16;
+    auto list = make_list(300 + index);
+    run_steps(
+        list, 1, copy,
+        [&](ListTensor& t, cpu::ScalingPointers s) {
+          cpu::lion_step<float>({.param = t.param.host.data(),
+                                 .grad = t.grad.host.data(),
+                                 .exp_avg = t.a.host.data(),
+                                 .step = &t.step_host,
+                                 .n = t.n,
+                                 .copy = {.data = copy_ptr(t, copy, false), .dtype = copy}},
+                                o, s);
+        },
+        [&](cpu::ScalingPointers s) {
+          std::vector<cpu::LionPointers<float>> ptrs;
+          for (auto& t : list)
+            ptrs.push_back({.param = t.param.dev->get(),
+                            .grad = t.grad.dev->get(),
+                            .exp_avg = t.a.dev->get(),
+                            .step = t.step_dev->get(),
+                            .n = t.n,
+                            .copy = {.data = copy_ptr(t, copy, true), .dtype = copy}});
+          gpu::lion_step(ptrs, o, s, nullptr);
+        },
+        "lion case " + std::to_string(index));
     ++index;
   }
 }

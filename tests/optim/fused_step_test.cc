@@ -10,6 +10,7 @@
 #include "framework/random.h"
 #include "ops/elementwise.h"
 #include "optim/adam.h"
+#include "optim/lion.h"
 #include "optim/sgd.h"
 
 namespace mantissa {
@@ -127,6 +128,13 @@ INSTANTIATE_TEST_SUITE_P(
              DType::kF32},
         Case{"adamw_f64",
              [](std::vector<NamedTensor> p) { return std::make_unique<AdamW>(p, AdamWOptions{.lr = 0.01}); },
+             DType::kF64},
+        Case{"lion_wd",
+             [](std::vector<NamedTensor> p) {
+               return std::make_unique<Lion>(p, LionOptions{.lr = 0.01, .weight_decay = 0.1});
+             },
+             DType::kF32},
+        Case{"lion_f64", [](std::vector<NamedTensor> p) { return std::make_unique<Lion>(p, LionOptions{.lr = 0.01}); },
              DType::kF64}),
     [](const auto& info) { return std::string(info.param.name); });
 

@@ -1,7 +1,10 @@
-// optim/update_math.h (the element updates the CUDA kernels run) against the CPU kernels of
-// optim/cpu/optim_kernels.cc: bit for bit on random inputs, over several steps, for every SGD and Adam
-// variant, in f32 and f64. This test file is compiled with g++'s default contraction, so it also checks
-// that the header's host path rounds every product on its own.
+// optim/update_math.h, the one written form of each optimizer's element update, is called by both the CPU
+// loops (optim/cpu/optim_kernels.cc, compiled with -ffp-contract=off) and the CUDA kernels (nvcc contracts
+// by default). This file is compiled with g++'s default contraction (-ffp-contract=fast, FMA available), so
+// comparing the CPU kernels with the functions called here, driven as the CUDA kernels drive them (the step
+// count first, then the elements), checks what the CUDA results rest on: no product in the header is left
+// for a compiler to fuse. Bit for bit on random inputs, over several steps, for every SGD, Adam and Lion
+// variant, in f32 and f64.
 #include "optim/update_math.h"
 
 #include <gtest/gtest.h>
@@ -160,6 +163,58 @@ TEST(UpdateMath, AdamEqualsCpuKernel) {
     check_adam<double>(k, "f64 case " + std::to_string(index));
     ++index;
   }
+}
+
+struct LionCase {
+  LionOptions options;
+  bool scaled;
+};
+
+template <typename T>
+void check_lion(const LionCase& k, const std::string& name) {
+  const auto& o = k.options;
+  std::vector<T> p_cpu = random_values<T>(kN, 3, 0.0), p_hd = p_cpu;
+  std::vector<T> m_cpu(kN, T(0)), m_hd(kN, T(0));
+  int64_t step_cpu = 0;
+  const float inv_scale = static_cast<float>(1.0 / 3000.0);
+  for (int s = 0; s < kSteps; ++s) {
+    const std::vector<T> g = random_values<T>(kN, 300 + s, k.scaled ? 11.0 : -3.0);
+    cpu::lion_step<T>({.param = p_cpu.data(), .grad = g.data(), .exp_avg = m_cpu.data(), .step = &step_cpu, .n = kN}, o,
+                      k.scaled ? cpu::ScalingPointers{.inv_scale = &inv_scale} : cpu::ScalingPointers{});
+    const auto c = um::lion_constants<T>(o.lr, o.betas[0], o.betas[1], o.weight_decay,
+                                         k.scaled ? static_cast<T>(inv_scale) : T(1));
+    const um::LionFlags f{.scaled = k.scaled, .decay = o.weight_decay != 0.0};
+    for (int64_t i = 0; i < kN; ++i) p_hd[i] = um::lion_element<T>(p_hd[i], g[i], m_hd[i], c, f);
+    const std::string at = ", step " + std::to_string(s);
+    expect_same(p_cpu, p_hd, name + " param" + at);
+    expect_same(m_cpu, m_hd, name + " exp_avg" + at);
+  }
+  EXPECT_EQ(step_cpu, kSteps);
+}
+
+TEST(UpdateMath, LionEqualsCpuKernel) {
+  const LionCase cases[] = {
+      {{.lr = 1e-4}, false},
+      {{.lr = 1e-4}, true},
+      {{.lr = 3e-4, .betas = {0.95, 0.98}, .weight_decay = 0.1}, true},
+      {{.lr = 1e-3, .weight_decay = 1.0}, false},
+  };
+  int index = 0;
+  for (const auto& k : cases) {
+    check_lion<float>(k, "f32 case " + std::to_string(index));
+    check_lion<double>(k, "f64 case " + std::to_string(index));
+    ++index;
+  }
+}
+
+TEST(UpdateMath, SignIsMinusOneZeroOneAndKeepsNan) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(um::sign(3.5f), 1.0f);
+  EXPECT_EQ(um::sign(-1e-30f), -1.0f);
+  EXPECT_EQ(um::sign(-inf), -1.0f);
+  EXPECT_EQ(um::sign(0.0f), 0.0f);
+  EXPECT_EQ(um::sign(-0.0f), 0.0f);
+  EXPECT_TRUE(std::isnan(um::sign(nan)));  // torch.sign gives 0 here; a nan grad must not freeze the weights
 }
 
 TEST(UpdateMath, MaximumLetsNanWin) {

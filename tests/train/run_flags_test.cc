@@ -209,6 +209,22 @@ TEST(RunFlags, EnumFlagsNameEveryChoiceInTheirHelp) {
   EXPECT_EQ(enums, 8);  // model, data, batchnorm, recompute, precision, optimizer, hysteresis_refill, progress
 }
 
+TEST(RunFlags, EveryOptimizerChoiceParsesToItsKind) {
+  const std::map<std::string, OptimizerKind> kinds = {{"sgd", OptimizerKind::kSGD},
+                                                      {"adam", OptimizerKind::kAdam},
+                                                      {"adamw", OptimizerKind::kAdamW},
+                                                      {"lion", OptimizerKind::kLion}};
+  for (const auto& [name, kind] : kinds) {
+    RunOptions o;
+    ASSERT_TRUE(set_flag(o, "optimizer", name).ok()) << name;
+    EXPECT_EQ(o.optimizer, kind) << name;
+    EXPECT_EQ(std::string(choice_name(kind)), name);
+    EXPECT_TRUE(validate(o).ok()) << name;
+  }
+  RunOptions o;
+  EXPECT_EQ(set_flag(o, "optimizer", "lamb").message(), "--optimizer=lamb: expected sgd | adam | adamw | lion");
+}
+
 TEST(RunFlags, PrecisionChoicesAreTheTrainersNames) {
   for (const FlagInfo& f : flag_infos()) {
     if (f.name != "precision") continue;
