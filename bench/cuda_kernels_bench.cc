@@ -13,7 +13,7 @@
 #include "ops/loss.h"
 #include "ops/norm.h"
 #include "ops/reduce.h"
-#include "ops/softmax.h"
+#include "ops/softmax/softmax.h"
 
 namespace mantissa {
 namespace {

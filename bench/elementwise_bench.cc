@@ -16,9 +16,9 @@
 
 #include "framework/parallel.h"
 #include "framework/tensor.h"
-#include "ops/cpu/softmax.h"
 #include "ops/elementwise.h"
 #include "ops/map.h"
+#include "ops/softmax/softmax_cpu.h"
 
 namespace mantissa {
 namespace {

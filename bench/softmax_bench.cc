@@ -7,7 +7,7 @@
 #include "framework/autograd.h"
 #include "framework/generator.h"
 #include "ops/loss.h"
-#include "ops/softmax.h"
+#include "ops/softmax/softmax.h"
 
 namespace mantissa {
 namespace {

@@ -28,7 +28,7 @@
 #include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
-#include "ops/softmax.h"
+#include "ops/softmax/softmax.h"
 #include "optim/sgd.h"
 
 using namespace mantissa;

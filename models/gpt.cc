@@ -15,7 +15,7 @@
 #include "ops/matmul.h"
 #include "ops/recompute.h"
 #include "ops/shape.h"
-#include "ops/softmax.h"
+#include "ops/softmax/softmax.h"
 
 namespace mantissa {
 namespace {

@@ -9,7 +9,7 @@
 #include "ops/autocast.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
-#include "ops/softmax.h"
+#include "ops/softmax/softmax.h"
 
 namespace mantissa {
 

@@ -6,15 +6,15 @@
 #include <vector>
 
 #include "framework/autograd.h"
+#include "framework/device_kernels.h"
 #include "ops/autocast.h"
 #include "ops/cpu/loss.h"
 #include "ops/cuda/host/loss.h"
 #include "ops/device_map.h"
-#include "framework/device_kernels.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
-#include "ops/softmax.h"
+#include "ops/softmax/softmax.h"
 
 namespace mantissa {
 namespace {

@@ -10,7 +10,7 @@
 #include "ops/op.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
-#include "ops/softmax.h"
+#include "ops/softmax/softmax.h"
 
 namespace mantissa {
 
@@ -42,7 +42,7 @@ const std::vector<const OpInfo*>& all_ops() {
       &ops::gelu,
       &ops::tanh,
       &ops::sigmoid,
-      // ops/softmax.h
+      // ops/softmax/softmax.h
       &ops::softmax,
       &ops::log_softmax,
       // ops/norm.h

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "framework/parallel.h"
-#include "ops/cpu/softmax.h"
+#include "ops/softmax/softmax_cpu.h"
 
 namespace mantissa::cpu {
 namespace {

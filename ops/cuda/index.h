@@ -9,7 +9,7 @@
 
 #include "framework/half.h"
 #include "ops/cuda/index_math.h"
-#include "ops/cuda/softmax.h"  // LossReduction
+#include "ops/softmax/softmax_launch.h"  // LossReduction
 
 namespace mantissa::gpu {
 

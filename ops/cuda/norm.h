@@ -8,7 +8,7 @@
 #include <type_traits>
 
 #include "framework/half.h"
-#include "ops/cuda/row_math.h"
+#include "ops/softmax/row_math.h"
 
 namespace mantissa::gpu {
 

@@ -23,7 +23,7 @@
 #include "ops/norm.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
-#include "ops/softmax.h"
+#include "ops/softmax/softmax.h"
 
 namespace mantissa {
 namespace {

@@ -20,7 +20,7 @@
 #include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
-#include "ops/softmax.h"
+#include "ops/softmax/softmax.h"
 
 namespace mantissa {
 namespace {

@@ -18,7 +18,7 @@
 #include "ops/matmul.h"
 #include "ops/recompute.h"
 #include "ops/reduce.h"
-#include "ops/softmax.h"
+#include "ops/softmax/softmax.h"
 #include "tests/ops/op_test_support.h"
 #include "tests/support/gradcheck.h"
 

@@ -22,7 +22,7 @@
 #include "ops/pool.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
-#include "ops/softmax.h"
+#include "ops/softmax/softmax.h"
 #include "tests/support/golden.h"
 
 namespace mantissa::testing {

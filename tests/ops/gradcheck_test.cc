@@ -19,7 +19,7 @@
 #include "ops/pool.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
-#include "ops/softmax.h"
+#include "ops/softmax/softmax.h"
 
 namespace mantissa::testing {
 namespace {

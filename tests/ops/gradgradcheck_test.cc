@@ -20,7 +20,7 @@
 #include "ops/recompute.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
-#include "ops/softmax.h"
+#include "ops/softmax/softmax.h"
 #include "tests/support/gradcheck.h"
 
 namespace mantissa::testing {

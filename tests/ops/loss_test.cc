@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "ops/softmax.h"
+#include "ops/softmax/softmax.h"
 #include "tests/ops/nn_testing.h"
 
 namespace mantissa {

@@ -11,7 +11,7 @@
 
 #include "ops/autocast.h"
 #include "ops/op.h"
-#include "ops/softmax.h"
+#include "ops/softmax/softmax.h"
 
 namespace mantissa {
 namespace {

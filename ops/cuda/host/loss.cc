@@ -1,10 +1,10 @@
 // The CUDA side of ops/loss.cc: per-position losses and logsumexps, the device-side reduction
-// (ops/cuda/softmax.h, ops/cuda/index.h), and the backward reading the count the forward left there.
+// (ops/softmax/softmax_launch.h, ops/cuda/index.h), and the backward reading the count the forward left there.
 #include "ops/cuda/host/loss.h"
 
 #include "framework/cuda/stream.h"
 #include "ops/cuda/index.h"
-#include "ops/cuda/softmax.h"
+#include "ops/softmax/softmax_launch.h"
 
 namespace mantissa {
 namespace {
@@ -17,7 +17,7 @@ gpu::LossReduction device_reduction(Reduction r) {
   }
   return gpu::LossReduction::kMean;
 }
-gpu::RowGeometry rows_of(const cpu::ClassGeometry& g) { return {.outer = g.batch, .dim = g.classes, .inner = g.inner}; }
+RowGeometry rows_of(const cpu::ClassGeometry& g) { return {.outer = g.batch, .dim = g.classes, .inner = g.inner}; }
 
 }  // namespace
 

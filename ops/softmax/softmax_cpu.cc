@@ -1,7 +1,7 @@
 // Softmax / log-softmax forward and backward over [outer, dim, inner]. The last-dim case (inner == 1)
 // walks contiguous rows; otherwise the `inner` lanes are processed side by side so the inner loop stays
 // contiguous. Rows are independent and split over threads.
-#include "ops/cpu/softmax.h"
+#include "ops/softmax/softmax_cpu.h"
 
 #include <algorithm>
 #include <cmath>
@@ -180,14 +180,12 @@ void backward_slice(const T* dy, const T* y, T* dx, int64_t dim, int64_t inner, 
 }
 
 // Rows are split over threads when a chunk holds at least ~16K elements.
-int64_t row_grain(const SoftmaxGeometry& g) {
-  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g.dim * g.inner));
-}
+int64_t row_grain(const RowGeometry& g) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g.dim * g.inner)); }
 
 }  // namespace
 
 template <typename T>
-void softmax_forward(const T* x, T* y, SoftmaxGeometry g, SoftmaxKind kind) {
+void softmax_forward(const T* x, T* y, RowGeometry g, SoftmaxKind kind) {
   const int64_t slice = g.dim * g.inner;
   parallel_for(g.outer, row_grain(g), [&](int64_t begin, int64_t end) {
     std::vector<compute_t<T>> buf;
@@ -202,7 +200,7 @@ void softmax_forward(const T* x, T* y, SoftmaxGeometry g, SoftmaxKind kind) {
 }
 
 template <typename T>
-void softmax_backward(const T* dy, const T* y, T* dx, SoftmaxGeometry g, SoftmaxKind kind) {
+void softmax_backward(const T* dy, const T* y, T* dx, RowGeometry g, SoftmaxKind kind) {
   const int64_t slice = g.dim * g.inner;
   parallel_for(g.outer, row_grain(g), [&](int64_t begin, int64_t end) {
     std::vector<compute_t<T>> buf;
@@ -217,9 +215,9 @@ void softmax_backward(const T* dy, const T* y, T* dx, SoftmaxGeometry g, Softmax
   });
 }
 
-#define MT_INSTANTIATE_(T)                                                      \
-  template void softmax_forward<T>(const T*, T*, SoftmaxGeometry, SoftmaxKind); \
-  template void softmax_backward<T>(const T*, const T*, T*, SoftmaxGeometry, SoftmaxKind)
+#define MT_INSTANTIATE_(T)                                                  \
+  template void softmax_forward<T>(const T*, T*, RowGeometry, SoftmaxKind); \
+  template void softmax_backward<T>(const T*, const T*, T*, RowGeometry, SoftmaxKind)
 MT_INSTANTIATE_(float);
 MT_INSTANTIATE_(double);
 MT_INSTANTIATE_(Half);

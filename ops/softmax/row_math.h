@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "ops/pointwise_math.h"
+#include "ops/softmax/softmax.h"
 
 namespace mantissa::gpu {
 
@@ -40,13 +41,6 @@ MT_HD inline MaxSum<C> max_sum_merge(MaxSum<C> a, MaxSum<C> b) {
   const C sb = b.s == C(0) ? C(0) : b.s * hd_exp(b.m - m);
   return {m, sa + sb};
 }
-
-// A [outer, dim, inner] tensor (contiguous) seen as outer * inner rows of `dim` elements with step inner.
-struct RowGeometry {
-  int64_t outer = 1, dim = 1, inner = 1;
-  MT_HD int64_t rows() const { return outer * inner; }
-  MT_HD int64_t base(int64_t row) const { return (row / inner) * dim * inner + row % inner; }
-};
 
 // Threads per row: a warp for rows up to 1024 elements (a block then holds 8 rows), a 256-thread block
 // for longer ones (e.g. a vocabulary of 50k).

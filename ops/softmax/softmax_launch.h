@@ -1,25 +1,24 @@
-// Launchers of the CUDA softmax, log_softmax and fused cross-entropy kernels (ops/cuda/softmax.cu).
-// Rows follow a RowGeometry (ops/cuda/row_math.h); values compute in f32 (f64 for f64) and round once.
+// Launchers of the CUDA softmax, log_softmax and fused cross-entropy kernels (ops/softmax/softmax.cu).
+// Rows follow a RowGeometry (ops/softmax/row_math.h); values compute in f32 (f64 for f64) and round once.
 #pragma once
 
 #include <cstdint>
 #include <cuda_runtime_api.h>
 
 #include "framework/half.h"
-#include "ops/cuda/row_math.h"
+#include "ops/softmax/row_math.h"
 
 namespace mantissa::gpu {
 
-enum class SoftmaxMode : uint8_t { kSoftmax, kLogSoftmax };
 // The reduction of a class-index loss, as ops/loss.h's Reduction.
 enum class LossReduction : uint8_t { kNone, kMean, kSum };
 
 // y = softmax(x) or log_softmax(x) along each row.
 template <typename T>
-void launch_softmax_forward(RowGeometry g, SoftmaxMode mode, const T* x, T* y, cudaStream_t stream);
+void launch_softmax_forward(RowGeometry g, SoftmaxKind kind, const T* x, T* y, cudaStream_t stream);
 // softmax: dx = y (dy - sum(dy y)); log_softmax: dx = dy - exp(y) sum(dy).
 template <typename T>
-void launch_softmax_backward(RowGeometry g, SoftmaxMode mode, const T* dy, const T* y, T* dx, cudaStream_t stream);
+void launch_softmax_backward(RowGeometry g, SoftmaxKind kind, const T* dy, const T* y, T* dx, cudaStream_t stream);
 
 // Cross-entropy over logits [batch, classes, inner] (RowGeometry with dim = classes) and targets
 // [batch * inner]: loss[p] = lse[p] - x[p, target[p]], 0 where target == ignore_index and NaN where the

@@ -1,32 +1,31 @@
 // Typed entries for softmax / log_softmax: argument checks, the [outer, dim, inner] geometry, the
-// kernels per device (ops/cpu/softmax.h, ops/cuda/host/softmax.h) and the backward node, which keeps only the output.
-#include "ops/softmax.h"
+// kernels per device (ops/softmax/softmax_cpu.h, ops/softmax/softmax_cuda.h) and the backward node, which keeps only
+// the output.
+#include "ops/softmax/softmax.h"
 
 #include "framework/autograd.h"
-#include "ops/autocast.h"
-#include "ops/cpu/softmax.h"
-#include "ops/cuda/host/softmax.h"
 #include "framework/device_kernels.h"
+#include "ops/autocast.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
+#include "ops/softmax/softmax_cpu.h"
+#include "ops/softmax/softmax_cuda.h"
 
 namespace mantissa {
 namespace {
-
-using cpu::SoftmaxKind;
 
 const char* op_name(SoftmaxKind kind) { return kind == SoftmaxKind::kSoftmax ? "softmax" : "log_softmax"; }
 
 void cpu_softmax(const Tensor& x, const Tensor& y, int64_t dim, SoftmaxKind kind) {
   dispatch_floating(x.dtype(), op_name(kind), [&]<typename T>() {
-    cpu::softmax_forward<T>(x.data<T>(), y.data<T>(), cpu::softmax_geometry(x.shape(), dim), kind);
+    cpu::softmax_forward<T>(x.data<T>(), y.data<T>(), softmax_rows(x.shape(), dim), kind);
   });
 }
 
 void cpu_softmax_backward(const Tensor& dy, const Tensor& y, const Tensor& dx, int64_t dim, SoftmaxKind kind) {
   dispatch_floating(
       y.dtype(), kind == SoftmaxKind::kSoftmax ? "SoftmaxBackward" : "LogSoftmaxBackward", [&]<typename T>() {
-        cpu::softmax_backward<T>(dy.data<T>(), y.data<T>(), dx.data<T>(), cpu::softmax_geometry(y.shape(), dim), kind);
+        cpu::softmax_backward<T>(dy.data<T>(), y.data<T>(), dx.data<T>(), softmax_rows(y.shape(), dim), kind);
       });
 }
 

@@ -4,9 +4,11 @@
 // an online (max, sum of exps) over its elements, merged across the row with shuffles (and shared
 // memory for a block), then a second pass over the row writes the outputs.
 #include "framework/cuda/check.h"
+#include "framework/cuda/stream.h"
 #include "ops/cuda/device_types.cuh"
 #include "ops/cuda/offset_calc.h"
-#include "ops/cuda/softmax.h"
+#include "ops/softmax/softmax_cuda.h"
+#include "ops/softmax/softmax_launch.h"
 
 namespace mantissa::gpu {
 namespace {
@@ -57,14 +59,14 @@ __device__ __forceinline__ MaxSum<acc_t<D>> row_max_sum(const D* x, int64_t base
 }
 
 template <int TPR, typename D>
-__global__ void softmax_forward_kernel(RowGeometry g, SoftmaxMode mode, const D* __restrict__ x, D* __restrict__ y) {
+__global__ void softmax_forward_kernel(RowGeometry g, SoftmaxKind kind, const D* __restrict__ x, D* __restrict__ y) {
   using C = acc_t<D>;
   const RowLoop rows = group_rows<TPR>();
   const int lane = group_lane<TPR>();
   for (int64_t row = rows.first; row < g.rows(); row += rows.step) {
     const int64_t base = g.base(row);
     const MaxSum<C> r = row_max_sum<TPR>(x, base, g.dim, g.inner, lane);
-    if (mode == SoftmaxMode::kLogSoftmax) {
+    if (kind == SoftmaxKind::kLogSoftmax) {
       const C ls = hd_log(r.s);
       for (int64_t j = lane; j < g.dim; j += TPR) {
         const int64_t i = base + j * g.inner;
@@ -81,7 +83,7 @@ __global__ void softmax_forward_kernel(RowGeometry g, SoftmaxMode mode, const D*
 }
 
 template <int TPR, typename D>
-__global__ void softmax_backward_kernel(RowGeometry g, SoftmaxMode mode, const D* __restrict__ dy,
+__global__ void softmax_backward_kernel(RowGeometry g, SoftmaxKind kind, const D* __restrict__ dy,
                                         const D* __restrict__ y, D* __restrict__ dx) {
   using C = acc_t<D>;
   const RowLoop rows = group_rows<TPR>();
@@ -91,13 +93,13 @@ __global__ void softmax_backward_kernel(RowGeometry g, SoftmaxMode mode, const D
     C acc = 0;
     for (int64_t j = lane; j < g.dim; j += TPR) {
       const int64_t i = base + j * g.inner;
-      acc += mode == SoftmaxMode::kSoftmax ? load(dy[i]) * load(y[i]) : load(dy[i]);
+      acc += kind == SoftmaxKind::kSoftmax ? load(dy[i]) * load(y[i]) : load(dy[i]);
     }
     const C total = row_sum<TPR>(acc);
     for (int64_t j = lane; j < g.dim; j += TPR) {
       const int64_t i = base + j * g.inner;
       const C yv = load(y[i]), dv = load(dy[i]);
-      dx[i] = store<D>(mode == SoftmaxMode::kSoftmax ? yv * (dv - total) : dv - hd_exp(yv) * total);
+      dx[i] = store<D>(kind == SoftmaxKind::kSoftmax ? yv * (dv - total) : dv - hd_exp(yv) * total);
     }
   }
 }
@@ -184,25 +186,25 @@ unsigned row_blocks(int64_t rows, int tpr) { return row_launch_blocks(rows, kThr
 }  // namespace
 
 template <typename T>
-void launch_softmax_forward(RowGeometry g, SoftmaxMode mode, const T* x, T* y, cudaStream_t stream) {
+void launch_softmax_forward(RowGeometry g, SoftmaxKind kind, const T* x, T* y, cudaStream_t stream) {
   if (g.rows() == 0 || g.dim == 0) return;
   const int tpr = softmax_threads_per_row(g.dim);
   if (tpr == 32) {
-    softmax_forward_kernel<32><<<row_blocks(g.rows(), 32), kThreads, 0, stream>>>(g, mode, dev(x), dev(y));
+    softmax_forward_kernel<32><<<row_blocks(g.rows(), 32), kThreads, 0, stream>>>(g, kind, dev(x), dev(y));
   } else {
-    softmax_forward_kernel<kThreads><<<row_blocks(g.rows(), kThreads), kThreads, 0, stream>>>(g, mode, dev(x), dev(y));
+    softmax_forward_kernel<kThreads><<<row_blocks(g.rows(), kThreads), kThreads, 0, stream>>>(g, kind, dev(x), dev(y));
   }
   MT_CUDA_LAUNCH_CHECK("softmax_forward_kernel");
 }
 
 template <typename T>
-void launch_softmax_backward(RowGeometry g, SoftmaxMode mode, const T* dy, const T* y, T* dx, cudaStream_t stream) {
+void launch_softmax_backward(RowGeometry g, SoftmaxKind kind, const T* dy, const T* y, T* dx, cudaStream_t stream) {
   if (g.rows() == 0 || g.dim == 0) return;
   if (softmax_threads_per_row(g.dim) == 32) {
-    softmax_backward_kernel<32><<<row_blocks(g.rows(), 32), kThreads, 0, stream>>>(g, mode, dev(dy), dev(y), dev(dx));
+    softmax_backward_kernel<32><<<row_blocks(g.rows(), 32), kThreads, 0, stream>>>(g, kind, dev(dy), dev(y), dev(dx));
   } else {
     softmax_backward_kernel<kThreads>
-        <<<row_blocks(g.rows(), kThreads), kThreads, 0, stream>>>(g, mode, dev(dy), dev(y), dev(dx));
+        <<<row_blocks(g.rows(), kThreads), kThreads, 0, stream>>>(g, kind, dev(dy), dev(y), dev(dx));
   }
   MT_CUDA_LAUNCH_CHECK("softmax_backward_kernel");
 }
@@ -251,8 +253,8 @@ void launch_cross_entropy_backward(RowGeometry g, LossReduction reduction, const
 }
 
 #define MT_INSTANTIATE(T, C)                                                                                        \
-  template void launch_softmax_forward<T>(RowGeometry, SoftmaxMode, const T*, T*, cudaStream_t);                    \
-  template void launch_softmax_backward<T>(RowGeometry, SoftmaxMode, const T*, const T*, T*, cudaStream_t);         \
+  template void launch_softmax_forward<T>(RowGeometry, SoftmaxKind, const T*, T*, cudaStream_t);                    \
+  template void launch_softmax_backward<T>(RowGeometry, SoftmaxKind, const T*, const T*, T*, cudaStream_t);         \
   template void launch_cross_entropy_forward<T, C>(RowGeometry, const T*, const int64_t*, int64_t, C*, C*,          \
                                                    cudaStream_t);                                                   \
   template void launch_loss_reduce<T, C>(int64_t, LossReduction, const C*, const int64_t*, int64_t, T*, double*,    \
@@ -266,3 +268,26 @@ MT_INSTANTIATE(BFloat16, float)
 #undef MT_INSTANTIATE
 
 }  // namespace mantissa::gpu
+
+// Typed entries (the tensors' side of the launchers above): the rows of the tensors' [outer, dim, inner]
+// geometry, launched on their device's current stream.
+namespace mantissa {
+
+void cuda_softmax(const Tensor& x, const Tensor& y, int64_t dim, SoftmaxKind kind) {
+  gpu::DeviceGuard guard(x.device());
+  dispatch_floating(x.dtype(), kind == SoftmaxKind::kSoftmax ? "softmax" : "log_softmax", [&]<typename T>() {
+    gpu::launch_softmax_forward<T>(softmax_rows(x.shape(), dim), kind, x.data<T>(), y.data<T>(),
+                                   gpu::current_stream(x.device()));
+  });
+}
+
+void cuda_softmax_backward(const Tensor& dy, const Tensor& y, const Tensor& dx, int64_t dim, SoftmaxKind kind) {
+  gpu::DeviceGuard guard(y.device());
+  dispatch_floating(y.dtype(), kind == SoftmaxKind::kSoftmax ? "SoftmaxBackward" : "LogSoftmaxBackward",
+                    [&]<typename T>() {
+                      gpu::launch_softmax_backward<T>(softmax_rows(y.shape(), dim), kind, dy.data<T>(), y.data<T>(),
+                                                      dx.data<T>(), gpu::current_stream(y.device()));
+                    });
+}
+
+}  // namespace mantissa
