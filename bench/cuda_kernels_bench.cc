@@ -10,7 +10,7 @@
 #include "framework/random.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/norm.h"
 #include "ops/reduce.h"
 #include "ops/softmax/softmax.h"

@@ -26,7 +26,7 @@
 #include "models/cnn.h"
 #include "models/gpt.h"
 #include "ops/elementwise.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/matmul.h"
 #include "optim/adam.h"
 

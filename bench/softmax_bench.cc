@@ -6,7 +6,7 @@
 
 #include "framework/autograd.h"
 #include "framework/generator.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/softmax/softmax.h"
 
 namespace mantissa {

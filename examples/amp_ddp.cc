@@ -17,7 +17,7 @@
 #include "framework/dist/process_group.h"
 #include "models/mlp.h"
 #include "ops/elementwise.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/reduce.h"
 #include "optim/sgd.h"
 #include "train/ddp.h"

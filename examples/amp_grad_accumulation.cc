@@ -20,7 +20,7 @@
 #include "data/loader.h"
 #include "models/mlp.h"
 #include "ops/elementwise.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/reduce.h"
 #include "optim/sgd.h"
 

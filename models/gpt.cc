@@ -11,7 +11,7 @@
 #include "framework/random.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/matmul.h"
 #include "ops/recompute.h"
 #include "ops/shape.h"

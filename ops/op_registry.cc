@@ -4,7 +4,7 @@
 #include "ops/conv.h"
 #include "ops/elementwise.h"
 #include "ops/fp8.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/op.h"
@@ -55,7 +55,7 @@ const std::vector<const OpInfo*>& all_ops() {
       &ops::prod,
       &ops::norm,
       &ops::cumsum,
-      // ops/loss.h
+      // ops/loss/loss.h
       &ops::cross_entropy,
       &ops::nll_loss,
       &ops::mse_loss,

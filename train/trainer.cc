@@ -16,7 +16,7 @@
 #include "framework/generator.h"
 #include "models/gpt.h"
 #include "ops/elementwise.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/reduce.h"
 #include "optim/clip_grad.h"
 #include "train/ddp.h"

@@ -103,7 +103,7 @@ __global__ void nll_forward_kernel(const D* __restrict__ x, const int64_t* __res
 
 template <typename D, typename C>
 __global__ void nll_backward_kernel(const int64_t* __restrict__ target, const D* __restrict__ grad,
-                                    const double* __restrict__ count, LossReduction reduction, int64_t batch,
+                                    const double* __restrict__ count, Reduction reduction, int64_t batch,
                                     int64_t classes, int64_t inner, int64_t ignore_index, D* __restrict__ dx) {
   const int64_t total = batch * classes * inner;
   for (int64_t e = global_thread(); e < total; e += grid_threads()) {
@@ -112,11 +112,11 @@ __global__ void nll_backward_kernel(const int64_t* __restrict__ target, const D*
     const int64_t p = b * inner + i;
     const int64_t t = target[p];
     C scale;
-    if (reduction == LossReduction::kNone) {
+    if (reduction == Reduction::kNone) {
       scale = static_cast<C>(load(grad[p]));
     } else {
       double k = static_cast<double>(load(grad[0]));  // as the CPU: in double, then to C
-      if (reduction == LossReduction::kMean) k /= *count;
+      if (reduction == Reduction::kMean) k /= *count;
       scale = static_cast<C>(k);
     }
     dx[e] = store<D>(t != ignore_index && c == t ? -scale : C(0));
@@ -188,9 +188,8 @@ void launch_nll_forward(const T* log_probs, const int64_t* target, int64_t batch
 }
 
 template <typename T, typename C>
-void launch_nll_backward(const int64_t* target, const T* grad, const double* count, LossReduction reduction,
-                         int64_t batch, int64_t classes, int64_t inner, int64_t ignore_index, T* dx,
-                         cudaStream_t stream) {
+void launch_nll_backward(const int64_t* target, const T* grad, const double* count, Reduction reduction, int64_t batch,
+                         int64_t classes, int64_t inner, int64_t ignore_index, T* dx, cudaStream_t stream) {
   const int64_t total = batch * classes * inner;
   if (total == 0) return;
   const LaunchGeometry g = elementwise_geometry(total);
@@ -199,14 +198,14 @@ void launch_nll_backward(const int64_t* target, const T* grad, const double* cou
   MT_CUDA_LAUNCH_CHECK("nll_backward_kernel");
 }
 
-#define MT_INSTANTIATE_FLOAT(T, A)                                                                                  \
-  template void launch_index_add<T, A>(const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t, A*,            \
-                                       cudaStream_t);                                                               \
-  template void launch_index_copy<T>(const T*, const int64_t*, int64_t, int64_t, int64_t, T*, cudaStream_t);        \
-  template void launch_scatter_add<T, A>(const T*, const int64_t*, GatherGeometry, A*, cudaStream_t);               \
-  template void launch_nll_forward<T, A>(const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t, A*,          \
-                                         cudaStream_t);                                                             \
-  template void launch_nll_backward<T, A>(const int64_t*, const T*, const double*, LossReduction, int64_t, int64_t, \
+#define MT_INSTANTIATE_FLOAT(T, A)                                                                              \
+  template void launch_index_add<T, A>(const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t, A*,        \
+                                       cudaStream_t);                                                           \
+  template void launch_index_copy<T>(const T*, const int64_t*, int64_t, int64_t, int64_t, T*, cudaStream_t);    \
+  template void launch_scatter_add<T, A>(const T*, const int64_t*, GatherGeometry, A*, cudaStream_t);           \
+  template void launch_nll_forward<T, A>(const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t, A*,      \
+                                         cudaStream_t);                                                         \
+  template void launch_nll_backward<T, A>(const int64_t*, const T*, const double*, Reduction, int64_t, int64_t, \
                                           int64_t, int64_t, T*, cudaStream_t);
 MT_INSTANTIATE_FLOAT(float, float)
 MT_INSTANTIATE_FLOAT(double, double)

@@ -9,7 +9,7 @@
 
 #include "framework/half.h"
 #include "ops/cuda/index_math.h"
-#include "ops/softmax/softmax_launch.h"  // LossReduction
+#include "ops/loss/loss.h"  // Reduction
 
 namespace mantissa::gpu {
 
@@ -46,8 +46,7 @@ void launch_nll_forward(const T* log_probs, const int64_t* target, int64_t batch
 // dx = -scale[p] at [b, target[p], i], 0 elsewhere; scale = grad[p] (kNone), grad[0] (kSum) or
 // grad[0] / count[0] (kMean), formed in double and rounded to C as on the CPU.
 template <typename T, typename C>
-void launch_nll_backward(const int64_t* target, const T* grad, const double* count, LossReduction reduction,
-                         int64_t batch, int64_t classes, int64_t inner, int64_t ignore_index, T* dx,
-                         cudaStream_t stream);
+void launch_nll_backward(const int64_t* target, const T* grad, const double* count, Reduction reduction, int64_t batch,
+                         int64_t classes, int64_t inner, int64_t ignore_index, T* dx, cudaStream_t stream);
 
 }  // namespace mantissa::gpu

@@ -128,7 +128,7 @@ __global__ void cross_entropy_forward_kernel(RowGeometry g, const D* __restrict_
 }
 
 template <typename D, typename C>
-__global__ void loss_reduce_kernel(int64_t positions, LossReduction reduction, const C* __restrict__ loss,
+__global__ void loss_reduce_kernel(int64_t positions, Reduction reduction, const C* __restrict__ loss,
                                    const int64_t* __restrict__ target, int64_t ignore_index, D* __restrict__ out,
                                    double* __restrict__ count) {
   __shared__ double scratch[32];
@@ -141,7 +141,7 @@ __global__ void loss_reduce_kernel(int64_t positions, LossReduction reduction, c
   n = block_sum(n, scratch);
   if (threadIdx.x == 0) {
     *count = n;
-    out[0] = store<D>(reduction == LossReduction::kMean ? total / n : total);  // 0/0 = NaN, as the CPU
+    out[0] = store<D>(reduction == Reduction::kMean ? total / n : total);  // 0/0 = NaN, as the CPU
   }
 }
 
@@ -151,7 +151,7 @@ __global__ void loss_none_kernel(int64_t positions, const C* __restrict__ loss, 
 }
 
 template <int TPR, typename D, typename C>
-__global__ void cross_entropy_backward_kernel(RowGeometry g, LossReduction reduction, const D* __restrict__ x,
+__global__ void cross_entropy_backward_kernel(RowGeometry g, Reduction reduction, const D* __restrict__ x,
                                               const int64_t* __restrict__ target, const C* __restrict__ lse,
                                               const D* __restrict__ grad, const double* __restrict__ count,
                                               int64_t ignore_index, D* __restrict__ dx) {
@@ -161,11 +161,11 @@ __global__ void cross_entropy_backward_kernel(RowGeometry g, LossReduction reduc
     const int64_t base = g.base(row);
     const int64_t t = target[row];
     C scale;
-    if (reduction == LossReduction::kNone) {
+    if (reduction == Reduction::kNone) {
       scale = static_cast<C>(load(grad[row]));
     } else {
       double k = static_cast<double>(load(grad[0]));  // as the CPU: in double, then to C
-      if (reduction == LossReduction::kMean) k /= *count;
+      if (reduction == Reduction::kMean) k /= *count;
       scale = static_cast<C>(k);
     }
     const C l = lse[row];
@@ -224,9 +224,9 @@ void launch_cross_entropy_forward(RowGeometry g, const T* logits, const int64_t*
 }
 
 template <typename T, typename C>
-void launch_loss_reduce(int64_t positions, LossReduction reduction, const C* loss, const int64_t* target,
+void launch_loss_reduce(int64_t positions, Reduction reduction, const C* loss, const int64_t* target,
                         int64_t ignore_index, T* out, double* count, cudaStream_t stream) {
-  if (reduction == LossReduction::kNone) {
+  if (reduction == Reduction::kNone) {
     if (positions == 0) return;
     const LaunchGeometry lg = elementwise_geometry(positions);
     loss_none_kernel<<<lg.blocks, lg.threads, 0, stream>>>(positions, loss, dev(out));
@@ -238,7 +238,7 @@ void launch_loss_reduce(int64_t positions, LossReduction reduction, const C* los
 }
 
 template <typename T, typename C>
-void launch_cross_entropy_backward(RowGeometry g, LossReduction reduction, const T* logits, const int64_t* target,
+void launch_cross_entropy_backward(RowGeometry g, Reduction reduction, const T* logits, const int64_t* target,
                                    const C* lse, const T* grad, const double* count, int64_t ignore_index, T* dlogits,
                                    cudaStream_t stream) {
   if (g.rows() == 0) return;
@@ -252,14 +252,14 @@ void launch_cross_entropy_backward(RowGeometry g, LossReduction reduction, const
   MT_CUDA_LAUNCH_CHECK("cross_entropy_backward_kernel");
 }
 
-#define MT_INSTANTIATE(T, C)                                                                                        \
-  template void launch_softmax_forward<T>(RowGeometry, SoftmaxKind, const T*, T*, cudaStream_t);                    \
-  template void launch_softmax_backward<T>(RowGeometry, SoftmaxKind, const T*, const T*, T*, cudaStream_t);         \
-  template void launch_cross_entropy_forward<T, C>(RowGeometry, const T*, const int64_t*, int64_t, C*, C*,          \
-                                                   cudaStream_t);                                                   \
-  template void launch_loss_reduce<T, C>(int64_t, LossReduction, const C*, const int64_t*, int64_t, T*, double*,    \
-                                         cudaStream_t);                                                             \
-  template void launch_cross_entropy_backward<T, C>(RowGeometry, LossReduction, const T*, const int64_t*, const C*, \
+#define MT_INSTANTIATE(T, C)                                                                                    \
+  template void launch_softmax_forward<T>(RowGeometry, SoftmaxKind, const T*, T*, cudaStream_t);                \
+  template void launch_softmax_backward<T>(RowGeometry, SoftmaxKind, const T*, const T*, T*, cudaStream_t);     \
+  template void launch_cross_entropy_forward<T, C>(RowGeometry, const T*, const int64_t*, int64_t, C*, C*,      \
+                                                   cudaStream_t);                                               \
+  template void launch_loss_reduce<T, C>(int64_t, Reduction, const C*, const int64_t*, int64_t, T*, double*,    \
+                                         cudaStream_t);                                                         \
+  template void launch_cross_entropy_backward<T, C>(RowGeometry, Reduction, const T*, const int64_t*, const C*, \
                                                     const T*, const double*, int64_t, T*, cudaStream_t);
 MT_INSTANTIATE(float, float)
 MT_INSTANTIATE(double, double)

@@ -6,12 +6,10 @@
 #include <cuda_runtime_api.h>
 
 #include "framework/half.h"
+#include "ops/loss/loss.h"
 #include "ops/softmax/row_math.h"
 
 namespace mantissa::gpu {
-
-// The reduction of a class-index loss, as ops/loss.h's Reduction.
-enum class LossReduction : uint8_t { kNone, kMean, kSum };
 
 // y = softmax(x) or log_softmax(x) along each row.
 template <typename T>
@@ -30,12 +28,12 @@ void launch_cross_entropy_forward(RowGeometry g, const T* logits, const int64_t*
 // CPU) and write one T, kMean dividing by the count of non-ignored targets. count[0] receives that count
 // (as a double) for the backward. One block: no host synchronization.
 template <typename T, typename C>
-void launch_loss_reduce(int64_t positions, LossReduction reduction, const C* loss, const int64_t* target,
+void launch_loss_reduce(int64_t positions, Reduction reduction, const C* loss, const int64_t* target,
                         int64_t ignore_index, T* out, double* count, cudaStream_t stream);
 // dlogits = (exp(x - lse) - onehot(target)) * scale, scale = grad[p] (kNone), grad[0] (kSum) or
 // grad[0] / count[0] (kMean); rows of ignored targets are 0.
 template <typename T, typename C>
-void launch_cross_entropy_backward(RowGeometry g, LossReduction reduction, const T* logits, const int64_t* target,
+void launch_cross_entropy_backward(RowGeometry g, Reduction reduction, const T* logits, const int64_t* target,
                                    const C* lse, const T* grad, const double* count, int64_t ignore_index, T* dlogits,
                                    cudaStream_t stream);
 

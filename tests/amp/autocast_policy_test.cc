@@ -18,7 +18,7 @@
 #include "ops/attention.h"
 #include "ops/conv.h"
 #include "ops/elementwise.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/reduce.h"

@@ -16,7 +16,7 @@
 #include "framework/generator.h"
 #include "framework/random.h"
 #include "ops/elementwise.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"

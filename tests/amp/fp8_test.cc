@@ -20,7 +20,7 @@
 #include "models/layers/embedding.h"
 #include "models/layers/linear.h"
 #include "models/layers/sequential.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/matmul.h"
 #include "optim/sgd.h"
 

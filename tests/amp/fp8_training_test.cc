@@ -19,7 +19,7 @@
 #include "models/layers/linear.h"
 #include "models/layers/sequential.h"
 #include "ops/elementwise.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/reduce.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"

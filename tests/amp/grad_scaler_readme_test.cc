@@ -9,7 +9,7 @@
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "framework/random.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/matmul.h"
 #include "optim/clip_grad.h"
 #include "optim/sgd.h"

@@ -18,7 +18,7 @@
 #include "models/layers/linear.h"
 #include "models/mlp.h"
 #include "ops/elementwise.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/reduce.h"
 
 namespace mantissa::amp {

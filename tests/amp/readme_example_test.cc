@@ -9,7 +9,7 @@
 #include "amp/autocast.h"
 #include "framework/autograd.h"
 #include "framework/random.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/matmul.h"
 #include "tests/support/doc_example.h"
 

@@ -13,7 +13,7 @@
 #include "framework/generator.h"
 #include "models/gpt.h"
 #include "ops/elementwise.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 #include "tests/cuda/cuda_compare.h"

@@ -12,7 +12,7 @@
 #include "framework/autograd.h"
 #include "framework/cuda/device.h"
 #include "ops/elementwise.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/norm.h"
 #include "ops/softmax/row_math.h"
 #include "ops/softmax/softmax.h"

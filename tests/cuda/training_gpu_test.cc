@@ -17,7 +17,7 @@
 #include "models/gpt.h"
 #include "models/mlp.h"
 #include "ops/elementwise.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "optim/adam.h"

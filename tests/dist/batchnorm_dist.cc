@@ -26,7 +26,7 @@
 #include "models/layers/sequential.h"
 #include "models/layers/sync_batch_norm.h"
 #include "ops/elementwise.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 #include "optim/sgd.h"

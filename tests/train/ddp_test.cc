@@ -11,7 +11,7 @@
 #include "framework/random.h"
 #include "models/mlp.h"
 #include "ops/elementwise.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/reduce.h"
 
 namespace mantissa {

@@ -1,11 +1,11 @@
-// The CUDA kernels of ops/loss.cc's class-index losses: a fused log_softmax + nll (and nll alone) whose
+// The CUDA kernels of ops/loss/loss.cc's class-index losses: a fused log_softmax + nll (and nll alone) whose
 // mean over the non-ignored targets is taken on the device, with no host synchronization; the count
 // stays on the device for the backward. Declared in every build; defined in loss.cc, CUDA builds only.
 #pragma once
 
 #include "framework/tensor.h"
-#include "ops/cpu/loss.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
+#include "ops/loss/loss_cpu.h"
 
 namespace mantissa {
 

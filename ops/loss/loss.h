@@ -1,6 +1,6 @@
 // Losses: cross_entropy (a fused log_softmax + nll with its own backward), nll_loss and mse_loss
-// (ops/loss.cc); l1, smooth_l1 and the binary cross-entropies (ops/loss_extra.cc). PyTorch's semantics
-// for reduction and ignore_index. f32, f64, f16, bf16 (16-bit computes in fp32).
+// (ops/loss/loss.cc); l1, smooth_l1 and the binary cross-entropies (ops/loss/elementwise_losses.cc). PyTorch's
+// semantics for reduction and ignore_index. f32, f64, f16, bf16 (16-bit computes in fp32).
 #pragma once
 
 #include <cstdint>
@@ -30,7 +30,7 @@ MT_OP(mse_loss, kFp32, kFp32);
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::kMean);
 
 MT_OP(l1_loss, kFp32, kFp32);
-// Elementwise losses (ops/loss_extra.cc): input and target have the same shape; gradients flow to both.
+// Elementwise losses (ops/loss/elementwise_losses.cc): input and target have the same shape; gradients flow to both.
 // |input - target|.
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::kMean);
 // 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target); beta 0 is l1_loss.

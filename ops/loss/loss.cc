@@ -1,17 +1,17 @@
 // Typed entries and backward nodes for cross_entropy, nll_loss and mse_loss. The class-index losses
 // share one plan (shape checks, target validation, [batch, classes, inner] geometry) and one way of
 // turning the upstream gradient into a per-position scale.
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 
 #include <vector>
 
 #include "framework/autograd.h"
 #include "framework/device_kernels.h"
 #include "ops/autocast.h"
-#include "ops/cpu/loss.h"
-#include "ops/cuda/host/loss.h"
 #include "ops/device_map.h"
 #include "ops/elementwise.h"
+#include "ops/loss/loss_cpu.h"
+#include "ops/loss/loss_cuda.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 #include "ops/softmax/softmax.h"

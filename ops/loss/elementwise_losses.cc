@@ -8,10 +8,10 @@
 #include <functional>
 
 #include "framework/autograd.h"
-#include "ops/autocast.h"
 #include "framework/device_kernels.h"
+#include "ops/autocast.h"
 #include "ops/elementwise.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "ops/map.h"
 #include "ops/reduce.h"
 

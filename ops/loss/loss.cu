@@ -1,22 +1,13 @@
-// The CUDA side of ops/loss.cc: per-position losses and logsumexps, the device-side reduction
+// The CUDA side of ops/loss/loss.cc: per-position losses and logsumexps, the device-side reduction
 // (ops/softmax/softmax_launch.h, ops/cuda/index.h), and the backward reading the count the forward left there.
-#include "ops/cuda/host/loss.h"
-
 #include "framework/cuda/stream.h"
 #include "ops/cuda/index.h"
+#include "ops/loss/loss_cuda.h"
 #include "ops/softmax/softmax_launch.h"
 
 namespace mantissa {
 namespace {
 
-gpu::LossReduction device_reduction(Reduction r) {
-  switch (r) {
-    case Reduction::kNone: return gpu::LossReduction::kNone;
-    case Reduction::kMean: return gpu::LossReduction::kMean;
-    case Reduction::kSum: return gpu::LossReduction::kSum;
-  }
-  return gpu::LossReduction::kMean;
-}
 RowGeometry rows_of(const cpu::ClassGeometry& g) { return {.outer = g.batch, .dim = g.classes, .inner = g.inner}; }
 
 }  // namespace
@@ -37,9 +28,8 @@ cpu::ClassLossForward cuda_cross_entropy(const cpu::ClassPlan& p, CrossEntropyOp
     using C = compute_t<T>;
     gpu::launch_cross_entropy_forward<T, C>(rows_of(p.geometry), p.input.data<T>(), p.target.data<int64_t>(),
                                             options.ignore_index, loss.data<C>(), r.lse.data<C>(), stream);
-    gpu::launch_loss_reduce<T, C>(positions, device_reduction(options.reduction), loss.data<C>(),
-                                  p.target.data<int64_t>(), options.ignore_index, r.out.data<T>(),
-                                  r.device_count.data<double>(), stream);
+    gpu::launch_loss_reduce<T, C>(positions, options.reduction, loss.data<C>(), p.target.data<int64_t>(),
+                                  options.ignore_index, r.out.data<T>(), r.device_count.data<double>(), stream);
   });
   return r;
 }
@@ -51,10 +41,9 @@ Tensor cuda_cross_entropy_backward(const Tensor& grad, const cpu::ClassLossSaved
   gpu::DeviceGuard guard(x.device());
   dispatch_floating(x.dtype(), "CrossEntropyBackward", [&]<typename T>() {
     using C = compute_t<T>;
-    gpu::launch_cross_entropy_backward<T, C>(rows_of(s.geometry), device_reduction(s.options.reduction), x.data<T>(),
-                                             s.target.data<int64_t>(), s.lse.data<C>(), g.data<T>(),
-                                             s.device_count.data<double>(), s.options.ignore_index, dx.data<T>(),
-                                             gpu::current_stream(x.device()));
+    gpu::launch_cross_entropy_backward<T, C>(
+        rows_of(s.geometry), s.options.reduction, x.data<T>(), s.target.data<int64_t>(), s.lse.data<C>(), g.data<T>(),
+        s.device_count.data<double>(), s.options.ignore_index, dx.data<T>(), gpu::current_stream(x.device()));
   });
   return dx;
 }
@@ -74,9 +63,8 @@ cpu::ClassLossForward cuda_nll_loss(const cpu::ClassPlan& p, CrossEntropyOptions
     using C = compute_t<T>;
     gpu::launch_nll_forward<T, C>(p.input.data<T>(), p.target.data<int64_t>(), p.geometry.batch, p.geometry.classes,
                                   p.geometry.inner, options.ignore_index, loss.data<C>(), stream);
-    gpu::launch_loss_reduce<T, C>(positions, device_reduction(options.reduction), loss.data<C>(),
-                                  p.target.data<int64_t>(), options.ignore_index, r.out.data<T>(),
-                                  r.device_count.data<double>(), stream);
+    gpu::launch_loss_reduce<T, C>(positions, options.reduction, loss.data<C>(), p.target.data<int64_t>(),
+                                  options.ignore_index, r.out.data<T>(), r.device_count.data<double>(), stream);
   });
   return r;
 }
@@ -88,9 +76,8 @@ Tensor cuda_nll_loss_backward(const Tensor& grad, const cpu::ClassLossSaved& s) 
   dispatch_floating(s.input_dtype, "NllLossBackward", [&]<typename T>() {
     using C = compute_t<T>;
     gpu::launch_nll_backward<T, C>(s.target.data<int64_t>(), g.data<T>(), s.device_count.data<double>(),
-                                   device_reduction(s.options.reduction), s.geometry.batch, s.geometry.classes,
-                                   s.geometry.inner, s.options.ignore_index, dx.data<T>(),
-                                   gpu::current_stream(g.device()));
+                                   s.options.reduction, s.geometry.batch, s.geometry.classes, s.geometry.inner,
+                                   s.options.ignore_index, dx.data<T>(), gpu::current_stream(g.device()));
   });
   return dx;
 }

@@ -8,7 +8,7 @@
 
 #include "framework/dtype.h"
 #include "framework/tensor.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 
 namespace mantissa::cpu {
 
@@ -43,7 +43,7 @@ void nll_backward(const int64_t* target, const compute_t<T>* scale, ClassGeometr
 template <typename T>
 double squared_error_sum(const T* a, const T* b, int64_t n);
 
-// The plan of a class-index loss, shared with the CUDA kernels (ops/cuda/host/loss.h): the checked
+// The plan of a class-index loss, shared with the CUDA kernels (ops/loss/loss_cuda.h): the checked
 // operands and their [batch, classes, inner] geometry.
 struct ClassPlan {
   Tensor input;      // contiguous

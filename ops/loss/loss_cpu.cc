@@ -1,6 +1,6 @@
 // Cross-entropy, nll and squared-error kernels. Positions (batch x inner) are independent and split
 // over threads; the class axis is walked with stride `inner` (1 for the common [N, C] case).
-#include "ops/cpu/loss.h"
+#include "ops/loss/loss_cpu.h"
 
 #include <algorithm>
 #include <cmath>
