@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "framework/error.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 

@@ -9,7 +9,7 @@
 #include "framework/cuda/device.h"
 #include "framework/random.h"
 #include "ops/dropout.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/norm.h"
 #include "ops/reduce.h"

@@ -19,7 +19,7 @@
 #include "models/cnn.h"
 #include "models/gpt.h"
 #include "models/mlp.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/reduce.h"
 
 namespace mantissa {

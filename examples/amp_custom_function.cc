@@ -23,7 +23,7 @@
 #include "data/idx.h"
 #include "data/loader.h"
 #include "models/layers/linear.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/function.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"

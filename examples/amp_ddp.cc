@@ -16,7 +16,7 @@
 #include "data/loader.h"
 #include "framework/dist/process_group.h"
 #include "models/mlp.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/reduce.h"
 #include "optim/sgd.h"

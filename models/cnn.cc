@@ -3,7 +3,7 @@
 #include "models/cnn.h"
 
 #include "framework/error.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/pool.h"
 
 namespace mantissa {

@@ -10,7 +10,7 @@
 #include "framework/error.h"
 #include "framework/random.h"
 #include "ops/attention.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul.h"
 #include "ops/recompute.h"

@@ -7,7 +7,7 @@
 
 #include "framework/autocast_state.h"
 #include "ops/autocast.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/softmax/softmax.h"
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "framework/autograd.h"
+#include "framework/device_kernels.h"
 #include "ops/autocast.h"
 #include "ops/cpu/compute_buffer.h"
 #include "ops/cpu/conv_direct.h"
@@ -29,8 +30,7 @@
 #include "ops/cpu/conv_onednn.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cuda/host/conv.h"
-#include "framework/device_kernels.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 
 namespace mantissa {
 namespace {

@@ -2,10 +2,10 @@
 #include "ops/dropout.h"
 
 #include "framework/autograd.h"
+#include "framework/device_kernels.h"
 #include "ops/cpu/dropout.h"
 #include "ops/cuda/host/dropout.h"
-#include "framework/device_kernels.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 
 namespace mantissa {
 namespace {

@@ -10,12 +10,12 @@
 #include <optional>
 
 #include "framework/autograd.h"
+#include "framework/device_kernels.h"
 #include "ops/autocast.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/loops.h"
 #include "ops/cuda/host/matmul.h"
-#include "framework/device_kernels.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/fp8.h"
 #include "ops/reduce.h"
 

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "framework/autograd.h"
+#include "framework/device_kernels.h"
 #include "ops/autocast.h"
 #include "ops/cpu/norm_kernels.h"
 #include "ops/cuda/host/norm.h"
-#include "framework/device_kernels.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/norm_tensors.h"
 #include "ops/reduce.h"
 

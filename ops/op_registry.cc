@@ -2,7 +2,7 @@
 // ops/<family>.h); tests/ops/op_registry_test.cc fails when a header declares one that is missing here.
 #include "ops/attention.h"
 #include "ops/conv.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/fp8.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul.h"
@@ -29,7 +29,7 @@ const std::vector<const OpInfo*>& all_ops() {
       &ops::conv1d,
       // ops/attention.h
       &ops::scaled_dot_product_attention,
-      // ops/elementwise.h
+      // ops/elementwise/elementwise.h
       &ops::pow,
       &ops::addcmul,
       &ops::addcdiv,

@@ -1,6 +1,6 @@
 // The per-element formulas of the elementwise ops, forward and backward, written once for the CPU and
-// the GPU. The CPU functors in ops/unary.cc, elementwise.cc and pointwise.cc call them by name; the CUDA
-// kernels (ops/cuda/elementwise.cu) cannot take those host lambdas, so an op passes an op code beside its
+// the GPU. The CPU functors in ops/elementwise/unary.cc, elementwise.cc and pointwise.cc call them by name; the CUDA
+// kernels (ops/elementwise/elementwise.cu) cannot take those host lambdas, so an op passes an op code beside its
 // functor and apply_unary/apply_binary/apply_ternary below turn the code into the same formula. C is the
 // compute type: float (f32/f16/bf16) or double.
 //
@@ -132,7 +132,7 @@ MT_HD inline double mul_rn(double a, double b) {
 }  // namespace mantissa::gpu
 
 // A formula is always inlined into the loop that calls it, on the host too: in a big translation unit
-// (ops/unary.cc instantiates every op for four dtypes, flat and strided) GCC's inline-unit-growth limit
+// (ops/elementwise/unary.cc instantiates every op for four dtypes, flat and strided) GCC's inline-unit-growth limit
 // otherwise leaves some as calls, and a call keeps an element loop from vectorizing (sigmoid's serial
 // path ran 7x slower). With the formulas and cpu::VecMath forced, the CPU ops' call graph is the one
 // the lambdas had when they held the formulas; fast_expf/fast_erff stay ordinary inline functions
@@ -308,7 +308,7 @@ MT_FORMULA C sigmoid_backward(C g, C r) {
 }
 
 // GELU, erf form: x Phi(x), Phi the standard normal CDF; dx = g (Phi(x) + x phi(x)) with one explicit
-// fma (the CPU's AVX2 and AVX-512 builds of ops/cpu/gelu.cc and its strided path must agree).
+// fma (the CPU's AVX2 and AVX-512 builds of ops/elementwise/gelu_cpu.cc and its strided path must agree).
 template <typename M, typename C>
 MT_FORMULA C gelu(C x) {
   return x * C(0.5) * (C(1) + M::erf(x * C(kInvSqrt2)));
@@ -370,7 +370,7 @@ MT_FORMULA C addcdiv_backward(C g, C a, C b, C v) {
   return -g * v * a / (b * b);
 }
 
-// ---- used by ops/loss/loss.cc (mse), ops/reduce.cc (var) and ops/compare.cc (clamp)
+// ---- used by ops/loss/loss.cc (mse), ops/reduce.cc (var) and ops/elementwise/compare.cc (clamp)
 
 template <typename C>
 MT_FORMULA C squared_diff(C a, C b) {

@@ -5,12 +5,12 @@
 #include <algorithm>
 
 #include "framework/autograd.h"
+#include "framework/device_kernels.h"
 #include "ops/autocast.h"
 #include "ops/cpu/reduce.h"
 #include "ops/cuda/host/reduce.h"
-#include "ops/device_map.h"
-#include "framework/device_kernels.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/elementwise/typed_entries.h"
 #include "ops/shape.h"
 
 namespace mantissa {

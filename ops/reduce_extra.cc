@@ -8,12 +8,12 @@
 #include <limits>
 
 #include "framework/autograd.h"
+#include "framework/device_kernels.h"
 #include "ops/autocast.h"
 #include "ops/cpu/reduce_rows.h"
 #include "ops/cuda/host/scan.h"
-#include "framework/device_kernels.h"
-#include "ops/elementwise.h"
-#include "ops/map.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/elementwise/typed_entries_cpu.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 

@@ -4,7 +4,7 @@
 
 #include "framework/autograd.h"
 #include "framework/error.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "optim/cpu/optim_kernels.h"
 #include "optim/norm_order.h"
 #ifdef MANTISSA_WITH_CUDA

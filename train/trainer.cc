@@ -15,7 +15,7 @@
 #include "framework/error.h"
 #include "framework/generator.h"
 #include "models/gpt.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/reduce.h"
 #include "optim/clip_grad.h"

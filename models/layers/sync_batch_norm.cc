@@ -10,7 +10,7 @@
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "models/layers/norm.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 

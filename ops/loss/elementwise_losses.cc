@@ -10,9 +10,9 @@
 #include "framework/autograd.h"
 #include "framework/device_kernels.h"
 #include "ops/autocast.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/elementwise/typed_entries_cpu.h"
 #include "ops/loss/loss.h"
-#include "ops/map.h"
 #include "ops/reduce.h"
 
 namespace mantissa {
@@ -75,7 +75,8 @@ void check_pair(std::string_view op, const Tensor& input, const Tensor& target) 
            ". HINT: convert integer targets with .to(kF32)");
   MT_CHECK(input.device() == target.device(), op, ": no kernel for ", input.device().str(), " / ",
            target.device().str(), " in this build. HINT: put the input and the target on one device");
-  if (!input.device().is_cpu()) no_kernel(op, input.device());  // the functors run on the CPU only (ops/map.h)
+  if (!input.device().is_cpu())
+    no_kernel(op, input.device());  // the functors run on the CPU only (ops/elementwise/typed_entries_cpu.h)
 }
 
 // binary_cross_entropy takes probabilities; PyTorch checks the range too.

@@ -6,7 +6,7 @@
 #include "framework/autograd.h"
 #include "framework/device_kernels.h"
 #include "ops/autocast.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/reduce.h"
 #include "ops/softmax/softmax_cpu.h"
 #include "ops/softmax/softmax_cuda.h"

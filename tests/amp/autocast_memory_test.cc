@@ -14,7 +14,7 @@
 #include "framework/autograd.h"
 #include "framework/generator.h"
 #include "framework/random.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul.h"
 

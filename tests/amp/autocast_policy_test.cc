@@ -17,7 +17,7 @@
 #include "framework/random.h"
 #include "ops/attention.h"
 #include "ops/conv.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"

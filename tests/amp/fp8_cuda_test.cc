@@ -15,7 +15,7 @@
 #include "framework/error.h"
 #include "models/layers/linear.h"
 #include "models/layers/sequential.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/reduce.h"
 
 namespace mantissa::amp {

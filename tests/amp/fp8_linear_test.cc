@@ -17,7 +17,7 @@
 #include "amp/autocast.h"
 #include "framework/autograd.h"
 #include "framework/error.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/reduce.h"
 #include "tests/support/scaled_mm_reference.h"
 

@@ -15,7 +15,7 @@
 #include "framework/random.h"
 #include "models/layers/linear.h"
 #include "models/layers/sequential.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"

@@ -17,7 +17,7 @@
 #include "models/gpt.h"
 #include "models/layers/linear.h"
 #include "models/mlp.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/reduce.h"
 

@@ -16,7 +16,7 @@
 
 #include "framework/autograd.h"
 #include "ops/cuda/conv_plan.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "tests/cuda/blas_test_support.h"
 #include "tests/ops/op_test_support.h"
 

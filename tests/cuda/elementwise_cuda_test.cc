@@ -8,13 +8,13 @@
 
 #include "framework/autograd.h"
 #include "framework/cuda/device.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "tests/cuda/cuda_compare.h"
 
 #ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "ops/cuda/elementwise.h"
+#include "ops/elementwise/elementwise_launch.h"
 #endif
 
 namespace mantissa {

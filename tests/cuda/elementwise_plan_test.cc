@@ -2,7 +2,7 @@
 // the offset calculator the threads use (every output index maps to the element the CPU reads), launch
 // geometry and alignment checks, and the per-element math of ops/pointwise_math.h against the CPU
 // ops, compiled here by g++.
-#include "ops/cuda/elementwise_plan.h"
+#include "ops/elementwise/elementwise_plan.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 
 #include "framework/autograd.h"
 #include "ops/cuda/offset_calc.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/pointwise_math.h"
 #include "tests/cuda/cuda_compare.h"
 

@@ -17,7 +17,7 @@
 #include "framework/cuda/device.h"
 #include "ops/cuda/fp8_plan.h"
 #include "ops/cuda/gemm_plan.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/fp8.h"
 #include "ops/matmul.h"
 #include "tests/cuda/cuda_compare.h"

@@ -17,7 +17,7 @@
 
 #include "ops/cuda/gemm_plan.h"
 #include "ops/cuda/tf32.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "tests/cuda/blas_test_support.h"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "framework/autograd.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "tests/cuda/blas_test_support.h"

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/cuda/elementwise_plan.h"
+#include "ops/elementwise/elementwise_plan.h"
 #include "ops/reduce.h"
 #include "tests/cuda/cuda_compare.h"
 

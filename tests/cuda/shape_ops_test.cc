@@ -12,7 +12,7 @@
 #include "framework/cuda/device.h"
 #include "framework/generator.h"
 #include "models/gpt.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"

@@ -11,7 +11,7 @@
 
 #include "framework/autograd.h"
 #include "framework/cuda/device.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/norm.h"
 #include "ops/softmax/row_math.h"

@@ -16,7 +16,7 @@
 #include "framework/random.h"
 #include "models/gpt.h"
 #include "models/mlp.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"

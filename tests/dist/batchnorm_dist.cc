@@ -25,7 +25,7 @@
 #include "models/layers/norm.h"
 #include "models/layers/sequential.h"
 #include "models/layers/sync_batch_norm.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "framework/tensor.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/reduce.h"
 
 namespace mantissa {

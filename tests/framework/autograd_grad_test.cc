@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "framework/autograd.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/reduce.h"
 #include "tests/ops/op_test_support.h"
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/reduce.h"
 #include "tests/ops/op_test_support.h"
 

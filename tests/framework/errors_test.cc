@@ -11,7 +11,7 @@
 
 #include "framework/autograd.h"
 #include "ops/conv.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/pool.h"

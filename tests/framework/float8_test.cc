@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "framework/tensor.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/reduce.h"
 #include "tests/support/golden.h"
 

@@ -20,7 +20,7 @@
 #include "models/layers/linear.h"
 #include "models/layers/sequential.h"
 #include "models/mlp.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
 

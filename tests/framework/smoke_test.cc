@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "framework/autograd.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/reduce.h"
 
 namespace mantissa {

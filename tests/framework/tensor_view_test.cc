@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "framework/autograd.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/reduce.h"
 
 namespace mantissa {

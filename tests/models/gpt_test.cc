@@ -11,7 +11,7 @@
 
 #include "amp/autocast.h"
 #include "framework/autograd.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul.h"

@@ -20,7 +20,7 @@
 #include "models/layers/norm.h"
 #include "models/layers/pool.h"
 #include "models/layers/sequential.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/reduce.h"
 
 namespace mantissa {

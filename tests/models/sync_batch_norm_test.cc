@@ -18,7 +18,7 @@
 #include "models/layers/norm.h"
 #include "models/layers/sequential.h"
 #include "models/mlp.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/norm.h"
 #include "ops/reduce.h"
 #include "tests/ops/nn_testing.h"

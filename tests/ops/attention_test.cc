@@ -8,7 +8,7 @@
 #include "amp/autocast.h"
 #include "framework/autograd.h"
 #include "framework/random.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/reduce.h"
 #include "tests/support/golden.h"
 

@@ -1,6 +1,6 @@
 // Elementwise ops' forward semantics in every floating dtype: 16-bit ops compute in fp32 and round once,
 // overflow as on a GPU, type promotion, broadcasting, strided inputs, comparisons, where/masked_fill/clamp.
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 
 #include <gtest/gtest.h>
 

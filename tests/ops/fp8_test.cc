@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "amp/autocast.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/matmul.h"
 #include "tests/ops/nn_testing.h"
 #include "tests/support/scaled_mm_reference.h"

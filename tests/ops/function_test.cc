@@ -14,7 +14,7 @@
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "ops/autocast.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/recompute.h"
 #include "ops/reduce.h"

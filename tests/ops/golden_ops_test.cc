@@ -14,7 +14,7 @@
 #include "framework/autograd.h"
 #include "ops/attention.h"
 #include "ops/conv.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul.h"

@@ -11,7 +11,7 @@
 #include "framework/generator.h"
 #include "ops/conv.h"
 #include "ops/dropout.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul.h"

@@ -15,7 +15,7 @@
 #include "amp/autocast.h"
 #include "framework/autograd.h"
 #include "ops/cpu/loops.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/reduce.h"
 #include "tests/support/golden.h"
 

@@ -12,7 +12,7 @@
 
 #include "framework/autograd.h"
 #include "framework/generator.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/reduce.h"
 #include "tests/support/gradcheck.h"
 

@@ -9,7 +9,7 @@
 
 #include "framework/autograd.h"
 #include "ops/conv.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"

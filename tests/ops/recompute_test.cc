@@ -12,7 +12,7 @@
 #include "framework/error.h"
 #include "ops/autocast.h"
 #include "ops/dropout.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "tests/ops/op_test_support.h"

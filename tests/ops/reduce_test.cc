@@ -9,7 +9,7 @@
 
 #include "framework/autograd.h"
 #include "framework/generator.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "tests/ops/op_test_support.h"
 
 namespace mantissa {

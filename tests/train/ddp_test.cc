@@ -10,7 +10,7 @@
 #include "framework/generator.h"
 #include "framework/random.h"
 #include "models/mlp.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/reduce.h"
 

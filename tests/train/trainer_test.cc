@@ -21,7 +21,7 @@
 #include "framework/host_read.h"
 #include "framework/random.h"
 #include "models/mlp.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "optim/adam.h"

@@ -6,9 +6,9 @@
 
 #include "framework/autograd.h"
 #include "framework/cuda/stream.h"
-#include "ops/cuda/elementwise_plan.h"
 #include "ops/cuda/reduce.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/elementwise/elementwise_plan.h"
 
 namespace mantissa {
 namespace {

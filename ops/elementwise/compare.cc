@@ -4,9 +4,9 @@
 #include <cstdint>
 
 #include "framework/autograd.h"
-#include "ops/device_map.h"
 #include "framework/device_kernels.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/elementwise/typed_entries.h"
 #include "ops/reduce.h"
 
 namespace mantissa {

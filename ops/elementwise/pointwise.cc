@@ -5,8 +5,8 @@
 #include "framework/autograd.h"
 #include "ops/autocast.h"
 #include "ops/cpu/vec_math.h"
-#include "ops/device_map.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/elementwise/typed_entries.h"
 #include "ops/pointwise_math.h"
 #include "ops/reduce.h"
 

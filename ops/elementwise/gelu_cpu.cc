@@ -1,7 +1,7 @@
 // GELU (erf form) kernels: f32 block loops built twice (the AVX2 baseline and AVX-512, picked once from
 // the CPU), threaded over contiguous chunks. Elementwise with explicit fmas, so both builds give the
 // same bits (tests/ops/elementwise_test.cc compares them).
-#include "ops/cpu/gelu.h"
+#include "ops/elementwise/gelu_cpu.h"
 
 #include <algorithm>
 #include <type_traits>

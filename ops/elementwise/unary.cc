@@ -7,10 +7,10 @@
 
 #include "framework/autograd.h"
 #include "ops/autocast.h"
-#include "ops/cpu/gelu.h"
 #include "ops/cpu/vec_math.h"
-#include "ops/device_map.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/elementwise/gelu_cpu.h"
+#include "ops/elementwise/typed_entries.h"
 #include "ops/pointwise_math.h"
 
 namespace mantissa {
@@ -116,7 +116,7 @@ namespace {
 
 // GELU, erf form: x * Phi(x), Phi the standard normal CDF. erf and exp are the vectorizable float ones
 // for f32/f16/bf16 (cpu::VecMath, within 2 ulp of libm), libm's for f64. Contiguous CPU f32/f16/bf16
-// operands take the block kernels of ops/cpu/gelu.h; others (f64, strided) the elementwise maps, with
+// operands take the block kernels of ops/elementwise/gelu_cpu.h; others (f64, strided) the elementwise maps, with
 // the same per-element formulas (pointwise::gelu and gelu_backward).
 bool gelu_kernel_applies(const Tensor& t) {
   return t.device().is_cpu() && t.is_contiguous() && t.dtype() != DType::kF64;

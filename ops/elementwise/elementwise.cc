@@ -1,14 +1,14 @@
 // Binary arithmetic with broadcasting, and its backward: the gradient of a broadcast input is summed
 // back to the input's shape and returned in the input's dtype. The element formulas are those of
 // ops/pointwise_math.h (pow's with the CPU's math policy, cpu::VecMath), named again by the op codes.
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 
 #include <cmath>
 
 #include "framework/autograd.h"
 #include "ops/autocast.h"
 #include "ops/cpu/vec_math.h"
-#include "ops/device_map.h"
+#include "ops/elementwise/typed_entries.h"
 #include "ops/pointwise_math.h"
 #include "ops/reduce.h"
 

@@ -1,15 +1,16 @@
-// map.h's typed entries with a CUDA op code beside the CPU functor: CPU tensors run the functor through
-// ops/cpu/loops.h as before, CUDA tensors the op code through ops/cuda/elementwise.cu (a launcher cannot
-// take a host lambda). The op-code kernels sit in framework/device_kernels.h tables with no CPU entry (the CPU
-// kernel is the functor), so a build without CUDA gives the usual "no kernel for cuda:0" error.
+// The elementwise typed entries for both devices: typed_entries_cpu.h's, with a CUDA op code beside the CPU functor:
+// CPU tensors run the functor through ops/cpu/loops.h as before, CUDA tensors the op code through
+// ops/elementwise/elementwise.cu (a launcher cannot take a host lambda). The op-code kernels sit in
+// framework/device_kernels.h tables with no CPU entry (the CPU kernel is the functor), so a build without CUDA gives
+// the usual "no kernel for cuda:0" error.
 #pragma once
 
 #include <string_view>
 #include <utility>
 
-#include "ops/cuda/host/elementwise.h"
 #include "framework/device_kernels.h"
-#include "ops/map.h"
+#include "ops/elementwise/elementwise_cuda.h"
+#include "ops/elementwise/typed_entries_cpu.h"
 #include "ops/pointwise_math.h"
 
 namespace mantissa {

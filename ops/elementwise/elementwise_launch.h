@@ -1,5 +1,5 @@
-// Launchers of the CUDA elementwise kernels (ops/cuda/elementwise.cu): raw device pointers, a layout
-// planned on the host (ops/cuda/elementwise_plan.h) and the stream. T is float, double, Half or
+// Launchers of the CUDA elementwise kernels (ops/elementwise/elementwise.cu): raw device pointers, a layout
+// planned on the host (ops/elementwise/elementwise_plan.h) and the stream. T is float, double, Half or
 // BFloat16; 16-bit values compute in f32 and round once (round-to-nearest-even) at the store.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The CUDA kernels of ops/device_map.h's entries, by op code (a launcher cannot take a host lambda).
+// The CUDA kernels of ops/elementwise/typed_entries.h's entries, by op code (a launcher cannot take a host lambda).
 // Declared in every build for the dispatch tables; defined in elementwise.cc, CUDA builds only.
 #pragma once
 

@@ -10,7 +10,7 @@
 
 namespace mantissa {
 
-// Arithmetic (ops/elementwise.cc).
+// Arithmetic (ops/elementwise/elementwise.cc).
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, double b);
 Tensor sub(const Tensor& a, const Tensor& b);
@@ -38,14 +38,14 @@ inline Tensor operator/(const Tensor& a, double b) { return div(a, b); }
 inline Tensor operator-(const Tensor& a) { return neg(a); }
 
 MT_OP(addcmul, kNone, kPromote);
-// self + value * t1 * t2 and self + value * t1 / t2, broadcasting all three (ops/pointwise.cc). Computed
+// self + value * t1 * t2 and self + value * t1 / t2, broadcasting all three (ops/elementwise/pointwise.cc). Computed
 // in fp32 for 16-bit dtypes and rounded once; mixed dtypes promote (under CUDA autocast by the promote
 // category, which gives the same dtype).
 Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, double value = 1.0);
 MT_OP(addcdiv, kNone, kPromote);
 Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, double value = 1.0);
 
-// Math and activations (ops/unary.cc).
+// Math and activations (ops/elementwise/unary.cc).
 enum class GeluApproximation { kNone, kTanh };
 MT_OP(exp, kNone, kFp32);
 Tensor exp(const Tensor& x);
@@ -66,7 +66,7 @@ Tensor tanh(const Tensor& x);
 MT_OP(sigmoid, kNone, kNone);
 Tensor sigmoid(const Tensor& x);
 
-// Comparisons, selection and clamping (ops/compare.cc). Comparisons return bool tensors.
+// Comparisons, selection and clamping (ops/elementwise/compare.cc). Comparisons return bool tensors.
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);
