@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "framework/error.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "ops/shape.h"
 
 namespace mantissa::amp {

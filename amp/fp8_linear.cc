@@ -10,7 +10,7 @@
 #include "framework/error.h"
 #include "ops/fp8.h"
 #include "ops/function.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa::amp {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "framework/error.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "ops/shape.h"
 
 namespace mantissa::amp {

@@ -16,7 +16,7 @@
 #include "framework/error.h"
 #include "framework/generator.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa::amp {
 namespace {

@@ -10,7 +10,7 @@
 #include "framework/autograd.h"
 #include "framework/generator.h"
 #include "ops/conv.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

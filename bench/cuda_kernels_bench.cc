@@ -12,7 +12,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/norm.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "ops/softmax/softmax.h"
 
 namespace mantissa {

@@ -20,7 +20,7 @@
 #include "models/gpt.h"
 #include "models/mlp.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

@@ -26,7 +26,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/function.h"
 #include "ops/matmul.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "ops/shape.h"
 #include "ops/softmax/softmax.h"
 #include "optim/sgd.h"

@@ -21,7 +21,7 @@
 #include "models/mlp.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "optim/sgd.h"
 
 using namespace mantissa;

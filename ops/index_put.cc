@@ -4,11 +4,11 @@
 #include <algorithm>
 
 #include "framework/autograd.h"
+#include "framework/device_kernels.h"
 #include "ops/autocast.h"
 #include "ops/cpu/shape.h"
 #include "ops/cuda/host/shape.h"
-#include "framework/device_kernels.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "ops/shape.h"
 
 namespace mantissa {

@@ -17,7 +17,7 @@
 #include "ops/cuda/host/matmul.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/fp8.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

@@ -14,7 +14,7 @@
 #include "ops/cuda/host/norm.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/norm_tensors.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

@@ -8,7 +8,7 @@
 #include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/op.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "ops/shape.h"
 #include "ops/softmax/softmax.h"
 
@@ -48,7 +48,7 @@ const std::vector<const OpInfo*>& all_ops() {
       // ops/norm.h
       &ops::layer_norm,
       &ops::group_norm,
-      // ops/reduce.h
+      // ops/reduce/reduce.h
       &ops::sum,
       &ops::mean,
       &ops::logsumexp,

@@ -370,7 +370,7 @@ MT_FORMULA C addcdiv_backward(C g, C a, C b, C v) {
   return -g * v * a / (b * b);
 }
 
-// ---- used by ops/loss/loss.cc (mse), ops/reduce.cc (var) and ops/elementwise/compare.cc (clamp)
+// ---- used by ops/loss/loss.cc (mse), ops/reduce/reduce.cc (var) and ops/elementwise/compare.cc (clamp)
 
 template <typename C>
 MT_FORMULA C squared_diff(C a, C b) {

@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "framework/autograd.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

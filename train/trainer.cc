@@ -17,7 +17,7 @@
 #include "models/gpt.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "optim/clip_grad.h"
 #include "train/ddp.h"
 #include "train/step_values.h"

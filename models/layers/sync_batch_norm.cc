@@ -11,7 +11,7 @@
 #include "framework/error.h"
 #include "models/layers/norm.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "ops/shape.h"
 
 namespace mantissa {

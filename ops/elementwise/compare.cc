@@ -7,7 +7,7 @@
 #include "framework/device_kernels.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/elementwise/typed_entries.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

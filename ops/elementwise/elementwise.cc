@@ -10,7 +10,7 @@
 #include "ops/cpu/vec_math.h"
 #include "ops/elementwise/typed_entries.h"
 #include "ops/pointwise_math.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

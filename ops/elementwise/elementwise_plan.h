@@ -45,7 +45,7 @@ std::optional<ElementwiseLayout<N>> plan_elementwise(const Shape& shape, const s
 
 }  // namespace mantissa::gpu
 
-#include "ops/cuda/reduce_plan.h"
+#include "ops/reduce/reduce_plan.h"
 
 namespace mantissa::gpu {
 

@@ -8,7 +8,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/elementwise/typed_entries.h"
 #include "ops/pointwise_math.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

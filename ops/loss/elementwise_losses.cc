@@ -13,7 +13,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/elementwise/typed_entries_cpu.h"
 #include "ops/loss/loss.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

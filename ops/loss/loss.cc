@@ -12,7 +12,7 @@
 #include "ops/elementwise/typed_entries.h"
 #include "ops/loss/loss_cpu.h"
 #include "ops/loss/loss_cuda.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "ops/shape.h"
 #include "ops/softmax/softmax.h"
 

@@ -7,7 +7,7 @@
 #include "framework/device_kernels.h"
 #include "ops/autocast.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "ops/softmax/softmax_cpu.h"
 #include "ops/softmax/softmax_cuda.h"
 

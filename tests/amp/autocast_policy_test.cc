@@ -21,7 +21,7 @@
 #include "ops/loss/loss.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "ops/shape.h"
 #include "ops/softmax/softmax.h"
 

@@ -16,7 +16,7 @@
 #include "models/layers/linear.h"
 #include "models/layers/sequential.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa::amp {
 namespace {

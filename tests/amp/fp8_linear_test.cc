@@ -18,7 +18,7 @@
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "tests/support/scaled_mm_reference.h"
 
 namespace mantissa::amp {

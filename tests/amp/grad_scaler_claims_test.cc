@@ -16,7 +16,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
 

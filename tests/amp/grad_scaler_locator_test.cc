@@ -10,7 +10,7 @@
 #include "models/layers/activation.h"
 #include "models/layers/linear.h"
 #include "models/layers/sequential.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "optim/sgd.h"
 
 namespace mantissa::amp {

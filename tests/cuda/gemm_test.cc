@@ -19,7 +19,7 @@
 #include "ops/cuda/tf32.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/matmul.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "tests/cuda/blas_test_support.h"
 #include "tests/ops/op_test_support.h"
 

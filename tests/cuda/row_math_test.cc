@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "tests/cuda/cuda_compare.h"
 
 namespace mantissa {

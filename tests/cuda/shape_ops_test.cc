@@ -14,7 +14,7 @@
 #include "models/gpt.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "ops/shape.h"
 #include "tests/cuda/cuda_compare.h"
 

@@ -27,7 +27,7 @@
 #include "models/layers/sync_batch_norm.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "ops/shape.h"
 #include "optim/sgd.h"
 #include "tests/dist/checker.h"

@@ -11,7 +11,7 @@
 
 #include "framework/tensor.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

@@ -15,7 +15,7 @@
 #include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/pool.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

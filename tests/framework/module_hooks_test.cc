@@ -22,7 +22,7 @@
 #include "models/mlp.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/matmul.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

@@ -21,7 +21,7 @@
 #include "models/layers/pool.h"
 #include "models/layers/sequential.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

@@ -20,7 +20,7 @@
 #include "models/mlp.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/norm.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "tests/ops/nn_testing.h"
 #include "tests/support/gradcheck.h"
 

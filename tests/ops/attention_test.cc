@@ -9,7 +9,7 @@
 #include "framework/autograd.h"
 #include "framework/random.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "tests/support/golden.h"
 
 namespace mantissa {

@@ -11,7 +11,7 @@
 
 #include "framework/autograd.h"
 #include "framework/generator.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "tests/ops/op_test_support.h"
 
 namespace mantissa {

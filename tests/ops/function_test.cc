@@ -17,7 +17,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/recompute.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "ops/softmax/softmax.h"
 #include "tests/ops/op_test_support.h"
 #include "tests/support/gradcheck.h"

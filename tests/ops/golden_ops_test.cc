@@ -20,7 +20,7 @@
 #include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/pool.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "ops/shape.h"
 #include "ops/softmax/softmax.h"
 #include "tests/support/golden.h"

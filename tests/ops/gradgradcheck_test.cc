@@ -18,7 +18,7 @@
 #include "ops/norm.h"
 #include "ops/pool.h"
 #include "ops/recompute.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "ops/shape.h"
 #include "ops/softmax/softmax.h"
 #include "tests/support/gradcheck.h"

@@ -16,7 +16,7 @@
 #include "framework/autograd.h"
 #include "ops/cpu/loops.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "tests/support/golden.h"
 
 namespace mantissa {

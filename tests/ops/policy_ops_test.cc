@@ -13,7 +13,7 @@
 #include "ops/loss/loss.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "ops/shape.h"
 #include "tests/support/gradcheck.h"
 

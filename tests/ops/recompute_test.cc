@@ -14,7 +14,7 @@
 #include "ops/dropout.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/matmul.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "tests/ops/op_test_support.h"
 
 namespace mantissa {

@@ -10,7 +10,7 @@
 #include "framework/autograd.h"
 #include "framework/generator.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa::testing {
 namespace {

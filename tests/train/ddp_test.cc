@@ -12,7 +12,7 @@
 #include "models/mlp.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

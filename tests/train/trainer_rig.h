@@ -14,7 +14,7 @@
 #include "models/mlp.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/matmul.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "optim/adam.h"
 #include "train/trainer.h"
 

@@ -23,7 +23,7 @@
 #include "models/mlp.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/matmul.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
 #include "tests/train/read_order_support.h"

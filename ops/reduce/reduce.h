@@ -1,6 +1,6 @@
 // Reductions over dims or over all elements: sum, mean, max (values and indices), var; and sum_to,
-// the backward of broadcasting (ops/reduce.cc); logsumexp, prod, norm and cumsum (ops/reduce_extra.cc).
-// 16-bit inputs accumulate in fp32 and round once.
+// the backward of broadcasting (ops/reduce/reduce.cc); logsumexp, prod, norm and cumsum
+// (ops/reduce/logsumexp_prod_norm_cumsum.cc). 16-bit inputs accumulate in fp32 and round once.
 #pragma once
 
 #include <initializer_list>

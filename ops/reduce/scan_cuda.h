@@ -1,11 +1,11 @@
-// The CUDA cumsum of ops/reduce_extra.cc (ops/cuda/scan.cu: the CPU's order, the same bits). Declared in
-// every build; defined in scan.cc, CUDA builds only.
+// The CUDA cumsum of ops/reduce/logsumexp_prod_norm_cumsum.cc (ops/reduce/scan.cu: the CPU's order, the same bits).
+// Declared in every build; defined in scan.cc, CUDA builds only.
 #pragma once
 
 #include <cstdint>
 
 #include "framework/tensor.h"
-#include "ops/cpu/reduce_rows.h"
+#include "ops/reduce/row_reduce_cpu.h"
 
 namespace mantissa {
 

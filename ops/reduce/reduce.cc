@@ -1,16 +1,16 @@
 // Reductions and their backward. One plan (cpu::ReducePlan) splits the input dims into kept and reduced;
-// the kernels (ops/cpu/reduce.h, ops/cuda/host/reduce.h) reduce each output's slice.
-#include "ops/reduce.h"
+// the kernels (ops/reduce/reduce_cpu.h, ops/reduce/reduce_cuda.h) reduce each output's slice.
+#include "ops/reduce/reduce.h"
 
 #include <algorithm>
 
 #include "framework/autograd.h"
 #include "framework/device_kernels.h"
 #include "ops/autocast.h"
-#include "ops/cpu/reduce.h"
-#include "ops/cuda/host/reduce.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/elementwise/typed_entries.h"
+#include "ops/reduce/reduce_cpu.h"
+#include "ops/reduce/reduce_cuda.h"
 #include "ops/shape.h"
 
 namespace mantissa {

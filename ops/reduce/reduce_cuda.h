@@ -1,10 +1,10 @@
-// The CUDA kernels of ops/reduce.cc's dispatch tables, over the same cpu::ReducePlan as the CPU ones.
+// The CUDA kernels of ops/reduce/reduce.cc's dispatch tables, over the same cpu::ReducePlan as the CPU ones.
 // Declared in every build; defined in reduce.cc, CUDA builds only.
 #pragma once
 
 #include "framework/tensor.h"
-#include "ops/cpu/reduce.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
+#include "ops/reduce/reduce_cpu.h"
 
 namespace mantissa {
 

@@ -14,9 +14,9 @@ namespace mantissa::cpu {
 
 // A is the accumulator (double for f64, float otherwise). Row r goes to lane r % 8 and the 8 lanes are
 // added as ((0+1)+(2+3))+((4+5)+(6+7)): exactly the order of the per-output strided walk in
-// ops/cpu/reduce.h (sum_reduce), so both paths give the same bits; the columns are summed side by side in blocks of
-// kCols, which keeps the lanes in registers/L1 and the loads contiguous. Threads split the column
-// blocks, so the result does not depend on the thread count.
+// ops/reduce/reduce_cpu.h (sum_reduce), so both paths give the same bits; the columns are summed side by side in blocks
+// of kCols, which keeps the lanes in registers/L1 and the loads contiguous. Threads split the column blocks, so the
+// result does not depend on the thread count.
 template <typename T, typename A>
 void column_sum(const T* x, int64_t rows, int64_t cols, A scale, T* out) {
   constexpr int64_t kCols = 64;

@@ -1,8 +1,8 @@
 // logsumexp, prod, norm (all fp32 under autocast) and cumsum, with their backward. The reductions move
-// the reduced dims last and run a row kernel (ops/cpu/reduce_rows.h) over the contiguous [m, n] matrix:
+// the reduced dims last and run a row kernel (ops/reduce/row_reduce_cpu.h) over the contiguous [m, n] matrix:
 // m output elements, n reduced elements each. On a GPU, logsumexp and norm (and their backward) are
 // composed from the device ops in the compute type (f32, f64 for f64) and rounded once at the end (the
-// device entries of their tables); cumsum has its own kernel (ops/cuda/host/scan.h); prod has none.
+// device entries of their tables); cumsum has its own kernel (ops/reduce/scan_cuda.h); prod has none.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,11 +10,11 @@
 #include "framework/autograd.h"
 #include "framework/device_kernels.h"
 #include "ops/autocast.h"
-#include "ops/cpu/reduce_rows.h"
-#include "ops/cuda/host/scan.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/elementwise/typed_entries_cpu.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
+#include "ops/reduce/row_reduce_cpu.h"
+#include "ops/reduce/scan_cuda.h"
 #include "ops/shape.h"
 
 namespace mantissa {

@@ -1,5 +1,5 @@
-// Launchers of the CUDA reductions (ops/cuda/reduce.cu) over a host-planned ReduceLayout
-// (ops/cuda/reduce_plan.h): sums (f32 accumulation for f32/f16/bf16, f64 for f64; mean is a sum with a
+// Launchers of the CUDA reductions (ops/reduce/reduce.cu) over a host-planned ReduceLayout
+// (ops/reduce/reduce_plan.h): sums (f32 accumulation for f32/f16/bf16, f64 for f64; mean is a sum with a
 // scale) and max with its index along one dim.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include "framework/half.h"
-#include "ops/cuda/reduce_plan.h"
+#include "ops/reduce/reduce_plan.h"
 
 namespace mantissa::gpu {
 

@@ -1,4 +1,4 @@
-// Launcher of the CUDA cumsum kernel (ops/cuda/scan.cu): one thread per line, adding in order in the
+// Launcher of the CUDA cumsum kernel (ops/reduce/scan.cu): one thread per line, adding in order in the
 // compute type (f32 for 16-bit, else T) and rounding each output, as cpu::cumsum_lines: the same bits.
 #pragma once
 

@@ -1,5 +1,5 @@
-// The CPU kernels of ops/reduce.cc (sum and mean, var, max along a dim and its backward) over raw
-// pointers, and the plan they share with the CUDA kernels (ops/cuda/host/reduce.cc): which input dims
+// The CPU kernels of ops/reduce/reduce.cc (sum and mean, var, max along a dim and its backward) over raw
+// pointers, and the plan they share with the CUDA kernels (ops/reduce/reduce.cu): which input dims
 // are kept and which are reduced. Every output element reduces its slice with a strided inner walk, in
 // parallel over outputs; 16-bit inputs accumulate in fp32 and round once.
 #pragma once
@@ -15,7 +15,7 @@
 #include "framework/dtype.h"
 #include "framework/parallel.h"
 #include "framework/strided.h"
-#include "ops/cpu/column_sum.h"
+#include "ops/reduce/column_sum_cpu.h"
 
 namespace mantissa::cpu {
 

@@ -1,9 +1,11 @@
 // CUDA cumsum along one dim: a thread per [outer, inner] line (adjacent threads read adjacent inner
 // elements), sequential along the line so the sums equal the CPU's bit for bit.
 #include "framework/cuda/check.h"
+#include "framework/cuda/stream.h"
 #include "ops/cuda/device_types.cuh"
 #include "ops/cuda/offset_calc.h"
-#include "ops/cuda/scan.h"
+#include "ops/reduce/scan_cuda.h"
+#include "ops/reduce/scan_launch.h"
 
 namespace mantissa::gpu {
 namespace {
@@ -40,3 +42,19 @@ template void launch_cumsum_lines<BFloat16>(const BFloat16*, int64_t, int64_t, i
                                             cudaStream_t);
 
 }  // namespace mantissa::gpu
+
+// Typed entries (the tensors' side of the launchers above), the CUDA side of ops/reduce/logsumexp_prod_norm_cumsum.cc's
+// cumsum.
+namespace mantissa {
+
+void cuda_scan(const Tensor& x, int64_t outer, int64_t n, int64_t inner, cpu::ScanDirection direction,
+               const Tensor& out) {
+  gpu::DeviceGuard guard(x.device());
+  const gpu::ScanOrder order =
+      direction == cpu::ScanDirection::kForward ? gpu::ScanOrder::kForward : gpu::ScanOrder::kReverse;
+  dispatch_floating(x.dtype(), "cumsum", [&]<typename T>() {
+    gpu::launch_cumsum_lines<T>(x.data<T>(), outer, n, inner, order, out.data<T>(), gpu::current_stream(x.device()));
+  });
+}
+
+}  // namespace mantissa
