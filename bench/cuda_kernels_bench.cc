@@ -11,7 +11,7 @@
 #include "ops/dropout.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
-#include "ops/norm.h"
+#include "ops/norm/norm.h"
 #include "ops/reduce/reduce.h"
 #include "ops/softmax/softmax.h"
 

@@ -6,7 +6,7 @@
 #include "ops/fp8.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul.h"
-#include "ops/norm.h"
+#include "ops/norm/norm.h"
 #include "ops/op.h"
 #include "ops/reduce/reduce.h"
 #include "ops/shape.h"
@@ -45,7 +45,7 @@ const std::vector<const OpInfo*>& all_ops() {
       // ops/softmax/softmax.h
       &ops::softmax,
       &ops::log_softmax,
-      // ops/norm.h
+      // ops/norm/norm.h
       &ops::layer_norm,
       &ops::group_norm,
       // ops/reduce/reduce.h

@@ -20,7 +20,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul.h"
-#include "ops/norm.h"
+#include "ops/norm/norm.h"
 #include "ops/reduce/reduce.h"
 #include "ops/shape.h"
 #include "ops/softmax/softmax.h"

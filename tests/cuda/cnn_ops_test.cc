@@ -17,7 +17,7 @@
 #include "framework/random.h"
 #include "models/cnn.h"
 #include "ops/loss/loss.h"
-#include "ops/norm.h"
+#include "ops/norm/norm.h"
 #include "ops/pool.h"
 #include "tests/cuda/cuda_compare.h"
 

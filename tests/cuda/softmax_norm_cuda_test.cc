@@ -13,7 +13,7 @@
 #include "framework/cuda/device.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
-#include "ops/norm.h"
+#include "ops/norm/norm.h"
 #include "ops/softmax/row_math.h"
 #include "ops/softmax/softmax.h"
 #include "tests/cuda/cuda_compare.h"

@@ -13,7 +13,7 @@
 #include "ops/conv.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/matmul.h"
-#include "ops/norm.h"
+#include "ops/norm/norm.h"
 #include "ops/pool.h"
 #include "ops/reduce/reduce.h"
 

@@ -19,7 +19,7 @@
 #include "models/layers/sequential.h"
 #include "models/mlp.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/norm.h"
+#include "ops/norm/norm.h"
 #include "ops/reduce/reduce.h"
 #include "tests/ops/nn_testing.h"
 #include "tests/support/gradcheck.h"

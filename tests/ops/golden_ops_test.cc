@@ -18,7 +18,7 @@
 #include "ops/embedding.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul.h"
-#include "ops/norm.h"
+#include "ops/norm/norm.h"
 #include "ops/pool.h"
 #include "ops/reduce/reduce.h"
 #include "ops/shape.h"

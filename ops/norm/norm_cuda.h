@@ -1,12 +1,12 @@
-// The CUDA kernels of ops/norm.cc, with the same arguments as its CPU kernels: contiguous tensors on one
+// The CUDA kernels of ops/norm/norm.cc, with the same arguments as its CPU kernels: contiguous tensors on one
 // device, per-feature tensors in the compute dtype (f32, f64 for f64), and undefined tensors for the
 // optional weight and bias and for the gradients nobody needs. Declared in every build; defined in
 // norm.cc, CUDA builds only.
 #pragma once
 
 #include "framework/tensor.h"
-#include "ops/cpu/norm_kernels.h"
-#include "ops/norm.h"
+#include "ops/norm/norm.h"
+#include "ops/norm/norm_cpu.h"
 
 namespace mantissa {
 

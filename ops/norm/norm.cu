@@ -1,12 +1,11 @@
-// The CUDA side of ops/norm.cc: launches of ops/cuda/norm.cu and ops/cuda/batch_norm.cu on the tensors'
+// The CUDA side of ops/norm/norm.cc: launches of ops/norm/layer_norm.cu and ops/norm/batch_norm.cu on the tensors'
 // device's current stream.
-#include "ops/cuda/host/norm.h"
-
 #include "framework/autograd.h"
 #include "framework/cuda/stream.h"
-#include "ops/cuda/batch_norm.h"
-#include "ops/cuda/norm.h"
-#include "ops/norm_tensors.h"
+#include "ops/norm/batch_norm_launch.h"
+#include "ops/norm/layer_norm_launch.h"
+#include "ops/norm/norm_cuda.h"
+#include "ops/norm/norm_tensors.h"
 
 namespace mantissa {
 namespace {

@@ -1,5 +1,5 @@
-// Tensor helpers shared by the normalization entries (ops/norm.cc) and their CUDA side
-// (ops/cuda/host/norm.cc).
+// Tensor helpers shared by the normalization entries (ops/norm/norm.cc) and their CUDA side
+// (ops/norm/norm.cu).
 #pragma once
 
 #include "framework/tensor.h"

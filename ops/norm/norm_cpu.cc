@@ -1,6 +1,6 @@
 // Fused layer_norm and batch_norm kernels. Statistics are two-pass (mean, then squared deviations) in
 // the compute type. layer_norm runs in parallel over rows, batch_norm over channels.
-#include "ops/cpu/norm_kernels.h"
+#include "ops/norm/norm_cpu.h"
 
 #include <algorithm>
 #include <cmath>

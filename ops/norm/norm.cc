@@ -1,8 +1,8 @@
 // layer_norm and batch_norm: argument checks, parameter widening, running-statistics updates, and the
-// backward nodes. The fused kernels are in ops/cpu/norm_kernels.cc; tests/ops/norm_test.cc checks them
+// backward nodes. The fused kernels are in ops/norm/norm_cpu.cc; tests/ops/norm_test.cc checks them
 // against the same formulas composed from elementwise and reduce ops. CUDA tensors go to
-// ops/cuda/host/norm.h (ops/cuda/norm.cu and ops/cuda/batch_norm.cu).
-#include "ops/norm.h"
+// ops/norm/norm_cuda.h (ops/norm/layer_norm.cu and ops/norm/batch_norm.cu).
+#include "ops/norm/norm.h"
 
 #include <cmath>
 #include <vector>
@@ -10,10 +10,10 @@
 #include "framework/autograd.h"
 #include "framework/device_kernels.h"
 #include "ops/autocast.h"
-#include "ops/cpu/norm_kernels.h"
-#include "ops/cuda/host/norm.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/norm_tensors.h"
+#include "ops/norm/norm_cpu.h"
+#include "ops/norm/norm_cuda.h"
+#include "ops/norm/norm_tensors.h"
 #include "ops/reduce/reduce.h"
 
 namespace mantissa {

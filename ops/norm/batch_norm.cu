@@ -3,10 +3,10 @@
 // statistics update and invstd in f64 on the device, and the normalization as a grid-stride elementwise
 // kernel. Per-element formulas are in ops/cuda/cnn_math.h.
 #include "framework/cuda/check.h"
-#include "ops/cuda/batch_norm.h"
 #include "ops/cuda/cnn_math.h"
 #include "ops/cuda/device_types.cuh"
 #include "ops/cuda/offset_calc.h"
+#include "ops/norm/batch_norm_launch.h"
 
 namespace mantissa::gpu {
 namespace {

@@ -6,14 +6,14 @@
 #include <cstdint>
 #include <cuda_runtime_api.h>
 
-#include "ops/cpu/norm_kernels.h"
-#include "ops/cuda/norm.h"
+#include "ops/norm/layer_norm_launch.h"
+#include "ops/norm/norm_cpu.h"
 
 namespace mantissa::gpu {
 
 // Batch statistics (a block per channel, two passes): mean[c] and invstd[c] = 1 / sqrt(biased var + eps);
 // when running_mean/running_var are given (both or neither) they are updated in place with momentum and
-// the unbiased variance, in f64 as ops/norm.cc does on the CPU. Needs g.count() > 1.
+// the unbiased variance, in f64 as ops/norm/norm.cc does on the CPU. Needs g.count() > 1.
 template <typename T>
 void launch_batch_norm_stats(const cpu::BatchNormGeometry& g, double eps, double momentum, const T* x,
                              param_t<T>* running_mean, param_t<T>* running_var, param_t<T>* mean, param_t<T>* invstd,

@@ -4,8 +4,8 @@
 #include "framework/cuda/check.h"
 #include "framework/cuda/stream.h"
 #include "ops/cuda/device_types.cuh"
-#include "ops/cuda/norm.h"
 #include "ops/cuda/offset_calc.h"
+#include "ops/norm/layer_norm_launch.h"
 
 namespace mantissa::gpu {
 namespace {

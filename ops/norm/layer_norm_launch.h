@@ -1,6 +1,6 @@
-// Launchers of the CUDA layer_norm kernels (ops/cuda/norm.cu) over x [rows, cols] (contiguous). Values
+// Launchers of the CUDA layer_norm kernels (ops/norm/layer_norm.cu) over x [rows, cols] (contiguous). Values
 // compute in P = float (double for f64) and round once; weight, bias and the saved statistics are P
-// arrays, as the CPU kernels take them (ops/cpu/norm_kernels.h).
+// arrays, as the CPU kernels take them (ops/norm/norm_cpu.h).
 #pragma once
 
 #include <cstdint>
