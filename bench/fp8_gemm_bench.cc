@@ -15,7 +15,7 @@
 
 #include "framework/tensor.h"
 #include "ops/fp8.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 
 namespace mantissa {
 namespace {

@@ -27,7 +27,7 @@
 #include "models/gpt.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "optim/adam.h"
 
 namespace mantissa {

@@ -25,7 +25,7 @@
 #include "models/layers/linear.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/function.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "ops/reduce/reduce.h"
 #include "ops/shape.h"
 #include "ops/softmax/softmax.h"

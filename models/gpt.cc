@@ -12,7 +12,7 @@
 #include "ops/attention.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "ops/recompute.h"
 #include "ops/shape.h"
 #include "ops/softmax/softmax.h"

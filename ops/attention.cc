@@ -8,7 +8,7 @@
 #include "framework/autocast_state.h"
 #include "ops/autocast.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "ops/softmax/softmax.h"
 
 namespace mantissa {

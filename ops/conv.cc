@@ -2,7 +2,7 @@
 // except one-input-channel unpadded stride-1 layers, which the direct kernels of ops/cpu/conv_direct do;
 // f16 is widened to f32 exactly and rounded once (oneDNN 2.6 does not convolve f16 on this CPU); f64 and
 // any case oneDNN declines go to
-// im2col + GEMM (ops/cpu/gemm.h), per sample and per group, described next.
+// im2col + GEMM (ops/matmul/gemm_cpu.h), per sample and per group, described next.
 // Letters: N batch, C input channels, O output channels, G groups, K = C/G*KH*KW (GEMM depth),
 // P = OH*OW (output pixels). Forward: y[n, o-group] = W_g [O/G, K] @ col_g [K, P], bias pre-filled
 // into y with beta = 1 so a 16-bit output is rounded once. Backward runs in the compute type (fp32 for
@@ -28,9 +28,9 @@
 #include "ops/cpu/conv_direct.h"
 #include "ops/cpu/conv_kernels.h"
 #include "ops/cpu/conv_onednn.h"
-#include "ops/cpu/gemm.h"
 #include "ops/cuda/host/conv.h"
 #include "ops/elementwise/elementwise.h"
+#include "ops/matmul/gemm_cpu.h"
 
 namespace mantissa {
 namespace {

@@ -4,11 +4,11 @@
 
 #include <bit>
 
+#include "framework/device_kernels.h"
 #include "ops/autocast.h"
 #include "ops/cpu/fp8.h"
-#include "ops/cpu/gemm.h"
 #include "ops/cuda/host/fp8.h"
-#include "framework/device_kernels.h"
+#include "ops/matmul/gemm_cpu.h"
 
 namespace mantissa {
 namespace {
@@ -49,7 +49,7 @@ void cpu_amax(const Tensor& x, const Tensor& out) {
   *out.data<float>() = std::bit_cast<float>(bits);
 }
 
-// An FP8 operand decoded exactly to bf16 for the GEMM, in the layout it is stored in (as ops/matmul.cc hands a
+// An FP8 operand decoded exactly to bf16 for the GEMM, in the layout it is stored in (as ops/matmul/matmul.cc hands a
 // matrix to the GEMM: a transposed view goes in as a transpose flag).
 struct DecodedOperand {
   Tensor values;  // dense bf16: [rows, cols] as stored

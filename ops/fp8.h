@@ -5,7 +5,7 @@
 // back to the host, so a step that quantizes with a delayed scale never synchronizes.
 //
 // CPU: exact emulation. The quantized values are the bits framework/float8.h defines (PyTorch's); the matmul
-// decodes the FP8 operands exactly to bf16 (operand layouts kept) and runs ops/cpu/gemm.h's bf16 GEMM into an
+// decodes the FP8 operands exactly to bf16 (operand layouts kept) and runs ops/matmul/gemm_cpu.h's bf16 GEMM into an
 // f32 accumulator (AMX / AVX512_BF16: each product of two FP8 values is exact in f32, as on an FP8 tensor
 // core, and summed in f32), then applies the epilogue in f32:
 // fma(acc, scale_inv_a * scale_inv_b, bias) (one f32 rounding; acc * (scale_inv_a * scale_inv_b) without a

@@ -5,7 +5,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/fp8.h"
 #include "ops/loss/loss.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"
 #include "ops/op.h"
 #include "ops/reduce/reduce.h"
@@ -16,7 +16,7 @@ namespace mantissa {
 
 const std::vector<const OpInfo*>& all_ops() {
   static const std::vector<const OpInfo*> kOps = {
-      // ops/matmul.h
+      // ops/matmul/matmul.h
       &ops::mm,
       &ops::bmm,
       &ops::matmul,

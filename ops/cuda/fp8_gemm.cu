@@ -1,4 +1,4 @@
-// cuBLASLt's FP8 GEMM (ops/cuda/fp8.h), in the manner of ops/cuda/gemm.cu: the row-major product as cuBLAS's
+// cuBLASLt's FP8 GEMM (ops/cuda/fp8.h), in the manner of ops/matmul/matmul.cu: the row-major product as cuBLAS's
 // column-major transpose (out^T[N, M] = b^T a^T, so cuBLAS's A is our b and its B our a), descriptors, layouts
 // and the heuristic's algorithm cached per thread by Fp8GemmKey, the 32 MiB per-stream workspace. The layout is
 // "TN" (ops/cuda/fp8_plan.h): cuBLAS's A = our b^T [N, K] row-major, i.e. a column-major [K, N] used transposed;
@@ -41,7 +41,7 @@ struct ThreadCache {
   ScaledMmStats stats;
 };
 thread_local ThreadCache t_cache;
-constexpr size_t kMaxPlans = 4096;  // as ops/cuda/gemm.cu: a run has a few hundred shapes
+constexpr size_t kMaxPlans = 4096;  // as ops/matmul/matmul.cu: a run has a few hundred shapes
 
 // The pointers of this call: the scales and the bias are descriptor attributes, set before every use.
 void set_pointers(const Plan& plan, const Fp8GemmArgs& args) {

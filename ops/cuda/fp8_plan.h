@@ -5,7 +5,7 @@
 // cuBLASLt's FP8 GEMM (cublasLtMatmul with CUDA_R_8F_E4M3 / CUDA_R_8F_E5M2 operands) takes only:
 //   - a GPU of compute capability 8.9 or later (Ada, Hopper: FP8 tensor cores);
 //   - the "TN" layout: in cuBLAS's column-major terms A transposed and B not, which for the row-major product
-//     out[M, N] = a[M, K] @ b[K, N] (cuBLAS computes out^T = b^T a^T, ops/cuda/gemm_plan.h) means both
+//     out[M, N] = a[M, K] @ b[K, N] (cuBLAS computes out^T = b^T a^T, ops/matmul/gemm_plan.h) means both
 //     operands K-contiguous: a as a row-major [M, K], b as a row-major b^T [N, K];
 //   - 16-byte aligned operands with leading dims that are multiples of 16 bytes, and M, N, K multiples of 16
 //     (what Transformer Engine requires of an FP8 GEMM too);

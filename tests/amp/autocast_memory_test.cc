@@ -16,7 +16,7 @@
 #include "framework/random.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 
 namespace mantissa {
 namespace {

@@ -19,7 +19,7 @@
 #include "ops/conv.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"
 #include "ops/reduce/reduce.h"
 #include "ops/shape.h"

@@ -17,7 +17,7 @@
 #include "framework/random.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "ops/reduce/reduce.h"
 #include "ops/shape.h"
 #include "ops/softmax/softmax.h"

@@ -21,7 +21,7 @@
 #include "models/layers/linear.h"
 #include "models/layers/sequential.h"
 #include "ops/loss/loss.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "optim/sgd.h"
 
 namespace mantissa::amp {

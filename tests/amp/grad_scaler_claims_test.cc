@@ -15,7 +15,7 @@
 #include "models/layers/sequential.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "ops/reduce/reduce.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"

@@ -10,7 +10,7 @@
 #include "amp/grad_scaler.h"
 #include "framework/random.h"
 #include "ops/loss/loss.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "optim/clip_grad.h"
 #include "optim/sgd.h"
 #include "tests/support/doc_example.h"

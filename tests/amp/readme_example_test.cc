@@ -10,7 +10,7 @@
 #include "framework/autograd.h"
 #include "framework/random.h"
 #include "ops/loss/loss.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "tests/support/doc_example.h"
 
 namespace mantissa {

@@ -16,10 +16,10 @@
 
 #include "framework/cuda/device.h"
 #include "ops/cuda/fp8_plan.h"
-#include "ops/cuda/gemm_plan.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/fp8.h"
-#include "ops/matmul.h"
+#include "ops/matmul/gemm_plan.h"
+#include "ops/matmul/matmul.h"
 #include "tests/cuda/cuda_compare.h"
 
 #ifdef MANTISSA_WITH_CUDA

@@ -12,7 +12,7 @@
 #include "framework/autograd.h"
 #include "ops/conv.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"
 #include "ops/pool.h"
 #include "ops/reduce/reduce.h"

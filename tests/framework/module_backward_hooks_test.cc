@@ -20,7 +20,7 @@
 #include "models/layers/linear.h"
 #include "models/layers/sequential.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "ops/reduce/reduce.h"
 
 namespace mantissa {

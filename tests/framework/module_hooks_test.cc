@@ -21,7 +21,7 @@
 #include "models/layers/sequential.h"
 #include "models/mlp.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "ops/reduce/reduce.h"
 
 namespace mantissa {

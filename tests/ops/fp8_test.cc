@@ -20,7 +20,7 @@
 
 #include "amp/autocast.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "tests/ops/nn_testing.h"
 #include "tests/support/scaled_mm_reference.h"
 

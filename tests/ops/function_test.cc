@@ -15,7 +15,7 @@
 #include "framework/error.h"
 #include "ops/autocast.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "ops/recompute.h"
 #include "ops/reduce/reduce.h"
 #include "ops/softmax/softmax.h"

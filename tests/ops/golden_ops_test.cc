@@ -17,7 +17,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/loss/loss.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"
 #include "ops/pool.h"
 #include "ops/reduce/reduce.h"

@@ -13,7 +13,7 @@
 #include "ops/autocast.h"
 #include "ops/dropout.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "ops/reduce/reduce.h"
 #include "tests/ops/op_test_support.h"
 

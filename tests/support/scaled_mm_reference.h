@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "framework/tensor.h"
-#include "ops/cpu/gemm.h"
+#include "ops/matmul/gemm_cpu.h"
 
 namespace mantissa::testing {
 

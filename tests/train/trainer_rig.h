@@ -13,7 +13,7 @@
 #include "framework/random.h"
 #include "models/mlp.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "ops/reduce/reduce.h"
 #include "optim/adam.h"
 #include "train/trainer.h"

@@ -22,7 +22,7 @@
 #include "framework/random.h"
 #include "models/mlp.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 #include "ops/reduce/reduce.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"

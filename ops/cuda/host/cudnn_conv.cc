@@ -19,7 +19,7 @@
 #include "ops/cuda/conv_plan.h"
 #include "ops/cuda/library_check.h"
 #include "ops/cuda/library_handles.h"
-#include "ops/cuda/tf32.h"
+#include "ops/matmul/tf32.h"
 
 namespace mantissa::gpu {
 namespace {

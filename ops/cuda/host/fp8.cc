@@ -1,7 +1,7 @@
 // The CUDA side of ops/fp8.cc: launches on the tensors' device's current stream. scaled_mm follows the plan of
 // ops/cuda/fp8_plan.h: cuBLASLt's FP8 GEMM on K-contiguous operands (copied first where they are not), the bias
 // in cuBLASLt's epilogue or added by the epilogue kernel; or the fallback (decode to f32, the f32 GEMM of
-// ops/cuda/gemm.h, the epilogue kernel), announced once per cause on stderr.
+// ops/matmul/gemm_launch.h, the epilogue kernel), announced once per cause on stderr.
 #include "ops/cuda/host/fp8.h"
 
 #include <algorithm>
@@ -10,8 +10,8 @@
 
 #include "framework/cuda/stream.h"
 #include "ops/cuda/fp8.h"
-#include "ops/cuda/gemm.h"
-#include "ops/cuda/gemm_plan.h"
+#include "ops/matmul/gemm_launch.h"
+#include "ops/matmul/gemm_plan.h"
 
 namespace mantissa {
 namespace {

@@ -1,10 +1,10 @@
-// The CUDA GEMM of ops/matmul.cc: cuBLASLt (ops/cuda/gemm.h) on the device's current stream, with a row
+// The CUDA GEMM of ops/matmul/matmul.cc: cuBLASLt (ops/matmul/gemm_launch.h) on the device's current stream, with a row
 // bias added by its epilogue. Declared in every build; defined in matmul.cc, CUDA builds only
 // (T: float, double, Half, BFloat16).
 #pragma once
 
 #include "framework/device.h"
-#include "ops/cpu/gemm.h"
+#include "ops/matmul/gemm_cpu.h"
 
 namespace mantissa {
 

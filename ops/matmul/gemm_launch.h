@@ -1,5 +1,5 @@
 // GEMM on CUDA through cuBLASLt: row-major, strided-batched, transposes as flags, the same arguments as
-// ops/cpu/gemm.h over device pointers. f16/bf16 operands accumulate in f32 on tensor cores and round once
+// ops/matmul/gemm_cpu.h over device pointers. f16/bf16 operands accumulate in f32 on tensor cores and round once
 // into C; f32 is exact f32 (no TF32) unless set_cuda_matmul_tf32(Tf32::kOn); f64 is f64. Optional bias
 // epilogue for linear. Only for CUDA-only files (.cu, host/*.cc).
 #pragma once
@@ -8,7 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include "framework/half.h"
-#include "ops/cpu/gemm.h"
+#include "ops/matmul/gemm_cpu.h"
 
 namespace mantissa::gpu {
 

@@ -3,8 +3,8 @@
 // whose node (GemmBackward) holds the only hand-written gradient; views around it carry their own.
 // Simply transposed operands reach the GEMM as transpose flags, never as copies. Each public op casts
 // its inputs by the autocast policy first (all six are lower-precision ops). CUDA tensors run the same
-// primitive through cuBLASLt (ops/cuda/host/matmul.h) on the device's current stream.
-#include "ops/matmul.h"
+// primitive through cuBLASLt (ops/matmul/matmul_cuda.h) on the device's current stream.
+#include "ops/matmul/matmul.h"
 
 #include <algorithm>
 #include <optional>
@@ -12,11 +12,11 @@
 #include "framework/autograd.h"
 #include "framework/device_kernels.h"
 #include "ops/autocast.h"
-#include "ops/cpu/gemm.h"
 #include "ops/cpu/loops.h"
-#include "ops/cuda/host/matmul.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/fp8.h"
+#include "ops/matmul/gemm_cpu.h"
+#include "ops/matmul/matmul_cuda.h"
 #include "ops/reduce/reduce.h"
 
 namespace mantissa {

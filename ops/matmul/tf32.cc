@@ -1,5 +1,5 @@
-// The TF32 switches (ops/cuda/tf32.h): relaxed atomics, read once per GEMM or conv call.
-#include "ops/cuda/tf32.h"
+// The TF32 switches (ops/matmul/tf32.h): relaxed atomics, read once per GEMM or conv call.
+#include "ops/matmul/tf32.h"
 
 #include <atomic>
 

@@ -11,7 +11,7 @@
 // Threads: every dtype runs on the one OpenMP pool that parallel_for uses (oneDNN is built on OpenMP;
 // nested calls run serially). OpenBLAS's own pthread pool is set to one thread, so the two pools can
 // never oversubscribe the cores, and each f64 element's sum order is independent of the thread count.
-#include "ops/cpu/gemm.h"
+#include "ops/matmul/gemm_cpu.h"
 
 #include <algorithm>
 #include <cblas.h>
@@ -22,7 +22,7 @@
 #include "framework/convert.h"
 #include "framework/dtype.h"
 #include "framework/parallel.h"
-#include "ops/cpu/onednn_matmul.h"
+#include "ops/matmul/onednn_matmul_cpu.h"
 
 namespace mantissa::cpu {
 namespace {

@@ -1,5 +1,5 @@
-// GEMM on CUDA (ops/cuda/gemm.h). The row-major product goes to cuBLASLt as its column-major transpose
-// (ops/cuda/gemm_plan.h says how); descriptors, layouts and the heuristic's algorithm are cached per
+// GEMM on CUDA (ops/matmul/gemm_launch.h). The row-major product goes to cuBLASLt as its column-major transpose
+// (ops/matmul/gemm_plan.h says how); descriptors, layouts and the heuristic's algorithm are cached per
 // thread by GemmKey. When the heuristic offers nothing for a case (or cuBLASLt declines it as not
 // supported), the call falls back to cublasGemmStridedBatchedEx with the same types; any other failure is
 // raised with the call's name and the case (gemm_plan.h's LtVerdict). One small kernel writes
@@ -17,11 +17,12 @@
 #include "framework/cuda/stream.h"
 #include "framework/dtype.h"
 #include "ops/cuda/cublaslt_plan.h"
-#include "ops/cuda/gemm.h"
-#include "ops/cuda/gemm_plan.h"
 #include "ops/cuda/library_check.h"
 #include "ops/cuda/library_handles.h"
-#include "ops/cuda/tf32.h"
+#include "ops/matmul/gemm_launch.h"
+#include "ops/matmul/gemm_plan.h"
+#include "ops/matmul/matmul_cuda.h"
+#include "ops/matmul/tf32.h"
 
 namespace mantissa::gpu {
 namespace {
@@ -321,3 +322,18 @@ void gemm(const GemmArgs<BFloat16>& args, int device, cudaStream_t stream) { gem
 GemmStats gemm_stats() { return t_cache.stats; }
 
 }  // namespace mantissa::gpu
+
+// Typed entries (the tensors' side of the launchers above). The CUDA side of ops/matmul/matmul.cc.
+namespace mantissa {
+
+template <typename T>
+void cuda_gemm(const cpu::BatchedGemmArgs<T>& args, const T* row_bias, Device device) {
+  gpu::gemm(gpu::GemmArgs<T>{.gemm = args, .bias = row_bias}, device.index, gpu::current_stream(device.index));
+}
+
+template void cuda_gemm<float>(const cpu::BatchedGemmArgs<float>&, const float*, Device);
+template void cuda_gemm<double>(const cpu::BatchedGemmArgs<double>&, const double*, Device);
+template void cuda_gemm<Half>(const cpu::BatchedGemmArgs<Half>&, const Half*, Device);
+template void cuda_gemm<BFloat16>(const cpu::BatchedGemmArgs<BFloat16>&, const BFloat16*, Device);
+
+}  // namespace mantissa

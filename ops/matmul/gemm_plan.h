@@ -8,11 +8,11 @@
 #include <string>
 
 #include "framework/dtype.h"
-#include "ops/cpu/gemm.h"
+#include "ops/matmul/gemm_cpu.h"
 
 namespace mantissa::gpu {
 
-// Row-major strided-batched GEMM as ops/cpu/gemm.h describes it (element counts, not bytes):
+// Row-major strided-batched GEMM as ops/matmul/gemm_cpu.h describes it (element counts, not bytes):
 // C_i[m, n] = alpha * op(A_i)[m, k] @ op(B_i)[k, n] + beta * C_i, X_i = X + i * stride_x.
 struct RowMajorGemm {
   cpu::Trans trans_a = cpu::Trans::kNo, trans_b = cpu::Trans::kNo;

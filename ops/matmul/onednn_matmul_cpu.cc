@@ -1,6 +1,6 @@
 // oneDNN matmul with a primitive cache keyed by the full problem (types, dims, strides, alpha, beta).
 // Scratchpads are per call (user mode), so one cached primitive may run on several threads at once.
-#include "ops/cpu/onednn_matmul.h"
+#include "ops/matmul/onednn_matmul_cpu.h"
 
 #include <cstdlib>
 #include <cstring>

@@ -1,5 +1,5 @@
-// Host-side GEMM planning (ops/cuda/gemm_plan.h): built in every configuration, tested on the CPU.
-#include "ops/cuda/gemm_plan.h"
+// Host-side GEMM planning (ops/matmul/gemm_plan.h): built in every configuration, tested on the CPU.
+#include "ops/matmul/gemm_plan.h"
 
 #include <bit>
 #include <string>
