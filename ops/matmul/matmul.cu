@@ -323,7 +323,7 @@ GemmStats gemm_stats() { return t_cache.stats; }
 
 }  // namespace mantissa::gpu
 
-// Typed entries (the tensors' side of the launchers above). The CUDA side of ops/matmul/matmul.cc.
+// Typed entries (the tensors' side of the launchers above), the CUDA side of ops/matmul/matmul.cc.
 namespace mantissa {
 
 template <typename T>
