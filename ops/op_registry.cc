@@ -1,7 +1,7 @@
 // The list of op descriptors, by family header. The descriptors themselves live beside their ops (MT_OP in
 // ops/<family>.h); tests/ops/op_registry_test.cc fails when a header declares one that is missing here.
 #include "ops/attention.h"
-#include "ops/conv.h"
+#include "ops/conv/conv.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/fp8.h"
 #include "ops/loss/loss.h"
@@ -24,7 +24,7 @@ const std::vector<const OpInfo*>& all_ops() {
       &ops::addmm,
       &ops::baddbmm,
       &ops::dot,
-      // ops/conv.h
+      // ops/conv/conv.h
       &ops::conv2d,
       &ops::conv1d,
       // ops/attention.h

@@ -16,7 +16,7 @@
 #include "framework/generator.h"
 #include "framework/random.h"
 #include "ops/attention.h"
-#include "ops/conv.h"
+#include "ops/conv/conv.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul/matmul.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "framework/autograd.h"
-#include "ops/conv.h"
+#include "ops/conv/conv.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"

@@ -1,6 +1,6 @@
 // conv2d: against a direct f64 loop, central-difference gradients (non-contiguous inputs included),
 // 16-bit against f32 rounded once, PyTorch golden values, and the error messages.
-#include "ops/conv.h"
+#include "ops/conv/conv.h"
 
 #include <gtest/gtest.h>
 

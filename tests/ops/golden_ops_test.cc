@@ -13,7 +13,7 @@
 
 #include "framework/autograd.h"
 #include "ops/attention.h"
-#include "ops/conv.h"
+#include "ops/conv/conv.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/loss/loss.h"

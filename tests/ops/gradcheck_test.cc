@@ -9,7 +9,7 @@
 
 #include "framework/autograd.h"
 #include "framework/generator.h"
-#include "ops/conv.h"
+#include "ops/conv/conv.h"
 #include "ops/dropout.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/embedding.h"

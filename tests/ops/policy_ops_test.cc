@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "framework/autograd.h"
-#include "ops/conv.h"
+#include "ops/conv/conv.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul/matmul.h"

@@ -1,10 +1,10 @@
-// The CUDA kernels of ops/conv.cc: cuDNN (ops/cuda/conv.h) on the device's current stream. Tensors are
+// The CUDA kernels of ops/conv/conv.cc: cuDNN (ops/conv/conv_launch.h) on the device's current stream. Tensors are
 // contiguous and on one device; undefined ones are the gradients nobody needs (and the bias, the input
 // or the weight when absent or not saved). Declared in every build; defined in conv.cc, CUDA builds only.
 #pragma once
 
 #include "framework/tensor.h"
-#include "ops/cpu/conv_kernels.h"
+#include "ops/conv/conv_cpu.h"
 
 namespace mantissa {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cuda_runtime_api.h>
 
-#include "ops/cpu/conv_kernels.h"
+#include "ops/conv/conv_cpu.h"
 
 namespace mantissa::gpu {
 

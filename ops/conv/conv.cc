@@ -14,8 +14,8 @@
 // oneDNN, reorders from/to NCHW included, 80-104 ms (jit:avx512_core) and 60 ms (brgconv AMX bf16): 8x and
 // 18x faster. oneDNN accumulates in f32 and converts once, so the 16-bit contract holds; its bf16 weight
 // gradient is requested in f32 and rounded once here.
-// CUDA tensors go to cuDNN (ops/cuda/host/conv.h) on the device's current stream, forward and backward.
-#include "ops/conv.h"
+// CUDA tensors go to cuDNN (ops/conv/conv_cuda.h) on the device's current stream, forward and backward.
+#include "ops/conv/conv.h"
 
 #include <type_traits>
 #include <utility>
@@ -24,11 +24,11 @@
 #include "framework/autograd.h"
 #include "framework/device_kernels.h"
 #include "ops/autocast.h"
+#include "ops/conv/conv_cpu.h"
+#include "ops/conv/conv_cuda.h"
+#include "ops/conv/conv_direct_cpu.h"
+#include "ops/conv/conv_onednn_cpu.h"
 #include "ops/cpu/compute_buffer.h"
-#include "ops/cpu/conv_direct.h"
-#include "ops/cpu/conv_kernels.h"
-#include "ops/cpu/conv_onednn.h"
-#include "ops/cuda/host/conv.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/matmul/gemm_cpu.h"
 

@@ -1,6 +1,6 @@
-// conv2d through cuDNN (ops/cuda/conv.h). A plan per (device, dtype, math, direction, geometry) holds
+// conv2d through cuDNN (ops/conv/conv_launch.h). A plan per (device, dtype, math, direction, geometry) holds
 // the tensor, filter and convolution descriptors and the algorithm cuDNN's v7 heuristics rank first
-// among those that fit the workspace limit and keep the dtype's contract (ops/cuda/conv_plan.h). Plans
+// among those that fit the workspace limit and keep the dtype's contract (ops/conv/conv_plan.h). Plans
 // are built once, never changed, and shared by all threads. The bias is broadcast into y first
 // (cudnnAddTensor with beta 0) and the convolution accumulates onto it (beta 1), so a 16-bit output is
 // rounded once, as on the CPU.
@@ -15,8 +15,9 @@
 #include "framework/cuda/check.h"
 #include "framework/cuda/stream.h"
 #include "framework/dtype.h"
-#include "ops/cuda/conv.h"
-#include "ops/cuda/conv_plan.h"
+#include "ops/conv/conv_cuda.h"
+#include "ops/conv/conv_launch.h"
+#include "ops/conv/conv_plan.h"
 #include "ops/cuda/library_check.h"
 #include "ops/cuda/library_handles.h"
 #include "ops/matmul/tf32.h"
@@ -285,3 +286,27 @@ MT_CONV_INSTANTIATE(BFloat16)
 #undef MT_CONV_INSTANTIATE
 
 }  // namespace mantissa::gpu
+
+// Typed entries (the tensors' side of the launchers above), the CUDA side of ops/conv/conv.cc.
+namespace mantissa {
+
+void cuda_conv2d(const cpu::Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out) {
+  const int d = x.device().index;
+  dispatch_floating(x.dtype(), "conv2d", [&]<typename T>() {
+    gpu::conv2d_forward<T>(g, x.data<T>(), w.data<T>(), b.defined() ? b.data<T>() : nullptr, out.data<T>(), d,
+                           gpu::current_stream(d));
+  });
+}
+
+void cuda_conv2d_backward(const cpu::Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy,
+                          const Tensor& dx, const Tensor& dw, const Tensor& db) {
+  const int d = dy.device().index;
+  const cudaStream_t stream = gpu::current_stream(d);
+  dispatch_floating(dy.dtype(), "conv2d_backward", [&]<typename T>() {
+    if (dx.defined()) gpu::conv2d_backward_data<T>(g, dy.data<T>(), w.data<T>(), dx.data<T>(), d, stream);
+    if (dw.defined()) gpu::conv2d_backward_filter<T>(g, x.data<T>(), dy.data<T>(), dw.data<T>(), d, stream);
+    if (db.defined()) gpu::conv2d_backward_bias<T>(g, dy.data<T>(), db.data<T>(), d, stream);
+  });
+}
+
+}  // namespace mantissa

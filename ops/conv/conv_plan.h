@@ -8,7 +8,7 @@
 #include <span>
 
 #include "framework/dtype.h"
-#include "ops/cpu/conv_kernels.h"
+#include "ops/conv/conv_cpu.h"
 
 namespace mantissa::gpu {
 

@@ -1,5 +1,5 @@
 // conv2d kernels over raw pointers: im2col (unfold one sample's input into GEMM columns) and col2im
-// (its adjoint, summing the columns back into an input-shaped buffer). The GEMMs run in ops/conv.cc.
+// (its adjoint, summing the columns back into an input-shaped buffer). The GEMMs run in ops/conv/conv.cc.
 #pragma once
 
 #include <array>

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "framework/half.h"
-#include "ops/cpu/conv_kernels.h"
+#include "ops/conv/conv_cpu.h"
 
 namespace mantissa::cpu {
 

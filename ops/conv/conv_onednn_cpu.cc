@@ -4,7 +4,7 @@
 // Everything that depends only on the problem (the convolution primitive and the reorders around it) is
 // built once and cached, keyed by pass, dtype and geometry; the blocked intermediates and scratchpads live
 // in per-thread buffers that are reused, so a steady-state call creates nothing and takes no fresh pages.
-#include "ops/cpu/conv_onednn.h"
+#include "ops/conv/conv_onednn_cpu.h"
 
 #include <algorithm>
 #include <array>

@@ -2,7 +2,7 @@
 // positions q = oy * W + ox for ox < W, so that tap (ky, kx) reads x at q + ky * W + kx, one contiguous
 // run per tap over the whole plane; the columns ox >= OW are computed and dropped. Accumulation is in
 // f32 in tap order after the bias; 16-bit inputs are widened exactly and outputs rounded once.
-#include "ops/cpu/conv_direct.h"
+#include "ops/conv/conv_direct_cpu.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,7 +1,7 @@
 // im2col / col2im for conv2d. Rows of the column matrix are (input channel, kernel row, kernel col);
 // columns are output pixels. Rows are independent, so both run in parallel over rows (im2col) or
 // over input channels (col2im, whose rows for one channel add into the same plane).
-#include "ops/cpu/conv_kernels.h"
+#include "ops/conv/conv_cpu.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
-// Host-side convolution planning (ops/cuda/conv_plan.h): built in every configuration, tested on the CPU.
-#include "ops/cuda/conv_plan.h"
+// Host-side convolution planning (ops/conv/conv_plan.h): built in every configuration, tested on the CPU.
+#include "ops/conv/conv_plan.h"
 
 #include <algorithm>
 #include <array>
