@@ -4,7 +4,7 @@
 
 #include "framework/error.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/pool.h"
+#include "ops/pool/pool.h"
 
 namespace mantissa {
 

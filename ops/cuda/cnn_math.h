@@ -1,12 +1,12 @@
 // Per-element and per-window math of the CUDA batch_norm and pooling kernels as __host__ __device__
 // functions, written to perform the same IEEE operations in the same order as ops/norm/norm_cpu.cc,
-// ops/cpu/pool_kernels.cc and ops/norm/norm.cc; tests/cuda/cnn_math_test.cc runs them on the CPU against those.
+// ops/pool/pool_cpu.cc and ops/norm/norm.cc; tests/cuda/cnn_math_test.cc runs them on the CPU against those.
 #pragma once
 
 #include <cstdint>
 
-#include "ops/cpu/pool_kernels.h"
 #include "ops/pointwise_math.h"
+#include "ops/pool/pool_cpu.h"
 
 namespace mantissa::gpu {
 

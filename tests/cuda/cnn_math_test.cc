@@ -10,9 +10,9 @@
 #include <limits>
 #include <vector>
 
-#include "ops/cpu/pool_kernels.h"
 #include "ops/norm/norm.h"
 #include "ops/norm/norm_cpu.h"
+#include "ops/pool/pool_cpu.h"
 #include "tests/cuda/cuda_compare.h"
 
 namespace mantissa {

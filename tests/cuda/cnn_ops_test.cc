@@ -18,7 +18,7 @@
 #include "models/cnn.h"
 #include "ops/loss/loss.h"
 #include "ops/norm/norm.h"
-#include "ops/pool.h"
+#include "ops/pool/pool.h"
 #include "tests/cuda/cuda_compare.h"
 
 namespace mantissa {

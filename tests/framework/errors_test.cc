@@ -14,7 +14,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"
-#include "ops/pool.h"
+#include "ops/pool/pool.h"
 #include "ops/reduce/reduce.h"
 
 namespace mantissa {

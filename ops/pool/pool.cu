@@ -2,10 +2,12 @@
 // per input (no atomics: each input adds the outputs covering it in output order, as the CPU's scatter
 // does), so every result equals the CPU's bit for bit. Window math is in ops/cuda/cnn_math.h.
 #include "framework/cuda/check.h"
+#include "framework/cuda/stream.h"
 #include "ops/cuda/cnn_math.h"
 #include "ops/cuda/device_types.cuh"
 #include "ops/cuda/offset_calc.h"
-#include "ops/cuda/pool.h"
+#include "ops/pool/pool_cuda.h"
+#include "ops/pool/pool_launch.h"
 
 namespace mantissa::gpu {
 namespace {
@@ -112,3 +114,39 @@ MT_INSTANTIATE(BFloat16)
 #undef MT_INSTANTIATE
 
 }  // namespace mantissa::gpu
+
+// Typed entries (the tensors' side of the launchers above), the CUDA side of ops/pool/pool.cc: launches on the tensors'
+// device's current stream.
+namespace mantissa {
+
+void cuda_max_pool2d(const cpu::Pool2dGeometry& g, const Tensor& x, const Tensor& out, const Tensor& indices) {
+  gpu::DeviceGuard guard(x.device());
+  dispatch_floating(x.dtype(), "max_pool2d", [&]<typename T>() {
+    gpu::launch_max_pool2d_forward<T>(g, x.data<T>(), out.data<T>(), indices.data<int64_t>(),
+                                      gpu::current_stream(x.device()));
+  });
+}
+
+void cuda_max_pool2d_backward(const cpu::Pool2dGeometry& g, const Tensor& dy, const Tensor& indices, const Tensor& dx) {
+  gpu::DeviceGuard guard(dy.device());
+  dispatch_floating(dx.dtype(), "max_pool2d_backward", [&]<typename T>() {
+    gpu::launch_max_pool2d_backward<T>(g, dy.data<T>(), indices.data<int64_t>(), dx.data<T>(),
+                                       gpu::current_stream(dy.device()));
+  });
+}
+
+void cuda_avg_pool2d(const cpu::Pool2dGeometry& g, const Tensor& x, const Tensor& out) {
+  gpu::DeviceGuard guard(x.device());
+  dispatch_floating(x.dtype(), "avg_pool2d", [&]<typename T>() {
+    gpu::launch_avg_pool2d_forward<T>(g, x.data<T>(), out.data<T>(), gpu::current_stream(x.device()));
+  });
+}
+
+void cuda_avg_pool2d_backward(const cpu::Pool2dGeometry& g, const Tensor& dy, const Tensor& dx) {
+  gpu::DeviceGuard guard(dy.device());
+  dispatch_floating(dx.dtype(), "avg_pool2d_backward", [&]<typename T>() {
+    gpu::launch_avg_pool2d_backward<T>(g, dy.data<T>(), dx.data<T>(), gpu::current_stream(dy.device()));
+  });
+}
+
+}  // namespace mantissa

@@ -1,14 +1,14 @@
-// max_pool2d and avg_pool2d: argument checks, dispatch to ops/cpu/pool_kernels (ops/cuda/host/pool.h for
+// max_pool2d and avg_pool2d: argument checks, dispatch to ops/cpu/pool_kernels (ops/pool/pool_cuda.h for
 // CUDA tensors), and their backward.
 // max_pool2d's node keeps only the argmax indices (i64, one per output); avg_pool2d's keeps nothing. Both
 // gradients are linear in the incoming gradient, so under create_graph they are computed by differentiable
 // ops: a scatter-add at the indices, and avg_pool2d's own adjoint (avg_pool2d again).
-#include "ops/pool.h"
+#include "ops/pool/pool.h"
 
 #include "framework/autograd.h"
-#include "ops/cpu/pool_kernels.h"
-#include "ops/cuda/host/pool.h"
 #include "framework/device_kernels.h"
+#include "ops/pool/pool_cpu.h"
+#include "ops/pool/pool_cuda.h"
 #include "ops/shape.h"
 
 namespace mantissa {

@@ -1,9 +1,9 @@
-// The CUDA kernels of ops/pool.cc (ops/cuda/pool.cu: equal to the CPU kernels bit for bit). Tensors are
+// The CUDA kernels of ops/pool/pool.cc (ops/pool/pool.cu: equal to the CPU kernels bit for bit). Tensors are
 // contiguous and on one device. Declared in every build; defined in pool.cc, CUDA builds only.
 #pragma once
 
 #include "framework/tensor.h"
-#include "ops/cpu/pool_kernels.h"
+#include "ops/pool/pool_cpu.h"
 
 namespace mantissa {
 

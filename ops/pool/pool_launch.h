@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cuda_runtime_api.h>
 
-#include "ops/cpu/pool_kernels.h"
+#include "ops/pool/pool_cpu.h"
 
 namespace mantissa::gpu {
 

@@ -1,6 +1,6 @@
 // max / avg pooling, forward and backward, in parallel over (sample, channel) planes. 16-bit values
 // compute in fp32: max is exact anyway; sums are kept in fp32 and rounded once per output.
-#include "ops/cpu/pool_kernels.h"
+#include "ops/pool/pool_cpu.h"
 
 #include <algorithm>
 #include <cmath>
