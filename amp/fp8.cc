@@ -7,7 +7,7 @@
 
 #include "framework/error.h"
 #include "ops/reduce/reduce.h"
-#include "ops/shape.h"
+#include "ops/shape/shape.h"
 
 namespace mantissa::amp {
 namespace {

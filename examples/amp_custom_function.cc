@@ -27,7 +27,7 @@
 #include "ops/function.h"
 #include "ops/matmul/matmul.h"
 #include "ops/reduce/reduce.h"
-#include "ops/shape.h"
+#include "ops/shape/shape.h"
 #include "ops/softmax/softmax.h"
 #include "optim/sgd.h"
 

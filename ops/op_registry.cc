@@ -9,7 +9,7 @@
 #include "ops/norm/norm.h"
 #include "ops/op.h"
 #include "ops/reduce/reduce.h"
-#include "ops/shape.h"
+#include "ops/shape/shape.h"
 #include "ops/softmax/softmax.h"
 
 namespace mantissa {
@@ -63,7 +63,7 @@ const std::vector<const OpInfo*>& all_ops() {
       &ops::smooth_l1_loss,
       &ops::binary_cross_entropy,
       &ops::binary_cross_entropy_with_logits,
-      // ops/shape.h
+      // ops/shape/shape.h
       &ops::cat,
       &ops::stack,
       &ops::scatter_add,

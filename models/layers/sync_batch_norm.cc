@@ -12,7 +12,7 @@
 #include "models/layers/norm.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/reduce/reduce.h"
-#include "ops/shape.h"
+#include "ops/shape/shape.h"
 
 namespace mantissa {
 namespace {

@@ -13,7 +13,7 @@
 #include "ops/loss/loss_cpu.h"
 #include "ops/loss/loss_cuda.h"
 #include "ops/reduce/reduce.h"
-#include "ops/shape.h"
+#include "ops/shape/shape.h"
 #include "ops/softmax/softmax.h"
 
 namespace mantissa {

@@ -1,8 +1,8 @@
 // The CUDA side of ops/loss/loss.cc: per-position losses and logsumexps, the device-side reduction
-// (ops/softmax/softmax_launch.h, ops/cuda/index.h), and the backward reading the count the forward left there.
+// (ops/softmax/softmax_launch.h, ops/shape/index_launch.h), and the backward reading the count the forward left there.
 #include "framework/cuda/stream.h"
-#include "ops/cuda/index.h"
 #include "ops/loss/loss_cuda.h"
+#include "ops/shape/index_launch.h"
 #include "ops/softmax/softmax_launch.h"
 
 namespace mantissa {

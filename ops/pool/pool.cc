@@ -9,7 +9,7 @@
 #include "framework/device_kernels.h"
 #include "ops/pool/pool_cpu.h"
 #include "ops/pool/pool_cuda.h"
-#include "ops/shape.h"
+#include "ops/shape/shape.h"
 
 namespace mantissa {
 namespace {

@@ -15,7 +15,7 @@
 #include "ops/reduce/reduce.h"
 #include "ops/reduce/row_reduce_cpu.h"
 #include "ops/reduce/scan_cuda.h"
-#include "ops/shape.h"
+#include "ops/shape/shape.h"
 
 namespace mantissa {
 namespace {

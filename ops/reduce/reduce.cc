@@ -11,7 +11,7 @@
 #include "ops/elementwise/typed_entries.h"
 #include "ops/reduce/reduce_cpu.h"
 #include "ops/reduce/reduce_cuda.h"
-#include "ops/shape.h"
+#include "ops/shape/shape.h"
 
 namespace mantissa {
 namespace {

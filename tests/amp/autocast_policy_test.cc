@@ -22,7 +22,7 @@
 #include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"
 #include "ops/reduce/reduce.h"
-#include "ops/shape.h"
+#include "ops/shape/shape.h"
 #include "ops/softmax/softmax.h"
 
 namespace mantissa {

@@ -19,7 +19,7 @@
 #include "ops/loss/loss.h"
 #include "ops/matmul/matmul.h"
 #include "ops/reduce/reduce.h"
-#include "ops/shape.h"
+#include "ops/shape/shape.h"
 #include "ops/softmax/softmax.h"
 
 namespace mantissa {

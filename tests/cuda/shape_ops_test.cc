@@ -15,7 +15,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/reduce/reduce.h"
-#include "ops/shape.h"
+#include "ops/shape/shape.h"
 #include "tests/cuda/cuda_compare.h"
 
 namespace mantissa {

@@ -28,7 +28,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/reduce/reduce.h"
-#include "ops/shape.h"
+#include "ops/shape/shape.h"
 #include "optim/sgd.h"
 #include "tests/dist/checker.h"
 #include "train/ddp.h"

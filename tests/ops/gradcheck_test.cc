@@ -18,7 +18,7 @@
 #include "ops/norm/norm.h"
 #include "ops/pool/pool.h"
 #include "ops/reduce/reduce.h"
-#include "ops/shape.h"
+#include "ops/shape/shape.h"
 #include "ops/softmax/softmax.h"
 
 namespace mantissa::testing {

@@ -19,7 +19,7 @@
 #include "ops/pool/pool.h"
 #include "ops/recompute.h"
 #include "ops/reduce/reduce.h"
-#include "ops/shape.h"
+#include "ops/shape/shape.h"
 #include "ops/softmax/softmax.h"
 #include "tests/support/gradcheck.h"
 

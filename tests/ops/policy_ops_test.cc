@@ -14,7 +14,7 @@
 #include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"
 #include "ops/reduce/reduce.h"
-#include "ops/shape.h"
+#include "ops/shape/shape.h"
 #include "tests/support/gradcheck.h"
 
 namespace mantissa::testing {

@@ -1,7 +1,7 @@
 // Row gather / row scatter-add (index_select, embedding) and element gather / scatter-add along a dim
 // (gather). Forward copies split over threads; accumulations run serially so repeated indices add in a
 // fixed order (the result is reproducible run to run).
-#include "ops/cpu/shape.h"
+#include "ops/shape/shape_cpu.h"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-// The CUDA kernels of the index ops (ops/shape.cc, ops/index_put.cc): ops/cuda/index.cu's gathers and
+// The CUDA kernels of the index ops (ops/shape/shape.cc, ops/shape/index_put.cc): ops/shape/shape.cu's gathers and
 // scatter-adds (atomic adds). Device indices are not range-checked: an out-of-range one gives NaN / 0 / a
 // dropped add. Declared in every build; defined in shape.cc, CUDA builds only.
 #pragma once
@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "framework/tensor.h"
-#include "ops/cpu/shape.h"
+#include "ops/shape/shape_cpu.h"
 
 namespace mantissa {
 

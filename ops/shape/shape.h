@@ -30,7 +30,7 @@ MT_OP(scatter_add, kNone, kPromote);
 // a dtype (under CUDA autocast both go to the wider one). Sums in fp32 for 16-bit and rounds once.
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 // x with rows of dim 0 set (kReplace) or added to (kAccumulate) at `index`: out[index[i]] = values[i],
-// PyTorch's x.index_put_((index,), values) for one integer index tensor (ops/index_put.cc). values
+// PyTorch's x.index_put_((index,), values) for one integer index tensor (ops/shape/index_put.cc). values
 // broadcasts to index.shape + x.shape[1:] and shares x's dtype (under CUDA autocast both go to the wider one).
 // With repeated indices kReplace keeps the last write and kAccumulate adds them all.
 enum class IndexPutMode { kReplace, kAccumulate };

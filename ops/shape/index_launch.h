@@ -1,4 +1,4 @@
-// Launchers of the CUDA index kernels (ops/cuda/index.cu): index_select rows and their scatter-add,
+// Launchers of the CUDA index kernels (ops/shape/shape.cu): index_select rows and their scatter-add,
 // gather / scatter-add along a dim, one_hot, nll_loss. Indices are i64 device arrays that are NOT
 // range-checked on the host (that would need a synchronization): an out-of-range index gives NaN
 // (floating outputs) or 0 (integer outputs) in the forward and is dropped by the scatter-adds.
@@ -8,8 +8,8 @@
 #include <cuda_runtime_api.h>
 
 #include "framework/half.h"
-#include "ops/cuda/index_math.h"
 #include "ops/loss/loss.h"  // Reduction
+#include "ops/shape/index_math.h"
 
 namespace mantissa::gpu {
 

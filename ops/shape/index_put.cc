@@ -1,15 +1,15 @@
 // index_put along dim 0 with one integer index tensor, in replace or accumulate mode, and its backward.
 // x is seen as [rows, inner] and values as [n, inner] (n = index.numel()); accumulation sums in fp32 for
-// 16-bit dtypes and rounds once. CUDA tensors use ops/cuda/host/shape.h (row copy, atomic row adds).
+// 16-bit dtypes and rounds once. CUDA tensors use ops/shape/shape_cuda.h (row copy, atomic row adds).
 #include <algorithm>
 
 #include "framework/autograd.h"
 #include "framework/device_kernels.h"
 #include "ops/autocast.h"
-#include "ops/cpu/shape.h"
-#include "ops/cuda/host/shape.h"
 #include "ops/reduce/reduce.h"
-#include "ops/shape.h"
+#include "ops/shape/shape.h"
+#include "ops/shape/shape_cpu.h"
+#include "ops/shape/shape_cuda.h"
 
 namespace mantissa {
 namespace {

@@ -1,15 +1,15 @@
 // cat, stack, split, index_select, gather, one_hot and the backward of the differentiable ones:
 // cat's gradient is narrowed back per input, index_select's and gather's are scatter-adds. CUDA tensors
-// take cat/stack/split through copy_ and views, the index ops through ops/cuda/host/shape.h.
-#include "ops/shape.h"
+// take cat/stack/split through copy_ and views, the index ops through ops/shape/shape_cuda.h.
+#include "ops/shape/shape.h"
 
 #include <algorithm>
 
 #include "framework/autograd.h"
-#include "ops/autocast.h"
-#include "ops/cpu/shape.h"
-#include "ops/cuda/host/shape.h"
 #include "framework/device_kernels.h"
+#include "ops/autocast.h"
+#include "ops/shape/shape_cpu.h"
+#include "ops/shape/shape_cuda.h"
 
 namespace mantissa {
 namespace {
