@@ -3,7 +3,7 @@
 #include "ops/attention.h"
 #include "ops/conv/conv.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/fp8.h"
+#include "ops/fp8/fp8.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"
@@ -68,7 +68,7 @@ const std::vector<const OpInfo*>& all_ops() {
       &ops::stack,
       &ops::scatter_add,
       &ops::index_put,
-      // ops/fp8.h
+      // ops/fp8/fp8.h
       &ops::quantize_fp8,
       &ops::amax,
       &ops::scaled_mm,

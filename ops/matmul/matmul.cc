@@ -14,7 +14,7 @@
 #include "ops/autocast.h"
 #include "ops/cpu/loops.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/fp8.h"
+#include "ops/fp8/fp8.h"
 #include "ops/matmul/gemm_cpu.h"
 #include "ops/matmul/matmul_cuda.h"
 #include "ops/reduce/reduce.h"
@@ -286,7 +286,7 @@ Tensor baddbmm(const Tensor& bias_in, const Tensor& a_in, const Tensor& b_in, do
 }
 
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
-  // FP8 training (ops/fp8.h) routes linear through an installed override, which must see the inputs before
+  // FP8 training (ops/fp8/fp8.h) routes linear through an installed override, which must see the inputs before
   // autocast casts them (the weight as the f32 parameter it manages).
   if (Tensor routed = try_linear_override(x_in, weight_in, bias_in); routed.defined()) return routed;
   const std::vector<Tensor> cast = amp::cast_inputs(ops::linear, {x_in, weight_in, bias_in});

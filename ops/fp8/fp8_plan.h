@@ -1,4 +1,4 @@
-// Host-side planning of the scaled FP8 matmul on CUDA (ops/fp8.h's scaled_mm), with no CUDA headers so that the
+// Host-side planning of the scaled FP8 matmul on CUDA (ops/fp8/fp8.h's scaled_mm), with no CUDA headers so that the
 // CPU tests run it: whether cuBLASLt's FP8 GEMM can take a case or the decode fallback must, which operands need
 // a K-contiguous copy first, and where the bias goes.
 //
@@ -9,7 +9,7 @@
 //     operands K-contiguous: a as a row-major [M, K], b as a row-major b^T [N, K];
 //   - 16-byte aligned operands with leading dims that are multiples of 16 bytes, and M, N, K multiples of 16
 //     (what Transformer Engine requires of an FP8 GEMM too);
-//   - not both operands E5M2 (ops/fp8.h refuses that case before it gets here);
+//   - not both operands E5M2 (ops/fp8/fp8.h refuses that case before it gets here);
 //   - a bias, in the epilogue, of the output's type for a 16-bit output and bf16 for an f32 output.
 // Transposing an FP8 operand costs a 1-byte-per-element copy, so an operand that is not K-contiguous (the
 // weight in dgrad = g @ w, both operands of wgrad = g^T @ x) is copied. Any other case runs the fallback:

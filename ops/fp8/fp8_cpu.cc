@@ -1,9 +1,9 @@
-// FP8 CPU kernels (ops/cpu/fp8.h). The element loops work on blocks of kBlock values: 16-bit inputs widen
+// FP8 CPU kernels (ops/fp8/fp8_cpu.h). The element loops work on blocks of kBlock values: 16-bit inputs widen
 // with the vectorized converters, then separate plain loops (which the compiler vectorizes) fold the amax,
 // scale, count overflows; only the cast itself, framework/float8.h's branchy rounding, runs element by
 // element. Threads split the elements in contiguous chunks; each chunk's maximum and count join the totals
 // under a lock, once per chunk.
-#include "ops/cpu/fp8.h"
+#include "ops/fp8/fp8_cpu.h"
 
 #include <algorithm>
 #include <array>
@@ -14,7 +14,7 @@
 #include "framework/convert.h"
 #include "framework/error.h"
 #include "framework/parallel.h"
-#include "ops/fp8_math.h"
+#include "ops/fp8/fp8_math.h"
 
 namespace mantissa::cpu {
 namespace {

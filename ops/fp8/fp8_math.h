@@ -1,6 +1,6 @@
-// The per-element math of the FP8 ops (ops/fp8.h), once for both devices as MT_HD functions over float bits:
+// The per-element math of the FP8 ops (ops/fp8/fp8.h), once for both devices as MT_HD functions over float bits:
 // the overflow test of a quantization, the amax fold and the scaled matmul's epilogue. The CPU kernels
-// (ops/cpu/fp8.cc) and the CUDA kernels (ops/cuda/fp8.cu) call these, so the GPU computes the CPU's bits.
+// (ops/fp8/fp8_cpu.cc) and the CUDA kernels (ops/fp8/fp8.cu) call these, so the GPU computes the CPU's bits.
 // No CUDA headers.
 #pragma once
 

@@ -1,6 +1,6 @@
-// The CPU kernels of the FP8 ops (ops/fp8.cc) over raw pointers: the fused quantize pass (cast, amax and
+// The CPU kernels of the FP8 ops (ops/fp8/fp8.cc) over raw pointers: the fused quantize pass (cast, amax and
 // overflow count), amax alone, the exact FP8 -> bf16 decode the scaled matmul's emulation starts with,
-// and its epilogue. The per-element math is ops/fp8_math.h's, shared with the CUDA kernels.
+// and its epilogue. The per-element math is ops/fp8/fp8_math.h's, shared with the CUDA kernels.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 
 namespace mantissa::cpu {
 
-// What a quantize pass saw: max |x| as float bits (nan above inf, ops/fp8_math.h) and the elements that
+// What a quantize pass saw: max |x| as float bits (nan above inf, ops/fp8/fp8_math.h) and the elements that
 // overflowed the format.
 struct Fp8PassStats {
   uint32_t amax_bits = 0;

@@ -1,6 +1,6 @@
 // Launchers of the FP8 kernels on CUDA, over raw device pointers: the fused quantize pass and amax
-// (ops/cuda/fp8.cu), the scaled matmul's epilogue kernel, and cuBLASLt's FP8 GEMM (ops/cuda/fp8_gemm.cu).
-// The per-element math is ops/fp8_math.h's, the CPU kernels' (ops/cpu/fp8.h). Only for CUDA-only files (.cu,
+// (ops/fp8/fp8.cu), the scaled matmul's epilogue kernel, and cuBLASLt's FP8 GEMM (ops/fp8/fp8_gemm.cu).
+// The per-element math is ops/fp8/fp8_math.h's, the CPU kernels' (ops/fp8/fp8_cpu.h). Only for CUDA-only files (.cu,
 // host/*.cc).
 #pragma once
 
@@ -10,7 +10,7 @@
 #include "framework/dtype.h"
 #include "framework/float8.h"
 #include "framework/half.h"
-#include "ops/cuda/fp8_plan.h"
+#include "ops/fp8/fp8_plan.h"
 
 namespace mantissa::gpu {
 
@@ -34,7 +34,7 @@ void launch_scaled_mm_epilogue(const float* acc, int64_t m, int64_t n, const flo
 
 // cuBLASLt's FP8 GEMM: d[m, n] (row-major, dtype key.d) = a[m, k] @ b[k, n] * *scale_inv_a * *scale_inv_b (+ bias
 // [n] of key.bias_dtype when key.bias is kEpilogue), a given K-contiguous with row stride key.lda, b given as its
-// K-contiguous transpose bt [n, k] with row stride key.ldb (ops/cuda/fp8_plan.h). Returns false, having done
+// K-contiguous transpose bt [n, k] with row stride key.ldb (ops/fp8/fp8_plan.h). Returns false, having done
 // nothing, when cuBLASLt offers no algorithm for the case or declines it; throws on any other failure.
 struct Fp8GemmArgs {
   Fp8GemmKey key;

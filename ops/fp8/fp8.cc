@@ -1,13 +1,13 @@
-// Typed entries of the FP8 ops (ops/fp8.h): argument checks, the kernels per device (ops/cpu/fp8.h,
-// ops/cuda/host/fp8.h) and the CPU emulation of the scaled matmul; and this thread's LinearOverride.
-#include "ops/fp8.h"
+// Typed entries of the FP8 ops (ops/fp8/fp8.h): argument checks, the kernels per device (ops/fp8/fp8_cpu.h,
+// ops/fp8/fp8_cuda.h) and the CPU emulation of the scaled matmul; and this thread's LinearOverride.
+#include "ops/fp8/fp8.h"
 
 #include <bit>
 
 #include "framework/device_kernels.h"
 #include "ops/autocast.h"
-#include "ops/cpu/fp8.h"
-#include "ops/cuda/host/fp8.h"
+#include "ops/fp8/fp8_cpu.h"
+#include "ops/fp8/fp8_cuda.h"
 #include "ops/matmul/gemm_cpu.h"
 
 namespace mantissa {
@@ -32,7 +32,7 @@ uint8_t* bytes_of(const Tensor& t) { return static_cast<uint8_t*>(t.data_ptr());
 // the argument checks to name).
 Tensor detached(const Tensor& t) { return t.defined() ? t.detach() : t; }
 
-// ---- CPU kernels over Tensors (the signatures of ops/cuda/host/fp8.h) ----
+// ---- CPU kernels over Tensors (the signatures of ops/fp8/fp8_cuda.h) ----
 
 void cpu_quantize_fp8(const Tensor& x, const Tensor& scale, Fp8Overflow overflow, const Tensor& data,
                       const Tensor& amax, const Tensor& count) {
@@ -227,7 +227,7 @@ LinearOverride* set_linear_override(LinearOverride* override_) {
 Tensor try_linear_override(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   LinearOverride* const installed = t_linear_override;
   if (installed == nullptr) return Tensor();
-  // Uninstalled while it runs (ops/fp8.h), and back afterwards even when it throws.
+  // Uninstalled while it runs (ops/fp8/fp8.h), and back afterwards even when it throws.
   struct Reinstall {
     LinearOverride* o;
     ~Reinstall() { t_linear_override = o; }

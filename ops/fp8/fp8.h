@@ -9,13 +9,13 @@
 // f32 accumulator (AMX / AVX512_BF16: each product of two FP8 values is exact in f32, as on an FP8 tensor
 // core, and summed in f32), then applies the epilogue in f32:
 // fma(acc, scale_inv_a * scale_inv_b, bias) (one f32 rounding; acc * (scale_inv_a * scale_inv_b) without a
-// bias), rounded once to the output dtype (ops/fp8_math.h).
+// bias), rounded once to the output dtype (ops/fp8/fp8_math.h).
 // CUDA: one fused quantize kernel (amax, cast, overflow count in one pass; the same bits, amax and count as
 // the CPU); the matmul is cuBLASLt's FP8 GEMM (sm_89 and later) with the scale inverses as device pointers
 // (CUBLASLT_MATMUL_DESC_A_SCALE_POINTER / B_SCALE_POINTER), f32 accumulation, the bias in its epilogue, and
 // K-contiguous copies of the operands it cannot read in place (1 byte per element). Where cuBLASLt has no FP8
 // kernel for a case (an older GPU, a dim that is not a multiple of 16) the op decodes to f32 and runs the f32
-// GEMM with the CPU's epilogue kernel, and says so once on stderr (ops/cuda/fp8_plan.h decides, and says why).
+// GEMM with the CPU's epilogue kernel, and says so once on stderr (ops/fp8/fp8_plan.h decides, and says why).
 // The GPU's scaled_mm differs from the CPU's only in how the exact products are summed (order, and the FP8
 // tensor cores' partial sums): tests/cuda/fp8_cuda_test.cc's bound.
 #pragma once

@@ -1,7 +1,7 @@
-// cuBLASLt's FP8 GEMM (ops/cuda/fp8.h), in the manner of ops/matmul/matmul.cu: the row-major product as cuBLAS's
+// cuBLASLt's FP8 GEMM (ops/fp8/fp8_launch.h), in the manner of ops/matmul/matmul.cu: the row-major product as cuBLAS's
 // column-major transpose (out^T[N, M] = b^T a^T, so cuBLAS's A is our b and its B our a), descriptors, layouts
 // and the heuristic's algorithm cached per thread by Fp8GemmKey, the 32 MiB per-stream workspace. The layout is
-// "TN" (ops/cuda/fp8_plan.h): cuBLAS's A = our b^T [N, K] row-major, i.e. a column-major [K, N] used transposed;
+// "TN" (ops/fp8/fp8_plan.h): cuBLAS's A = our b^T [N, K] row-major, i.e. a column-major [K, N] used transposed;
 // its B = our a [M, K] row-major, i.e. a column-major [K, M] used as is. The dequantization factors go in as
 // device pointers (A_SCALE_POINTER is cuBLAS's A's: our scale_inv_b), accumulation is f32 (CUBLAS_COMPUTE_32F),
 // with cuBLASLt's periodic promotion of the FP8 tensor cores' partial sums to f32 (FAST_ACCUM off: the
@@ -15,9 +15,9 @@
 #include "framework/cuda/check.h"
 #include "framework/cuda/stream.h"
 #include "ops/cuda/cublaslt_plan.h"
-#include "ops/cuda/fp8.h"
 #include "ops/cuda/library_check.h"
 #include "ops/cuda/library_handles.h"
+#include "ops/fp8/fp8_launch.h"
 
 namespace mantissa::gpu {
 namespace {

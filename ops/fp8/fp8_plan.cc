@@ -1,6 +1,6 @@
-// Host-side planning of the scaled FP8 matmul on CUDA (ops/cuda/fp8_plan.h): built in every configuration,
+// Host-side planning of the scaled FP8 matmul on CUDA (ops/fp8/fp8_plan.h): built in every configuration,
 // tested on the CPU.
-#include "ops/cuda/fp8_plan.h"
+#include "ops/fp8/fp8_plan.h"
 
 #include "framework/error.h"
 #include "ops/cuda/plan_hash.h"
