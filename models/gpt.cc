@@ -9,7 +9,7 @@
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "framework/random.h"
-#include "ops/attention.h"
+#include "ops/attention/attention.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul/matmul.h"

@@ -1,6 +1,6 @@
 // The list of op descriptors, by family header. The descriptors themselves live beside their ops (MT_OP in
 // ops/<family>.h); tests/ops/op_registry_test.cc fails when a header declares one that is missing here.
-#include "ops/attention.h"
+#include "ops/attention/attention.h"
 #include "ops/conv/conv.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/fp8/fp8.h"
@@ -27,7 +27,7 @@ const std::vector<const OpInfo*>& all_ops() {
       // ops/conv/conv.h
       &ops::conv2d,
       &ops::conv1d,
-      // ops/attention.h
+      // ops/attention/attention.h
       &ops::scaled_dot_product_attention,
       // ops/elementwise/elementwise.h
       &ops::pow,

@@ -15,7 +15,7 @@
 #include "amp/autocast.h"
 #include "framework/generator.h"
 #include "framework/random.h"
-#include "ops/attention.h"
+#include "ops/attention/attention.h"
 #include "ops/conv/conv.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"

@@ -1,5 +1,5 @@
 // scaled_dot_product_attention: PyTorch's causal attention (tests/golden/ops.h5), the mask, and autocast.
-#include "ops/attention.h"
+#include "ops/attention/attention.h"
 
 #include <gtest/gtest.h>
 

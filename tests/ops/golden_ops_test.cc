@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "framework/autograd.h"
-#include "ops/attention.h"
+#include "ops/attention/attention.h"
 #include "ops/conv/conv.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/embedding.h"

@@ -1,7 +1,7 @@
 // Composite attention. Under autocast its inputs go to the lower-precision dtype once, at the entry,
 // and the body runs with autocast suspended, so the inner softmax stays in that dtype (its fp32
 // category applies to a user's softmax call, not to this op's internals).
-#include "ops/attention.h"
+#include "ops/attention/attention.h"
 
 #include <cmath>
 
