@@ -13,7 +13,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul/matmul.h"
-#include "ops/recompute.h"
+#include "ops/recompute/recompute.h"
 #include "ops/shape/shape.h"
 #include "ops/softmax/softmax.h"
 

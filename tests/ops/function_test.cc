@@ -16,7 +16,7 @@
 #include "ops/autocast.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/matmul/matmul.h"
-#include "ops/recompute.h"
+#include "ops/recompute/recompute.h"
 #include "ops/reduce/reduce.h"
 #include "ops/softmax/softmax.h"
 #include "tests/ops/op_test_support.h"

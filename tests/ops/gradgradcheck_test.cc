@@ -17,7 +17,7 @@
 #include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"
 #include "ops/pool/pool.h"
-#include "ops/recompute.h"
+#include "ops/recompute/recompute.h"
 #include "ops/reduce/reduce.h"
 #include "ops/shape/shape.h"
 #include "ops/softmax/softmax.h"

@@ -1,7 +1,7 @@
 // recompute (activation checkpointing): the same gradients as the plain graph, bit for bit, in fp32 and
 // under autocast (replayed after the guard is gone), with dropout (the same masks, the stream left where the
 // plain run leaves it); fewer bytes held at the peak; the errors a misuse deserves.
-#include "ops/recompute.h"
+#include "ops/recompute/recompute.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-// recompute: a node that keeps a segment's inputs and reruns the segment in its backward (ops/recompute.h).
-#include "ops/recompute.h"
+// recompute: a node that keeps a segment's inputs and reruns the segment in its backward (ops/recompute/recompute.h).
+#include "ops/recompute/recompute.h"
 
 #include <memory>
 #include <string>
