@@ -8,7 +8,7 @@
 
 #include "framework/cuda/device.h"
 #include "framework/random.h"
-#include "ops/dropout.h"
+#include "ops/dropout/dropout.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/norm/norm.h"

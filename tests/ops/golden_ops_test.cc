@@ -15,7 +15,7 @@
 #include "ops/attention/attention.h"
 #include "ops/conv/conv.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/embedding.h"
+#include "ops/embedding/embedding.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"

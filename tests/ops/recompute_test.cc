@@ -11,7 +11,7 @@
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "ops/autocast.h"
-#include "ops/dropout.h"
+#include "ops/dropout/dropout.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/matmul/matmul.h"
 #include "ops/reduce/reduce.h"

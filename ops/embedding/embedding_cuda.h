@@ -1,4 +1,4 @@
-// The CUDA kernels of ops/embedding.cc. Declared in every build; defined in embedding.cc, CUDA builds only.
+// The CUDA kernels of ops/embedding/embedding.cc. Declared in every build; defined in embedding.cc, CUDA builds only.
 #pragma once
 
 #include "framework/tensor.h"

@@ -1,5 +1,5 @@
 // Dropout mask generation (serial: the generator is one sequential stream) and the masked scale.
-#include "ops/cpu/dropout.h"
+#include "ops/dropout/dropout_cpu.h"
 
 #include "framework/dtype.h"
 #include "framework/parallel.h"

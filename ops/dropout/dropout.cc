@@ -1,10 +1,10 @@
 // dropout's typed entry and backward: the bool mask is drawn once, saved, and reused by the backward.
-#include "ops/dropout.h"
+#include "ops/dropout/dropout.h"
 
 #include "framework/autograd.h"
 #include "framework/device_kernels.h"
-#include "ops/cpu/dropout.h"
-#include "ops/cuda/host/dropout.h"
+#include "ops/dropout/dropout_cpu.h"
+#include "ops/dropout/dropout_cuda.h"
 #include "ops/elementwise/elementwise.h"
 
 namespace mantissa {

@@ -1,4 +1,4 @@
-// The CUDA kernels of ops/dropout.cc. The mask comes from the generator's own Philox stream, drawn on the
+// The CUDA kernels of ops/dropout/dropout.cc. The mask comes from the generator's own Philox stream, drawn on the
 // device (ops/cuda/philox.h): the same mask as the CPU draws, and the generator advances past the words
 // used, as on the CPU. Declared in every build; defined in dropout.cc, CUDA builds only.
 #pragma once

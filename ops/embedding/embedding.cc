@@ -1,10 +1,10 @@
 // embedding as a row gather over the flattened indices (ops/shape/shape_cpu.h); its backward is a row
 // scatter-add into a zero [V, D] gradient, accumulated in fp32 for 16-bit weights and rounded once.
-#include "ops/embedding.h"
+#include "ops/embedding/embedding.h"
 
 #include "framework/autograd.h"
 #include "framework/device_kernels.h"
-#include "ops/cuda/host/embedding.h"
+#include "ops/embedding/embedding_cuda.h"
 #include "ops/shape/shape.h"
 #include "ops/shape/shape_cpu.h"
 
