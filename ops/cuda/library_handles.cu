@@ -1,6 +1,4 @@
 // Library handles per thread and device, and per-stream workspaces (ops/cuda/library_handles.h).
-#include "ops/cuda/library_handles.h"
-
 #include <array>
 #include <memory>
 #include <mutex>
@@ -11,6 +9,7 @@
 #include "framework/cuda/stream.h"
 #include "framework/tensor.h"
 #include "ops/cuda/library_check.h"
+#include "ops/cuda/library_handles.h"
 
 namespace mantissa::gpu {
 namespace {
