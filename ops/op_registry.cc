@@ -1,5 +1,6 @@
-// The list of op descriptors, by family header. The descriptors themselves live beside their ops (MT_OP in
-// ops/<family>.h); tests/ops/op_registry_test.cc fails when a header declares one that is missing here.
+// The list of op descriptors, by family header: pointers only. The categories live in the descriptors, beside
+// their ops (MT_OP in ops/<family>/<family>.h); tests/ops/op_registry_test.cc scans the headers and fails when
+// one declares a descriptor that is missing here.
 #include "ops/attention/attention.h"
 #include "ops/conv/conv.h"
 #include "ops/elementwise/elementwise.h"
