@@ -43,6 +43,7 @@ const std::vector<const OpInfo*>& all_ops() {
       &ops::gelu,
       &ops::tanh,
       &ops::sigmoid,
+      &ops::silu,
       // ops/softmax/softmax.h
       &ops::softmax,
       &ops::log_softmax,

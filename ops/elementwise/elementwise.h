@@ -65,6 +65,9 @@ MT_OP(tanh, kNone, kNone);
 Tensor tanh(const Tensor& x);
 MT_OP(sigmoid, kNone, kNone);
 Tensor sigmoid(const Tensor& x);
+// SiLU (swish, torch.nn.functional.silu): x * sigmoid(x).
+MT_OP(silu, kNone, kNone);
+Tensor silu(const Tensor& x);
 
 // Comparisons, selection and clamping (ops/elementwise/compare.cc). Comparisons return bool tensors.
 Tensor eq(const Tensor& a, const Tensor& b);

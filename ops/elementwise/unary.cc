@@ -231,4 +231,15 @@ Tensor sigmoid(const Tensor& x) {
       gpu::BinaryOp::kSigmoidBackward, [](const Tensor& g, const Tensor& r) { return g * (r * (1.0 - r)); });
 }
 
+Tensor silu(const Tensor& x) {
+  return unary(
+      x, ops::silu, "SiluBackward", Saves::kInput, [](auto v) { return pointwise::silu<cpu::VecMath>(v); },
+      [](auto g, auto v) { return pointwise::silu_backward<cpu::VecMath>(g, v); }, gpu::UnaryOp::kSilu,
+      gpu::BinaryOp::kSiluBackward,
+      [](const Tensor& g, const Tensor& v) {
+        const Tensor s = sigmoid(v);
+        return g * (s * (v * (1.0 - s) + 1.0));
+      });
+}
+
 }  // namespace mantissa

@@ -39,10 +39,10 @@ const TorchLists& torch_cpu() {
                "binary_cross_entropy_with_logits"},
       .promote = {"cat", "stack"},
       .banned = {},
-      .none = {"dot",         "pow",         "addcmul",    "addcdiv",      "exp",  "log",       "sqrt",
-               "rsqrt",       "abs",         "relu",       "gelu",         "tanh", "sigmoid",   "softmax",
-               "log_softmax", "layer_norm",  "group_norm", "sum",          "mean", "logsumexp", "norm",
-               "cumsum",      "scatter_add", "index_put",  "quantize_fp8", "amax", "scaled_mm"},
+      .none = {"dot",     "pow",         "addcmul",     "addcdiv",    "exp",          "log",  "sqrt",
+               "rsqrt",   "abs",         "relu",        "gelu",       "silu",         "tanh", "sigmoid",
+               "softmax", "log_softmax", "layer_norm",  "group_norm", "sum",          "mean", "logsumexp",
+               "norm",    "cumsum",      "scatter_add", "index_put",  "quantize_fp8", "amax", "scaled_mm"},
   };
   return kCpu;
 }
@@ -56,7 +56,7 @@ const TorchLists& torch_cuda() {
                "binary_cross_entropy_with_logits"},
       .promote = {"dot", "addcmul", "addcdiv", "scatter_add", "index_put"},
       .banned = {"binary_cross_entropy"},
-      .none = {"sqrt", "abs", "relu", "gelu", "tanh", "sigmoid", "mean", "cat", "stack", "quantize_fp8", "amax",
+      .none = {"sqrt", "abs", "relu", "gelu", "silu", "tanh", "sigmoid", "mean", "cat", "stack", "quantize_fp8", "amax",
                "scaled_mm"},
   };
   return kCuda;
