@@ -1,13 +1,15 @@
 // CUDA max_pool2d and avg_pool2d: forward with a thread per output, backward as a gather with a thread
 // per input (no atomics: each input adds the outputs covering it in output order, as the CPU's scatter
 // does), so every result equals the CPU's bit for bit. Window math is in ops/cuda/cnn_math.h.
+#include <cuda_runtime_api.h>
+
 #include "framework/cuda/check.h"
 #include "framework/cuda/stream.h"
 #include "ops/cuda/cnn_math.h"
 #include "ops/cuda/device_types.cuh"
 #include "ops/cuda/offset_calc.h"
+#include "ops/pool/pool_cpu.h"
 #include "ops/pool/pool_cuda.h"
-#include "ops/pool/pool_launch.h"
 
 namespace mantissa::gpu {
 namespace {
@@ -65,6 +67,7 @@ __global__ void avg_pool_backward_kernel(cpu::Pool2dGeometry g, const D* __restr
 
 }  // namespace
 
+// y and argmax (plane index of the first maximum, as the CPU), a thread per output.
 template <typename T>
 void launch_max_pool2d_forward(const cpu::Pool2dGeometry& g, const T* x, T* y, int64_t* argmax, cudaStream_t stream) {
   const int64_t total = g.planes * g.oh * g.ow;
@@ -74,6 +77,7 @@ void launch_max_pool2d_forward(const cpu::Pool2dGeometry& g, const T* x, T* y, i
   MT_CUDA_CHECK(cudaGetLastError());
 }
 
+// dx (every element written) gathers dy from the outputs whose argmax it is, a thread per input.
 template <typename T>
 void launch_max_pool2d_backward(const cpu::Pool2dGeometry& g, const T* dy, const int64_t* argmax, T* dx,
                                 cudaStream_t stream) {

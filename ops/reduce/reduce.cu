@@ -2,6 +2,7 @@
 // shuffle tree at the end; column mode: a thread per (output, slice) walking its slice, neighbouring
 // threads on neighbouring outputs (bias gradients: [rows, cols] summed over rows). Slices, when the
 // outputs are too few to fill the GPU, go to a workspace that a final pass adds up in slice order.
+#include <cuda_runtime_api.h>
 #include <limits>
 
 #include "framework/autograd.h"
@@ -11,7 +12,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/elementwise/elementwise_plan.h"
 #include "ops/reduce/reduce_cuda.h"
-#include "ops/reduce/reduce_launch.h"
+#include "ops/reduce/reduce_plan.h"
 
 namespace mantissa::gpu {
 namespace {
@@ -194,10 +195,13 @@ void launch_max_typed(const ReduceLayout& l, const D* x, D* values, int64_t* ind
 
 }  // namespace
 
+// The split of a sum over `device`'s SMs; geometry.splits > 1 needs a workspace of
+// n_out * splits accumulators (float, or double for f64).
 ReduceGeometry sum_geometry(const ReduceLayout& layout, int device) {
   return plan_reduce_geometry(layout.n_out, layout.n_red, layout.rows(), multiprocessor_count(device));
 }
 
+// out[o] = scale * sum_r x[kept(o) + reduced(r)], rounded once to T.
 template <typename T>
 void launch_sum(const ReduceLayout& layout, const ReduceGeometry& geometry, double scale, const T* x, void* workspace,
                 T* out, cudaStream_t stream) {
@@ -209,6 +213,8 @@ void launch_sum(const ReduceLayout& layout, const ReduceGeometry& geometry, doub
   }
 }
 
+// values[o], indices[o] = the first NaN, else the first maximum over the reduced elements (one dim).
+// T: float, double, Half, BFloat16, int64_t, int32_t.
 template <typename T>
 void launch_max(const ReduceLayout& layout, const T* x, T* values, int64_t* indices, cudaStream_t stream) {
   if (layout.n_out == 0 || layout.n_red == 0) return;
