@@ -1,5 +1,5 @@
-// conv2d forward and backward. f32 and bf16 go to oneDNN's convolution primitives (ops/cpu/conv_onednn),
-// except one-input-channel unpadded stride-1 layers, which the direct kernels of ops/cpu/conv_direct do;
+// conv2d forward and backward. f32 and bf16 go to oneDNN's convolution primitives (ops/conv/conv_onednn_cpu),
+// except one-input-channel unpadded stride-1 layers, which the direct kernels of ops/conv/conv_direct_cpu do;
 // f16 is widened to f32 exactly and rounded once (oneDNN 2.6 does not convolve f16 on this CPU); f64 and
 // any case oneDNN declines go to
 // im2col + GEMM (ops/matmul/gemm_cpu.h), per sample and per group, described next.

@@ -1,4 +1,4 @@
-// max_pool2d and avg_pool2d: argument checks, dispatch to ops/cpu/pool_kernels (ops/pool/pool_cuda.h for
+// max_pool2d and avg_pool2d: argument checks, dispatch to ops/pool/pool_cpu (ops/pool/pool_cuda.h for
 // CUDA tensors), and their backward.
 // max_pool2d's node keeps only the argmax indices (i64, one per output); avg_pool2d's keeps nothing. Both
 // gradients are linear in the incoming gradient, so under create_graph they are computed by differentiable
