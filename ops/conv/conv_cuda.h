@@ -1,6 +1,7 @@
 // The CUDA kernels of ops/conv/conv.cc: cuDNN (ops/conv/conv_launch.h) on the device's current stream. Tensors are
 // contiguous and on one device; undefined ones are the gradients nobody needs (and the bias, the input
-// or the weight when absent or not saved). Declared in every build; defined in conv.cc, CUDA builds only.
+// or the weight when absent or not saved). Declared in every build; defined in conv.cu, which only CUDA builds
+// compile.
 #pragma once
 
 #include "framework/tensor.h"

@@ -1,6 +1,7 @@
 // The CUDA kernels of ops/dropout/dropout.cc. The mask comes from the generator's own Philox stream, drawn on the
 // device (ops/cuda/philox.h): the same mask as the CPU draws, and the generator advances past the words
-// used, as on the CPU. Declared in every build; defined in dropout.cc, CUDA builds only.
+// used, as on the CPU. Declared in every build; defined in dropout.cu, which only CUDA builds
+// compile.
 #pragma once
 
 #include "framework/generator.h"

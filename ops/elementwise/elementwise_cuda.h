@@ -1,5 +1,6 @@
 // The CUDA kernels of ops/elementwise/typed_entries.h's entries, by op code (a launcher cannot take a host lambda).
-// Declared in every build for the dispatch tables; defined in elementwise.cc, CUDA builds only.
+// Declared in every build for the dispatch tables; defined in elementwise.cu, which only CUDA builds
+// compile.
 #pragma once
 
 #include <string_view>

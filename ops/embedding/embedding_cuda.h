@@ -1,4 +1,5 @@
-// The CUDA kernels of ops/embedding/embedding.cc. Declared in every build; defined in embedding.cc, CUDA builds only.
+// The CUDA kernels of ops/embedding/embedding.cc. Declared in every build; defined in embedding.cu, which only CUDA
+// builds compile.
 #pragma once
 
 #include "framework/tensor.h"

@@ -1,6 +1,7 @@
 // The CUDA kernels of ops/fp8/fp8.cc: the fused quantize pass and amax (ops/fp8/fp8.cu), and the scaled FP8
 // matmul (cuBLASLt's FP8 GEMM, ops/fp8/fp8_gemm.cu, or the decode fallback that ops/fp8/fp8_plan.h chooses).
-// Declared in every build; defined in fp8.cc, CUDA builds only. Arguments are checked by the entries.
+// Declared in every build; defined in fp8.cu and fp8_gemm.cu, which only CUDA builds
+// compile. Arguments are checked by the entries.
 #pragma once
 
 #include "framework/float8.h"

@@ -1,6 +1,7 @@
 // The CUDA kernels of ops/loss/loss.cc's class-index losses: a fused log_softmax + nll (and nll alone) whose
 // mean over the non-ignored targets is taken on the device, with no host synchronization; the count
-// stays on the device for the backward. Declared in every build; defined in loss.cc, CUDA builds only.
+// stays on the device for the backward. Declared in every build; defined in loss.cu, which only CUDA builds
+// compile.
 #pragma once
 
 #include "framework/tensor.h"

@@ -1,6 +1,6 @@
 // The CUDA GEMM of ops/matmul/matmul.cc: cuBLASLt (ops/matmul/gemm_launch.h) on the device's current stream, with a row
-// bias added by its epilogue. Declared in every build; defined in matmul.cc, CUDA builds only
-// (T: float, double, Half, BFloat16).
+// bias added by its epilogue. Declared in every build; defined in matmul.cu, which only CUDA builds
+// compile (T: float, double, Half, BFloat16).
 #pragma once
 
 #include "framework/device.h"

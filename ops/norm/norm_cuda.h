@@ -1,7 +1,7 @@
 // The CUDA kernels of ops/norm/norm.cc, with the same arguments as its CPU kernels: contiguous tensors on one
 // device, per-feature tensors in the compute dtype (f32, f64 for f64), and undefined tensors for the
-// optional weight and bias and for the gradients nobody needs. Declared in every build; defined in
-// norm.cc, CUDA builds only.
+// optional weight and bias and for the gradients nobody needs. Declared in every build; defined in norm.cu, which only
+// CUDA builds compile.
 #pragma once
 
 #include "framework/tensor.h"

@@ -1,5 +1,6 @@
-// The CUDA kernels of ops/pool/pool.cc (ops/pool/pool.cu: equal to the CPU kernels bit for bit). Tensors are
-// contiguous and on one device. Declared in every build; defined in pool.cc, CUDA builds only.
+// The CUDA kernels of ops/pool/pool.cc (ops/pool/pool.cu, written to equal the CPU kernels bit for bit). Tensors are
+// contiguous and on one device. Declared in every build; defined in pool.cu, which only CUDA builds
+// compile.
 #pragma once
 
 #include "framework/tensor.h"

@@ -1,5 +1,6 @@
 // The CUDA kernels of ops/reduce/reduce.cc's dispatch tables, over the same cpu::ReducePlan as the CPU ones.
-// Declared in every build; defined in reduce.cc, CUDA builds only.
+// Declared in every build; defined in reduce.cu, which only CUDA builds
+// compile.
 #pragma once
 
 #include "framework/tensor.h"

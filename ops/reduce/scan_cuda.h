@@ -1,5 +1,6 @@
-// The CUDA cumsum of ops/reduce/logsumexp_prod_norm_cumsum.cc (ops/reduce/scan.cu: the CPU's order, the same bits).
-// Declared in every build; defined in scan.cc, CUDA builds only.
+// The CUDA cumsum of ops/reduce/logsumexp_prod_norm_cumsum.cc (ops/reduce/scan.cu, written to add in the CPU's order).
+// Declared in every build; defined in scan.cu, which only CUDA builds
+// compile.
 #pragma once
 
 #include <cstdint>

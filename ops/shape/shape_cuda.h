@@ -1,6 +1,7 @@
 // The CUDA kernels of the index ops (ops/shape/shape.cc, ops/shape/index_put.cc): ops/shape/shape.cu's gathers and
 // scatter-adds (atomic adds). Device indices are not range-checked: an out-of-range one gives NaN / 0 / a
-// dropped add. Declared in every build; defined in shape.cc, CUDA builds only.
+// dropped add. Declared in every build; defined in shape.cu, which only CUDA builds
+// compile.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // The CUDA kernels of ops/softmax/softmax.cc (ops/softmax/softmax.cu: a warp or a block per row, online max/sum).
-// Declared in every build; defined in softmax.cc, CUDA builds only.
+// Declared in every build; defined in softmax.cu, which only CUDA builds
+// compile.
 #pragma once
 
 #include <cstdint>
