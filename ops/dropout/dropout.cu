@@ -14,10 +14,10 @@ namespace {
 
 // Thread t owns stream block first_block + t: the elements whose word positions fall in it.
 template <typename D>
-__global__ void dropout_forward_kernel(uint64_t seed, uint64_t position, float keep, acc_t<D> scale,
+__global__ void dropout_forward_kernel(uint64_t seed, uint64_t position, float keep, compute_t<D> scale,
                                        const D* __restrict__ x, bool* __restrict__ mask, D* __restrict__ out,
                                        int64_t n) {
-  using C = acc_t<D>;
+  using C = compute_t<D>;
   const uint64_t first_block = position / 4;
   const int64_t blocks = static_cast<int64_t>((position + static_cast<uint64_t>(n) + 3) / 4 - first_block);
   for (int64_t t = global_thread(); t < blocks; t += grid_threads()) {
@@ -35,9 +35,9 @@ __global__ void dropout_forward_kernel(uint64_t seed, uint64_t position, float k
 }
 
 template <typename D>
-__global__ void dropout_apply_kernel(const D* __restrict__ x, const bool* __restrict__ mask, acc_t<D> scale,
+__global__ void dropout_apply_kernel(const D* __restrict__ x, const bool* __restrict__ mask, compute_t<D> scale,
                                      D* __restrict__ out, int64_t n) {
-  using C = acc_t<D>;
+  using C = compute_t<D>;
   for (int64_t i = global_thread(); i < n; i += grid_threads()) out[i] = store<D>(mask[i] ? load(x[i]) * scale : C(0));
 }
 
@@ -46,7 +46,7 @@ template <typename T>
 void launch_dropout_forward(uint64_t seed, uint64_t position, float keep, double scale, const T* x, bool* mask, T* out,
                             int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  using C = acc_t<device_t<T>>;
+  using C = compute_t<device_t<T>>;
   const int64_t blocks = static_cast<int64_t>((position + static_cast<uint64_t>(n) + 3) / 4 - position / 4);
   const LaunchGeometry g = elementwise_geometry(blocks);
   dropout_forward_kernel<<<g.blocks, g.threads, 0, stream>>>(seed, position, keep, static_cast<C>(scale), dev(x), mask,
@@ -58,7 +58,7 @@ void launch_dropout_forward(uint64_t seed, uint64_t position, float keep, double
 template <typename T>
 void launch_dropout_apply(const T* x, const bool* mask, double scale, T* out, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  using C = acc_t<device_t<T>>;
+  using C = compute_t<device_t<T>>;
   const LaunchGeometry g = elementwise_geometry(n);
   dropout_apply_kernel<<<g.blocks, g.threads, 0, stream>>>(dev(x), mask, static_cast<C>(scale), dev(out), n);
   MT_CUDA_LAUNCH_CHECK("dropout_apply_kernel");

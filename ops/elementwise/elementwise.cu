@@ -97,14 +97,14 @@ void launch_map(const ElementwiseLayout<N>& l, Out* out, const std::array<const 
 
 template <typename D>
 struct UnaryFn {
-  using C = acc_t<D>;
+  using C = compute_t<D>;
   UnaryOp op;
   C s0, s1;
   __device__ D operator()(const D (&v)[1]) const { return store<D>(apply_unary<C>(op, load(v[0]), s0, s1)); }
 };
 template <typename D>
 struct BinaryFn {
-  using C = acc_t<D>;
+  using C = compute_t<D>;
   BinaryOp op;
   C s0, s1;
   __device__ D operator()(const D (&v)[2]) const {
@@ -113,7 +113,7 @@ struct BinaryFn {
 };
 template <typename D>
 struct TernaryFn {
-  using C = acc_t<D>;
+  using C = compute_t<D>;
   TernaryOp op;
   C s0;
   __device__ D operator()(const D (&v)[3]) const {
@@ -169,7 +169,7 @@ template <typename T>
 void launch_unary(PointwiseOp<UnaryOp> op, const ElementwiseLayout<1>& layout, const T* x, T* out,
                   cudaStream_t stream) {
   using D = device_t<T>;
-  using C = acc_t<D>;
+  using C = compute_t<D>;
   const UnaryFn<D> fn{op.op, static_cast<C>(op.s0), static_cast<C>(op.s1)};
   launch_map<1>(layout, dev(out), std::array<const D*, 1>{dev(x)}, fn, stream);
 }
@@ -178,7 +178,7 @@ template <typename T>
 void launch_binary(PointwiseOp<BinaryOp> op, const ElementwiseLayout<2>& layout, const T* a, const T* b, T* out,
                    cudaStream_t stream) {
   using D = device_t<T>;
-  using C = acc_t<D>;
+  using C = compute_t<D>;
   const BinaryFn<D> fn{op.op, static_cast<C>(op.s0), static_cast<C>(op.s1)};
   launch_map<2>(layout, dev(out), std::array<const D*, 2>{dev(a), dev(b)}, fn, stream);
 }
@@ -187,7 +187,7 @@ template <typename T>
 void launch_ternary(PointwiseOp<TernaryOp> op, const ElementwiseLayout<3>& layout, const T* a, const T* b, const T* c,
                     T* out, cudaStream_t stream) {
   using D = device_t<T>;
-  using C = acc_t<D>;
+  using C = compute_t<D>;
   const TernaryFn<D> fn{op.op, static_cast<C>(op.s0)};
   launch_map<3>(layout, dev(out), std::array<const D*, 3>{dev(a), dev(b), dev(c)}, fn, stream);
 }

@@ -16,7 +16,7 @@ __global__ void embedding_forward_kernel(const D* __restrict__ w, const int64_t*
   for (int64_t e = global_thread(); e < n * width; e += grid_threads()) {
     const int64_t i = e / width, j = e - i * width;
     const int64_t row = idx[i];
-    out[e] = row >= 0 && row < vocab ? w[row * width + j] : store<D>(acc_t<D>(NAN));
+    out[e] = row >= 0 && row < vocab ? w[row * width + j] : store<D>(compute_t<D>(NAN));
   }
 }
 

@@ -17,7 +17,7 @@ namespace {
 template <typename D>
 __global__ void max_pool_forward_kernel(cpu::Pool2dGeometry g, const D* __restrict__ x, D* __restrict__ y,
                                         int64_t* __restrict__ argmax) {
-  using C = acc_t<D>;
+  using C = compute_t<D>;
   const int64_t outs = g.oh * g.ow, total = g.planes * outs;
   for (int64_t e = global_thread(); e < total; e += grid_threads()) {
     const int64_t pl = e / outs, o = e - pl * outs, oy = o / g.ow, ox = o - oy * g.ow;
@@ -31,7 +31,7 @@ __global__ void max_pool_forward_kernel(cpu::Pool2dGeometry g, const D* __restri
 template <typename D>
 __global__ void max_pool_backward_kernel(cpu::Pool2dGeometry g, const D* __restrict__ dy,
                                          const int64_t* __restrict__ argmax, D* __restrict__ dx) {
-  using C = acc_t<D>;
+  using C = compute_t<D>;
   const int64_t ins = g.h * g.w, outs = g.oh * g.ow, total = g.planes * ins;
   for (int64_t e = global_thread(); e < total; e += grid_threads()) {
     const int64_t pl = e / ins, i = e - pl * ins, iy = i / g.w, ix = i - iy * g.w;
@@ -45,7 +45,7 @@ __global__ void max_pool_backward_kernel(cpu::Pool2dGeometry g, const D* __restr
 
 template <typename D>
 __global__ void avg_pool_forward_kernel(cpu::Pool2dGeometry g, const D* __restrict__ x, D* __restrict__ y) {
-  using C = acc_t<D>;
+  using C = compute_t<D>;
   const int64_t outs = g.oh * g.ow, total = g.planes * outs;
   for (int64_t e = global_thread(); e < total; e += grid_threads()) {
     const int64_t pl = e / outs, o = e - pl * outs, oy = o / g.ow, ox = o - oy * g.ow;
@@ -56,7 +56,7 @@ __global__ void avg_pool_forward_kernel(cpu::Pool2dGeometry g, const D* __restri
 
 template <typename D>
 __global__ void avg_pool_backward_kernel(cpu::Pool2dGeometry g, const D* __restrict__ dy, D* __restrict__ dx) {
-  using C = acc_t<D>;
+  using C = compute_t<D>;
   const int64_t ins = g.h * g.w, outs = g.oh * g.ow, total = g.planes * ins;
   for (int64_t e = global_thread(); e < total; e += grid_threads()) {
     const int64_t pl = e / ins, i = e - pl * ins, iy = i / g.w, ix = i - iy * g.w;

@@ -129,7 +129,7 @@ void launch_sum_typed(const ReduceLayout& l, const ReduceGeometry& g, double sca
 template <typename D, typename I>
 __global__ void max_rows_kernel(const D* __restrict__ x, ReduceCalc<I> c, int64_t n_out, int64_t n_red,
                                 D* __restrict__ values, int64_t* __restrict__ indices) {
-  using C = acc_t<D>;
+  using C = compute_t<D>;
   const int lane = threadIdx.x & 31;
   const int64_t warps_per_grid = int64_t{gridDim.x} * (blockDim.x >> 5);
   for (int64_t o = int64_t{blockIdx.x} * (blockDim.x >> 5) + (threadIdx.x >> 5); o < n_out; o += warps_per_grid) {
@@ -162,7 +162,7 @@ __global__ void max_rows_kernel(const D* __restrict__ x, ReduceCalc<I> c, int64_
 template <typename D, typename I>
 __global__ void max_columns_kernel(const D* __restrict__ x, ReduceCalc<I> c, int64_t n_out, int64_t n_red,
                                    D* __restrict__ values, int64_t* __restrict__ indices) {
-  using C = acc_t<D>;
+  using C = compute_t<D>;
   for (int64_t o = global_thread(); o < n_out; o += grid_threads()) {
     const I base = c.kept_offset(static_cast<I>(o));
     C best = load(x[base]);

@@ -37,10 +37,6 @@ inline ReducePlan with_strides(ReducePlan p, const Shape& strides) {
   return p;
 }
 
-// Accumulator for sums: double for f64, float otherwise (16-bit inputs compute in fp32).
-template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
 // Calls body(out_index, base_offset) for every output element, in parallel; base_offset is the input
 // element offset (from x's data pointer) where that output's reduced slice starts.
 template <typename F>
@@ -79,7 +75,7 @@ inline int64_t reduce_grain(const ReducePlan& p) {
 // out[o] = scale * sum of o's slice of x (x laid out as the plan says; contiguous tells whether it is).
 template <typename T>
 void sum_reduce(const ReducePlan& p, const T* xp, bool contiguous, double scale, T* op) {
-  using A = acc_t<T>;
+  using A = compute_t<T>;  // sums accumulate in the compute type: f32, f64 for f64
   const int64_t cols = shape_numel(p.kept_shape);
   if (p.leading_reduced && contiguous && cols >= 16) {
     // [rows, cols] summed over rows, e.g. a bias gradient: the vectorized column sum (same bits).
@@ -100,7 +96,7 @@ void sum_reduce(const ReducePlan& p, const T* xp, bool contiguous, double scale,
 // (16-bit-rounded for f16/bf16 inputs) mean, the squares are summed in the accumulator type.
 template <typename T>
 void var_reduce(const ReducePlan& p, const T* xp, const T* mp, double denom, T* op) {
-  using A = acc_t<T>;
+  using A = compute_t<T>;  // sums accumulate in the compute type: f32, f64 for f64
   for_each_output(p, reduce_grain(p), [&](int64_t o, int64_t base) {
     const A mu = static_cast<A>(mp[o]);
     A acc = 0;

@@ -16,7 +16,7 @@ __global__ void cumsum_lines_kernel(const D* __restrict__ x, int64_t outer, int6
                                     cpu::ScanDirection direction, D* __restrict__ out) {
   for (int64_t line = global_thread(); line < outer * inner; line += grid_threads()) {
     const int64_t base = (line / inner) * size * inner + line % inner;
-    acc_t<D> acc = 0;
+    compute_t<D> acc = 0;
     for (int64_t k = 0; k < size; ++k) {
       const int64_t j = direction == cpu::ScanDirection::kForward ? k : size - 1 - k;
       acc += load(x[base + j * inner]);

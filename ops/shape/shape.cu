@@ -17,7 +17,7 @@ namespace {
 template <typename D>
 __device__ __forceinline__ D invalid_value() {
   if constexpr (std::is_same_v<D, __half> || std::is_same_v<D, __nv_bfloat16> || std::is_floating_point_v<D>) {
-    return store<D>(acc_t<D>(NAN));
+    return store<D>(compute_t<D>(NAN));
   } else if constexpr (std::is_same_v<D, Float8E4M3> || std::is_same_v<D, Float8E5M2>) {
     D nan{};
     nan.bits = 0x7f;  // a nan in both formats

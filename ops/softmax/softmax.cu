@@ -51,8 +51,9 @@ __device__ __forceinline__ MaxSum<C> row_merge(MaxSum<C> v) {
 
 // The online (max, sum) of one row, merged over the group.
 template <int TPR, typename D>
-__device__ __forceinline__ MaxSum<acc_t<D>> row_max_sum(const D* x, int64_t base, int64_t dim, int64_t step, int lane) {
-  using C = acc_t<D>;
+__device__ __forceinline__ MaxSum<compute_t<D>> row_max_sum(const D* x, int64_t base, int64_t dim, int64_t step,
+                                                            int lane) {
+  using C = compute_t<D>;
   MaxSum<C> a = max_sum_identity<C>();
   for (int64_t j = lane; j < dim; j += TPR) max_sum_add(a, load(x[base + j * step]));
   return row_merge<TPR>(a);
@@ -60,7 +61,7 @@ __device__ __forceinline__ MaxSum<acc_t<D>> row_max_sum(const D* x, int64_t base
 
 template <int TPR, typename D>
 __global__ void softmax_forward_kernel(RowGeometry g, SoftmaxKind kind, const D* __restrict__ x, D* __restrict__ y) {
-  using C = acc_t<D>;
+  using C = compute_t<D>;
   const RowLoop rows = group_rows<TPR>();
   const int lane = group_lane<TPR>();
   for (int64_t row = rows.first; row < g.rows(); row += rows.step) {
@@ -85,7 +86,7 @@ __global__ void softmax_forward_kernel(RowGeometry g, SoftmaxKind kind, const D*
 template <int TPR, typename D>
 __global__ void softmax_backward_kernel(RowGeometry g, SoftmaxKind kind, const D* __restrict__ dy,
                                         const D* __restrict__ y, D* __restrict__ dx) {
-  using C = acc_t<D>;
+  using C = compute_t<D>;
   const RowLoop rows = group_rows<TPR>();
   const int lane = group_lane<TPR>();
   for (int64_t row = rows.first; row < g.rows(); row += rows.step) {
