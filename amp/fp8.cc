@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "framework/error.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
+#include "ops/reduce/reduce.h"
+#include "ops/shape/shape.h"
 
 namespace mantissa::amp {
 namespace {

@@ -1,6 +1,6 @@
 // FP8 training: which linears of a model run in FP8, their scaling state, and the guard that routes linear()
 // through FP8 (issue 20). The recipe is data (amp/fp8_recipe.h), the per-tensor update math is in
-// amp/fp8_scaling.h, the autograd function in amp/fp8_linear.h; the kernels are ops/fp8.h's.
+// amp/fp8_scaling.h, the autograd function in amp/fp8_linear.h; the kernels are ops/fp8/fp8.h's.
 //
 //   amp::Fp8Context fp8(model, amp::Fp8Recipe::delayed(), {.exclude = {"head"}});
 //   for (...) {
@@ -40,7 +40,7 @@
 #include "amp/fp8_linear.h"
 #include "amp/fp8_recipe.h"
 #include "framework/module.h"
-#include "ops/fp8.h"
+#include "ops/fp8/fp8.h"
 
 namespace mantissa::amp {
 

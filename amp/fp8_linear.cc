@@ -8,9 +8,9 @@
 #include "framework/autocast_state.h"
 #include "framework/autograd.h"
 #include "framework/error.h"
-#include "ops/fp8.h"
+#include "ops/fp8/fp8.h"
 #include "ops/function.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa::amp {
 namespace {

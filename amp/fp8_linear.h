@@ -1,5 +1,5 @@
 // fp8_linear: y = x w^T + b with x and w cast to FP8 by their roles' scales and the GEMM done by scaled_mm
-// (ops/fp8.h), with its own backward. Letters: M rows of x (every leading dim folded), K in features, N out
+// (ops/fp8/fp8.h), with its own backward. Letters: M rows of x (every leading dim folded), K in features, N out
 // features.
 //
 //   forward   x_fp8 = cast(x * s_x), w_fp8 = cast(w * s_w)              (E4M3)

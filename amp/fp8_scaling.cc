@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "framework/error.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"
+#include "ops/shape/shape.h"
 
 namespace mantissa::amp {
 namespace {

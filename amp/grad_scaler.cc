@@ -8,7 +8,7 @@
 #include "amp/grad_scaling.h"
 #include "framework/dist/process_group.h"
 #include "framework/error.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 
 namespace mantissa::amp {
 namespace {

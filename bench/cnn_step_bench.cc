@@ -7,7 +7,7 @@
 #include "bench/training_step.h"
 #include "framework/random.h"
 #include "models/cnn.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "optim/adam.h"
 
 namespace mantissa {

@@ -1,7 +1,7 @@
 // conv2d speed on a CNN-sized layer: N=64, 32 -> 64 channels, 28x28, 3x3, padding 1 (1.85 GFLOP per
 // forward). mantissa's im2col + GEMM path (forward, and forward + backward) in f32 and bf16, beside
 // oneDNN's convolution primitive (forward, with the reorders from and to plain NCHW that using it
-// from mantissa would need), which is how the choice in ops/conv.cc was measured.
+// from mantissa would need), which is how the choice in ops/conv/conv.cc was measured.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -9,8 +9,8 @@
 
 #include "framework/autograd.h"
 #include "framework/generator.h"
-#include "ops/conv.h"
-#include "ops/reduce.h"
+#include "ops/conv/conv.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

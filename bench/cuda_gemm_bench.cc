@@ -1,5 +1,5 @@
-// GEMM throughput on a GPU through mantissa's cuBLASLt launcher (ops/cuda/gemm.h): bf16, f16, f32 (exact)
-// and f32 with TF32, and FP8 (E4M3 x E4M3 with per-tensor scales, bf16 out: the scaled_mm op of ops/fp8.h,
+// GEMM throughput on a GPU through mantissa's cuBLASLt launcher (ops/matmul/gemm_launch.h): bf16, f16, f32 (exact)
+// and f32 with TF32, and FP8 (E4M3 x E4M3 with per-tensor scales, bf16 out: the scaled_mm op of ops/fp8/fp8.h,
 // cuBLASLt's FP8 kernels on sm_89+; not the LM head, whose 50257 columns FP8 cannot take), on 4096^3 and on the GEMMs
 // of a GPT-2-small step (8 x 1024 tokens, width 768: the fused qkv projection, the attention output, the MLP up and
 // down projections and the tied LM head, each as linear computes it, x [tokens, in] @ W[out, in]^T). The best bf16
@@ -22,9 +22,9 @@
 #include "framework/cuda/stream.h"
 #include "framework/half.h"
 #include "framework/random.h"
-#include "ops/cuda/gemm.h"
-#include "ops/cuda/tf32.h"
-#include "ops/fp8.h"
+#include "ops/fp8/fp8.h"
+#include "ops/matmul/gemm_launch.h"
+#include "ops/matmul/tf32.h"
 
 namespace mantissa {
 namespace {

@@ -8,12 +8,12 @@
 
 #include "framework/cuda/device.h"
 #include "framework/random.h"
-#include "ops/dropout.h"
-#include "ops/elementwise.h"
-#include "ops/loss.h"
-#include "ops/norm.h"
-#include "ops/reduce.h"
-#include "ops/softmax.h"
+#include "ops/dropout/dropout.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/loss/loss.h"
+#include "ops/norm/norm.h"
+#include "ops/reduce/reduce.h"
+#include "ops/softmax/softmax.h"
 
 namespace mantissa {
 namespace {

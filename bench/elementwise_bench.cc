@@ -16,9 +16,9 @@
 
 #include "framework/parallel.h"
 #include "framework/tensor.h"
-#include "ops/cpu/softmax.h"
-#include "ops/elementwise.h"
-#include "ops/map.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/elementwise/typed_entries_cpu.h"
+#include "ops/softmax/softmax_cpu.h"
 
 namespace mantissa {
 namespace {
@@ -81,8 +81,8 @@ void BM_Binary(benchmark::State& state, Tensor (*op)(const Tensor&, const Tensor
 }
 
 Tensor gelu_erf(const Tensor& x) { return gelu(x); }
-// exp through the same shared loop (ops/map.h) with the vectorizable cpu::fast_expf instead of
-// std::exp: shows what the loop delivers once the functor itself vectorizes.
+// exp through the same shared loop (ops/elementwise/typed_entries_cpu.h) with the vectorizable cpu::fast_expf instead
+// of std::exp: shows what the loop delivers once the functor itself vectorizes.
 Tensor exp_fast(const Tensor& x) {
   return map_unary(x, "exp", [](auto v) {
     if constexpr (std::is_same_v<decltype(v), float>) {

@@ -1,4 +1,4 @@
-// FP8 on the CPU, and what it costs: the scaled FP8 matmul (ops/fp8.h scaled_mm: E4M3 x E4M3 with per-tensor
+// FP8 on the CPU, and what it costs: the scaled FP8 matmul (ops/fp8/fp8.h scaled_mm: E4M3 x E4M3 with per-tensor
 // scales, f32 accumulation, bf16 out) beside the f32 and bf16 matmuls of the same shape, and the per-tensor
 // quantization (quantize_fp8: amax, cast and overflow count in one pass) in GB/s of its input. A CPU has no FP8
 // arithmetic: scaled_mm decodes both operands exactly to bf16 and runs the bf16 GEMM into an f32 accumulator,
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "framework/tensor.h"
-#include "ops/fp8.h"
-#include "ops/matmul.h"
+#include "ops/fp8/fp8.h"
+#include "ops/matmul/matmul.h"
 
 namespace mantissa {
 namespace {

@@ -1,4 +1,4 @@
-// Square GEMM throughput: mantissa's f32, f16 and bf16 kernels (ops/cpu/gemm.h) and the mm op, beside
+// Square GEMM throughput: mantissa's f32, f16 and bf16 kernels (ops/matmul/gemm_cpu.h) and the mm op, beside
 // OpenBLAS's own cblas_sgemm in the same run. Counter GFLOP (shown per second) = 2 n^3 per iteration.
 //
 // OpenBLAS picks its kernels from OPENBLAS_CORETYPE when it loads, and this environment exports Haswell
@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "framework/half.h"
-#include "ops/cpu/gemm.h"
-#include "ops/matmul.h"
+#include "ops/matmul/gemm_cpu.h"
+#include "ops/matmul/matmul.h"
 
 namespace mantissa {
 namespace {

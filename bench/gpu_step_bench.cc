@@ -25,9 +25,9 @@
 #include "framework/random.h"
 #include "models/cnn.h"
 #include "models/gpt.h"
-#include "ops/elementwise.h"
-#include "ops/loss.h"
-#include "ops/matmul.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/loss/loss.h"
+#include "ops/matmul/matmul.h"
 #include "optim/adam.h"
 
 namespace mantissa {

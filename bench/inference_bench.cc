@@ -19,8 +19,8 @@
 #include "models/cnn.h"
 #include "models/gpt.h"
 #include "models/mlp.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "framework/autograd.h"
 #include "framework/generator.h"
-#include "ops/norm.h"
+#include "ops/norm/norm.h"
 
 namespace mantissa {
 namespace {

@@ -6,8 +6,8 @@
 
 #include "framework/autograd.h"
 #include "framework/generator.h"
-#include "ops/loss.h"
-#include "ops/softmax.h"
+#include "ops/loss/loss.h"
+#include "ops/softmax/softmax.h"
 
 namespace mantissa {
 namespace {

@@ -23,12 +23,12 @@
 #include "data/idx.h"
 #include "data/loader.h"
 #include "models/layers/linear.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/function.h"
-#include "ops/matmul.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
+#include "ops/matmul/matmul.h"
+#include "ops/reduce/reduce.h"
+#include "ops/shape/shape.h"
+#include "ops/softmax/softmax.h"
 #include "optim/sgd.h"
 
 using namespace mantissa;

@@ -16,9 +16,9 @@
 #include "data/loader.h"
 #include "framework/dist/process_group.h"
 #include "models/mlp.h"
-#include "ops/elementwise.h"
-#include "ops/loss.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/loss/loss.h"
+#include "ops/reduce/reduce.h"
 #include "optim/sgd.h"
 #include "train/ddp.h"
 

@@ -19,9 +19,9 @@
 #include "data/idx.h"
 #include "data/loader.h"
 #include "models/mlp.h"
-#include "ops/elementwise.h"
-#include "ops/loss.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/loss/loss.h"
+#include "ops/reduce/reduce.h"
 #include "optim/sgd.h"
 
 using namespace mantissa;

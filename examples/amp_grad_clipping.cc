@@ -17,7 +17,7 @@
 #include "data/idx.h"
 #include "data/loader.h"
 #include "models/mlp.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "optim/clip_grad.h"
 #include "optim/sgd.h"
 

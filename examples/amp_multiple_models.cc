@@ -16,7 +16,7 @@
 #include "data/idx.h"
 #include "data/loader.h"
 #include "models/mlp.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
 

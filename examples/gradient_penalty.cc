@@ -16,10 +16,10 @@
 #include "framework/autograd.h"
 #include "framework/random.h"
 #include "models/mlp.h"
-#include "ops/elementwise.h"
-#include "ops/loss.h"
-#include "ops/matmul.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/loss/loss.h"
+#include "ops/matmul/matmul.h"
+#include "ops/reduce/reduce.h"
 #include "optim/adam.h"
 
 using namespace mantissa;

@@ -7,8 +7,8 @@
 //   dispatch("softmax", kSoftmax, x.device(), x, y, dim, kind);
 //
 // The CUDA kernels are declared in every build (a header without CUDA headers) and defined only in CUDA
-// builds (.cu files, or */cuda/host/*.cc, which CMake compiles only with CUDA): MT_CUDA_KERNEL keeps a CPU
-// build from naming them.
+// builds (.cu files, which CMake compiles only with CUDA): MT_CUDA_KERNEL keeps a CPU build from naming
+// them.
 #pragma once
 
 #include <string_view>

@@ -15,7 +15,7 @@
 namespace mantissa {
 
 // kF8E4M3 and kF8E5M2 are storage types: tensors of them are made by conversion (to, copy_) or by FP8
-// quantization (ops/fp8.h), moved, viewed, saved and fed to the scaled FP8 matmul; arithmetic ops refuse them
+// quantization (ops/fp8/fp8.h), moved, viewed, saved and fed to the scaled FP8 matmul; arithmetic ops refuse them
 // (as PyTorch's float8 dtypes). is_floating() is false for them: it means "computes in this type".
 enum class DType : uint8_t { kF32, kF64, kF16, kBF16, kI64, kI32, kBool, kF8E4M3, kF8E5M2 };
 

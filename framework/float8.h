@@ -101,7 +101,7 @@ using Fp8E5M2Format = detail::Fp8Format<2, 15, 0x7b, 0x7c>;
 
 // The scalar types: 8-bit storage; conversion from float as PyTorch's x.to(dtype) (E4M3 saturates, E5M2 does
 // not); to float exact. Arithmetic goes through float: there are no FP8 kernels besides conversion and the
-// scaled matmul (ops/fp8.h).
+// scaled matmul (ops/fp8/fp8.h).
 struct Float8E4M3 {
   uint8_t bits = 0;
   static constexpr float kMax = 448.0f;

@@ -1,4 +1,4 @@
-// Tensor metadata, factories and printing. Views and conversions are in ops/view.cc.
+// Tensor metadata, factories and printing. Views and conversions are in ops/shape/view.cc.
 #include "framework/tensor.h"
 
 #include <cmath>

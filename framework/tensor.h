@@ -1,6 +1,6 @@
 // Tensor: a cheap handle (one shared_ptr) to a TensorImpl: shared storage, shape, strides, offset,
 // dtype, device, and the autograd fields. Views share storage. Differentiable methods (views,
-// to(), clone()) are declared here and defined beside their backward in ops/view.cc; the math ops
+// to(), clone()) are declared here and defined beside their backward in ops/shape/view.cc; the math ops
 // are free functions in ops/ (add, matmul, ...). This header includes nothing from ops/.
 #pragma once
 
@@ -125,7 +125,7 @@ class Tensor {
   // Leaves only: called after the gradient has been accumulated into .grad.
   void register_post_accumulate_grad_hook(PostAccumulateHook hook) const;
 
-  // Views and conversions (ops/view.cc). Views share storage; a -1 in view/reshape is inferred.
+  // Views and conversions (ops/shape/view.cc). Views share storage; a -1 in view/reshape is inferred.
   Tensor view(const Shape& shape) const;
   Tensor reshape(const Shape& shape) const;  // a view when the strides allow, else a copy
   Tensor transpose(int64_t d0, int64_t d1) const;

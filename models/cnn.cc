@@ -3,8 +3,8 @@
 #include "models/cnn.h"
 
 #include "framework/error.h"
-#include "ops/elementwise.h"
-#include "ops/pool.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/pool/pool.h"
 
 namespace mantissa {
 

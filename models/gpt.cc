@@ -9,13 +9,13 @@
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "framework/random.h"
-#include "ops/attention.h"
-#include "ops/elementwise.h"
-#include "ops/loss.h"
-#include "ops/matmul.h"
-#include "ops/recompute.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
+#include "ops/attention/attention.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/loss/loss.h"
+#include "ops/matmul/matmul.h"
+#include "ops/recompute/recompute.h"
+#include "ops/shape/shape.h"
+#include "ops/softmax/softmax.h"
 
 namespace mantissa {
 namespace {

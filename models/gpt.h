@@ -28,7 +28,7 @@ struct GPTConfig {
   double dropout = 0.0;      // on the embeddings, attention weights, attention output and MLP output
                              // (training only), as nanoGPT
   // Activation checkpointing: each block keeps only its input for backward and runs again there
-  // (ops/recompute.h). Same gradients bit for bit; less memory for one more forward of the blocks.
+  // (ops/recompute/recompute.h). Same gradients bit for bit; less memory for one more forward of the blocks.
   bool recompute = false;
 };
 

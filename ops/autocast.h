@@ -57,7 +57,7 @@ class AutocastGuard {
 
 // Puts this thread's whole autocast state back to `state` (a copy of autocast_tls() taken earlier) for a
 // scope: every device's switch, dtype and policy device, and the cache mode; the state in force before
-// comes back after. A forward's state replayed in its backward: recompute (ops/recompute.h) reruns a
+// comes back after. A forward's state replayed in its backward: recompute (ops/recompute/recompute.h) reruns a
 // segment in it, and a custom Function's backward runs in it when it asks to (ops/function.h).
 class AutocastReplay {
  public:

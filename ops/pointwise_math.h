@@ -1,6 +1,6 @@
 // The per-element formulas of the elementwise ops, forward and backward, written once for the CPU and
-// the GPU. The CPU functors in ops/unary.cc, elementwise.cc and pointwise.cc call them by name; the CUDA
-// kernels (ops/cuda/elementwise.cu) cannot take those host lambdas, so an op passes an op code beside its
+// the GPU. The CPU functors in ops/elementwise/unary.cc, elementwise.cc and pointwise.cc call them by name; the CUDA
+// kernels (ops/elementwise/elementwise.cu) cannot take those host lambdas, so an op passes an op code beside its
 // functor and apply_unary/apply_binary/apply_ternary below turn the code into the same formula. C is the
 // compute type: float (f32/f16/bf16) or double.
 //
@@ -44,6 +44,7 @@ enum class UnaryOp : uint8_t {
   kGeluTanh,
   kTanh,
   kSigmoid,
+  kSilu,
   kAddScalar,
   kSubScalar,
   kMulScalar,
@@ -69,6 +70,7 @@ enum class BinaryOp : uint8_t {
   kGeluTanhBackward,
   kTanhBackward,       // g (1 - r^2)
   kSigmoidBackward,    // g r (1 - r)
+  kSiluBackward,       // g s (1 + x (1 - s)), s = sigmoid(x)
   kClampBackward,      // s0 <= x <= s1 ? g : 0
   kPowScalarBackward,  // g s0 x^s1, s1 = s0 - 1 computed in double as the CPU does
   kSquaredDiff,        // (a - b)^2
@@ -132,7 +134,7 @@ MT_HD inline double mul_rn(double a, double b) {
 }  // namespace mantissa::gpu
 
 // A formula is always inlined into the loop that calls it, on the host too: in a big translation unit
-// (ops/unary.cc instantiates every op for four dtypes, flat and strided) GCC's inline-unit-growth limit
+// (ops/elementwise/unary.cc instantiates every op for four dtypes, flat and strided) GCC's inline-unit-growth limit
 // otherwise leaves some as calls, and a call keeps an element loop from vectorizing (sigmoid's serial
 // path ran 7x slower). With the formulas and cpu::VecMath forced, the CPU ops' call graph is the one
 // the lambdas had when they held the formulas; fast_expf/fast_erff stay ordinary inline functions
@@ -307,8 +309,21 @@ MT_FORMULA C sigmoid_backward(C g, C r) {
   return g * r * (C(1) - r);
 }
 
+// SiLU (swish): x sigmoid(x), written x / (1 + e^-x) as PyTorch's kernels do (-inf gives NaN there too).
+// dx = g s (1 + x (1 - s)) with s = sigmoid(x), from the saved input; the product x (1 - s) is fused into
+// its add (M::fma), so both devices round it the same way.
+template <typename M, typename C>
+MT_FORMULA C silu(C x) {
+  return x / (C(1) + M::exp(-x));
+}
+template <typename M, typename C>
+MT_FORMULA C silu_backward(C g, C x) {
+  const C s = C(1) / (C(1) + M::exp(-x));
+  return g * s * M::fma(x, C(1) - s, C(1));
+}
+
 // GELU, erf form: x Phi(x), Phi the standard normal CDF; dx = g (Phi(x) + x phi(x)) with one explicit
-// fma (the CPU's AVX2 and AVX-512 builds of ops/cpu/gelu.cc and its strided path must agree).
+// fma (the CPU's AVX2 and AVX-512 builds of ops/elementwise/gelu_cpu.cc and its strided path must agree).
 template <typename M, typename C>
 MT_FORMULA C gelu(C x) {
   return x * C(0.5) * (C(1) + M::erf(x * C(kInvSqrt2)));
@@ -370,7 +385,7 @@ MT_FORMULA C addcdiv_backward(C g, C a, C b, C v) {
   return -g * v * a / (b * b);
 }
 
-// ---- used by ops/loss.cc (mse), ops/reduce.cc (var) and ops/compare.cc (clamp)
+// ---- used by ops/loss/loss.cc (mse), ops/reduce/reduce.cc (var) and ops/elementwise/compare.cc (clamp)
 
 template <typename C>
 MT_FORMULA C squared_diff(C a, C b) {
@@ -403,6 +418,7 @@ MT_HD inline C apply_unary(UnaryOp op, C x, C s0, C s1) {
     case UnaryOp::kGeluTanh: return pw::gelu_tanh<M>(x);
     case UnaryOp::kTanh: return pw::tanh<M>(x);
     case UnaryOp::kSigmoid: return pw::sigmoid<M>(x);
+    case UnaryOp::kSilu: return pw::silu<M>(x);
     case UnaryOp::kAddScalar: return pw::add(x, s0);
     case UnaryOp::kSubScalar: return pw::sub(x, s0);
     case UnaryOp::kMulScalar: return pw::mul(x, s0);
@@ -433,6 +449,7 @@ MT_HD inline C apply_binary(BinaryOp op, C a, C b, C s0, C s1) {
     case BinaryOp::kGeluTanhBackward: return pw::gelu_tanh_backward<M>(a, b);
     case BinaryOp::kTanhBackward: return pw::tanh_backward<M>(a, b);
     case BinaryOp::kSigmoidBackward: return pw::sigmoid_backward(a, b);
+    case BinaryOp::kSiluBackward: return pw::silu_backward<M>(a, b);
     case BinaryOp::kClampBackward: return pw::clamp_backward(a, b, s0, s1);
     case BinaryOp::kPowScalarBackward: return pw::pow_scalar_backward<M>(a, b, s0, s1);
     case BinaryOp::kSquaredDiff: return pw::squared_diff(a, b);

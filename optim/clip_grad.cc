@@ -5,7 +5,7 @@
 #include "framework/autograd.h"
 #include "framework/device_kernels.h"
 #include "framework/error.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "optim/cpu/optim_kernels.h"
 #include "optim/cuda/host/clip_grad.h"
 #include "optim/norm_order.h"

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "framework/error.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 
 namespace mantissa {
 

@@ -7,7 +7,7 @@
 
 #include "framework/autograd.h"
 #include "framework/error.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "train/statistics.h"
 
 namespace mantissa {

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "framework/error.h"
-#include "ops/shape.h"
+#include "ops/shape/shape.h"
 
 namespace mantissa {
 

@@ -3,9 +3,9 @@
 
 #include "framework/error.h"
 #include "models/gpt.h"
-#include "ops/elementwise.h"
-#include "ops/loss.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/loss/loss.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 

@@ -13,7 +13,7 @@
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "framework/generator.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "optim/clip_grad.h"
 #include "train/ddp.h"
 #include "train/rank_agreement.h"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """cuBLAS's own speed on the GEMMs of bench/cuda_gemm_bench.cc, through PyTorch, and the comparison table.
 
-mantissa's GEMMs are cuBLASLt calls (ops/cuda/gemm.cu), so cuBLAS reached through PyTorch on the same shapes
+mantissa's GEMMs are cuBLASLt calls (ops/matmul/matmul.cu), so cuBLAS reached through PyTorch on the same shapes
 is the figure they should reach: a ratio well under 1 means a worse layout, algorithm or workspace choice,
 or overhead around the call. Shapes (as cuda_gemm_bench's): 4096^3, and the GEMMs of a GPT-2-small step
 (8 x 1024 tokens, width 768) as linear computes them, x [tokens, in] @ W[out, in]^T. Dtypes: bf16 and f16

@@ -1,4 +1,4 @@
-// ReLU and GELU layers: thin wrappers over the ops in ops/unary.cc.
+// ReLU and GELU layers: thin wrappers over the ops in ops/elementwise/unary.cc.
 #include "models/layers/activation.h"
 
 namespace mantissa {

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "framework/module.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 
 namespace mantissa {
 

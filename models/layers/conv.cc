@@ -1,9 +1,9 @@
-// Conv2d layer over ops/conv.h's conv2d().
+// Conv2d layer over ops/conv/conv.h's conv2d().
 #include "models/layers/conv.h"
 
 #include "framework/error.h"
 #include "models/layers/init.h"
-#include "ops/conv.h"
+#include "ops/conv/conv.h"
 
 namespace mantissa {
 

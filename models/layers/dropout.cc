@@ -1,8 +1,8 @@
-// Dropout layer over ops/dropout.h.
+// Dropout layer over ops/dropout/dropout.h.
 #include "models/layers/dropout.h"
 
 #include "framework/error.h"
-#include "ops/dropout.h"
+#include "ops/dropout/dropout.h"
 
 namespace mantissa {
 

@@ -1,9 +1,9 @@
-// Embedding layer over ops/embedding.h.
+// Embedding layer over ops/embedding/embedding.h.
 #include "models/layers/embedding.h"
 
 #include "framework/error.h"
 #include "models/layers/init.h"
-#include "ops/embedding.h"
+#include "ops/embedding/embedding.h"
 
 namespace mantissa {
 

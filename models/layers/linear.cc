@@ -1,9 +1,9 @@
-// Linear layer over ops/matmul.h's linear().
+// Linear layer over ops/matmul/matmul.h's linear().
 #include "models/layers/linear.h"
 
 #include "framework/error.h"
 #include "models/layers/init.h"
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 
 namespace mantissa {
 

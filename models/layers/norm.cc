@@ -1,10 +1,10 @@
-// BatchNorm2d and LayerNorm layers over ops/norm.h (a synchronized BatchNorm2d over sync_batch_norm.h).
+// BatchNorm2d and LayerNorm layers over ops/norm/norm.h (a synchronized BatchNorm2d over sync_batch_norm.h).
 #include "models/layers/norm.h"
 
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "models/layers/sync_batch_norm.h"
-#include "ops/norm.h"
+#include "ops/norm/norm.h"
 
 namespace mantissa {
 

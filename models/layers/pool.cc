@@ -1,4 +1,4 @@
-// MaxPool2d layer over ops/pool.h.
+// MaxPool2d layer over ops/pool/pool.h.
 #include "models/layers/pool.h"
 
 namespace mantissa {

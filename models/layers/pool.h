@@ -2,7 +2,7 @@
 #pragma once
 
 #include "framework/module.h"
-#include "ops/pool.h"
+#include "ops/pool/pool.h"
 
 namespace mantissa {
 

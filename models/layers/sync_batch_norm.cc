@@ -10,9 +10,9 @@
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "models/layers/norm.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"
+#include "ops/shape/shape.h"
 
 namespace mantissa {
 namespace {

@@ -1,16 +1,16 @@
 // Per-element and per-window math of the CUDA batch_norm and pooling kernels as __host__ __device__
-// functions, written to perform the same IEEE operations in the same order as ops/cpu/norm_kernels.cc,
-// ops/cpu/pool_kernels.cc and ops/norm.cc; tests/cuda/cnn_math_test.cc runs them on the CPU against those.
+// functions, written to perform the same IEEE operations in the same order as ops/norm/norm_cpu.cc,
+// ops/pool/pool_cpu.cc and ops/norm/norm.cc; tests/cuda/cnn_math_test.cc runs them on the CPU against those.
 #pragma once
 
 #include <cstdint>
 
-#include "ops/cpu/pool_kernels.h"
 #include "ops/pointwise_math.h"
+#include "ops/pool/pool_cpu.h"
 
 namespace mantissa::gpu {
 
-// ---- batch_norm. Statistics that ops/norm.cc computes in f64 on the host are computed in f64 here too.
+// ---- batch_norm. Statistics that ops/norm/norm.cc computes in f64 on the host are computed in f64 here too.
 
 // running = (1 - momentum) * running + momentum * batch (each product rounded on its own, as the CPU).
 MT_HD inline double bn_running_update(double old, double batch, double momentum) {

@@ -8,7 +8,23 @@
 #include <cuda_fp16.h>
 #include <type_traits>
 
+#include "framework/dtype.h"
 #include "framework/half.h"
+
+namespace mantissa {
+
+// The compute type (framework/dtype.h's compute_t) of CUDA's 16-bit storage types too, so that kernels
+// over device types name it as the CPU kernels do: float for __half and __nv_bfloat16.
+template <>
+struct compute_type<__half> {
+  using type = float;
+};
+template <>
+struct compute_type<__nv_bfloat16> {
+  using type = float;
+};
+
+}  // namespace mantissa
 
 namespace mantissa::gpu {
 
@@ -36,24 +52,8 @@ device_t<T>* dev(T* p) {
   return reinterpret_cast<device_t<T>*>(p);
 }
 
-// The compute type of a device storage type: float for 16-bit floats, the type itself otherwise.
 template <typename D>
-struct acc_type {
-  using type = D;
-};
-template <>
-struct acc_type<__half> {
-  using type = float;
-};
-template <>
-struct acc_type<__nv_bfloat16> {
-  using type = float;
-};
-template <typename D>
-using acc_t = typename acc_type<D>::type;
-
-template <typename D>
-__device__ __forceinline__ acc_t<D> load(D v) {
+__device__ __forceinline__ compute_t<D> load(D v) {
   if constexpr (std::is_same_v<D, __half>) {
     return __half2float(v);
   } else if constexpr (std::is_same_v<D, __nv_bfloat16>) {

@@ -58,7 +58,7 @@
 #include "amp/grad_scaler.h"
 #include "models/gpt.h"
 #include "models/mlp.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "optim/sgd.h"
 #include "tests/support/golden.h"
 

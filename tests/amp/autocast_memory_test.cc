@@ -14,9 +14,9 @@
 #include "framework/autograd.h"
 #include "framework/generator.h"
 #include "framework/random.h"
-#include "ops/elementwise.h"
-#include "ops/loss.h"
-#include "ops/matmul.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/loss/loss.h"
+#include "ops/matmul/matmul.h"
 
 namespace mantissa {
 namespace {

@@ -15,12 +15,12 @@
 #include "framework/autograd.h"
 #include "framework/generator.h"
 #include "framework/random.h"
-#include "ops/elementwise.h"
-#include "ops/loss.h"
-#include "ops/matmul.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/loss/loss.h"
+#include "ops/matmul/matmul.h"
+#include "ops/reduce/reduce.h"
+#include "ops/shape/shape.h"
+#include "ops/softmax/softmax.h"
 
 namespace mantissa {
 namespace {

@@ -15,8 +15,8 @@
 #include "framework/error.h"
 #include "models/layers/linear.h"
 #include "models/layers/sequential.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa::amp {
 namespace {

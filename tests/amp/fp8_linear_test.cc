@@ -17,8 +17,8 @@
 #include "amp/autocast.h"
 #include "framework/autograd.h"
 #include "framework/error.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"
 #include "tests/support/scaled_mm_reference.h"
 
 namespace mantissa::amp {

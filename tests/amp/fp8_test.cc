@@ -20,8 +20,8 @@
 #include "models/layers/embedding.h"
 #include "models/layers/linear.h"
 #include "models/layers/sequential.h"
-#include "ops/loss.h"
-#include "ops/matmul.h"
+#include "ops/loss/loss.h"
+#include "ops/matmul/matmul.h"
 #include "optim/sgd.h"
 
 namespace mantissa::amp {

@@ -8,8 +8,8 @@
 
 #include "amp/grad_scaler.h"
 #include "framework/random.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"
 #include "optim/adam.h"
 #include "optim/lr_schedule.h"
 #include "optim/sgd.h"

@@ -10,7 +10,7 @@
 #include "models/layers/activation.h"
 #include "models/layers/linear.h"
 #include "models/layers/sequential.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "optim/sgd.h"
 
 namespace mantissa::amp {
@@ -53,7 +53,7 @@ TEST(GradScalerLocator, NamesTheBackwardThatOverflowed) {
   EXPECT_FALSE(applied);
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->step, 812);
-  EXPECT_EQ(f->op, "Gemm");  // linear's node (ops/matmul.cc)
+  EXPECT_EQ(f->op, "Gemm");  // linear's node (ops/matmul/matmul.cc)
   EXPECT_EQ(f->module, "2");
   EXPECT_EQ(f->value, "inf");
   EXPECT_EQ(f->dtype, DType::kF16);

@@ -18,9 +18,9 @@
 #include "models/layers/linear.h"
 #include "models/layers/sequential.h"
 #include "models/mlp.h"
-#include "ops/elementwise.h"
-#include "ops/loss.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/loss/loss.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa::amp {
 namespace {

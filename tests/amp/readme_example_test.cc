@@ -9,8 +9,8 @@
 #include "amp/autocast.h"
 #include "framework/autograd.h"
 #include "framework/random.h"
-#include "ops/loss.h"
-#include "ops/matmul.h"
+#include "ops/loss/loss.h"
+#include "ops/matmul/matmul.h"
 #include "tests/support/doc_example.h"
 
 namespace mantissa {

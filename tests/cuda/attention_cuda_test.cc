@@ -5,7 +5,7 @@
 
 #include "framework/autograd.h"
 #include "framework/cuda/device.h"
-#include "ops/attention.h"
+#include "ops/attention/attention.h"
 #include "tests/cuda/cuda_compare.h"
 
 namespace mantissa {

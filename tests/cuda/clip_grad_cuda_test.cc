@@ -10,7 +10,7 @@
 
 #include "framework/cuda/device.h"
 #include "framework/random.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "optim/clip_grad.h"
 #include "optim/multi_tensor.h"
 #include "optim/norm_order.h"

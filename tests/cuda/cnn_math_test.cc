@@ -10,9 +10,9 @@
 #include <limits>
 #include <vector>
 
-#include "ops/cpu/norm_kernels.h"
-#include "ops/cpu/pool_kernels.h"
-#include "ops/norm.h"
+#include "ops/norm/norm.h"
+#include "ops/norm/norm_cpu.h"
+#include "ops/pool/pool_cpu.h"
 #include "tests/cuda/cuda_compare.h"
 
 namespace mantissa {
@@ -176,7 +176,7 @@ TEST(CudaCnnMath, BatchNormElementFormulasEqualTheCpuKernels) {
   check_batch_norm_elementwise<BFloat16>(DType::kBF16);
 }
 
-// The running update, unbiased variance and invstd in f64 give ops/norm.cc's CPU results bit for bit,
+// The running update, unbiased variance and invstd in f64 give ops/norm/norm.cc's CPU results bit for bit,
 // from the batch statistics of the CPU kernel.
 TEST(CudaCnnMath, BatchNormRunningStatisticsEqualTheCpuOp) {
   const cpu::BatchNormGeometry g{.n = 5, .channels = 3, .spatial = 4};

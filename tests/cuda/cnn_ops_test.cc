@@ -16,9 +16,9 @@
 #include "framework/generator.h"
 #include "framework/random.h"
 #include "models/cnn.h"
-#include "ops/loss.h"
-#include "ops/norm.h"
-#include "ops/pool.h"
+#include "ops/loss/loss.h"
+#include "ops/norm/norm.h"
+#include "ops/pool/pool.h"
 #include "tests/cuda/cuda_compare.h"
 
 namespace mantissa {

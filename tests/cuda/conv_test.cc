@@ -3,7 +3,7 @@
 // backward filter and bias gradient through the cuDNN launchers over raw device buffers, and conv2d with
 // its backward on CUDA tensors (non-contiguous input included), against the CPU's conv2d in f32, f16 and
 // bf16, with stride, padding, dilation and groups. Bounds: tests/cuda/blas_test_support.h.
-#include "ops/conv.h"
+#include "ops/conv/conv.h"
 
 #include <gtest/gtest.h>
 
@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "framework/autograd.h"
-#include "ops/cuda/conv_plan.h"
-#include "ops/elementwise.h"
+#include "ops/conv/conv_plan.h"
+#include "ops/elementwise/elementwise.h"
 #include "tests/cuda/blas_test_support.h"
 #include "tests/ops/op_test_support.h"
 
 #ifdef MANTISSA_WITH_CUDA
-#include "ops/cuda/conv.h"
+#include "ops/conv/conv_launch.h"
 #endif
 
 namespace mantissa {

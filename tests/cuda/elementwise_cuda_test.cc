@@ -8,13 +8,13 @@
 
 #include "framework/autograd.h"
 #include "framework/cuda/device.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "tests/cuda/cuda_compare.h"
 
 #ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "ops/cuda/elementwise.h"
+#include "ops/elementwise/elementwise_launch.h"
 #endif
 
 namespace mantissa {
@@ -58,6 +58,7 @@ std::vector<UnaryCase> unary_cases() {
       {"gelu_tanh", [](const Tensor& x) { return gelu(x, GeluApproximation::kTanh); }, 4},
       {"tanh", [](const Tensor& x) { return tanh(x); }, 4},
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, 4},
+      {"silu", [](const Tensor& x) { return silu(x); }, 4},
       {"add_scalar", [](const Tensor& x) { return x + 0.3; }, 0},
       {"rsub_scalar", [](const Tensor& x) { return 1.0 - x; }, 0},
       {"mul_scalar", [](const Tensor& x) { return x * -1.7; }, 0},

@@ -6,8 +6,8 @@
 #include "framework/autograd.h"
 #include "framework/cuda/device.h"
 #include "framework/generator.h"
-#include "ops/dropout.h"
-#include "ops/embedding.h"
+#include "ops/dropout/dropout.h"
+#include "ops/embedding/embedding.h"
 #include "tests/cuda/cuda_compare.h"
 
 namespace mantissa {

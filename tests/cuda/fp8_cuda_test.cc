@@ -1,4 +1,4 @@
-// FP8 ops on CUDA. On the CPU (every build): the plan of the scaled matmul (ops/cuda/fp8_plan.h): which cases
+// FP8 ops on CUDA. On the CPU (every build): the plan of the scaled matmul (ops/fp8/fp8_plan.h): which cases
 // cuBLASLt's FP8 GEMM takes, the K-contiguous copies and leading dims (checked by evaluating the "TN" product
 // cuBLAS computes from them), where the bias goes, the fallback's causes, the plan cache key. On a GPU
 // (skipped without one): quantize_fp8 and amax bit for bit against the CPU op, and scaled_mm against the CPU
@@ -15,15 +15,15 @@
 #include <vector>
 
 #include "framework/cuda/device.h"
-#include "ops/cuda/fp8_plan.h"
-#include "ops/cuda/gemm_plan.h"
-#include "ops/elementwise.h"
-#include "ops/fp8.h"
-#include "ops/matmul.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/fp8/fp8.h"
+#include "ops/fp8/fp8_plan.h"
+#include "ops/matmul/gemm_plan.h"
+#include "ops/matmul/matmul.h"
 #include "tests/cuda/cuda_compare.h"
 
 #ifdef MANTISSA_WITH_CUDA
-#include "ops/cuda/fp8.h"
+#include "ops/fp8/fp8_launch.h"
 #endif
 
 namespace mantissa {

@@ -1,11 +1,9 @@
 // GEMM on CUDA. On the CPU (every build): the row-major to column-major mapping computes the same
-// product as ops/cpu/gemm.h, pointer alignment, the plan cache key, the TF32 switch. On a GPU (skipped
+// product as ops/matmul/gemm_cpu.h, pointer alignment, the plan cache key, the TF32 switch. On a GPU (skipped
 // without one): the cuBLASLt launcher against the CPU GEMM in f32/f64/f16/bf16 with every transpose, odd
 // sizes, padded and misaligned operands, broadcast batches, the bias epilogue, k = 0 and the plan cache;
 // then mm, bmm, matmul, linear, addmm, baddbmm and dot on CUDA tensors against the same ops on the CPU,
 // including transposed and strided operands and the backward of linear. Bounds: tests/cuda/blas_test_support.h.
-#include "ops/cpu/gemm.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,16 +13,17 @@
 #include <string>
 #include <vector>
 
-#include "ops/cuda/gemm_plan.h"
-#include "ops/cuda/tf32.h"
-#include "ops/elementwise.h"
-#include "ops/matmul.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/matmul/gemm_cpu.h"
+#include "ops/matmul/gemm_plan.h"
+#include "ops/matmul/matmul.h"
+#include "ops/matmul/tf32.h"
+#include "ops/reduce/reduce.h"
 #include "tests/cuda/blas_test_support.h"
 #include "tests/ops/op_test_support.h"
 
 #ifdef MANTISSA_WITH_CUDA
-#include "ops/cuda/gemm.h"
+#include "ops/matmul/gemm_launch.h"
 #endif
 
 namespace mantissa {
@@ -51,7 +50,7 @@ double col_major_at(const ColMajorOperand& x, const double* p, int64_t r, int64_
 // ---- CPU: planning ----
 
 // cuBLAS's column-major product, evaluated naively from the plan, must equal the row-major GEMM of
-// ops/cpu/gemm.h in f64 (both exact to ~k ulps of f64: 1e-12 is far above that, far below any mix-up).
+// ops/matmul/gemm_cpu.h in f64 (both exact to ~k ulps of f64: 1e-12 is far above that, far below any mix-up).
 TEST(GemmPlan, ColumnMajorMappingComputesTheRowMajorProduct) {
   const int64_t batch = 3, pad = 2;
   for (int64_t m : {1, 5, 13}) {

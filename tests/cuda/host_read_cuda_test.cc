@@ -13,7 +13,7 @@
 #include "framework/host_read.h"
 #include "framework/random.h"
 #include "models/mlp.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "optim/adam.h"
 #include "tests/train/read_order_support.h"
 #include "train/trainer.h"

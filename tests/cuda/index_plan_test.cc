@@ -1,12 +1,12 @@
-// Host checks of the CUDA index kernels' offset math (ops/cuda/index_math.h): gather_offset over a
+// Host checks of the CUDA index kernels' offset math (ops/shape/index_math.h): gather_offset over a
 // plan_gather geometry reads the same elements as the CPU gather, for strided inputs in every dim.
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "framework/generator.h"
-#include "ops/cuda/index_math.h"
-#include "ops/shape.h"
+#include "ops/shape/index_math.h"
+#include "ops/shape/shape.h"
 
 namespace mantissa {
 namespace {

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "framework/autograd.h"
-#include "ops/elementwise.h"
-#include "ops/matmul.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/matmul/matmul.h"
+#include "ops/reduce/reduce.h"
 #include "tests/cuda/blas_test_support.h"
 #include "tests/ops/op_test_support.h"
 

@@ -8,8 +8,8 @@
 
 #include "framework/autograd.h"
 #include "framework/cuda/device.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"
 #include "tests/cuda/cuda_compare.h"
 
 namespace mantissa {

@@ -1,7 +1,7 @@
 // Host-side parts of the CUDA reductions, run on the CPU: the kept/reduced layout (offsets of every
 // (output, element) pair match the CPU's indexing), the split geometry, and the max/argmax combining
 // rule, which must give the CPU's sequential answer (first NaN, else first maximum) in any order.
-#include "ops/cuda/reduce_plan.h"
+#include "ops/reduce/reduce_plan.h"
 
 #include <gtest/gtest.h>
 
@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "ops/cuda/elementwise_plan.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise_plan.h"
+#include "ops/reduce/reduce.h"
 #include "tests/cuda/cuda_compare.h"
 
 namespace mantissa {

@@ -1,7 +1,7 @@
 // Host-side parts of the CUDA softmax, cross-entropy and layer_norm kernels, run on the CPU: the online
 // (max, sum of exps) that threads keep and merge gives the CPU's logsumexp in any split and merge
 // order (and NaN / -inf rows as the CPU), the row geometry, and the launch choices.
-#include "ops/cuda/row_math.h"
+#include "ops/softmax/row_math.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 #include "tests/cuda/cuda_compare.h"
 
 namespace mantissa {
@@ -56,7 +56,7 @@ TEST(CudaRowMath, MinusInfinityAndNaNRows) {
 }
 
 TEST(CudaRowMath, RowGeometryAndLaunchChoices) {
-  const gpu::RowGeometry g{.outer = 3, .dim = 5, .inner = 4};
+  const RowGeometry g{.outer = 3, .dim = 5, .inner = 4};
   EXPECT_EQ(g.rows(), 12);
   EXPECT_EQ(g.base(0), 0);
   EXPECT_EQ(g.base(3), 3);       // outer 0, inner 3

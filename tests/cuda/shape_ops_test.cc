@@ -12,10 +12,10 @@
 #include "framework/cuda/device.h"
 #include "framework/generator.h"
 #include "models/gpt.h"
-#include "ops/elementwise.h"
-#include "ops/loss.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/loss/loss.h"
+#include "ops/reduce/reduce.h"
+#include "ops/shape/shape.h"
 #include "tests/cuda/cuda_compare.h"
 
 namespace mantissa {

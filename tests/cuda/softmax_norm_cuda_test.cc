@@ -11,11 +11,11 @@
 
 #include "framework/autograd.h"
 #include "framework/cuda/device.h"
-#include "ops/cuda/row_math.h"
-#include "ops/elementwise.h"
-#include "ops/loss.h"
-#include "ops/norm.h"
-#include "ops/softmax.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/loss/loss.h"
+#include "ops/norm/norm.h"
+#include "ops/softmax/row_math.h"
+#include "ops/softmax/softmax.h"
 #include "tests/cuda/cuda_compare.h"
 
 namespace mantissa {

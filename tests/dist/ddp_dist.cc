@@ -14,7 +14,7 @@
 #include "framework/generator.h"
 #include "framework/random.h"
 #include "models/mlp.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "optim/sgd.h"
 #include "tests/dist/checker.h"
 #include "train/ddp.h"

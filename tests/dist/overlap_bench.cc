@@ -17,7 +17,7 @@
 #include "framework/random.h"
 #include "models/gpt.h"
 #include "models/mlp.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "tests/dist/dist_bench.h"
 #include "train/ddp.h"
 

@@ -19,7 +19,7 @@
 #include "framework/generator.h"
 #include "framework/random.h"
 #include "models/mlp.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "optim/sgd.h"
 #include "train/rank_agreement.h"
 #include "train/trainer.h"

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "framework/autograd.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"
 #include "tests/ops/op_test_support.h"
 
 namespace mantissa {

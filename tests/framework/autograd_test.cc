@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"
 #include "tests/ops/op_test_support.h"
 
 namespace mantissa {

@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "framework/autograd.h"
-#include "ops/conv.h"
-#include "ops/elementwise.h"
-#include "ops/matmul.h"
-#include "ops/norm.h"
-#include "ops/pool.h"
-#include "ops/reduce.h"
+#include "ops/conv/conv.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/matmul/matmul.h"
+#include "ops/norm/norm.h"
+#include "ops/pool/pool.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

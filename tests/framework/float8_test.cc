@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "framework/tensor.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"
 #include "tests/support/golden.h"
 
 namespace mantissa {

@@ -16,9 +16,9 @@
 #include "models/layers/activation.h"
 #include "models/layers/linear.h"
 #include "models/layers/sequential.h"
-#include "ops/elementwise.h"
-#include "ops/matmul.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/matmul/matmul.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

@@ -7,8 +7,8 @@
 
 #include "framework/autograd.h"
 #include "framework/error.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

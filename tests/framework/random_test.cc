@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "framework/autograd.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 
 namespace mantissa {
 namespace {

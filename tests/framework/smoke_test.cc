@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
 #include "framework/autograd.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

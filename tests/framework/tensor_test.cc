@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "framework/autograd.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "framework/autograd.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

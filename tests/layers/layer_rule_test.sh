@@ -8,7 +8,7 @@ cxx=$1 views=$2
 shift 2
 header() {  # one public header per layer
   case $1 in
-    framework) echo framework/tensor.h ;; ops) echo ops/elementwise.h ;; optim) echo optim/optimizer.h ;;
+    framework) echo framework/tensor.h ;; ops) echo ops/elementwise/elementwise.h ;; optim) echo optim/optimizer.h ;;
     amp) echo amp/grad_scaler.h ;; data) echo data/dataset.h ;; models) echo models/mlp.h ;;
     train) echo train/trainer.h ;; *) echo "layer_rule_test: unknown layer $1" >&2; exit 2 ;;
   esac

@@ -7,7 +7,7 @@
 #include <functional>
 
 #include "framework/module.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "optim/adam.h"
 
 namespace mantissa::testing {

@@ -11,10 +11,10 @@
 
 #include "amp/autocast.h"
 #include "framework/autograd.h"
-#include "ops/elementwise.h"
-#include "ops/embedding.h"
-#include "ops/loss.h"
-#include "ops/matmul.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/embedding/embedding.h"
+#include "ops/loss/loss.h"
+#include "ops/matmul/matmul.h"
 #include "optim/adam.h"
 
 namespace mantissa {

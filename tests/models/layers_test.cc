@@ -20,8 +20,8 @@
 #include "models/layers/norm.h"
 #include "models/layers/pool.h"
 #include "models/layers/sequential.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

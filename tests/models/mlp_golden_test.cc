@@ -12,7 +12,7 @@
 #include "models/layers/activation.h"
 #include "models/layers/linear.h"
 #include "models/layers/sequential.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "optim/sgd.h"
 #include "tests/support/golden.h"
 

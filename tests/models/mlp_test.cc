@@ -7,7 +7,7 @@
 
 #include "amp/autocast.h"
 #include "framework/random.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "optim/adam.h"
 #include "tests/models/fit_support.h"
 

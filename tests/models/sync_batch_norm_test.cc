@@ -18,9 +18,9 @@
 #include "models/layers/norm.h"
 #include "models/layers/sequential.h"
 #include "models/mlp.h"
-#include "ops/elementwise.h"
-#include "ops/norm.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/norm/norm.h"
+#include "ops/reduce/reduce.h"
 #include "tests/ops/nn_testing.h"
 #include "tests/support/gradcheck.h"
 

@@ -1,5 +1,5 @@
 // scaled_dot_product_attention: PyTorch's causal attention (tests/golden/ops.h5), the mask, and autocast.
-#include "ops/attention.h"
+#include "ops/attention/attention.h"
 
 #include <gtest/gtest.h>
 
@@ -8,8 +8,8 @@
 #include "amp/autocast.h"
 #include "framework/autograd.h"
 #include "framework/random.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"
 #include "tests/support/golden.h"
 
 namespace mantissa {

@@ -1,6 +1,6 @@
 // conv2d: against a direct f64 loop, central-difference gradients (non-contiguous inputs included),
 // 16-bit against f32 rounded once, PyTorch golden values, and the error messages.
-#include "ops/conv.h"
+#include "ops/conv/conv.h"
 
 #include <gtest/gtest.h>
 
@@ -59,7 +59,7 @@ std::vector<Case> cases() {
       {"depthwise", {2, 4, 6, 6}, {4, 1, 3, 3}, {.stride = {2, 2}, .padding = {1, 1}, .groups = 4}, false},
       {"pointwise", {2, 5, 4, 3}, {6, 5, 1, 1}, {}, true},
       {"pointwise_grouped", {2, 4, 3, 3}, {6, 2, 1, 1}, {.groups = 2}, true},
-      // One input channel, stride 1, no padding: f32/bf16 take the direct kernels (ops/cpu/conv_direct),
+      // One input channel, stride 1, no padding: f32/bf16 take the direct kernels (ops/conv/conv_direct_cpu),
       // over several 64-output blocks and the fused 3x3 weight-gradient pass, and a 2x3 kernel.
       {"one_channel_3x3", {2, 1, 20, 19}, {4, 1, 3, 3}, {}, true},
       {"one_channel_2x3_nobias", {3, 1, 7, 9}, {2, 1, 2, 3}, {}, false},

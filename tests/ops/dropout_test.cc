@@ -1,6 +1,6 @@
 // dropout: the mask comes from the Generator (a seed reproduces it), survivors are scaled by
 // 1 / (1 - p), the keep rate is 1 - p, the backward reuses the mask, and p = 0 / p = 1 behave.
-#include "ops/dropout.h"
+#include "ops/dropout/dropout.h"
 
 #include <gtest/gtest.h>
 

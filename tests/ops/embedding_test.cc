@@ -1,6 +1,6 @@
 // embedding: PyTorch golden values, repeated indices accumulating in the backward, i32 indices,
 // gradcheck, 16-bit weights, and the out-of-range error.
-#include "ops/embedding.h"
+#include "ops/embedding/embedding.h"
 
 #include <gtest/gtest.h>
 

@@ -1,10 +1,10 @@
-// FP8 ops on the CPU (ops/fp8.h). quantize_fp8: every element's bits equal the scalar cast of
+// FP8 ops on the CPU (ops/fp8/fp8.h). quantize_fp8: every element's bits equal the scalar cast of
 // framework/float8.h (checked against PyTorch bit for bit in tests/framework) of x * scale, for f32, f16 and
 // bf16 inputs, strided ones, both formats and both overflow rules; amax and overflow counts against
 // references computed here element by element. scaled_mm: bit for bit the decoded operands' bf16 GEMM into
 // f32 followed by the epilogue (tests/support/scaled_mm_reference.h). Argument errors, and the LinearOverride hook of
 // ops::linear with a fake override.
-#include "ops/fp8.h"
+#include "ops/fp8/fp8.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "amp/autocast.h"
-#include "ops/elementwise.h"
-#include "ops/matmul.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/matmul/matmul.h"
 #include "tests/ops/nn_testing.h"
 #include "tests/support/scaled_mm_reference.h"
 

@@ -8,8 +8,8 @@
 
 #include "framework/autograd.h"
 #include "framework/generator.h"
-#include "ops/cpu/gelu.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/elementwise/gelu_cpu.h"
 #include "tests/ops/op_test_support.h"
 
 namespace mantissa {

@@ -1,8 +1,6 @@
-// The raw-pointer GEMM kernels (ops/cpu/gemm.h) in every dtype against a naive f64 loop: transpose
+// The raw-pointer GEMM kernels (ops/matmul/gemm_cpu.h) in every dtype against a naive f64 loop: transpose
 // flags, padded leading dims, strided and broadcast batches, alpha/beta, k = 0; the 16-bit contract
 // (fp32 accumulation, one rounding) bit for bit; and independence from the thread count.
-#include "ops/cpu/gemm.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +12,7 @@
 
 #include "framework/dtype.h"
 #include "framework/parallel.h"
+#include "ops/matmul/gemm_cpu.h"
 
 namespace mantissa::cpu {
 namespace {

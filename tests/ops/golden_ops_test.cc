@@ -12,17 +12,17 @@
 #include <vector>
 
 #include "framework/autograd.h"
-#include "ops/attention.h"
-#include "ops/conv.h"
-#include "ops/elementwise.h"
-#include "ops/embedding.h"
-#include "ops/loss.h"
-#include "ops/matmul.h"
-#include "ops/norm.h"
-#include "ops/pool.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
+#include "ops/attention/attention.h"
+#include "ops/conv/conv.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/embedding/embedding.h"
+#include "ops/loss/loss.h"
+#include "ops/matmul/matmul.h"
+#include "ops/norm/norm.h"
+#include "ops/pool/pool.h"
+#include "ops/reduce/reduce.h"
+#include "ops/shape/shape.h"
+#include "ops/softmax/softmax.h"
 #include "tests/support/golden.h"
 
 namespace mantissa::testing {

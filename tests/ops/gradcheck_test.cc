@@ -9,17 +9,17 @@
 
 #include "framework/autograd.h"
 #include "framework/generator.h"
-#include "ops/conv.h"
-#include "ops/dropout.h"
-#include "ops/elementwise.h"
-#include "ops/embedding.h"
-#include "ops/loss.h"
-#include "ops/matmul.h"
-#include "ops/norm.h"
-#include "ops/pool.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
+#include "ops/conv/conv.h"
+#include "ops/dropout/dropout.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/embedding/embedding.h"
+#include "ops/loss/loss.h"
+#include "ops/matmul/matmul.h"
+#include "ops/norm/norm.h"
+#include "ops/pool/pool.h"
+#include "ops/reduce/reduce.h"
+#include "ops/shape/shape.h"
+#include "ops/softmax/softmax.h"
 
 namespace mantissa::testing {
 namespace {
@@ -69,6 +69,7 @@ std::vector<Case> elementwise_cases() {
        {rnd({3, 4}, 33, {.low = -4, .high = 4})}},
       {"tanh", [](const In& x) { return tanh(x[0]); }, {rnd({3, 4}, 34)}},
       {"sigmoid", [](const In& x) { return sigmoid(x[0]); }, {rnd({3, 4}, 35, {.low = -5, .high = 5})}},
+      {"silu", [](const In& x) { return silu(x[0]); }, {rnd({3, 4}, 901, {.low = -5, .high = 5})}},
       // Random inputs land within eps of a clamp bound with probability ~1e-6 per element.
       {"clamp_both", [](const In& x) { return clamp(x[0], -0.5, 0.7); }, {rnd({4, 5}, 36)}},
       {"clamp_min", [](const In& x) { return clamp(x[0], 0.3, std::nullopt); }, {rnd({4, 5}, 37)}},

@@ -1,13 +1,13 @@
 // cross_entropy, nll_loss, mse_loss: PyTorch golden values, the fused cross_entropy against the
 // composed nll_loss(log_softmax(x)) in value and gradient, gradchecks, ignore_index semantics,
 // 16-bit inputs, and the errors for bad targets.
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "ops/softmax.h"
+#include "ops/softmax/softmax.h"
 #include "tests/ops/nn_testing.h"
 
 namespace mantissa {

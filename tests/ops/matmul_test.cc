@@ -1,7 +1,7 @@
 // mm, bmm, matmul, linear, addmm, baddbmm: every op in f32, f64, f16 and bf16 against a naive f64
 // reference; backward by central differences in f64 (non-contiguous and broadcast inputs included);
 // 16-bit gradients against the f64 ones; PyTorch's golden values; error messages.
-#include "ops/matmul.h"
+#include "ops/matmul/matmul.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,8 +15,8 @@
 #include "amp/autocast.h"
 #include "framework/autograd.h"
 #include "ops/cpu/loops.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"
 #include "tests/support/golden.h"
 
 namespace mantissa {

@@ -1,7 +1,7 @@
 // layer_norm and batch_norm: against direct f64 loops, the fused kernels against the same formula
 // composed from elementwise/reduce ops (values and gradients), central-difference gradients (non-
 // contiguous inputs included), running statistics, 16-bit against f32 rounded once, golden values, errors.
-#include "ops/norm.h"
+#include "ops/norm/norm.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,6 @@
-// ops/op_registry.cc lists every descriptor that the ops/*.h headers declare with MT_OP, once, with the
-// name and policy the header gives it: the views built on all_ops() (amp::policy_table()) cannot miss one.
+// ops/op_registry.cc lists every descriptor that the family headers (ops/<family>/*.h) declare with MT_OP,
+// once, with the name and policy the header gives it: the views built on all_ops() (amp::policy_table())
+// cannot miss one.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,17 +12,17 @@
 
 #include "ops/autocast.h"
 #include "ops/op.h"
-#include "ops/softmax.h"
+#include "ops/softmax/softmax.h"
 
 namespace mantissa {
 namespace {
 
-// name -> "cpu policy, cuda policy" spelled as in the header, from every MT_OP(name, cpu, cuda) in ops/*.h.
+// name -> "cpu policy, cuda policy" spelled as in the header, from every MT_OP(name, cpu, cuda) in ops/**/*.h.
 std::map<std::string, std::string> declared_in_headers() {
   const std::filesystem::path ops_dir = std::filesystem::path(MANTISSA_GOLDEN_DIR) / ".." / ".." / "ops";
   std::map<std::string, std::string> found;
   const std::regex mt_op(R"(^MT_OP\((\w+), (\w+, \w+)\))");
-  for (const auto& entry : std::filesystem::directory_iterator(ops_dir)) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(ops_dir)) {
     if (entry.path().extension() != ".h") continue;
     std::ifstream in(entry.path());
     std::string line;
@@ -47,7 +48,7 @@ std::string policy_spelling(amp::CastPolicy p) {
 
 TEST(OpRegistry, ListsEveryDescriptorTheHeadersDeclareOnce) {
   const std::map<std::string, std::string> declared = declared_in_headers();
-  ASSERT_GT(declared.size(), 40u) << "the scan of ops/*.h found too few MT_OP lines";
+  ASSERT_GT(declared.size(), 40u) << "the scan of ops/**/*.h found too few MT_OP lines";
   std::map<std::string, std::string> listed;
   for (const OpInfo* info : all_ops()) {
     const std::string spelled = policy_spelling(info->autocast.cpu) + ", " + policy_spelling(info->autocast.cuda);

@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "framework/autograd.h"
-#include "ops/conv.h"
-#include "ops/elementwise.h"
-#include "ops/loss.h"
-#include "ops/matmul.h"
-#include "ops/norm.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
+#include "ops/conv/conv.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/loss/loss.h"
+#include "ops/matmul/matmul.h"
+#include "ops/norm/norm.h"
+#include "ops/reduce/reduce.h"
+#include "ops/shape/shape.h"
 #include "tests/support/gradcheck.h"
 
 namespace mantissa::testing {

@@ -1,6 +1,6 @@
 // max_pool2d and avg_pool2d: against direct f64 loops, central-difference gradients (non-contiguous
 // input included), argmax routing of ties, 16-bit against f32 rounded once, PyTorch golden values, errors.
-#include "ops/pool.h"
+#include "ops/pool/pool.h"
 
 #include <gtest/gtest.h>
 

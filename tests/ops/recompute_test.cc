@@ -1,7 +1,7 @@
 // recompute (activation checkpointing): the same gradients as the plain graph, bit for bit, in fp32 and
 // under autocast (replayed after the guard is gone), with dropout (the same masks, the stream left where the
 // plain run leaves it); fewer bytes held at the peak; the errors a misuse deserves.
-#include "ops/recompute.h"
+#include "ops/recompute/recompute.h"
 
 #include <gtest/gtest.h>
 
@@ -11,10 +11,10 @@
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "ops/autocast.h"
-#include "ops/dropout.h"
-#include "ops/elementwise.h"
-#include "ops/matmul.h"
-#include "ops/reduce.h"
+#include "ops/dropout/dropout.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/matmul/matmul.h"
+#include "ops/reduce/reduce.h"
 #include "tests/ops/op_test_support.h"
 
 namespace mantissa {

@@ -1,6 +1,6 @@
 // Reductions' forward semantics: fp32 accumulation for 16-bit inputs, dims and keepdim, strided and large
 // inputs, empty tensors, var's correction, max's indices, ties and nan, sum_to.
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 
 #include "framework/autograd.h"
 #include "framework/generator.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "tests/ops/op_test_support.h"
 
 namespace mantissa {

@@ -1,6 +1,6 @@
 // cat, stack, split, index_select, gather, one_hot: PyTorch golden values for cat, values against
 // hand-built expectations, gradchecks (non-contiguous inputs included), and the error messages.
-#include "ops/shape.h"
+#include "ops/shape/shape.h"
 
 #include <gtest/gtest.h>
 

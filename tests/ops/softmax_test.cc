@@ -1,6 +1,6 @@
 // softmax / log_softmax: PyTorch golden values, f64 references over every dim, gradchecks (also on
 // non-contiguous inputs), 16-bit rounding once, numerical stability, fast_expf accuracy, errors.
-#include "ops/softmax.h"
+#include "ops/softmax/softmax.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <limits>
 
-#include "ops/cpu/softmax.h"
+#include "ops/softmax/softmax_cpu.h"
 #include "tests/ops/nn_testing.h"
 
 namespace mantissa {

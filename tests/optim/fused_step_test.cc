@@ -8,7 +8,7 @@
 
 #include "amp/grad_scaling.h"
 #include "framework/random.h"
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "optim/adam.h"
 #include "optim/lion.h"
 #include "optim/sgd.h"

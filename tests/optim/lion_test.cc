@@ -14,8 +14,8 @@
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "framework/random.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"
 #include "tests/support/temp_dir.h"
 #include "train/checkpoint.h"
 

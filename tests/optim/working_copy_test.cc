@@ -13,8 +13,8 @@
 #include "models/layers/activation.h"
 #include "models/layers/linear.h"
 #include "models/layers/sequential.h"
-#include "ops/elementwise.h"
-#include "ops/loss.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/loss/loss.h"
 #include "optim/adam.h"
 
 namespace mantissa {

@@ -1,4 +1,4 @@
-// scaled_mm's CPU contract (ops/fp8.h) written out for tests, from operands already decoded (any floating
+// scaled_mm's CPU contract (ops/fp8/fp8.h) written out for tests, from operands already decoded (any floating
 // dtype holding FP8 values, so exact in bf16): the bf16 GEMM with an f32 accumulator, each operand handed to it
 // in the layout it has (a transposed view as a transpose flag, neither dim unit-stride gathered row-major: so the
 // very GEMM call scaled_mm makes), then acc * (sa * sb) + bias in f32 with one rounding (an fma), or
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "framework/tensor.h"
-#include "ops/cpu/gemm.h"
+#include "ops/matmul/gemm_cpu.h"
 
 namespace mantissa::testing {
 

@@ -16,7 +16,7 @@
 #include "amp/grad_scaler.h"
 #include "framework/random.h"
 #include "models/mlp.h"
-#include "ops/loss.h"
+#include "ops/loss/loss.h"
 #include "optim/adam.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_file.h"

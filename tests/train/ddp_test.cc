@@ -10,9 +10,9 @@
 #include "framework/generator.h"
 #include "framework/random.h"
 #include "models/mlp.h"
-#include "ops/elementwise.h"
-#include "ops/loss.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/loss/loss.h"
+#include "ops/reduce/reduce.h"
 
 namespace mantissa {
 namespace {

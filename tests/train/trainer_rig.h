@@ -12,9 +12,9 @@
 #include "framework/generator.h"
 #include "framework/random.h"
 #include "models/mlp.h"
-#include "ops/elementwise.h"
-#include "ops/matmul.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/matmul/matmul.h"
+#include "ops/reduce/reduce.h"
 #include "optim/adam.h"
 #include "train/trainer.h"
 

@@ -7,8 +7,8 @@
 #include "framework/random.h"
 #include "framework/tensor.h"
 #include "models/mlp.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"
 #include "optim/sgd.h"
 #include "train/trainer.h"
 

@@ -1,0 +1,241 @@
+// Typed entries of the FP8 ops (ops/fp8/fp8.h): argument checks, the kernels per device (ops/fp8/fp8_cpu.h,
+// ops/fp8/fp8_cuda.h) and the CPU emulation of the scaled matmul; and this thread's LinearOverride.
+#include "ops/fp8/fp8.h"
+
+#include <bit>
+
+#include "framework/device_kernels.h"
+#include "ops/autocast.h"
+#include "ops/fp8/fp8_cpu.h"
+#include "ops/fp8/fp8_cuda.h"
+#include "ops/matmul/gemm_cpu.h"
+
+namespace mantissa {
+namespace {
+
+// The input types quantize_fp8 and amax take: f32, f16, bf16.
+template <typename F>
+decltype(auto) dispatch_quantizable(DType d, F&& f) {
+  switch (d) {
+    case DType::kF32: return f.template operator()<float>();
+    case DType::kF16: return f.template operator()<Half>();
+    case DType::kBF16: return f.template operator()<BFloat16>();
+    default: break;
+  }
+  MT_ASSERT(false, "FP8 kernel called with an unchecked dtype ", dtype_name(d));
+  return f.template operator()<float>();  // not reached
+}
+
+uint8_t* bytes_of(const Tensor& t) { return static_cast<uint8_t*>(t.data_ptr()); }
+
+// The ops record no autograd history: they run on detached handles (an undefined one stays undefined, for
+// the argument checks to name).
+Tensor detached(const Tensor& t) { return t.defined() ? t.detach() : t; }
+
+// ---- CPU kernels over Tensors (the signatures of ops/fp8/fp8_cuda.h) ----
+
+void cpu_quantize_fp8(const Tensor& x, const Tensor& scale, Fp8Overflow overflow, const Tensor& data,
+                      const Tensor& amax, const Tensor& count) {
+  const cpu::Fp8PassStats stats = dispatch_quantizable(x.dtype(), [&]<typename T>() {
+    return cpu::quantize_fp8<T>(x.data<T>(), x.numel(), *scale.data<float>(), data.dtype(), overflow, bytes_of(data));
+  });
+  *amax.data<float>() = std::bit_cast<float>(stats.amax_bits);
+  *count.data<int64_t>() = stats.overflow;
+}
+
+void cpu_amax(const Tensor& x, const Tensor& out) {
+  const uint32_t bits =
+      dispatch_quantizable(x.dtype(), [&]<typename T>() { return cpu::amax_bits<T>(x.data<T>(), x.numel()); });
+  *out.data<float>() = std::bit_cast<float>(bits);
+}
+
+// An FP8 operand decoded exactly to bf16 for the GEMM, in the layout it is stored in (as ops/matmul/matmul.cc hands a
+// matrix to the GEMM: a transposed view goes in as a transpose flag).
+struct DecodedOperand {
+  Tensor values;  // dense bf16: [rows, cols] as stored
+  cpu::Trans trans = cpu::Trans::kNo;
+  int64_t ld = 1;
+};
+
+DecodedOperand decode_operand(const Tensor& x) {
+  const int64_t r = x.size(0), c = x.size(1), s0 = x.stride(0), s1 = x.stride(1);
+  DecodedOperand d;
+  if (c <= 1 || s1 == 1) {  // row-major
+    d.values = empty({r, c}, {.dtype = DType::kBF16});
+    cpu::decode_fp8(bytes_of(x), r, c, s0, 1, x.dtype(), d.values.data<BFloat16>());
+    d.ld = std::max<int64_t>(c, 1);
+  } else if (r <= 1 || s0 == 1) {  // column-major: the transpose of a row-major [c, r]
+    d.values = empty({c, r}, {.dtype = DType::kBF16});
+    cpu::decode_fp8(bytes_of(x), c, r, s1, 1, x.dtype(), d.values.data<BFloat16>());
+    d.trans = cpu::Trans::kYes;
+    d.ld = std::max<int64_t>(r, 1);
+  } else {  // any other strides: gathered into row-major
+    d.values = empty({r, c}, {.dtype = DType::kBF16});
+    cpu::decode_fp8(bytes_of(x), r, c, s0, s1, x.dtype(), d.values.data<BFloat16>());
+    d.ld = std::max<int64_t>(c, 1);
+  }
+  return d;
+}
+
+// Decode to bf16 (exact), the bf16 GEMM into an f32 accumulator (out itself when out is f32): a CPU has no FP8
+// arithmetic, but the products of two FP8 values are exact in f32 and AMX / AVX512_BF16 multiply bf16 pairs
+// into f32, so this gives exact products summed in full f32 at the bf16 GEMM's speed. That is not an FP8
+// tensor core's arithmetic: Hopper's keeps about 14 bits of the running sum (DeepSeek-V3's report), so this
+// is the best case of FP8 accuracy. Then the epilogue in f32 with one rounding to out's dtype. bias is f32 or
+// out's dtype, or undefined.
+void cpu_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_inv_a, const Tensor& scale_inv_b,
+                   const Tensor& bias, const Tensor& out) {
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  if (m == 0 || n == 0) return;
+  const DecodedOperand da = decode_operand(a), db = decode_operand(b);
+  const Tensor acc = out.dtype() == DType::kF32 ? out : empty({m, n});
+  cpu::gemm(cpu::GemmArgs<BFloat16, float>{.trans_a = da.trans,
+                                           .trans_b = db.trans,
+                                           .m = m,
+                                           .n = n,
+                                           .k = k,
+                                           .a = da.values.data<BFloat16>(),
+                                           .lda = da.ld,
+                                           .b = db.values.data<BFloat16>(),
+                                           .ldb = db.ld,
+                                           .c = acc.data<float>(),
+                                           .ldc = n,
+                                           .alpha = 1.0,
+                                           .beta = 0.0});
+  const float scale = *scale_inv_a.data<float>() * *scale_inv_b.data<float>();
+  const Tensor bias32 = bias.defined() ? bias.to(DType::kF32).contiguous() : Tensor();
+  const float* bias_ptr = bias32.defined() ? bias32.data<float>() : nullptr;
+  switch (out.dtype()) {
+    case DType::kF32:
+      return cpu::scaled_mm_epilogue<float>(acc.data<float>(), m, n, scale, bias_ptr, out.data<float>());
+    case DType::kBF16:
+      return cpu::scaled_mm_epilogue<BFloat16>(acc.data<float>(), m, n, scale, bias_ptr, out.data<BFloat16>());
+    case DType::kF16: return cpu::scaled_mm_epilogue<Half>(acc.data<float>(), m, n, scale, bias_ptr, out.data<Half>());
+    default: MT_ASSERT(false, "scaled_mm kernel called with an unchecked out dtype ", dtype_name(out.dtype()));
+  }
+}
+
+constexpr DeviceKernels<decltype(cpu_quantize_fp8)> kQuantize{.cpu = &cpu_quantize_fp8,
+                                                              .cuda = MT_CUDA_KERNEL(cuda_quantize_fp8)};
+constexpr DeviceKernels<decltype(cpu_amax)> kAmax{.cpu = &cpu_amax, .cuda = MT_CUDA_KERNEL(cuda_amax)};
+constexpr DeviceKernels<decltype(cpu_scaled_mm)> kScaledMm{.cpu = &cpu_scaled_mm,
+                                                           .cuda = MT_CUDA_KERNEL(cuda_scaled_mm)};
+
+// ---- argument checks ----
+
+void check_quantizable(std::string_view op, const Tensor& x) {
+  MT_CHECK(x.defined(), op, ": the input is an undefined tensor");
+  MT_CHECK(x.dtype() == DType::kF32 || x.dtype() == DType::kF16 || x.dtype() == DType::kBF16, op,
+           ": expected an f32, f16 or bf16 input, got ", dtype_name(x.dtype()), " ", shape_str(x.shape()),
+           is_float8(x.dtype()) ? ". HINT: it is quantized already; decode it with .to(kF32) first"
+                                : ". HINT: convert it with .to(kF32)");
+}
+
+// A per-tensor scale (or scale inverse): a 0-d f32 tensor on `device`.
+void check_scale(std::string_view op, const char* what, const Tensor& s, Device device) {
+  MT_CHECK(s.defined(), op, ": ", what, " is an undefined tensor");
+  MT_CHECK(s.dtype() == DType::kF32 && s.dim() == 0, op, ": expected ", what,
+           " to be a 0-d f32 tensor (one per-tensor factor), got ", dtype_name(s.dtype()), " ", shape_str(s.shape()),
+           ". HINT: make it with scalar_tensor(value, {.device = ...}), or .reshape({}).to(kF32) a one-element tensor");
+  MT_CHECK(s.device() == device, op, ": expected ", what, " on ", device.str(), " with the data, got ",
+           s.device().str(), ". HINT: keep the scale on the data's device (a device value: reading it needs no sync)");
+}
+
+void check_fp8_operand(const char* name, const Tensor& t) {
+  MT_CHECK(t.defined(), "scaled_mm: ", name, " is an undefined tensor");
+  MT_CHECK(is_float8(t.dtype()), "scaled_mm: expected an FP8 ", name, " (f8e4m3 or f8e5m2), got ",
+           dtype_name(t.dtype()), " ", shape_str(t.shape()), ". HINT: quantize it with quantize_fp8 first");
+  MT_CHECK(t.dim() == 2, "scaled_mm: expected a 2-D ", name, ", got ", shape_str(t.shape()),
+           ". HINT: fold leading dims into the rows with .reshape({-1, k})");
+}
+
+}  // namespace
+
+Fp8Quantized quantize_fp8(const Tensor& x_in, const Tensor& scale_in, DType fp8, Fp8Overflow overflow) {
+  const std::vector<Tensor> in = amp::cast_inputs(ops::quantize_fp8, {x_in, scale_in});
+  const Tensor x = detached(in[0]), scale = detached(in[1]);
+  check_quantizable("quantize_fp8", x);
+  MT_CHECK(is_float8(fp8), "quantize_fp8: expected an FP8 target dtype (kF8E4M3 or kF8E5M2), got ", dtype_name(fp8));
+  check_scale("quantize_fp8", "scale", scale, x.device());
+  kernel_for("quantize_fp8", kQuantize, x.device());
+  const TensorOptions on_x{.device = x.device()};
+  Fp8Quantized q{.data = empty(x.shape(), {.dtype = fp8, .device = x.device()}),
+                 .amax = empty({}, on_x),
+                 .overflow = empty({}, {.dtype = DType::kI64, .device = x.device()})};
+  dispatch("quantize_fp8", kQuantize, x.device(), x.contiguous(), scale, overflow, q.data, q.amax, q.overflow);
+  return q;
+}
+
+Tensor amax(const Tensor& x_in) {
+  const Tensor x = detached(amp::cast_input(ops::amax, x_in));
+  check_quantizable("amax", x);
+  kernel_for("amax", kAmax, x.device());
+  Tensor out = empty({}, {.device = x.device()});
+  dispatch("amax", kAmax, x.device(), x.contiguous(), out);
+  return out;
+}
+
+Tensor scaled_mm(const Tensor& a_in, const Tensor& b_in, const Tensor& scale_inv_a_in, const Tensor& scale_inv_b_in,
+                 DType out_dtype, const Tensor& bias_in) {
+  const std::vector<Tensor> in =
+      amp::cast_inputs(ops::scaled_mm, {a_in, b_in, scale_inv_a_in, scale_inv_b_in, bias_in});
+  const Tensor a = detached(in[0]), b = detached(in[1]), scale_inv_a = detached(in[2]), scale_inv_b = detached(in[3]),
+               bias = detached(in[4]);
+  check_fp8_operand("a", a);
+  check_fp8_operand("b", b);
+  MT_CHECK(!(a.dtype() == DType::kF8E5M2 && b.dtype() == DType::kF8E5M2),
+           "scaled_mm: a and b are both f8e5m2: an E5M2 x E5M2 product is not supported (cuBLASLt has no kernel "
+           "for it, and PyTorch's _scaled_mm refuses it too). HINT: quantize one operand (the activations or the "
+           "weights) to f8e4m3");
+  MT_CHECK(a.device() == b.device(), "scaled_mm: expected a and b on one device, got ", a.device().str(), " ",
+           shape_str(a.shape()), " and ", b.device().str(), " ", shape_str(b.shape()),
+           ". HINT: move both to one device with .to(device)");
+  MT_CHECK(a.size(1) == b.size(0), "scaled_mm: cannot multiply a ", shape_str(a.shape()), " by b ",
+           shape_str(b.shape()), ": inner sizes ", a.size(1), " and ", b.size(0), " differ");
+  check_scale("scaled_mm", "scale_inv_a", scale_inv_a, a.device());
+  check_scale("scaled_mm", "scale_inv_b", scale_inv_b, a.device());
+  MT_CHECK(out_dtype == DType::kF32 || out_dtype == DType::kBF16 || out_dtype == DType::kF16,
+           "scaled_mm: expected out_dtype f32, bf16 or f16, got ", dtype_name(out_dtype));
+  const int64_t n = b.size(1);
+  if (bias.defined()) {
+    MT_CHECK(bias.dim() == 1 && bias.size(0) == n, "scaled_mm: expected a 1-D bias [", n,
+             "] (one per output column), got ", shape_str(bias.shape()));
+    MT_CHECK(bias.dtype() == DType::kF32 || bias.dtype() == out_dtype, "scaled_mm: expected an f32 or ",
+             dtype_name(out_dtype), " (out_dtype) bias, got ", dtype_name(bias.dtype()),
+             ". HINT: cast it with .to(kF32)");
+    MT_CHECK(bias.device() == a.device(), "scaled_mm: expected bias on ", a.device().str(), " with the operands, got ",
+             bias.device().str(), ". HINT: move it with .to(device)");
+  }
+  kernel_for("scaled_mm", kScaledMm, a.device());
+  Tensor out = empty({a.size(0), n}, {.dtype = out_dtype, .device = a.device()});
+  dispatch("scaled_mm", kScaledMm, a.device(), a, b, scale_inv_a, scale_inv_b, bias, out);
+  return out;
+}
+
+// ---- the LinearOverride of this thread ----
+
+namespace {
+thread_local LinearOverride* t_linear_override = nullptr;
+}  // namespace
+
+LinearOverride* linear_override() { return t_linear_override; }
+
+LinearOverride* set_linear_override(LinearOverride* override_) {
+  LinearOverride* previous = t_linear_override;
+  t_linear_override = override_;
+  return previous;
+}
+
+Tensor try_linear_override(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  LinearOverride* const installed = t_linear_override;
+  if (installed == nullptr) return Tensor();
+  // Uninstalled while it runs (ops/fp8/fp8.h), and back afterwards even when it throws.
+  struct Reinstall {
+    LinearOverride* o;
+    ~Reinstall() { t_linear_override = o; }
+  } reinstall{installed};
+  t_linear_override = nullptr;
+  return installed->linear(x, weight, bias);
+}
+
+}  // namespace mantissa

@@ -1,0 +1,79 @@
+// FP8 ops: per-tensor quantization to E4M3/E5M2 with a scale, and the scaled FP8 matmul (PyTorch's
+// torch._scaled_mm): the two kernels FP8 training is made of. The recipes that choose the scales (amax
+// history, margin, HYBRID formats), the autograd function and the routing of linear() through FP8 are in
+// amp/fp8.h; this layer only computes. Every result stays on the operand's device: nothing here reads a value
+// back to the host, so a step that quantizes with a delayed scale never synchronizes.
+//
+// CPU: exact emulation of the casts. The quantized values are the bits framework/float8.h defines (PyTorch's);
+// the matmul decodes the FP8 operands exactly to bf16 (operand layouts kept) and runs ops/matmul/gemm_cpu.h's bf16
+// GEMM into an f32 accumulator (AMX / AVX512_BF16: each product of two FP8 values is exact in f32, and the
+// products are summed in full f32, more precisely than an FP8 tensor core sums them: Hopper's keeps about 14
+// bits of the running sum (DeepSeek-V3's report), so the CPU's FP8 accuracy is a best case), then applies the
+// epilogue in f32: fma(acc, scale_inv_a * scale_inv_b, bias) (one f32 rounding; acc * (scale_inv_a *
+// scale_inv_b) without a bias), rounded once to the output dtype (ops/fp8/fp8_math.h).
+// CUDA (written, not yet run on a GPU): one fused quantize kernel (amax, cast, overflow count in one pass;
+// written to give the same bits, amax and count as the CPU); the matmul is cuBLASLt's FP8 GEMM (sm_89 and
+// later) with the scale inverses as device pointers (CUBLASLT_MATMUL_DESC_A_SCALE_POINTER / B_SCALE_POINTER),
+// f32 accumulation, the bias in its epilogue, and K-contiguous copies of the operands it cannot read in place
+// (1 byte per element). Where cuBLASLt has no FP8 kernel for a case (an older GPU, a dim that is not a
+// multiple of 16) the op decodes to f32 and runs the f32 GEMM with the CPU's epilogue kernel, and says so once
+// on stderr (ops/fp8/fp8_plan.h decides, and says why). The GPU's scaled_mm is written to differ from the
+// CPU's only in how the exact products are summed (order, and the FP8 tensor cores' partial sums):
+// tests/cuda/fp8_cuda_test.cc's bound.
+#pragma once
+
+#include "framework/float8.h"
+#include "framework/tensor.h"
+#include "ops/op.h"
+
+namespace mantissa {
+
+// The result of quantize_fp8, all on x's device.
+struct Fp8Quantized {
+  Tensor data;      // x's shape, contiguous, dtype kF8E4M3 or kF8E5M2: cast(x * scale), x * scale computed in
+                    // f32 and rounded to nearest even (framework/float8.h's bits)
+  Tensor amax;      // 0-d f32: max |x| over x (before scaling); nan if x holds a nan, 0 for an empty x
+  Tensor overflow;  // 0-d i64: elements whose |x * scale| rounded above the format's max, or were inf
+                    // (saturated to +-max with kSaturate; inf in E5M2, nan in E4M3 with kNoSaturate); a nan
+                    // is not an overflow
+};
+
+// Quantizes x (f32, f16 or bf16, any strides) to `fp8` (kF8E4M3 or kF8E5M2) with the per-tensor `scale`
+// (a 0-d f32 tensor on x's device: a device value, so delayed scaling costs no host read). The amax and the
+// overflow count come from the same pass. Not differentiable (amp/fp8.h's fp8_linear owns the gradients): the
+// results never carry autograd history.
+MT_OP(quantize_fp8, kNone, kNone);
+Fp8Quantized quantize_fp8(const Tensor& x, const Tensor& scale, DType fp8, Fp8Overflow overflow);
+
+// max |x| as a 0-d f32 tensor on x's device (x f32, f16 or bf16, any strides; nan propagates; 0 for an empty
+// x): what dynamic scaling needs before it quantizes.
+MT_OP(amax, kNone, kNone);
+Tensor amax(const Tensor& x);
+
+// out[M, N] = (a[M, K] @ b[K, N]) * scale_inv_a * scale_inv_b (+ bias[N]), a and b FP8 (any strides; E4M3 or
+// E5M2 each, not both E5M2, as cuBLASLt), scale_inv_* 0-d f32 tensors (the dequantization factors, 1 / the
+// quantization scale), bias 1-D f32 or out_dtype, out_dtype f32, bf16 or f16; everything on one device.
+// Returns a new contiguous tensor. Not differentiable.
+MT_OP(scaled_mm, kNone, kNone);
+Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_inv_a, const Tensor& scale_inv_b,
+                 DType out_dtype, const Tensor& bias = Tensor());
+
+// Routing linear() through FP8. While a LinearOverride is installed on this thread (amp::Fp8Guard installs
+// one), ops::linear asks it first, with the inputs as the caller gave them (before autocast casts anything:
+// the weight is the parameter itself, so the override can recognise it and quantize its f32 master values);
+// it returns an undefined Tensor to let the ordinary path run (a weight it does not manage, a shape FP8
+// cannot take). While the override's linear() runs, no override is installed on this thread, so a linear()
+// it calls itself (for a case it hands back, or inside its own work) takes the ordinary path instead of
+// recursing; the override is back when it returns or throws.
+class LinearOverride {
+ public:
+  virtual ~LinearOverride() = default;
+  virtual Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) = 0;
+};
+LinearOverride* linear_override();                     // this thread's, or nullptr
+LinearOverride* set_linear_override(LinearOverride*);  // returns the previous one
+// ops::linear's first step: the installed override's result for (x, weight, bias), run with the override
+// uninstalled as above; undefined when none is installed or it declines.
+Tensor try_linear_override(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
+}  // namespace mantissa

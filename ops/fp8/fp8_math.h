@@ -1,0 +1,65 @@
+// The per-element math of the FP8 ops (ops/fp8/fp8.h), once for both devices as MT_HD functions over float bits:
+// the overflow test of a quantization, the amax fold and the scaled matmul's epilogue. The CPU kernels
+// (ops/fp8/fp8_cpu.cc) and the CUDA kernels (ops/fp8/fp8.cu) call these, so the GPU computes the CPU's bits.
+// No CUDA headers.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "framework/float8.h"
+#include "framework/host_device.h"
+
+namespace mantissa::fp8 {
+
+inline constexpr uint32_t kAbsMask = 0x7fffffffu;
+inline constexpr uint32_t kInfBits = 0x7f800000u;
+
+// The bits of the smallest non-negative float whose cast to Format overflows: it rounds above the format's
+// maximum (or is inf). Found by bisection over the (monotone) bit patterns between the maximum and inf, with
+// the format's own conversion deciding, so the rounding rule is the one framework/float8.h implements: a
+// value overflows exactly where the saturating and the non-saturating cast disagree.
+template <typename Format>
+MT_HD constexpr uint32_t overflow_threshold_bits() {
+  uint32_t lo = 0x3f800000u, hi = kInfBits;  // 1.0 fits in both formats; inf overflows
+  while (hi - lo > 1u) {
+    const uint32_t mid = lo + (hi - lo) / 2u;
+    if (Format::from_f32_bits(mid, Fp8Overflow::kSaturate) != Format::from_f32_bits(mid, Fp8Overflow::kNoSaturate)) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  return hi;
+}
+
+template <typename Format>
+struct Thresholds {
+  static constexpr uint32_t kOverflow = overflow_threshold_bits<Format>();
+};
+
+// E4M3: 448 (1.75 * 2^8) is the maximum; 464 lies halfway to the next step, 480, and rounds to even, down
+// to 448, so everything above 464 overflows. E5M2: 57344 (1.75 * 2^15) is the maximum; 61440 lies halfway to
+// the next step, 65536, and rounds to even, up: it overflows.
+static_assert(Thresholds<Fp8E4M3Format>::kOverflow == 0x43e80001u);  // the float after 464
+static_assert(Thresholds<Fp8E5M2Format>::kOverflow == 0x47700000u);  // 61440
+
+// Whether y (as its bits, y = x * scale) overflows Format: |y| at or above the threshold, nan excluded.
+template <typename Format>
+MT_HD inline bool overflows(uint32_t y_bits) {
+  const uint32_t abs = y_bits & kAbsMask;
+  return abs >= Thresholds<Format>::kOverflow && abs <= kInfBits;
+}
+
+// amax as bits: |x| of a float orders like its bits as an unsigned integer, and every nan's bits lie above
+// inf's, so the integer maximum of (bits & kAbsMask) is max |x| with nan propagating, in any order of
+// folding. That makes the CPU's blocked fold and the GPU's atomicMax give the same bits.
+MT_HD inline uint32_t abs_bits(uint32_t x_bits) { return x_bits & kAbsMask; }
+
+// The scaled matmul's epilogue on one f32 accumulator: acc * scale + bias with one f32 rounding (an fma),
+// or acc * scale without a bias (an fma with +0 would turn a -0 product into +0). scale = scale_inv_a *
+// scale_inv_b, computed once in f32.
+MT_HD inline float epilogue(float acc, float scale, float bias) { return fmaf(acc, scale, bias); }
+MT_HD inline float epilogue(float acc, float scale) { return acc * scale; }
+
+}  // namespace mantissa::fp8

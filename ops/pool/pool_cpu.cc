@@ -1,0 +1,262 @@
+// max / avg pooling, forward and backward, in parallel over (sample, channel) planes. 16-bit values
+// compute in fp32: max is exact anyway; sums are kept in fp32 and rounded once per output.
+#include "ops/pool/pool_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <immintrin.h>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "framework/convert.h"
+#include "framework/parallel.h"
+#include "ops/cpu/compute_buffer.h"
+
+namespace mantissa::cpu {
+namespace {
+
+// The window of output (oy, ox), clipped to the input: rows [y0, y1), cols [x0, x1).
+struct Window {
+  int64_t y0, y1, x0, x1;
+};
+Window window(const Pool2dGeometry& g, int64_t oy, int64_t ox) {
+  const int64_t ys = oy * g.stride_h - g.pad_h, xs = ox * g.stride_w - g.pad_w;
+  return {std::max<int64_t>(ys, 0), std::min(ys + g.kh, g.h), std::max<int64_t>(xs, 0), std::min(xs + g.kw, g.w)};
+}
+
+int64_t plane_grain(const Pool2dGeometry& g) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(g.h * g.w, 1)); }
+
+// One output row of the 2x2, stride 2, unpadded max pool from input rows r0 and r1 (compute type; the
+// input indices of their first elements are i0 and i1). The four values of a window are visited in the
+// generic loop's order (row by row); a value replaces the running maximum when greater or NaN (as
+// PyTorch). Written with selects and no short-circuit so that it vectorizes: maxima are data-dependent
+// coin flips for a branch predictor.
+template <typename C>
+void max_pool_row_2x2(const C* __restrict r0, const C* __restrict r1, int64_t ow, int64_t i0, int64_t i1,
+                      C* __restrict out, int64_t* __restrict idx) {
+  for (int64_t ox = 0; ox < ow; ++ox) {
+    C best = r0[2 * ox];  // the generic loop's first step, from -inf, gives the same value and index
+    int64_t bi = i0 + 2 * ox;
+    C v = r0[2 * ox + 1];
+    bool take = (v > best) | (v != v);
+    best = take ? v : best;
+    bi = take ? i0 + 2 * ox + 1 : bi;
+    v = r1[2 * ox];
+    take = (v > best) | (v != v);
+    best = take ? v : best;
+    bi = take ? i1 + 2 * ox : bi;
+    v = r1[2 * ox + 1];
+    take = (v > best) | (v != v);
+    best = take ? v : best;
+    bi = take ? i1 + 2 * ox + 1 : bi;
+    out[ox] = best;
+    idx[ox] = bi;
+  }
+}
+
+// The same row with AVX-512, 16 outputs per step (masked at the row's end: these rows are short, 13 and
+// 5 outputs in the CNN, where the portable loop above runs mostly as its scalar remainder). Candidates
+// are deinterleaved with two-source permutes; `which` (0..3) names the window position that won.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's unmasked intrinsics (a false positive)
+__attribute__((target("avx512f"))) void max_pool_row_2x2_avx512(const float* r0, const float* r1, int64_t ow,
+                                                                int64_t i0, int64_t i1, float* out, int64_t* idx) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  for (int64_t ox = 0; ox < ow; ox += 16) {
+    const int64_t m = std::min<int64_t>(16, ow - ox);
+    const __mmask16 lo = static_cast<__mmask16>(m >= 8 ? 0xffff : (1u << (2 * m)) - 1);
+    const __mmask16 hi = static_cast<__mmask16>(m <= 8 ? 0 : (1u << (2 * (m - 8))) - 1);
+    const __mmask16 out_mask = static_cast<__mmask16>((1u << m) - 1);
+    const float* p0 = r0 + 2 * ox;
+    const float* p1 = r1 + 2 * ox;
+    const __m512 t0 = _mm512_maskz_loadu_ps(lo, p0), t1 = _mm512_maskz_loadu_ps(hi, p0 + 16);
+    const __m512 b0 = _mm512_maskz_loadu_ps(lo, p1), b1 = _mm512_maskz_loadu_ps(hi, p1 + 16);
+    __m512 best = _mm512_permutex2var_ps(t0, even, t1);
+    __m512i which = _mm512_setzero_si512();
+    const __m512 cand[3] = {_mm512_permutex2var_ps(t0, odd, t1), _mm512_permutex2var_ps(b0, even, b1),
+                            _mm512_permutex2var_ps(b0, odd, b1)};
+    for (int k = 0; k < 3; ++k) {
+      const __mmask16 take =
+          _mm512_cmp_ps_mask(cand[k], best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(cand[k], cand[k], _CMP_UNORD_Q);
+      best = _mm512_mask_mov_ps(best, take, cand[k]);
+      which = _mm512_mask_mov_epi32(which, take, _mm512_set1_epi32(k + 1));
+    }
+    _mm512_mask_storeu_ps(out + ox, out_mask, best);
+    // index = (which < 2 ? i0 : i1) + 2 * (ox + lane) + (which & 1)
+    const __m512i lane2 = _mm512_add_epi32(even, _mm512_set1_epi32(static_cast<int>(2 * ox)));
+    const __m512i col = _mm512_add_epi32(lane2, _mm512_and_si512(which, _mm512_set1_epi32(1)));
+    const __mmask16 bottom = _mm512_cmpge_epi32_mask(which, _mm512_set1_epi32(2));
+    const __m512i lo64 = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(col));
+    const __m512i hi64 = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(col, 1));
+    const __m512i base0 = _mm512_set1_epi64(i0), base1 = _mm512_set1_epi64(i1);
+    const __m512i blo = _mm512_mask_mov_epi64(base0, static_cast<__mmask8>(bottom), base1);
+    const __m512i bhi = _mm512_mask_mov_epi64(base0, static_cast<__mmask8>(bottom >> 8), base1);
+    _mm512_mask_storeu_epi64(idx + ox, static_cast<__mmask8>(out_mask), _mm512_add_epi64(blo, lo64));
+    _mm512_mask_storeu_epi64(idx + ox + 8, static_cast<__mmask8>(out_mask >> 8), _mm512_add_epi64(bhi, hi64));
+  }
+}
+#pragma GCC diagnostic pop
+
+// The row kernel for float rows: AVX-512 where the CPU has it.
+using FloatRowKernel = void (*)(const float*, const float*, int64_t, int64_t, int64_t, float*, int64_t*);
+FloatRowKernel float_row_kernel() {
+  static const FloatRowKernel k = convert_isa() == ConvertIsa::kAvx512
+                                      ? max_pool_row_2x2_avx512
+                                      : static_cast<FloatRowKernel>(&max_pool_row_2x2<float>);
+  return k;
+}
+
+template <typename C>
+void max_pool_row(const C* r0, const C* r1, int64_t ow, int64_t i0, int64_t i1, C* out, int64_t* idx) {
+  if constexpr (std::is_same_v<C, float>) {
+    float_row_kernel()(r0, r1, ow, i0, i1, out, idx);
+  } else {
+    max_pool_row_2x2<C>(r0, r1, ow, i0, i1, out, idx);
+  }
+}
+
+template <typename T>
+void max_pool2d_2x2(const Pool2dGeometry& g, const T* xp, T* yp, int64_t* ip, std::vector<compute_t<T>>& plane,
+                    std::vector<compute_t<T>>& out) {
+  using C = compute_t<T>;
+  if constexpr (!std::is_same_v<T, C>) out.resize(static_cast<size_t>(g.ow));
+  const C* xc = compute_view(xp, g.h * g.w, plane);  // the whole plane at once: one conversion call
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    const int64_t i0 = 2 * oy * g.w;
+    const C* r0 = xc + i0;  // the window's two input rows
+    int64_t* idx = ip + oy * g.ow;
+    if constexpr (std::is_same_v<T, C>) {
+      max_pool_row<C>(r0, r0 + g.w, g.ow, i0, i0 + g.w, yp + oy * g.ow, idx);
+    } else {
+      max_pool_row<C>(r0, r0 + g.w, g.ow, i0, i0 + g.w, out.data(), idx);
+      for (int64_t ox = 0; ox < g.ow; ++ox) yp[oy * g.ow + ox] = xp[idx[ox]];  // the stored value itself
+    }
+  }
+}
+
+bool is_2x2_stride_2(const Pool2dGeometry& g) {
+  return g.kh == 2 && g.kw == 2 && g.stride_h == 2 && g.stride_w == 2 && g.pad_h == 0 && g.pad_w == 0;
+}
+
+}  // namespace
+
+template <typename T>
+void max_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y, int64_t* argmax) {
+  using C = compute_t<T>;
+  if (is_2x2_stride_2(g)) {
+    parallel_for(g.planes, plane_grain(g), [&](int64_t begin, int64_t end) {
+      std::vector<C> rows, out;
+      for (int64_t pl = begin; pl < end; ++pl) {
+        max_pool2d_2x2<T>(g, x + pl * g.h * g.w, y + pl * g.oh * g.ow, argmax + pl * g.oh * g.ow, rows, out);
+      }
+    });
+    return;
+  }
+  parallel_for(g.planes, plane_grain(g), [&](int64_t begin, int64_t end) {
+    for (int64_t pl = begin; pl < end; ++pl) {
+      const T* xp = x + pl * g.h * g.w;
+      T* yp = y + pl * g.oh * g.ow;
+      int64_t* ip = argmax + pl * g.oh * g.ow;
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          const Window win = window(g, oy, ox);
+          C best = -std::numeric_limits<C>::infinity();
+          int64_t best_i = win.y0 * g.w + win.x0;
+          for (int64_t iy = win.y0; iy < win.y1; ++iy) {
+            for (int64_t ix = win.x0; ix < win.x1; ++ix) {
+              const C v = static_cast<C>(xp[iy * g.w + ix]);
+              if (v > best || std::isnan(v)) {  // as PyTorch: a NaN replaces the running maximum
+                best = v;
+                best_i = iy * g.w + ix;
+              }
+            }
+          }
+          yp[oy * g.ow + ox] = xp[best_i];
+          ip[oy * g.ow + ox] = best_i;
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void max_pool2d_backward(const Pool2dGeometry& g, const T* dy, const int64_t* argmax, T* dx) {
+  using C = compute_t<T>;
+  parallel_for(g.planes, plane_grain(g), [&](int64_t begin, int64_t end) {
+    std::vector<C> store(std::is_same_v<T, C> ? 0 : static_cast<size_t>(g.h * g.w));
+    for (int64_t pl = begin; pl < end; ++pl) {
+      // f32/f64 accumulate in dx itself; 16-bit planes in fp32, rounded once.
+      C* acc;
+      if constexpr (std::is_same_v<T, C>) {
+        acc = dx + pl * g.h * g.w;
+      } else {
+        acc = store.data();
+      }
+      std::fill(acc, acc + g.h * g.w, C(0));
+      const T* dyp = dy + pl * g.oh * g.ow;
+      const int64_t* ip = argmax + pl * g.oh * g.ow;
+      for (int64_t o = 0; o < g.oh * g.ow; ++o) acc[ip[o]] += static_cast<C>(dyp[o]);
+      if constexpr (!std::is_same_v<T, C>) from_compute(acc, dx + pl * g.h * g.w, g.h * g.w);
+    }
+  });
+}
+
+template <typename T>
+void avg_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y) {
+  using C = compute_t<T>;
+  const C divisor = static_cast<C>(g.kh * g.kw);  // divided, not multiplied by 1/d, as PyTorch
+  parallel_for(g.planes, plane_grain(g), [&](int64_t begin, int64_t end) {
+    for (int64_t pl = begin; pl < end; ++pl) {
+      const T* xp = x + pl * g.h * g.w;
+      T* yp = y + pl * g.oh * g.ow;
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          const Window win = window(g, oy, ox);
+          C s = 0;
+          for (int64_t iy = win.y0; iy < win.y1; ++iy) {
+            for (int64_t ix = win.x0; ix < win.x1; ++ix) s += static_cast<C>(xp[iy * g.w + ix]);
+          }
+          yp[oy * g.ow + ox] = static_cast<T>(s / divisor);
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void avg_pool2d_backward(const Pool2dGeometry& g, const T* dy, T* dx) {
+  using C = compute_t<T>;
+  const C divisor = static_cast<C>(g.kh * g.kw);  // divided, not multiplied by 1/d, as PyTorch
+  parallel_for(g.planes, plane_grain(g), [&](int64_t begin, int64_t end) {
+    std::vector<C> acc(static_cast<size_t>(g.h * g.w));
+    for (int64_t pl = begin; pl < end; ++pl) {
+      std::fill(acc.begin(), acc.end(), C(0));
+      const T* dyp = dy + pl * g.oh * g.ow;
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          const Window win = window(g, oy, ox);
+          const C share = static_cast<C>(dyp[oy * g.ow + ox]) / divisor;
+          for (int64_t iy = win.y0; iy < win.y1; ++iy) {
+            for (int64_t ix = win.x0; ix < win.x1; ++ix) acc[iy * g.w + ix] += share;
+          }
+        }
+      }
+      from_compute(acc.data(), dx + pl * g.h * g.w, g.h * g.w);
+    }
+  });
+}
+
+#define MT_POOL_INSTANTIATE_(T)                                                              \
+  template void max_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*, int64_t*);        \
+  template void max_pool2d_backward<T>(const Pool2dGeometry&, const T*, const int64_t*, T*); \
+  template void avg_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*);                  \
+  template void avg_pool2d_backward<T>(const Pool2dGeometry&, const T*, T*)
+MT_POOL_INSTANTIATE_(float);
+MT_POOL_INSTANTIATE_(double);
+MT_POOL_INSTANTIATE_(Half);
+MT_POOL_INSTANTIATE_(BFloat16);
+#undef MT_POOL_INSTANTIATE_
+
+}  // namespace mantissa::cpu
