@@ -1,5 +1,5 @@
 // clip_grad_norm_ and clip_grad_value_: CPU grads through optim/cpu/optim_kernels.cc; for GPU grads the norm
-// through its CUDA entry (optim/cuda/host/clip_grad.h), the value clamp through the ops.
+// through its CUDA entry (optim/cuda/clip_grad_entries.h), the value clamp through the ops.
 #include "optim/clip_grad.h"
 
 #include "framework/autograd.h"
@@ -7,7 +7,7 @@
 #include "framework/error.h"
 #include "ops/elementwise/elementwise.h"
 #include "optim/cpu/optim_kernels.h"
-#include "optim/cuda/host/clip_grad.h"
+#include "optim/cuda/clip_grad_entries.h"
 #include "optim/norm_order.h"
 
 namespace mantissa {

@@ -1,6 +1,6 @@
 // What one param group's update hands to its device's kernel (framework/device_kernels.h): per optimizer,
 // the list of its parameters' tensors (the class looked the state up by name), one kernel type that the
-// CPU entry (in the optimizer's .cc) and the CUDA entry (optim/cuda/host/fused_optim.h) both have, and the
+// CPU entry (in the optimizer's .cc) and the CUDA entry (optim/cuda/fused_optim_entries.h) both have, and the
 // raw-pointer view the kernels read.
 #pragma once
 

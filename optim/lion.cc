@@ -5,7 +5,7 @@
 
 #include "framework/device_kernels.h"
 #include "framework/error.h"
-#include "optim/cuda/host/fused_optim.h"
+#include "optim/cuda/fused_optim_entries.h"
 #include "optim/group_step.h"
 
 namespace mantissa {

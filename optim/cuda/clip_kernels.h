@@ -3,7 +3,7 @@
 // into the total and the clipping coefficient, and a multi-tensor pass that scales the grads by that
 // coefficient and returns at once where it is not below 1. The sums follow optim/norm_order.h, the order the
 // CPU kernels follow, so the total and the scaled grads are written to equal the CPU's bit for bit
-// (not yet run on a GPU). Included only by CUDA-only files (.cu, optim/cuda/host/*.cc).
+// (not yet run on a GPU). Included only by CUDA-only files (.cu).
 #pragma once
 
 #include <cstdint>

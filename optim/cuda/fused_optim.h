@@ -3,7 +3,7 @@
 // (nothing changes when found_inf != 0), advancing the per-parameter step counts on the device, and
 // optionally writing the f16/bf16 working copy in the same pass. The element math is optim/update_math.h,
 // the functions the CPU kernels call, so f32 results are written to equal cpu::sgd_step / adam_step /
-// lion_step bit for bit (not yet run on a GPU). Included only by CUDA-only files (.cu, optim/cuda/host/*.cc).
+// lion_step bit for bit (not yet run on a GPU). Included only by CUDA-only files (.cu).
 #pragma once
 
 #include <cuda_runtime_api.h>

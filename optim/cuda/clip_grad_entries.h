@@ -1,6 +1,6 @@
 // The CUDA entry of clip_grad_norm_ (optim/clip_grad.cc): the grads' norm and their scaling, enqueued on
-// the grads' device's current stream with no host read. Declared in every build; defined in clip_grad.cc,
-// CUDA builds only (named through MT_CUDA_KERNEL).
+// the grads' device's current stream with no host read. Declared in every build; defined in
+// clip_grad_entries.cu, CUDA builds only (named through MT_CUDA_KERNEL).
 #pragma once
 
 #include <vector>

@@ -1,7 +1,7 @@
 // The CUDA entries of the optimizers' group updates (optim/group_step.h's kernel types): each takes a
 // group's f32 parameters on one CUDA device and enqueues the fused multi-tensor step of
 // optim/cuda/fused_optim.cu on that device's current stream. Declared in every build; defined in
-// fused_optim.cc, CUDA builds only (named through MT_CUDA_KERNEL).
+// fused_optim_entries.cu, CUDA builds only (named through MT_CUDA_KERNEL).
 #pragma once
 
 #include <span>

@@ -1,5 +1,5 @@
 // The CUDA side of clip_grad_norm_ (optim/cuda/clip_kernels.cu's three launchers).
-#include "optim/cuda/host/clip_grad.h"
+#include "optim/cuda/clip_grad_entries.h"
 
 #include "framework/cuda/stream.h"
 #include "optim/cuda/clip_kernels.h"
