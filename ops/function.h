@@ -59,6 +59,7 @@
 #include <vector>
 
 #include "framework/autograd.h"
+#include "framework/module.h"  // detail::kIsTensorArg, which module calls use too
 #include "framework/tensor.h"
 #include "ops/autocast.h"
 #include "ops/op.h"
@@ -158,9 +159,6 @@ class FunctionCall {
   bool record_ = false;
   std::optional<NoGradGuard> no_grad_;
 };
-
-template <typename T>
-inline constexpr bool kIsTensorArg = std::is_same_v<std::remove_cvref_t<T>, Tensor>;
 
 }  // namespace detail
 
