@@ -19,10 +19,15 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 
 #include "framework/tensor.h"
 
 namespace mantissa {
+
+namespace gpu {
+class CopyToHost;  // framework/cuda/transfer.h
+}  // namespace gpu
 
 enum class HostRead { kItem, kDeviceToHost, kSynchronize, kHostCopyWait };
 const char* host_read_name(HostRead read);  // "item", "device-to-host", "synchronize", "host-copy-wait"
@@ -65,9 +70,10 @@ class HostCopy {
 
  private:
   void release();
+  void release_quietly() noexcept;  // release(), a device error left to be raised where the work is read
   Tensor host_;
-  Tensor source_;          // a GPU source stays allocated until the copy has read it
-  void* event_ = nullptr;  // the GPU copy's completion event (cudaEvent_t); null once waited or for a CPU copy
+  Tensor source_;                             // a GPU source stays allocated until the copy has read it
+  std::unique_ptr<gpu::CopyToHost> in_flight_;  // the GPU copy; null once waited, and for a CPU copy
 };
 
 }  // namespace mantissa
