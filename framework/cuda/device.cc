@@ -2,6 +2,8 @@
 // or framework/cuda/absent/device.cc without CUDA) asked once, and its answer kept.
 #include "framework/cuda/device.h"
 
+#include "framework/cuda/probe.h"
+
 namespace mantissa {
 namespace {
 

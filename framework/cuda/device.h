@@ -1,7 +1,5 @@
 // CUDA device discovery and a toolchain smoke kernel. Declared in every build: without MANTISSA_CUDA
-// (or without a driver or a GPU) the device count is 0 and the reason says why. Defined in device.cc
-// (every build), framework/cuda/host/device.cc and fill.cu (CUDA builds) or framework/cuda/absent/device.cc
-// (builds without CUDA).
+// (or without a driver or a GPU) the device count is 0 and the reason says why.
 #pragma once
 
 #include <cstdint>
@@ -25,16 +23,5 @@ void cuda_synchronize(int device = 0);
 // Fills a device buffer of n floats with `value` by a kernel on GPU `device` and copies it back:
 // proves that the CUDA code compiled, linked and runs. Throws mantissa::Error without a device.
 std::vector<float> cuda_fill(int64_t n, float value, int device = 0);
-
-namespace gpu {
-
-// What the CUDA runtime says, asked anew (cuda_device_count() asks once and keeps the answer).
-struct DeviceProbe {
-  int count = 0;
-  std::string reason;  // why count is 0; empty when it is not
-};
-DeviceProbe probe_devices();
-
-}  // namespace gpu
 
 }  // namespace mantissa

@@ -1,6 +1,8 @@
 // What the device functions answer in a build without CUDA (CMake compiles cuda/absent/ only then): no
 // devices, and the reason says so. The CUDA build's are framework/cuda/host/device.cc and fill.cu.
 #include "framework/cuda/device.h"
+
+#include "framework/cuda/probe.h"
 #include "framework/error.h"
 
 namespace mantissa {

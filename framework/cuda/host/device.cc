@@ -1,7 +1,9 @@
 // The CUDA build's device probe and cuda_synchronize (the CPU build's are framework/cuda/absent/device.cc).
+#include "framework/cuda/device.h"
+
 #include <cuda_runtime_api.h>
 
-#include "framework/cuda/device.h"
+#include "framework/cuda/probe.h"
 #include "framework/cuda/stream.h"
 
 namespace mantissa {
