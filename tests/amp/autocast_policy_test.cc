@@ -16,6 +16,7 @@
 #include "framework/generator.h"
 #include "framework/random.h"
 #include "ops/attention.h"
+#include "ops/autocast.h"  // cast_inputs, policy_for, policy_table: autocast as the ops apply it
 #include "ops/conv.h"
 #include "ops/elementwise.h"
 #include "ops/loss.h"

@@ -15,6 +15,7 @@
 #include "framework/autograd.h"
 #include "framework/generator.h"
 #include "framework/random.h"
+#include "ops/autocast.h"  // cast_inputs, policy_for, policy_table: autocast as the ops apply it
 #include "ops/elementwise.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"
