@@ -39,6 +39,8 @@ void notify_host_read(HostRead read) {
   if (t_observer) t_observer(read);
 }
 
+HostCopy::HostCopy() = default;  // here, where gpu::CopyToHost is a complete type
+
 HostCopy::HostCopy(const Tensor& src) {
   MT_CHECK(src.defined(), "HostCopy: the tensor to copy is undefined");
   if (src.device().is_cpu()) {

@@ -52,7 +52,7 @@ void notify_host_read(HostRead read);
 // A copy of a tensor to the host that does not wait for it (see the top of this file).
 class HostCopy {
  public:
-  HostCopy() = default;
+  HostCopy();
   // Starts copying `src`: from a GPU asynchronously on its current stream into pinned memory, followed by
   // an event; from the CPU at once (a copy, so that later writes to `src` do not show).
   explicit HostCopy(const Tensor& src);
