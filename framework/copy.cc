@@ -152,7 +152,9 @@ constexpr DeviceKernels<decltype(cpu_accumulate)> kAccumulate{.cpu = &cpu_accumu
                                                               .cuda = MT_CUDA_KERNEL(gpu::accumulate_cuda)};
 
 // The device whose kernel runs: a GPU's when either tensor is on one (the CUDA copy handles every pair).
-Device kernel_device(const Tensor& dst, const Tensor& src) { return src.device().is_cuda() ? src.device() : dst.device(); }
+Device kernel_device(const Tensor& dst, const Tensor& src) {
+  return src.device().is_cuda() ? src.device() : dst.device();
+}
 
 }  // namespace
 

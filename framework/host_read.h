@@ -72,7 +72,7 @@ class HostCopy {
   void release();
   void release_quietly() noexcept;  // release(), a device error left to be raised where the work is read
   Tensor host_;
-  Tensor source_;                             // a GPU source stays allocated until the copy has read it
+  Tensor source_;                               // a GPU source stays allocated until the copy has read it
   std::unique_ptr<gpu::CopyToHost> in_flight_;  // the GPU copy; null once waited, and for a CPU copy
 };
 

@@ -2,6 +2,7 @@
 // nothing is pinned and no cache holds anything; what needs a GPU throws, saying this build has none. The
 // CUDA build's are framework/cuda/host/allocator.cc.
 #include "framework/cuda/allocator.h"
+
 #include "framework/cuda/device.h"
 #include "framework/error.h"
 

@@ -1,13 +1,13 @@
 // The CUDA caching allocator of each GPU and the pinned host allocator: CachingAllocatorCore (the
 // bookkeeping) over backends that call cudaMalloc / cudaHostAlloc and CUDA events. CUDA builds only; a
 // build without CUDA answers with framework/cuda/absent/allocator.cc.
-#include <cuda_runtime_api.h>
+#include "framework/cuda/allocator.h"
 
 #include <array>
+#include <cuda_runtime_api.h>
 #include <memory>
 #include <mutex>
 
-#include "framework/cuda/allocator.h"
 #include "framework/cuda/check.h"
 #include "framework/cuda/device.h"
 #include "framework/cuda/stream.h"

@@ -1,7 +1,8 @@
 // What make_nccl_process_group answers in a build without CUDA (CMake compiles cuda/absent/ only then): a
 // refusal that names the device and says why. The NCCL group is framework/dist/cuda/host/nccl_process_group.cc.
-#include "framework/cuda/device.h"
 #include "framework/dist/nccl_process_group.h"
+
+#include "framework/cuda/device.h"
 #include "framework/error.h"
 
 namespace mantissa {

@@ -4,14 +4,13 @@
 // refuses with framework/dist/cuda/absent/nccl_process_group.cc.
 #include "framework/dist/nccl_process_group.h"
 
-#include <cuda_runtime_api.h>
-#include <nccl.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <cuda_runtime_api.h>
 #include <functional>
+#include <nccl.h>
 #include <string>
 #include <thread>
 #include <vector>
