@@ -5,7 +5,7 @@
 #include <cmath>
 #include <utility>
 
-#include "amp/grad_scaling.h"
+#include "amp/unscale_grads.h"
 #include "framework/dist/process_group.h"
 #include "framework/error.h"
 #include "ops/elementwise/elementwise.h"
@@ -220,11 +220,11 @@ void GradScaler::update() {
   per_optimizer_.clear();
 
   // The shared rule (amp/loss_scale_rule.h) over this scaler's fields; the CUDA scaler runs it on the device.
-  int64_t c[update_math::kNumLossScaleCounters];
+  int64_t c[loss_scale::kNumCounters];
   pack_counters(c);
   const float before = static_cast<float>(scale_.item());
   float scale = before, inv_scale = 0.0f;  // inv_scale_tensor() derives it from the scale when needed
-  update_math::apply_loss_scale_rule(scale, inv_scale, c, found_inf, rule());
+  loss_scale::apply_rule(scale, inv_scale, c, found_inf, rule());
   Counters after{0, 0, 0, std::move(stats_)};
   unpack_counters(c, after);
   growth_tracker_ = after.growth_tracker;
@@ -232,32 +232,32 @@ void GradScaler::update() {
   hysteresis_overflows_ = after.hysteresis_overflows;
   stats_ = std::move(after.stats);
   // The rule leaves the scale alone at the floor under kThrow and records the iteration instead.
-  if (c[update_math::kFloorOverflowStep] >= 0)
-    throw_at_min_scale(c[update_math::kFloorOverflowStep], consecutive_overflows_);
+  if (c[loss_scale::kFloorOverflowStep] >= 0)
+    throw_at_min_scale(c[loss_scale::kFloorOverflowStep], consecutive_overflows_);
   if (scale != before) set_scale(scale);  // recorded from the next iteration on (stats_.steps moved on)
 }
 
 void GradScaler::pack_counters(int64_t* c) const {
-  update_math::initial_loss_scale_counters(c);  // kFloorOverflowStep: none pending
-  c[update_math::kGrowthTracker] = growth_tracker_;
-  c[update_math::kConsecutiveOverflows] = consecutive_overflows_;
-  c[update_math::kHysteresisOverflows] = hysteresis_overflows_;
-  c[update_math::kSteps] = stats_.steps;
-  c[update_math::kSkippedSteps] = stats_.skipped_steps;
-  c[update_math::kLastOverflowStep] = stats_.last_overflow_step;
+  loss_scale::initial_counters(c);  // kFloorOverflowStep: none pending
+  c[loss_scale::kGrowthTracker] = growth_tracker_;
+  c[loss_scale::kConsecutiveOverflows] = consecutive_overflows_;
+  c[loss_scale::kHysteresisOverflows] = hysteresis_overflows_;
+  c[loss_scale::kSteps] = stats_.steps;
+  c[loss_scale::kSkippedSteps] = stats_.skipped_steps;
+  c[loss_scale::kLastOverflowStep] = stats_.last_overflow_step;
 }
 
 void GradScaler::unpack_counters(const int64_t* c, Counters& into) {
-  into.growth_tracker = c[update_math::kGrowthTracker];
-  into.consecutive_overflows = c[update_math::kConsecutiveOverflows];
-  into.hysteresis_overflows = c[update_math::kHysteresisOverflows];
-  into.stats.steps = c[update_math::kSteps];
-  into.stats.skipped_steps = c[update_math::kSkippedSteps];
-  into.stats.consecutive_skips = c[update_math::kConsecutiveOverflows];
-  into.stats.last_overflow_step = c[update_math::kLastOverflowStep];
+  into.growth_tracker = c[loss_scale::kGrowthTracker];
+  into.consecutive_overflows = c[loss_scale::kConsecutiveOverflows];
+  into.hysteresis_overflows = c[loss_scale::kHysteresisOverflows];
+  into.stats.steps = c[loss_scale::kSteps];
+  into.stats.skipped_steps = c[loss_scale::kSkippedSteps];
+  into.stats.consecutive_skips = c[loss_scale::kConsecutiveOverflows];
+  into.stats.last_overflow_step = c[loss_scale::kLastOverflowStep];
 }
 
-update_math::LossScaleRule GradScaler::rule() const {
+loss_scale::Rule GradScaler::rule() const {
   return {.growth_factor = options_.growth_factor,
           .backoff_factor = options_.backoff_factor,
           .growth_interval = options_.growth_interval,

@@ -144,14 +144,14 @@ class GradScaler {
     Tensor found_inf;  // f32 scalar; undefined until an inf check ran this iteration
   };
   void require_inf_check(const Optimizer& optimizer, const PerOptimizer& s) const;
-  update_math::LossScaleRule rule() const;
+  loss_scale::Rule rule() const;
   [[noreturn]] void throw_at_min_scale(int64_t iteration, int64_t consecutive_skips) const;
   Tensor inv_scale_tensor() const;
   void set_scale(double scale);
   void agree_found_inf(const Tensor& found_inf) const;
 
   // CUDA (amp/grad_scaler_cuda.cc). The scaler moves to the GPU of the first CUDA loss or grads it sees;
-  // from then on scale, inv_scale and the counters (update_math::LossScaleCounter) live there, the
+  // from then on scale, inv_scale and the counters (loss_scale::Counter) live there, the
   // update runs there, and the host fields below the line are only what was last loaded or moved.
   bool on_device() const { return scale_.device().is_cuda(); }
   // Whether `optimizer`'s grads are on CUDA (moving the scaler to their device on first use).
@@ -174,7 +174,7 @@ class GradScaler {
   static void unpack_counters(const int64_t* c, Counters& into);
   void counters_to_device(double scale);  // and inv_scale from `scale`, the scale as the host knows it
   Tensor inv_scale_dev_;                  // f32 scalar, float(1 / double(scale)), kept by the update kernel
-  Tensor counters_dev_;                   // i64 [update_math::kNumLossScaleCounters]
+  Tensor counters_dev_;                   // i64 [loss_scale::kNumCounters]
   Tensor one_dev_;                        // f32 scalar 1: the fused step's inv_scale after an explicit unscale_
   std::map<const Optimizer*, Tensor> found_inf_dev_;  // per-optimizer flags, zeroed and reused each iteration
 
@@ -182,7 +182,7 @@ class GradScaler {
   Tensor scale_;  // f32 scalar
   int64_t growth_tracker_ = 0;
   int64_t consecutive_overflows_ = 0;
-  int64_t hysteresis_overflows_ = 0;  // update_math::kHysteresisOverflows
+  int64_t hysteresis_overflows_ = 0;  // loss_scale::kHysteresisOverflows
   // Keyed by address: this is per-iteration bookkeeping, reset by update(), never saved.
   std::map<const Optimizer*, PerOptimizer> per_optimizer_;
   GradScalerStats stats_;

@@ -1,25 +1,23 @@
 // GradScaler on CUDA: the scale, inv_scale and the trackers live on the GPU of the grads; unscale_,
-// enqueue_step and update launch kernels on that device's current stream and read nothing on the host
-// (the loss-scale update is update_math::apply_loss_scale_rule in a single-thread kernel). Without
-// MANTISSA_CUDA a CUDA loss or grad is refused with the usual "no kernel" error.
+// enqueue_step and update are written to launch kernels on that device's current stream and read nothing
+// on the host (the loss-scale update is amp::loss_scale::apply_rule in a single-thread kernel). Compiled in
+// every build: the kernels are reached through a DeviceKernels table, so without MANTISSA_CUDA the scaler
+// refuses to move to a GPU with the usual "no kernel" error.
 #include <cmath>
 
+#include "amp/cuda/host/amp_kernels.h"
 #include "amp/grad_scaler.h"
-#include "amp/grad_scaling.h"
 #include "amp/loss_scale_rule.h"
+#include "amp/unscale_grads.h"
+#include "framework/device_kernels.h"
 #include "framework/error.h"
-#ifdef MANTISSA_WITH_CUDA
-#include <cuda_runtime_api.h>
-
-#include "amp/cuda/amp_kernels.h"
-#include "framework/cuda/check.h"
-#include "framework/cuda/stream.h"
-#endif
 
 namespace mantissa::amp {
 namespace {
 
-namespace um = update_math;
+// The CPU scaler updates host fields (GradScaler::update): only the device update is a kernel.
+constexpr DeviceKernels<decltype(cuda_update_loss_scale)> kUpdateLossScale{.cuda =
+                                                                               MT_CUDA_KERNEL(cuda_update_loss_scale)};
 
 // The device of the first defined grad of `optimizer`, or `fallback` when none has one.
 Device grads_device(const Optimizer& optimizer, Device fallback) {
@@ -48,24 +46,21 @@ bool GradScaler::cuda_grads(const Optimizer& optimizer) {
 }
 
 void GradScaler::to_device(Device device) {
-#ifdef MANTISSA_WITH_CUDA
+  kernel_for("GradScaler", kUpdateLossScale, device);  // a build without CUDA stops here
   // Moved on the first step of a run (scale(loss) or the first CUDA grads): the scale is taken while it is
   // still in host memory, so that even that step reads nothing from the GPU.
   const double scale = static_cast<double>(scale_.data<float>()[0]);
   scale_ = scale_.to(device);
   inv_scale_dev_ = scalar_tensor(inverse(scale), {.dtype = DType::kF32}).to(device);
   one_dev_ = scalar_tensor(1.0, {.dtype = DType::kF32}).to(device);
-  counters_dev_ = zeros({um::kNumLossScaleCounters}, {.dtype = DType::kI64, .device = device});
+  counters_dev_ = zeros({loss_scale::kNumCounters}, {.dtype = DType::kI64, .device = device});
   counters_to_device(scale);
-#else
-  MT_THROW("GradScaler: no kernel for ", device.str(), " in this build. HINT: build with -DMANTISSA_CUDA=ON");
-#endif
 }
 
 void GradScaler::counters_to_device(double scale) {
-  std::vector<int64_t> values(um::kNumLossScaleCounters);
+  std::vector<int64_t> values(loss_scale::kNumCounters);
   pack_counters(values.data());
-  copy_(counters_dev_, from_vector(values, {um::kNumLossScaleCounters}));
+  copy_(counters_dev_, from_vector(values, {loss_scale::kNumCounters}));
   fill_(inv_scale_dev_, inverse(scale));
 }
 
@@ -83,16 +78,14 @@ GradScaler::Counters GradScaler::counters() const {
   return c;
 }
 
-#ifdef MANTISSA_WITH_CUDA
-
 namespace {
 
-// A zeroed f32 flag on the scaler's device for this iteration of `optimizer` (reused: no allocation per step).
+// A zeroed f32 flag on the scaler's device for this iteration of `optimizer` (reused: no allocation per step;
+// the zero is a fill on the device's current stream).
 Tensor zeroed_flag(std::map<const Optimizer*, Tensor>& flags, const Optimizer& optimizer, Device device) {
   Tensor& flag = flags[&optimizer];
   if (!flag.defined()) flag = zeros({}, {.dtype = DType::kF32, .device = device});
-  gpu::DeviceGuard guard(device);
-  MT_CUDA_CHECK(cudaMemsetAsync(flag.data_ptr(), 0, sizeof(float), gpu::current_stream(device)));
+  fill_(flag, 0.0);
   return flag;
 }
 
@@ -137,19 +130,17 @@ void GradScaler::step_cuda(Optimizer& optimizer, PerOptimizer& s) {
 }
 
 void GradScaler::update_cuda() {
-  std::vector<const float*> flags;
+  std::vector<Tensor> flags;
   for (const auto& [opt, s] : per_optimizer_)
-    if (s.found_inf.defined()) flags.push_back(s.found_inf.data<float>());
+    if (s.found_inf.defined()) flags.push_back(s.found_inf);
   MT_CHECK(!flags.empty(), "GradScaler.update: no inf checks were recorded prior to update(). HINT: call ",
            "step(optimizer) (or unscale_) before update(), or update(new_scale) to set the scale directly");
   per_optimizer_.clear();
-  const Device device = scale_.device();
-  gpu::DeviceGuard guard(device);
-  gpu::update_loss_scale(scale_.data<float>(), inv_scale_dev_.data<float>(), counters_dev_.data<int64_t>(), flags,
-                         rule(), gpu::current_stream(device));
+  dispatch("GradScaler.update", kUpdateLossScale, scale_.device(), scale_, inv_scale_dev_, counters_dev_, flags,
+           rule());
   if (options_.on_min_scale != OnMinScale::kThrow) return;
   // kThrow asks the host to look every iteration (one read): the kernel only records the iteration.
-  const int64_t floor_step = counters_dev_.to(kCPU).data<int64_t>()[um::kFloorOverflowStep];
+  const int64_t floor_step = counters_dev_.to(kCPU).data<int64_t>()[loss_scale::kFloorOverflowStep];
   if (floor_step < 0) return;
   const Counters c = counters();
   growth_tracker_ = c.growth_tracker;
@@ -166,14 +157,5 @@ void GradScaler::set_scale_cuda(double scale) {
   const Counters c = counters();  // the history as of now, with the new scale
   stats_.history = c.stats.history;
 }
-
-#else  // !MANTISSA_WITH_CUDA: the scaler never moves to a GPU (to_device throws), so these never run.
-
-void GradScaler::unscale_cuda(Optimizer&, PerOptimizer&) { MT_THROW("GradScaler: built without CUDA"); }
-void GradScaler::step_cuda(Optimizer&, PerOptimizer&) { MT_THROW("GradScaler: built without CUDA"); }
-void GradScaler::update_cuda() { MT_THROW("GradScaler: built without CUDA"); }
-void GradScaler::set_scale_cuda(double) { MT_THROW("GradScaler: built without CUDA"); }
-
-#endif
 
 }  // namespace mantissa::amp

@@ -7,7 +7,8 @@
 
 #include <cstdint>
 
-#include "optim/update_math.h"
+#include "framework/host_device.h"
+#include "framework/rounding.h"
 
 namespace mantissa::amp {
 
@@ -27,19 +28,19 @@ enum class HysteresisRefill : int { kOnCleanStep = 0, kOnGrowth = 1 };
 
 }  // namespace mantissa::amp
 
-namespace mantissa::update_math {
+namespace mantissa::amp::loss_scale {
 
 // The scaler's options as the rule needs them. throw_at_min_scale: OnMinScale::kThrow.
-struct LossScaleRule {
+struct Rule {
   double growth_factor, backoff_factor;
   int64_t growth_interval, hysteresis;
-  amp::HysteresisRefill hysteresis_refill;
+  HysteresisRefill hysteresis_refill;
   double min_scale, max_scale;
   bool throw_at_min_scale;
 };
 
 // The counters the rule keeps besides the scale, in this order in the CUDA scaler's i64 tensor.
-enum LossScaleCounter : int {
+enum Counter : int {
   kGrowthTracker,
   kConsecutiveOverflows,  // GradScalerStats::consecutive_skips: reset by every clean step
   kHysteresisOverflows,   // overflows since the last refill, at most `hysteresis` (0 after a refill)
@@ -47,20 +48,19 @@ enum LossScaleCounter : int {
   kSkippedSteps,
   kLastOverflowStep,   // -1: none
   kFloorOverflowStep,  // -1, or the iteration whose overflow found the scale at min_scale under kThrow
-  kNumLossScaleCounters
+  kNumCounters
 };
 
 // The counters of a scaler that has not updated yet (no overflow counted against hysteresis).
-MT_HD inline void initial_loss_scale_counters(int64_t* counters) {
-  for (int i = 0; i < kNumLossScaleCounters; ++i) counters[i] = 0;
+MT_HD inline void initial_counters(int64_t* counters) {
+  for (int i = 0; i < kNumCounters; ++i) counters[i] = 0;
   counters[kLastOverflowStep] = -1;
   counters[kFloorOverflowStep] = -1;
 }
 
 // One update(): `scale` is the f32 scale, `inv_scale` receives float(1 / double(scale)) (what unscale_
 // and the fused step multiply by, PyTorch's scale.double().reciprocal().float()).
-MT_HD inline void apply_loss_scale_rule(float& scale, float& inv_scale, int64_t* counters, bool found_inf,
-                                        const LossScaleRule& r) {
+MT_HD inline void apply_rule(float& scale, float& inv_scale, int64_t* counters, bool found_inf, const Rule& r) {
   const int64_t iteration = counters[kSteps]++;
   const double current = scale;
   if (found_inf) {
@@ -76,15 +76,15 @@ MT_HD inline void apply_loss_scale_rule(float& scale, float& inv_scale, int64_t*
         // The CPU scaler throws here, before the scale changes; the host reports it at its next look.
         if (counters[kFloorOverflowStep] < 0) counters[kFloorOverflowStep] = iteration;
       } else {
-        const double backed_off = mul(current, r.backoff_factor);
+        const double backed_off = rn::mul(current, r.backoff_factor);
         scale = static_cast<float>(backed_off > r.min_scale ? backed_off : r.min_scale);
       }
     }
   } else {
     counters[kConsecutiveOverflows] = 0;
-    if (r.hysteresis_refill == amp::HysteresisRefill::kOnCleanStep) counters[kHysteresisOverflows] = 0;
+    if (r.hysteresis_refill == HysteresisRefill::kOnCleanStep) counters[kHysteresisOverflows] = 0;
     if (++counters[kGrowthTracker] == r.growth_interval) {
-      const double grown = mul(current, r.growth_factor);
+      const double grown = rn::mul(current, r.growth_factor);
       const float next = static_cast<float>(grown < r.max_scale ? grown : r.max_scale);
       // Never grows to inf (PyTorch's rule): next - next is 0 only for a finite value.
       if (next - next == 0.0f) scale = next;
@@ -92,7 +92,7 @@ MT_HD inline void apply_loss_scale_rule(float& scale, float& inv_scale, int64_t*
       counters[kHysteresisOverflows] = 0;  // kOnGrowth's refill (kOnCleanStep's count is 0 already)
     }
   }
-  inv_scale = static_cast<float>(div(1.0, static_cast<double>(scale)));
+  inv_scale = static_cast<float>(rn::div(1.0, static_cast<double>(scale)));
 }
 
-}  // namespace mantissa::update_math
+}  // namespace mantissa::amp::loss_scale

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "amp/grad_scaler.h"
-#include "amp/grad_scaling.h"
+#include "amp/unscale_grads.h"
 #include "framework/cuda/device.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"

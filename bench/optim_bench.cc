@@ -15,7 +15,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "amp/grad_scaling.h"
+#include "amp/unscale_grads.h"
 #include "framework/parallel.h"
 #include "framework/random.h"
 #include "optim/adam.h"

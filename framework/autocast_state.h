@@ -1,6 +1,6 @@
 // The per-thread autocast switches, kept in the framework layer so the autograd engine can suspend
-// autocast while it runs backward formulas (they compute in the dtypes the forward chose). The guard,
-// the policy table and the cast cache live in amp/autocast.h.
+// autocast while it runs backward formulas (they compute in the dtypes the forward chose). The guard and
+// the cast cache live in amp/autocast.h, the casts by op category in ops/autocast.h.
 #pragma once
 
 #include <array>

@@ -1,5 +1,6 @@
 // fill_, copy_ (strided, converting dtypes) and accumulate_ (dst += src), the kernels the framework
-// layer itself needs: contiguous(), to(), factories and the autograd engine's gradient sums.
+// layer itself needs: contiguous(), to(), factories and the autograd engine's gradient sums. The CPU
+// kernels are here; the CUDA ones (framework/cuda/transfer.h) are named in the same DeviceKernels tables.
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -7,6 +8,7 @@
 #include "framework/autograd.h"
 #include "framework/convert.h"
 #include "framework/cuda/transfer.h"
+#include "framework/device_kernels.h"
 #include "framework/strided.h"
 #include "framework/tensor.h"
 
@@ -39,22 +41,12 @@ void check_cpu(const Tensor& t, std::string_view op) {
   MT_CHECK(t.device().is_cpu(), op, ": the CPU kernel got a tensor on ", t.device().str());
 }
 
-}  // namespace
-
-void fill_(const Tensor& dst, double value) {
-#ifdef MANTISSA_WITH_CUDA
-  if (dst.device().is_cuda()) {
-    uint64_t bits = 0;  // the value converted on the host, as the CPU kernel does; the GPU stores its bytes
-    dispatch_with_float8(dst.dtype(), "fill_", [&]<typename T>() {
-      const T v = cast_value<T>(value);
-      std::memcpy(&bits, &v, sizeof(T));
-    });
-    return gpu::fill_cuda(dst, bits);
-  }
-#endif
+// Every element of dst = the element_size(dtype)-byte pattern in the low bytes of `bits`.
+void cpu_fill(const Tensor& dst, uint64_t bits) {
   check_cpu(dst, "fill_");
   dispatch_with_float8(dst.dtype(), "fill_", [&]<typename T>() {
-    const T v = cast_value<T>(value);
+    T v{};
+    std::memcpy(static_cast<void*>(&v), &bits, sizeof(T));  // T is trivially copyable: its bytes are its value
     T* base = dst.data<T>();
     std::array<const Shape*, 1> st{&dst.strides()};
     strided_for_each<1>(dst.shape(), st, [&](int64_t n, auto off, auto s) {
@@ -68,12 +60,7 @@ void fill_(const Tensor& dst, double value) {
   });
 }
 
-void copy_(const Tensor& dst, const Tensor& src) {
-  MT_CHECK(dst.shape() == src.shape(), "copy_: shapes differ: destination ", shape_str(dst.shape()), ", source ",
-           shape_str(src.shape()));
-#ifdef MANTISSA_WITH_CUDA
-  if (dst.device().is_cuda() || src.device().is_cuda()) return gpu::copy_cuda(dst, src);
-#endif
+void cpu_copy(const Tensor& dst, const Tensor& src) {
   check_cpu(dst, "copy_");
   check_cpu(src, "copy_");
   const int64_t n = dst.numel();
@@ -121,14 +108,7 @@ void copy_(const Tensor& dst, const Tensor& src) {
   });
 }
 
-void accumulate_(const Tensor& dst, const Tensor& src) {
-  MT_CHECK(dst.shape() == src.shape(), "accumulate_: shapes differ: ", shape_str(dst.shape()),
-           " += ", shape_str(src.shape()));
-  MT_CHECK(dst.dtype() == src.dtype(), "accumulate_: dtypes differ: ", dtype_name(dst.dtype()),
-           " += ", dtype_name(src.dtype()));
-#ifdef MANTISSA_WITH_CUDA
-  if (dst.device().is_cuda() || src.device().is_cuda()) return gpu::accumulate_cuda(dst, src);
-#endif
+void cpu_accumulate(const Tensor& dst, const Tensor& src) {
   check_cpu(dst, "accumulate_");
   dispatch_floating(dst.dtype(), "accumulate_", [&]<typename T>() {
     T* d = dst.data<T>();
@@ -164,6 +144,42 @@ void accumulate_(const Tensor& dst, const Tensor& src) {
       }
     });
   });
+}
+
+constexpr DeviceKernels<decltype(cpu_fill)> kFill{.cpu = &cpu_fill, .cuda = MT_CUDA_KERNEL(gpu::fill_cuda)};
+constexpr DeviceKernels<decltype(cpu_copy)> kCopy{.cpu = &cpu_copy, .cuda = MT_CUDA_KERNEL(gpu::copy_cuda)};
+constexpr DeviceKernels<decltype(cpu_accumulate)> kAccumulate{.cpu = &cpu_accumulate,
+                                                              .cuda = MT_CUDA_KERNEL(gpu::accumulate_cuda)};
+
+// The device whose kernel runs: a GPU's when either tensor is on one (the CUDA copy handles every pair).
+Device kernel_device(const Tensor& dst, const Tensor& src) {
+  return src.device().is_cuda() ? src.device() : dst.device();
+}
+
+}  // namespace
+
+void fill_(const Tensor& dst, double value) {
+  // The value converted on the host, as its dtype stores it, for every device: the GPU stores the same bytes.
+  uint64_t bits = 0;
+  dispatch_with_float8(dst.dtype(), "fill_", [&]<typename T>() {
+    const T v = cast_value<T>(value);
+    std::memcpy(&bits, &v, sizeof(T));
+  });
+  dispatch("fill_", kFill, dst.device(), dst, bits);
+}
+
+void copy_(const Tensor& dst, const Tensor& src) {
+  MT_CHECK(dst.shape() == src.shape(), "copy_: shapes differ: destination ", shape_str(dst.shape()), ", source ",
+           shape_str(src.shape()));
+  dispatch("copy_", kCopy, kernel_device(dst, src), dst, src);
+}
+
+void accumulate_(const Tensor& dst, const Tensor& src) {
+  MT_CHECK(dst.shape() == src.shape(), "accumulate_: shapes differ: ", shape_str(dst.shape()),
+           " += ", shape_str(src.shape()));
+  MT_CHECK(dst.dtype() == src.dtype(), "accumulate_: dtypes differ: ", dtype_name(dst.dtype()),
+           " += ", dtype_name(src.dtype()));
+  dispatch("accumulate_", kAccumulate, kernel_device(dst, src), dst, src);
 }
 
 }  // namespace mantissa

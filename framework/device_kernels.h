@@ -7,8 +7,10 @@
 //   dispatch("softmax", kSoftmax, x.device(), x, y, dim, kind);
 //
 // The CUDA kernels are declared in every build (a header without CUDA headers) and defined only in CUDA
-// builds (.cu files, which CMake compiles only with CUDA): MT_CUDA_KERNEL keeps a CPU build from naming
-// them.
+// builds (.cu files, or */cuda/host/*.cc, which CMake compiles only with CUDA): MT_CUDA_KERNEL keeps a CPU
+// build from naming them. A table may leave a device empty (HostCopy's copy to the host has no CPU kernel;
+// the CPU GradScaler updates host fields): that device gets the "no kernel" error. The top CMakeLists.txt
+// says which files each build compiles.
 #pragma once
 
 #include <string_view>
@@ -24,13 +26,17 @@ struct DeviceKernels {
   Fn* cuda = nullptr;
 };
 
+// Whether this build compiled the CUDA code (the one place outside CMake that reads MANTISSA_WITH_CUDA).
 #ifdef MANTISSA_WITH_CUDA
+inline constexpr bool kCudaCompiledIn = true;
 #define MT_CUDA_KERNEL(fn) (&(fn))
 #else
+inline constexpr bool kCudaCompiledIn = false;
 #define MT_CUDA_KERNEL(fn) nullptr
 #endif
 
-// The one "no kernel" error: "<op>: no kernel for cuda:0 in this build".
+// The one "no kernel" error: "<op>: no kernel for cuda:0 in this build", with a hint to build with CUDA
+// when this build has none.
 [[noreturn]] void no_kernel(std::string_view op, const Device& device);
 
 // The kernel for `device`, or the "no kernel" error. Entries call it on their own to fail before any

@@ -1,19 +1,21 @@
-// The host-read observer and HostCopy (its GPU side is in framework/cuda/transfer.cc).
+// The host-read observer and HostCopy (its GPU side is gpu::start_copy_to_host, framework/cuda/transfer.h).
 #include "framework/host_read.h"
 
 #include <utility>
 
-#include "framework/error.h"
-
-#ifdef MANTISSA_WITH_CUDA
 #include "framework/cuda/allocator.h"
 #include "framework/cuda/transfer.h"
-#endif
+#include "framework/device_kernels.h"
+#include "framework/error.h"
 
 namespace mantissa {
 namespace {
 
 thread_local HostReadObserver t_observer;
+
+// A copy from the CPU is made at once (copy_); only a GPU source has a copy in flight.
+constexpr DeviceKernels<decltype(gpu::start_copy_to_host)> kStartCopyToHost{
+    .cuda = MT_CUDA_KERNEL(gpu::start_copy_to_host)};
 
 }  // namespace
 
@@ -37,6 +39,8 @@ void notify_host_read(HostRead read) {
   if (t_observer) t_observer(read);
 }
 
+HostCopy::HostCopy() = default;  // here, where gpu::CopyToHost is a complete type
+
 HostCopy::HostCopy(const Tensor& src) {
   MT_CHECK(src.defined(), "HostCopy: the tensor to copy is undefined");
   if (src.device().is_cpu()) {
@@ -44,16 +48,15 @@ HostCopy::HostCopy(const Tensor& src) {
     copy_(host_, src);
     return;
   }
-#ifdef MANTISSA_WITH_CUDA
+  auto* start = kernel_for("HostCopy", kStartCopyToHost, src.device());
   source_ = src.contiguous();
   host_ = empty_pinned(src.shape(), src.dtype());
-  event_ = gpu::start_copy_to_host(host_, source_);
-#else
-  MT_THROW("HostCopy: a tensor on ", src.device().str(), " in a build without CUDA");
-#endif
+  in_flight_ = start(host_, source_);
 }
 
-HostCopy::~HostCopy() {
+HostCopy::~HostCopy() { release_quietly(); }
+
+void HostCopy::release_quietly() noexcept {
   try {
     release();
   } catch (const Error&) {
@@ -62,14 +65,14 @@ HostCopy::~HostCopy() {
 }
 
 HostCopy::HostCopy(HostCopy&& other) noexcept
-    : host_(std::move(other.host_)), source_(std::move(other.source_)), event_(std::exchange(other.event_, nullptr)) {}
+    : host_(std::move(other.host_)), source_(std::move(other.source_)), in_flight_(std::move(other.in_flight_)) {}
 
 HostCopy& HostCopy::operator=(HostCopy&& other) noexcept {
   if (this != &other) {
-    this->~HostCopy();
+    release_quietly();
     host_ = std::move(other.host_);
     source_ = std::move(other.source_);
-    event_ = std::exchange(other.event_, nullptr);
+    in_flight_ = std::move(other.in_flight_);
   }
   return *this;
 }
@@ -77,21 +80,16 @@ HostCopy& HostCopy::operator=(HostCopy&& other) noexcept {
 // An abandoned copy (the loop threw before reading it) waits for its event before the pinned block goes
 // back to the allocator, so that no later copy lands in memory this one still writes.
 void HostCopy::release() {
-#ifdef MANTISSA_WITH_CUDA
-  if (event_ != nullptr) {
-    gpu::finish_copy_to_host(event_);
-    event_ = nullptr;
+  if (in_flight_ != nullptr) {
+    in_flight_->wait();
+    in_flight_.reset();
   }
-#endif
   source_ = Tensor();
 }
 
 bool HostCopy::ready() const {
   MT_CHECK(defined(), "HostCopy::ready: nothing was copied");
-#ifdef MANTISSA_WITH_CUDA
-  if (event_ != nullptr) return gpu::copy_to_host_done(event_);
-#endif
-  return true;
+  return in_flight_ == nullptr || in_flight_->done();
 }
 
 const Tensor& HostCopy::wait() {

@@ -19,10 +19,15 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 
 #include "framework/tensor.h"
 
 namespace mantissa {
+
+namespace gpu {
+class CopyToHost;  // framework/cuda/transfer.h
+}  // namespace gpu
 
 enum class HostRead { kItem, kDeviceToHost, kSynchronize, kHostCopyWait };
 const char* host_read_name(HostRead read);  // "item", "device-to-host", "synchronize", "host-copy-wait"
@@ -47,7 +52,7 @@ void notify_host_read(HostRead read);
 // A copy of a tensor to the host that does not wait for it (see the top of this file).
 class HostCopy {
  public:
-  HostCopy() = default;
+  HostCopy();
   // Starts copying `src`: from a GPU asynchronously on its current stream into pinned memory, followed by
   // an event; from the CPU at once (a copy, so that later writes to `src` do not show).
   explicit HostCopy(const Tensor& src);
@@ -65,9 +70,10 @@ class HostCopy {
 
  private:
   void release();
+  void release_quietly() noexcept;  // release(), a device error left to be raised where the work is read
   Tensor host_;
-  Tensor source_;          // a GPU source stays allocated until the copy has read it
-  void* event_ = nullptr;  // the GPU copy's completion event (cudaEvent_t); null once waited or for a CPU copy
+  Tensor source_;                               // a GPU source stays allocated until the copy has read it
+  std::unique_ptr<gpu::CopyToHost> in_flight_;  // the GPU copy; null once waited, and for a CPU copy
 };
 
 }  // namespace mantissa

@@ -201,13 +201,10 @@ Allocator*& allocator_slot(DeviceType type) {
 
 Allocator* allocator_for(Device device) {
   Allocator* a = allocator_slot(device.type);
-#ifdef MANTISSA_WITH_CUDA
-  // One caching allocator per GPU (framework/cuda/allocator.h), unless one was registered.
+  // One caching allocator per GPU (framework/cuda/allocator.h), unless one was registered; without CUDA
+  // in the build, gpu::cuda_allocator throws saying so.
   if (a == nullptr && device.is_cuda()) return gpu::cuda_allocator(device.index);
-#endif
-  MT_CHECK(a != nullptr, "no allocator for device ", device.str(),
-           ": this build has no CUDA backend or no GPU is present. HINT: configure with -DMANTISSA_CUDA=ON on "
-           "a machine with an NVIDIA GPU");
+  MT_CHECK(a != nullptr, "no allocator for device ", device.str(), ": register_allocator set none");
   return a;
 }
 

@@ -1,4 +1,4 @@
-// The GradScaler's CPU passes over one grad (amp/grad_scaling.cc calls them per parameter); the CUDA
+// The GradScaler's CPU passes over one grad (amp/unscale_grads.cc calls them per parameter); the CUDA
 // ones are amp/cuda/amp_kernels.h. T is float or double.
 #pragma once
 

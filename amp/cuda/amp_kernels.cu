@@ -1,6 +1,8 @@
 // The grad-scaling kernels: unscale-and-check over many grads per launch, and the loss-scale update.
 #include "amp/cuda/amp_kernels.h"
+#include "framework/rounding.h"
 #include "optim/cuda/multi_tensor_apply.cuh"
+#include "optim/update_math.h"  // is_non_finite_bits, the inf/nan test the fused optimizer steps use too
 
 namespace mantissa::gpu {
 namespace {
@@ -25,7 +27,7 @@ __global__ void __launch_bounds__(mta::kThreads)
     for (int k = 0; k < W; ++k) {
       const float v = F::load(x[k]);
       non_finite |= update_math::is_non_finite_bits(__float_as_uint(v));
-      if constexpr (kPass == GradPass::kUnscale) x[k] = F::store(update_math::mul(v, inv));
+      if constexpr (kPass == GradPass::kUnscale) x[k] = F::store(rn::mul(v, inv));
     }
     if constexpr (kPass == GradPass::kUnscale) mta::store<W>(g, i, x);
   });
@@ -51,11 +53,11 @@ struct FoundInfList {
 };
 
 __global__ void update_scale_kernel(float* scale, float* inv_scale, int64_t* counters, const FoundInfList found,
-                                    const update_math::LossScaleRule rule) {
+                                    const amp::loss_scale::Rule rule) {
   bool found_inf = false;
   for (int i = 0; i < found.count; ++i) found_inf = found_inf || *found.ptr[i] != 0.0f;
   float s = *scale, inv = 0.0f;
-  update_math::apply_loss_scale_rule(s, inv, counters, found_inf, rule);
+  amp::loss_scale::apply_rule(s, inv, counters, found_inf, rule);
   *scale = s;
   *inv_scale = inv;
 }
@@ -78,7 +80,7 @@ void unscale_and_check(DType dtype, std::span<void* const> grads, std::span<cons
 }
 
 void update_loss_scale(float* scale, float* inv_scale, int64_t* counters, std::span<const float* const> found_inf,
-                       const update_math::LossScaleRule& rule, cudaStream_t stream) {
+                       const amp::loss_scale::Rule& rule, cudaStream_t stream) {
   MT_CHECK(!found_inf.empty() && found_inf.size() <= static_cast<size_t>(kMaxFoundInf),
            "update_loss_scale: between 1 and ", kMaxFoundInf, " found_inf flags, got ", found_inf.size(),
            ". HINT: one GradScaler steps at most ", kMaxFoundInf, " optimizers per iteration on CUDA");

@@ -1,10 +1,10 @@
 // Launchers of the grad-scaling kernels (amp/cuda/amp_kernels.cu): the unscale-and-check pass over all the
 // grads of an optimizer in one multi-tensor sweep, and the loss-scale update on the device. Pointers are
 // device pointers; inv_scale, found_inf and the scaler's state are read and written by the kernels only, so
-// none of this needs a host synchronization (and all of it can be captured in a CUDA graph).
+// none of this is written to need a host synchronization (and all of it to be capturable in a CUDA graph).
+// A CUDA header: included only by files CMake compiles with CUDA alone (amp_kernels.cu, cuda/host/).
 #pragma once
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cstdint>
 #include <cuda_runtime_api.h>
 #include <span>
@@ -26,10 +26,8 @@ void unscale_and_check(DType dtype, std::span<void* const> grads, std::span<cons
 inline constexpr int kMaxFoundInf = 32;
 
 // One GradScaler update() on the device, a single thread: found_inf is the OR of the flags, then
-// update_math::apply_loss_scale_rule on *scale, *inv_scale and counters[kNumLossScaleCounters].
+// amp::loss_scale::apply_rule on *scale, *inv_scale and counters[loss_scale::kNumCounters].
 void update_loss_scale(float* scale, float* inv_scale, int64_t* counters, std::span<const float* const> found_inf,
-                       const update_math::LossScaleRule& rule, cudaStream_t stream);
+                       const amp::loss_scale::Rule& rule, cudaStream_t stream);
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA

@@ -7,10 +7,6 @@
 #include "framework/cuda/caching_allocator.h"
 #include "framework/tensor.h"
 
-#ifdef MANTISSA_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
 namespace mantissa {
 
 // Statistics of GPU `device`'s caching allocator (allocated, reserved, peaks, cudaMalloc calls, hits).
@@ -32,14 +28,6 @@ namespace gpu {
 
 // The caching allocator of GPU `device`; throws naming the device and why when it is absent.
 Allocator* cuda_allocator(int device);
-
-#ifdef MANTISSA_WITH_CUDA
-// Marks `t`'s storage as used on `stream` as well as on the stream it was allocated on: when freed, the
-// block is reused only after the work queued on `stream` by then has run. Needed when a tensor made on one
-// stream is consumed on another (side streams of DDP, copies). For a pinned CPU tensor: the same, so
-// a staging buffer is not reused before an asynchronous copy from it has finished.
-void record_stream(const Tensor& t, cudaStream_t stream);
-#endif
 
 }  // namespace gpu
 }  // namespace mantissa

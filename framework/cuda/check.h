@@ -1,6 +1,7 @@
 // MT_CUDA_CHECK(expr): runs a CUDA runtime call and throws mantissa::Error naming the expression,
 // file:line and CUDA's error string when it fails. MT_CUDA_LAUNCH_CHECK(kernel): the check after a kernel
-// launch, naming the kernel. Only for files built with MANTISSA_WITH_CUDA.
+// launch, naming the kernel. A CUDA header: only for files that CMake compiles with CUDA alone (.cu,
+// */cuda/host/*.cc).
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,8 +1,8 @@
 // Launchers of the CUDA copy kernels (framework/cuda/copy.cu): plain functions over raw device pointers
-// (already at each tensor's offset), the strided geometry and a stream. Only with MANTISSA_WITH_CUDA.
+// (already at each tensor's offset), the strided geometry and a stream. A CUDA header: included only by
+// files that CMake compiles with CUDA alone (copy.cu, cuda/host/transfer.cc).
 #pragma once
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cstddef>
 #include <cstdint>
 #include <cuda_runtime_api.h>
@@ -23,5 +23,3 @@ void launch_accumulate(void* dst, const void* src, DType dtype, const StridedOff
                        cudaStream_t stream);
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA

@@ -1,13 +1,17 @@
 // Streams and the current device for CUDA work. Every launch in mantissa goes to current_stream(device):
 // by default one non-blocking stream per device, shared by all threads of the process (so work queued by
 // the DataLoader thread and the training thread is ordered), replaceable per thread with StreamGuard
-// (side streams for DDP's all-reduce, CUDA graph capture). Only for code built with MANTISSA_WITH_CUDA.
+// (side streams for DDP's all-reduce, CUDA graph capture). A CUDA header: only files that CMake compiles
+// with CUDA alone (.cu, */cuda/host/*.cc) include it.
 #pragma once
 
-#ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include "framework/device.h"
+
+namespace mantissa {
+class Tensor;
+}  // namespace mantissa
 
 namespace mantissa::gpu {
 
@@ -50,6 +54,11 @@ int multiprocessor_count(int device);
 // Waits until all work queued on `device`'s current stream is done (a host synchronization).
 void synchronize(int device);
 
-}  // namespace mantissa::gpu
+// Marks `t`'s storage as used on `stream` as well as on the stream it was allocated on: when freed, the
+// block is reused only after the work queued on `stream` by then has run. Needed when a tensor made on one
+// stream is consumed on another (side streams of DDP, copies). For a pinned CPU tensor: the same, so
+// a staging buffer is not reused before an asynchronous copy from it has finished. Defined with the
+// caching allocators (framework/cuda/host/allocator.cc).
+void record_stream(const Tensor& t, cudaStream_t stream);
 
-#endif  // MANTISSA_WITH_CUDA
+}  // namespace mantissa::gpu

@@ -1,11 +1,12 @@
 // The CUDA paths of copy_, fill_ and accumulate_ (framework/copy.cc sends every call with a CUDA tensor
 // here): host <-> device transfers staged through pinned memory, peer copies, and device-side casts and
-// strided copies; plus the host-side planning of the strided kernels (tested on the CPU).
+// strided copies; plus the host-side planning of the strided kernels (every build; tested on the CPU).
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "framework/cuda/copy_math.h"
 #include "framework/strided.h"
@@ -28,7 +29,8 @@ bool plan_strided(const Shape& shape, const std::array<const Shape*, N>& strides
   return true;
 }
 
-// Defined in CUDA builds only (framework/copy.cc calls them under MANTISSA_WITH_CUDA).
+// The CUDA typed entries of copy_, fill_ and accumulate_, declared in every build and defined in CUDA
+// builds only (framework/cuda/host/transfer.cc): framework/copy.cc names them in its DeviceKernels tables.
 // Any pair of devices with at least one GPU; shapes already checked equal. Host -> device is
 // asynchronous on the destination's current stream (the source is staged in pinned memory unless it is
 // pinned already); device -> host waits for the copy (a sync point); device -> device is asynchronous.
@@ -38,13 +40,18 @@ void fill_cuda(const Tensor& dst, uint64_t bits);
 // dst += src on one GPU; same shape and dtype (checked by the caller), floating.
 void accumulate_cuda(const Tensor& dst, const Tensor& src);
 
-// HostCopy's GPU side (framework/host_read.h). Starts copying the contiguous GPU tensor `src` into the
-// pinned CPU tensor `dst` (same shape and dtype) on src's current stream and returns an event recorded
-// after the copy (a cudaEvent_t).
-void* start_copy_to_host(const Tensor& dst, const Tensor& src);
-// Whether the copy behind `event` has landed.
-bool copy_to_host_done(void* event);
-// Waits until it has (not reported to the host-read observer: HostCopy::wait reports) and destroys the event.
-void finish_copy_to_host(void* event);
+// HostCopy's GPU side (framework/host_read.h): a copy from a GPU tensor into pinned host memory, in flight
+// behind an event recorded after it.
+class CopyToHost {
+ public:
+  virtual ~CopyToHost() = default;
+  // Whether the copy has landed.
+  virtual bool done() = 0;
+  // Waits until it has (not reported to the host-read observer: HostCopy::wait reports).
+  virtual void wait() = 0;
+};
+// Starts copying the contiguous GPU tensor `src` into the pinned contiguous CPU tensor `dst` (same shape
+// and dtype) on src's current stream. CUDA builds only (host_read.cc names it in a DeviceKernels table).
+std::unique_ptr<CopyToHost> start_copy_to_host(const Tensor& dst, const Tensor& src);
 
 }  // namespace mantissa::gpu

@@ -1,6 +1,7 @@
 // The NCCL backend of ProcessGroup: CUDA tensors, one process per GPU. The ranks agree on an NCCL unique
 // id through a bootstrap group (the MPI world under mpirun, rank 0 creates the id and broadcasts it), so
-// the NCCL group has the bootstrap group's ranks and size. Built only with MANTISSA_CUDA.
+// the NCCL group has the bootstrap group's ranks and size. The group exists in CUDA builds (cuda/host/); without
+// CUDA make_nccl_process_group refuses (cuda/absent/).
 #pragma once
 
 #include <memory>

@@ -2,7 +2,7 @@
 // with policy_device kCUDA applies the CUDA ones): under f16 and bf16 guards each op's output has its
 // category's dtype and equals, bit for bit, the same op run without autocast on inputs cast by hand (for
 // kNone: on its inputs as given). An op in the table without a case here fails the test. The categories
-// themselves are checked against PyTorch's lists by tests/amp/autocast_table_test.cc.
+// themselves are pinned by tests/amp/autocast_table_test.cc.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -16,6 +16,7 @@
 #include "framework/generator.h"
 #include "framework/random.h"
 #include "ops/attention/attention.h"
+#include "ops/autocast.h"  // cast_inputs, policy_for, policy_table: autocast as the ops apply it
 #include "ops/conv/conv.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "amp/autocast.h"
+#include "ops/autocast.h"  // cast_inputs, policy_for, policy_table: autocast as the ops apply it
 #include "ops/op.h"
 
 namespace mantissa {

@@ -15,6 +15,7 @@
 #include "framework/autograd.h"
 #include "framework/generator.h"
 #include "framework/random.h"
+#include "ops/autocast.h"  // cast_inputs, policy_for, policy_table: autocast as the ops apply it
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul/matmul.h"

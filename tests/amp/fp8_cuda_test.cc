@@ -17,6 +17,7 @@
 #include "models/layers/sequential.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/reduce/reduce.h"
+#include "tests/support/cuda_skip.h"
 
 namespace mantissa::amp {
 namespace {
@@ -34,7 +35,7 @@ double relative_difference(const Tensor& a, const Tensor& b) {
 }
 
 TEST(CudaFp8, DelayedScalesMatchTheCpu) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  MT_SKIP_WITHOUT_CUDA();
   Generator gen_cpu(5), gen_gpu(5);
   Sequential cpu_model(std::make_shared<Linear>(32, 16, LinearOptions{.generator = &gen_cpu}));
   Sequential gpu_model(std::make_shared<Linear>(32, 16, LinearOptions{.generator = &gen_gpu}));
@@ -74,7 +75,7 @@ TEST(CudaFp8, DelayedScalesMatchTheCpu) {
 }
 
 TEST(CudaFp8, StateFollowsToAndLoadsFromTheHost) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  MT_SKIP_WITHOUT_CUDA();
   Sequential model(std::make_shared<Linear>(16, 16));
   Fp8Context fp8(model, Fp8Recipe::delayed(4));
   const std::vector<NamedTensor> host_state = fp8.state_dict();
@@ -97,7 +98,7 @@ TEST(CudaFp8, StateFollowsToAndLoadsFromTheHost) {
 }
 
 TEST(CudaFp8, StateOnTheWrongDeviceIsRefusedWithAHint) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  MT_SKIP_WITHOUT_CUDA();
   Sequential model(std::make_shared<Linear>(16, 16));
   Fp8Context fp8(model, Fp8Recipe::delayed());
   model.to(cuda(0));  // the context is not moved

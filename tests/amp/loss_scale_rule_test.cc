@@ -20,9 +20,9 @@
 namespace mantissa {
 namespace {
 
-namespace um = update_math;
+namespace loss_scale = amp::loss_scale;
 
-um::LossScaleRule rule_of(const amp::GradScalerOptions& o) {
+loss_scale::Rule rule_of(const amp::GradScalerOptions& o) {
   return {.growth_factor = o.growth_factor,
           .backoff_factor = o.backoff_factor,
           .growth_interval = o.growth_interval,
@@ -73,26 +73,26 @@ void check_sequence(const amp::GradScalerOptions& o, const std::vector<bool>& ov
   Reference ref(o);
 
   float scale = static_cast<float>(o.init_scale), inv_scale = 0.0f;
-  int64_t counters[um::kNumLossScaleCounters];
-  um::initial_loss_scale_counters(counters);
+  int64_t counters[loss_scale::kNumCounters];
+  loss_scale::initial_counters(counters);
   for (size_t i = 0; i < overflows.size(); ++i) {
     const std::string at = name + ", iteration " + std::to_string(i);
     w.set_grad(full({3}, overflows[i] ? std::numeric_limits<float>::infinity() : 1.0f));
     scaler.step(opt);
     scaler.update();
-    um::apply_loss_scale_rule(scale, inv_scale, counters, overflows[i], rule_of(o));
+    loss_scale::apply_rule(scale, inv_scale, counters, overflows[i], rule_of(o));
     ref.update(overflows[i]);
 
     ASSERT_EQ(static_cast<double>(ref.scale), static_cast<double>(scale)) << at;
     ASSERT_EQ(scaler.get_scale(), static_cast<double>(ref.scale)) << at;
     EXPECT_EQ(inv_scale, static_cast<float>(1.0 / scaler.get_scale())) << at;
-    EXPECT_EQ(counters[um::kGrowthTracker], ref.growth) << at;
-    EXPECT_EQ(o.hysteresis - counters[um::kHysteresisOverflows], ref.tracker) << at;
-    EXPECT_EQ(counters[um::kConsecutiveOverflows], ref.in_a_row) << at;
-    EXPECT_EQ(counters[um::kSteps], ref.steps) << at;
-    EXPECT_EQ(counters[um::kSkippedSteps], ref.skipped) << at;
-    EXPECT_EQ(counters[um::kLastOverflowStep], ref.last_overflow) << at;
-    EXPECT_EQ(counters[um::kFloorOverflowStep], -1) << at;
+    EXPECT_EQ(counters[loss_scale::kGrowthTracker], ref.growth) << at;
+    EXPECT_EQ(o.hysteresis - counters[loss_scale::kHysteresisOverflows], ref.tracker) << at;
+    EXPECT_EQ(counters[loss_scale::kConsecutiveOverflows], ref.in_a_row) << at;
+    EXPECT_EQ(counters[loss_scale::kSteps], ref.steps) << at;
+    EXPECT_EQ(counters[loss_scale::kSkippedSteps], ref.skipped) << at;
+    EXPECT_EQ(counters[loss_scale::kLastOverflowStep], ref.last_overflow) << at;
+    EXPECT_EQ(counters[loss_scale::kFloorOverflowStep], -1) << at;
 
     const amp::GradScalerStats stats = scaler.stats();
     EXPECT_EQ(scaler.growth_tracker(), ref.growth) << at;
@@ -156,22 +156,22 @@ TEST(LossScaleRule, ThrowAtMinScaleIsRecordedNotApplied) {
   // The CPU scaler throws at the overflow that finds the scale at its floor; the rule records the
   // iteration and leaves the scale (the CUDA scaler throws when it reads this on the host).
   float scale = 1.0f, inv_scale = 0.0f;
-  int64_t counters[um::kNumLossScaleCounters];
-  um::initial_loss_scale_counters(counters);
-  const um::LossScaleRule r{.growth_factor = 2.0,
-                            .backoff_factor = 0.5,
-                            .growth_interval = 10,
-                            .hysteresis = 1,
-                            .hysteresis_refill = amp::HysteresisRefill::kOnCleanStep,
-                            .min_scale = 1.0,
-                            .max_scale = std::numeric_limits<double>::infinity(),
-                            .throw_at_min_scale = true};
-  um::apply_loss_scale_rule(scale, inv_scale, counters, false, r);
-  um::apply_loss_scale_rule(scale, inv_scale, counters, true, r);
+  int64_t counters[loss_scale::kNumCounters];
+  loss_scale::initial_counters(counters);
+  const loss_scale::Rule r{.growth_factor = 2.0,
+                           .backoff_factor = 0.5,
+                           .growth_interval = 10,
+                           .hysteresis = 1,
+                           .hysteresis_refill = amp::HysteresisRefill::kOnCleanStep,
+                           .min_scale = 1.0,
+                           .max_scale = std::numeric_limits<double>::infinity(),
+                           .throw_at_min_scale = true};
+  loss_scale::apply_rule(scale, inv_scale, counters, false, r);
+  loss_scale::apply_rule(scale, inv_scale, counters, true, r);
   EXPECT_EQ(scale, 1.0f);
-  EXPECT_EQ(counters[um::kFloorOverflowStep], 1);
-  um::apply_loss_scale_rule(scale, inv_scale, counters, true, r);
-  EXPECT_EQ(counters[um::kFloorOverflowStep], 1) << "the first such iteration is kept";
+  EXPECT_EQ(counters[loss_scale::kFloorOverflowStep], 1);
+  loss_scale::apply_rule(scale, inv_scale, counters, true, r);
+  EXPECT_EQ(counters[loss_scale::kFloorOverflowStep], 1) << "the first such iteration is kept";
 
   amp::GradScaler scaler(
       {.init_scale = 1.0, .growth_interval = 10, .min_scale = 1.0, .on_min_scale = amp::OnMinScale::kThrow});

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "framework/cuda/device.h"
+#include "tests/support/cuda_skip.h"
 
 #ifdef MANTISSA_WITH_CUDA
 #include <cmath>
@@ -26,9 +27,6 @@
 
 namespace mantissa {
 namespace {
-
-#define MT_REQUIRE_DEVICE() \
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason()
 
 // n elements of T on the device; `misaligned` starts the data one element past a 256-byte boundary, so
 // the kernels must take their scalar path for that tensor.
@@ -194,7 +192,7 @@ void* copy_ptr(ListTensor& t, cpu::CopyDType copy, bool device) {
 }
 
 TEST(CudaFusedOptim, SgdEqualsCpuKernel) {
-  MT_REQUIRE_DEVICE();
+  MT_SKIP_WITHOUT_CUDA();
   const SGDOptions cases[] = {
       {.lr = 0.1},
       {.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 1e-3},
@@ -233,7 +231,7 @@ TEST(CudaFusedOptim, SgdEqualsCpuKernel) {
 }
 
 TEST(CudaFusedOptim, AdamEqualsCpuKernel) {
-  MT_REQUIRE_DEVICE();
+  MT_SKIP_WITHOUT_CUDA();
   struct Case {
     AdamOptions o;
     cpu::WeightDecay mode;
@@ -354,7 +352,7 @@ void check_unscale(gpu::GradPass pass, int plant, const std::string& name) {
 }
 
 TEST(CudaAmpKernels, UnscaleAndCheck) {
-  MT_REQUIRE_DEVICE();
+  MT_SKIP_WITHOUT_CUDA();
   for (int plant : {0, 1, 2}) {
     const std::string p = " plant " + std::to_string(plant);
     check_unscale<float>(gpu::GradPass::kUnscale, plant, "f32 unscale" + p);
@@ -365,7 +363,7 @@ TEST(CudaAmpKernels, UnscaleAndCheck) {
 }
 
 TEST(CudaAmpKernels, UnscaleF32EqualsCpuKernel) {
-  MT_REQUIRE_DEVICE();
+  MT_SKIP_WITHOUT_CUDA();
   std::mt19937 rng(4);
   const int64_t n = 200003;
   auto host = random_floats(n, rng, 1e4);
@@ -387,22 +385,22 @@ TEST(CudaAmpKernels, UnscaleF32EqualsCpuKernel) {
 // The single-thread update kernel against the host rule over a sequence with two optimizers' flags, under
 // both hysteresis refill rules.
 TEST(CudaAmpKernels, LossScaleUpdateEqualsHostRule) {
-  MT_REQUIRE_DEVICE();
-  namespace um = update_math;
+  MT_SKIP_WITHOUT_CUDA();
+  namespace loss_scale = amp::loss_scale;
   for (amp::HysteresisRefill refill : {amp::HysteresisRefill::kOnCleanStep, amp::HysteresisRefill::kOnGrowth}) {
-    const um::LossScaleRule rule{.growth_factor = 2.0,
-                                 .backoff_factor = 0.5,
-                                 .growth_interval = 3,
-                                 .hysteresis = 2,
-                                 .hysteresis_refill = refill,
-                                 .min_scale = 1.0,
-                                 .max_scale = 4096.0,
-                                 .throw_at_min_scale = false};
+    const loss_scale::Rule rule{.growth_factor = 2.0,
+                                .backoff_factor = 0.5,
+                                .growth_interval = 3,
+                                .hysteresis = 2,
+                                .hysteresis_refill = refill,
+                                .min_scale = 1.0,
+                                .max_scale = 4096.0,
+                                .throw_at_min_scale = false};
     DeviceArray<float> scale(1, false), inv(1, false), flag_a(1, false), flag_b(1, false);
-    DeviceArray<int64_t> counters(um::kNumLossScaleCounters, false);
+    DeviceArray<int64_t> counters(loss_scale::kNumCounters, false);
     float host_scale = 256.0f, host_inv = 0.0f;
-    std::vector<int64_t> host_counters(um::kNumLossScaleCounters);
-    um::initial_loss_scale_counters(host_counters.data());
+    std::vector<int64_t> host_counters(loss_scale::kNumCounters);
+    loss_scale::initial_counters(host_counters.data());
     scale.upload({host_scale});
     counters.upload(host_counters);
     std::mt19937 rng(8);
@@ -413,7 +411,7 @@ TEST(CudaAmpKernels, LossScaleUpdateEqualsHostRule) {
       flag_b.upload({b ? 1.0f : 0.0f});
       const float* flags[] = {flag_a.get(), flag_b.get()};
       gpu::update_loss_scale(scale.get(), inv.get(), counters.get(), flags, rule, nullptr);
-      um::apply_loss_scale_rule(host_scale, host_inv, host_counters.data(), a || b, rule);
+      loss_scale::apply_rule(host_scale, host_inv, host_counters.data(), a || b, rule);
       MT_CUDA_CHECK(cudaDeviceSynchronize());
       ASSERT_EQ(scale.download()[0], host_scale) << at;
       ASSERT_EQ(inv.download()[0], host_inv) << at;

@@ -15,7 +15,7 @@ using testing::random_tensor;
 using testing::within_rel;
 
 TEST(CudaAttention, ComposedPathMatchesCpu) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  MT_SKIP_WITHOUT_CUDA();
   for (AttentionMask mask : {AttentionMask::kNone, AttentionMask::kCausal}) {
     Tensor q = random_tensor({2, 3, 16, 8}, DType::kF32, 501), k = random_tensor({2, 3, 16, 8}, DType::kF32, 502);
     Tensor v = random_tensor({2, 3, 16, 8}, DType::kF32, 503);

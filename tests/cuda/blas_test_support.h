@@ -19,17 +19,11 @@
 
 #include "framework/cuda/device.h"
 #include "framework/dtype.h"
+#include "tests/support/cuda_skip.h"
 
 #ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
-
-#define MT_SKIP_WITHOUT_CUDA()                                                     \
-  do {                                                                             \
-    if (::mantissa::cuda_device_count() == 0) {                                    \
-      GTEST_SKIP() << "no CUDA device: " << ::mantissa::cuda_unavailable_reason(); \
-    }                                                                              \
-  } while (0)
 
 namespace mantissa::testing {
 

@@ -14,6 +14,7 @@
 #include "optim/clip_grad.h"
 #include "optim/multi_tensor.h"
 #include "optim/norm_order.h"
+#include "tests/support/cuda_skip.h"
 
 namespace mantissa {
 namespace {
@@ -78,9 +79,7 @@ void expect_same_clip(const std::vector<Tensor>& grads, double max_norm, NormTyp
 
 class ClipGradCuda : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
-  }
+  void SetUp() override { MT_SKIP_WITHOUT_CUDA(); }
 };
 
 TEST_F(ClipGradCuda, NormsAndScaledGradsMatchTheCpuBitForBit) {

@@ -53,7 +53,7 @@ Tol output_tol(DType dt) {
 constexpr Tol kParamGradTol{1e-4, 2e-3};
 
 TEST(CudaBatchNorm, TrainAndEvalForwardBackwardMatchCpu) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
     const Tol t = output_tol(dt);
     // The CNN's two batch norms, a small odd shape, and [N, C] input (spatial 1).
@@ -102,7 +102,7 @@ TEST(CudaBatchNorm, TrainAndEvalForwardBackwardMatchCpu) {
 }
 
 TEST(CudaBatchNorm, WithoutAffineOrRunningStatsMatchesCpu) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   const Tensor x0 = random_tensor({8, 4, 5, 5}, DType::kF32, 411);
   Tensor x = leaf(x0), xd = leaf(on_cuda(x0));
   const Tensor y = batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), BatchNormMode::kTrain);
@@ -125,7 +125,7 @@ Tensor grid_tensor(const Shape& shape, DType dt, uint64_t seed) {
 // Pooling visits the same windows in the same order and adds gradients in the same order as the CPU:
 // values, indices and gradients equal bit for bit in every dtype.
 TEST(CudaPool, MaxAndAvgForwardBackwardEqualCpu) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   struct Case {
     Shape shape;
     Pool2dOptions opt;
@@ -214,7 +214,7 @@ void compare_cnn(DType autocast_dtype, double loss_rtol, Tol grad_tol) {
 // values differ by ~1e-6 relative (about one in 10^5 windows) may pick another argmax on each backend,
 // which moves one input's gradient, a ~1/sqrt(terms) share of a weight gradient's sum.
 TEST(CudaCnn, ForwardBackwardMatchesCpuInF32) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   compare_cnn(DType::kF32, 1e-4, {1e-3, 1e-2});
 }
 
@@ -223,7 +223,7 @@ TEST(CudaCnn, ForwardBackwardMatchesCpuInF32) {
 // loss within 3e-2 relative; gradients (f32 master parameters) within 1e-1 relative or 1e-1 of the
 // tensor's largest gradient, a check that the bf16 paths are wired, not a precision test.
 TEST(CudaCnn, ForwardBackwardMatchesCpuUnderBf16Autocast) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   compare_cnn(DType::kBF16, 3e-2, {1e-1, 1e-1});
 }
 

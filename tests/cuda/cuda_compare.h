@@ -15,6 +15,7 @@
 #include "framework/generator.h"
 #include "framework/half.h"
 #include "framework/tensor.h"
+#include "tests/support/cuda_skip.h"
 
 #ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -154,7 +155,3 @@ inline Tensor on_cuda(const Tensor& t) {
 }
 
 }  // namespace mantissa::testing
-
-// Skips the calling test with the reason when no GPU is usable.
-#define MT_REQUIRE_CUDA() \
-  if (::mantissa::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << ::mantissa::cuda_unavailable_reason()

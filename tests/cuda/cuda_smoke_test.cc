@@ -4,6 +4,7 @@
 
 #include "framework/cuda/device.h"
 #include "framework/error.h"
+#include "tests/support/cuda_skip.h"
 
 namespace mantissa {
 namespace {
@@ -29,7 +30,7 @@ TEST(CudaSmoke, FillWithoutDeviceThrows) {
 }
 
 TEST(CudaSmoke, FillKernelWritesEveryElement) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  MT_SKIP_WITHOUT_CUDA();
   // Not a multiple of the 256-thread block, so the tail block's bounds check is exercised. The kernel
   // only stores, so every element must equal the value exactly.
   const int64_t n = (int64_t{1} << 20) + 3;

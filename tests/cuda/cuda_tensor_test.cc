@@ -15,6 +15,7 @@
 #include "framework/module.h"
 #include "framework/random.h"
 #include "framework/tensor.h"
+#include "tests/support/cuda_skip.h"
 
 #ifdef MANTISSA_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -69,13 +70,6 @@ struct Outer : Module {
   std::shared_ptr<Inner> inner = register_module("inner", std::make_shared<Inner>());
 };
 
-#define SKIP_WITHOUT_CUDA()                                            \
-  do {                                                                 \
-    if (cuda_device_count() == 0) {                                    \
-      GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason(); \
-    }                                                                  \
-  } while (0)
-
 #ifdef MANTISSA_WITH_CUDA
 
 // A tensor on GPU 0 with every byte 0xFF, set on the stream the copies use.
@@ -95,7 +89,7 @@ Tensor to_host(const Tensor& t) {
 }
 
 TEST(CudaTensor, RoundTripOfEveryDType) {
-  SKIP_WITHOUT_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (DType d : kAllDTypes) {
     const Tensor cpu = sample({3, 4, 5}, d);
     const Tensor g = poisoned({3, 4, 5}, d);
@@ -109,7 +103,7 @@ TEST(CudaTensor, RoundTripOfEveryDType) {
 }
 
 TEST(CudaTensor, NonContiguousViewsOnEitherSide) {
-  SKIP_WITHOUT_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (DType d : kAllDTypes) {
     const std::string name(dtype_name(d));
     const Tensor cpu = sample({4, 6, 5}, d);
@@ -140,7 +134,7 @@ TEST(CudaTensor, NonContiguousViewsOnEitherSide) {
 }
 
 TEST(CudaTensor, DeviceCastsEqualCpuCastsBitForBit) {
-  SKIP_WITHOUT_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   const std::vector<double> float_only = {INFINITY, -INFINITY, NAN, 1e30, 70000.0, -1e-45, 65520.0, 1e-8, 6e-8};
   for (DType from : kAllDTypes) {
     const Tensor src = sample({4, 5}, from);
@@ -173,7 +167,7 @@ TEST(CudaTensor, DeviceCastsEqualCpuCastsBitForBit) {
 }
 
 TEST(CudaTensor, FillAndAccumulateMatchTheCpu) {
-  SKIP_WITHOUT_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (DType d : kAllDTypes) {
     const std::string name(dtype_name(d));
     const Tensor g = poisoned({6, 7}, d);
@@ -220,7 +214,7 @@ TEST(CudaTensor, PeerCopyIsOrderedWithBothStreams) {
 }
 
 TEST(CudaTensor, SteadyStateLoopMakesNoCudaMalloc) {
-  SKIP_WITHOUT_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   auto step = [] {
     const Tensor a = full({256, 256}, 1.5, {.device = cuda(0)});   // 256 KiB: the small pool
     const Tensor b = a.to(DType::kBF16);                           // a D2D cast
@@ -242,7 +236,7 @@ TEST(CudaTensor, SteadyStateLoopMakesNoCudaMalloc) {
 }
 
 TEST(CudaTensor, PinnedMemoryCopiesAsynchronously) {
-  SKIP_WITHOUT_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   const Tensor cpu = sample({1 << 16}, DType::kF32);
   EXPECT_FALSE(is_pinned(cpu));
   Tensor pinned = pin_memory(cpu);
@@ -269,7 +263,7 @@ TEST(CudaTensor, PinnedMemoryCopiesAsynchronously) {
 }
 
 TEST(CudaTensor, ItemAndStrCopyToTheHost) {
-  SKIP_WITHOUT_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   EXPECT_EQ(full({}, 3.5, {.device = cuda(0)}).item(), 3.5);
   EXPECT_EQ(full({1, 1}, -2.0, {.dtype = DType::kBF16, .device = cuda(0)}).item(), -2.0);
   const std::string s = full({3}, 1.25, {.device = cuda(0)}).str();
@@ -278,7 +272,7 @@ TEST(CudaTensor, ItemAndStrCopyToTheHost) {
 }
 
 TEST(CudaTensor, ModuleToMovesParametersBuffersAndGradsInPlace) {
-  SKIP_WITHOUT_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   Outer m;
   m.weight.set_grad(ones({2, 3}));
   const Tensor weight_before = m.weight.clone();
@@ -307,7 +301,7 @@ TEST(CudaTensor, ModuleToMovesParametersBuffersAndGradsInPlace) {
 }
 
 TEST(CudaTensor, MissingDeviceIndexIsNamed) {
-  SKIP_WITHOUT_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   const int missing = cuda_device_count();
   try {
     empty({2}, {.device = cuda(missing)});
@@ -324,7 +318,7 @@ TEST(CudaTensor, MissingDeviceIndexIsNamed) {
 }
 
 TEST(CudaTensor, FactoriesHonourTheDevice) {
-  SKIP_WITHOUT_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   const Tensor v = from_vector<float>({1.5f, -2.0f, 3.25f}, {3}, {.dtype = DType::kF16, .device = cuda(0)});
   EXPECT_EQ(v.device(), cuda(0));
   expect_same_bits(to_host(v), from_vector<float>({1.5f, -2.0f, 3.25f}).to(DType::kF16), "from_vector");

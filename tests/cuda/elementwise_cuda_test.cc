@@ -75,7 +75,7 @@ std::vector<UnaryCase> unary_cases() {
 int64_t ulps_for(DType dt, int64_t f32_ulps) { return dt == DType::kF32 ? f32_ulps : (f32_ulps > 0 ? 1 : 0); }
 
 TEST(CudaElementwise, UnaryOpsMatchCpu) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (const UnaryCase& c : unary_cases()) {
     for (DType dt : kDtypes) {
       for (const auto& [layout, x] : layouts(dt, 101, c.low, c.high)) {
@@ -91,7 +91,7 @@ TEST(CudaElementwise, UnaryOpsMatchCpu) {
 }
 
 TEST(CudaElementwise, UnaryBackwardMatchesCpu) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (const UnaryCase& c : unary_cases()) {
     for (DType dt : kDtypes) {
       Tensor x = random_tensor({33, 65}, dt, 102, c.low, c.high);
@@ -113,7 +113,7 @@ TEST(CudaElementwise, UnaryBackwardMatchesCpu) {
 }
 
 TEST(CudaElementwise, BinaryOpsWithBroadcastMatchCpu) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&, const Tensor&)>>> ops = {
       {"add", [](const Tensor& a, const Tensor& b) { return a + b; }},
       {"sub", [](const Tensor& a, const Tensor& b) { return a - b; }},
@@ -140,7 +140,7 @@ TEST(CudaElementwise, BinaryOpsWithBroadcastMatchCpu) {
 }
 
 TEST(CudaElementwise, BinaryBackwardReducesBroadcastGrads) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (DType dt : kDtypes) {
     Tensor a = random_tensor({4, 1, 33}, dt, 110), b = random_tensor({7, 33}, dt, 111, 0.5, 2.0);
     const Tensor g = random_tensor({4, 7, 33}, dt, 112);
@@ -160,7 +160,7 @@ TEST(CudaElementwise, BinaryBackwardReducesBroadcastGrads) {
 }
 
 TEST(CudaElementwise, ComparisonsWhereMaskedFillClamp) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (DType dt : kDtypes) {
     const Tensor a = random_tensor({9, 17}, dt, 113), b = random_tensor({17}, dt, 114);
     const Tensor ad = on_cuda(a), bd = on_cuda(b);
@@ -179,7 +179,7 @@ TEST(CudaElementwise, ComparisonsWhereMaskedFillClamp) {
 }
 
 TEST(CudaElementwise, AddcmulAddcdivForwardAndBackward) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (DType dt : kDtypes) {
     Tensor s = random_tensor({6, 9}, dt, 115), t1 = random_tensor({9}, dt, 116);
     Tensor t2 = random_tensor({6, 1}, dt, 117, 0.5, 2.0);
@@ -211,7 +211,7 @@ TEST(CudaElementwise, AddcmulAddcdivForwardAndBackward) {
 // offsets that keep and that break the alignment, in either input, at an odd length (a scalar tail),
 // through the public ops. Exact operations, so the bits must equal the CPU's.
 TEST(CudaElementwise, OffsetViewsOfOddLengthMatchCpuExactly) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   constexpr int64_t kLen = 1031;
   for (DType dt : kDtypes) {
     const Tensor base = random_tensor({2 * kLen + 16}, dt, 350);
@@ -236,7 +236,7 @@ TEST(CudaElementwise, OffsetViewsOfOddLengthMatchCpuExactly) {
 // The launchers straight on cudaMalloc'd buffers poisoned with 0xFF: aligned (vectorized), misaligned
 // by one element (scalar path) and broadcast (strided path) must each write every output element.
 TEST(CudaElementwise, LaunchersWriteEveryElementOfPoisonedOutput) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   const int64_t n = 1000003;  // odd: a scalar tail after the vectors
   std::vector<float> host(static_cast<size_t>(n) + 1);
   for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i % 1000) * 0.5f;

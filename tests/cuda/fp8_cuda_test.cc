@@ -271,7 +271,7 @@ std::vector<float> quantize_inputs(int64_t n, uint32_t seed) {
 }
 
 TEST(CudaQuantizeFp8, BitsAmaxAndOverflowEqualTheCpu) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{1027}, int64_t{300001}}) {
     const Tensor x32 = from_vector<float>(quantize_inputs(n, static_cast<uint32_t>(n)), {n});
     for (DType in : {kFloat32, kFloat16, kBFloat16}) {
@@ -304,7 +304,7 @@ TEST(CudaQuantizeFp8, BitsAmaxAndOverflowEqualTheCpu) {
 }
 
 TEST(CudaAmax, EqualsTheCpuWithNanAnywhere) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (DType in : {kFloat32, kFloat16, kBFloat16}) {
     for (int64_t at : {int64_t{-1}, int64_t{0}, int64_t{200000}, int64_t{299999}}) {
       std::vector<float> v = quantize_inputs(300000, 7);
@@ -351,7 +351,7 @@ TEST(CudaAmax, EqualsTheCpuWithNanAnywhere) {
 }
 
 TEST(CudaScaledMm, MatchesTheCpuThroughTheFp8GemmAndTheFallback) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
 #ifdef MANTISSA_WITH_CUDA
   const bool fp8_gpu = gpu::compute_capability(0) >= 89;
   struct Shape3 {
@@ -404,7 +404,7 @@ TEST(CudaScaledMm, MatchesTheCpuThroughTheFp8GemmAndTheFallback) {
 }
 
 TEST(CudaScaledMm, ScalesAreReadOnTheDevice) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   // The same operands with the scale tensor's value changed on the device between calls: the result follows.
   const Tensor a = testing::on_cuda(fp8_values(32, 32, kFloat8E4M3, 31)),
                b = testing::on_cuda(fp8_values(32, 16, kFloat8E4M3, 32));

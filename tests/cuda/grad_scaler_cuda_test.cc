@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "framework/cuda/device.h"
+#include "tests/support/cuda_skip.h"
 
 #ifdef MANTISSA_WITH_CUDA
 #include <cstring>
@@ -25,9 +26,6 @@
 
 namespace mantissa::amp {
 namespace {
-
-#define MT_REQUIRE_DEVICE() \
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason()
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -85,7 +83,7 @@ const std::vector<std::pair<std::string, Factory>>& factories() {
 // unscale (every other iteration, as a clipping loop would), skip, backoff, growth: CPU and CUDA runs
 // take the same decisions and end with the same bits.
 TEST(CudaGradScaler, SequencesMatchCpu) {
-  MT_REQUIRE_DEVICE();
+  MT_SKIP_WITHOUT_CUDA();
   const bool overflows[] = {false, false, true, false, true, true, false, false, false, false};
   // Both hysteresis refill rules: they part at iteration 4 (an overflow after a clean step that is no growth).
   for (const auto& [name, make] : factories())
@@ -127,7 +125,7 @@ TEST(CudaGradScaler, SequencesMatchCpu) {
 
 // PyTorch's _amp_update_scale_ case on the GPU: growth 2, backoff 0.25, interval 2, scale 4.
 TEST(CudaGradScaler, UpdateRule) {
-  MT_REQUIRE_DEVICE();
+  MT_SKIP_WITHOUT_CUDA();
   GradScaler scaler({.init_scale = 4.0, .growth_factor = 2.0, .backoff_factor = 0.25, .growth_interval = 2});
   auto iteration = [&](float grad) {
     Tensor w = zeros({1}).to(cuda(0)).set_requires_grad(true);
@@ -150,7 +148,7 @@ TEST(CudaGradScaler, UpdateRule) {
 // The check, the fused Adam step and the scale update, captured once and replayed: replays with clean
 // and overflowing grads equal the CPU run. Capture (global mode) fails on any host synchronization.
 TEST(CudaGradScaler, StepIsCapturableInACudaGraph) {
-  MT_REQUIRE_DEVICE();
+  MT_SKIP_WITHOUT_CUDA();
   auto pc = make_params(kCPU), pg = make_params(cuda(0));
   const Factory& make = factories()[1].second;
   auto oc = make(pc), og = make(pg);

@@ -15,6 +15,7 @@
 #include "models/mlp.h"
 #include "ops/reduce/reduce.h"
 #include "optim/adam.h"
+#include "tests/support/cuda_skip.h"
 #include "tests/train/read_order_support.h"
 #include "train/trainer.h"
 
@@ -23,9 +24,7 @@ namespace {
 
 class HostReadCuda : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
-  }
+  void SetUp() override { MT_SKIP_WITHOUT_CUDA(); }
 };
 
 TEST_F(HostReadCuda, HostCopyLandsAndOnlyItsWaitIsAHostRead) {

@@ -12,6 +12,7 @@
 #include "framework/cuda/device.h"
 #include "framework/error.h"
 #include "framework/random.h"
+#include "tests/support/cuda_skip.h"
 
 namespace mantissa {
 namespace {
@@ -44,7 +45,7 @@ TEST(DeviceDispatchGroup, CpuTensorsGoToTheCpuGroup) {
 class NcclWorldOfOne : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+    MT_SKIP_WITHOUT_CUDA();
     local_ = make_local_process_group();
     nccl_ = make_nccl_process_group(*local_, cuda(0), {.timeout = std::chrono::seconds(60)});
   }

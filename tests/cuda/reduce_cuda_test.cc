@@ -27,7 +27,7 @@ using testing::within_ulps;
 double rtol_for(DType dt) { return dt == DType::kF32 ? 1e-5 : (dt == DType::kF16 ? 1e-3 : 8e-3); }
 
 TEST(CudaReduce, SumAndMeanOverDimsMatchCpu) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   const std::vector<Shape> dim_sets = {{0}, {2}, {1}, {0, 2}, {0, 1}, {-1}};
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
     const Tensor x = random_tensor({48, 33, 70}, dt, 201, 0.0, 1.0);
@@ -46,7 +46,7 @@ TEST(CudaReduce, SumAndMeanOverDimsMatchCpu) {
 }
 
 TEST(CudaReduce, LargeFullAndColumnReductionsAreSliced) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   // 3M elements reduced to one value (row mode, sliced) and a [8192, 768] bias gradient (column mode,
   // sliced along the rows). f32 accumulation over up to 3M terms of [0, 1): relative error below 1e-4
   // for the sliced pairwise-like order (each slice sums ~1e3 terms, slices are then added in order).
@@ -59,7 +59,7 @@ TEST(CudaReduce, LargeFullAndColumnReductionsAreSliced) {
 }
 
 TEST(CudaReduce, SumBackwardExpandsTheGradient) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   Tensor x = random_tensor({6, 7}, DType::kF32, 205);
   Tensor xd = on_cuda(x);
   x.set_requires_grad(true);
@@ -72,7 +72,7 @@ TEST(CudaReduce, SumBackwardExpandsTheGradient) {
 }
 
 TEST(CudaReduce, EmptyAndSizeOneDimsMatchCpu) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   // A zero-length reduced dim with outputs left ([4, 0] over dim 1) crashed the host planning before.
   // Sums of nothing are 0 and means NaN (0 * 1/0) on both sides; a size-1 dim is the input times 1: exact.
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
@@ -102,7 +102,7 @@ TEST(CudaReduce, EmptyAndSizeOneDimsMatchCpu) {
 }
 
 TEST(CudaReduce, MaxAndArgmaxMatchCpuExactly) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
     // Small integers so that ties are common; a few NaNs in some rows and columns.
     Generator gen(207);
@@ -125,7 +125,7 @@ TEST(CudaReduce, MaxAndArgmaxMatchCpuExactly) {
 }
 
 TEST(CudaReduce, MaxBackwardMatchesCpu) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   // Two maxima in row 0 (the full max splits its gradient between them) and a max per column.
   Tensor x = from_vector<float>({1, 5, 2, 5, 0, -1, 3, 4, 4}, {3, 3});
   Tensor xd = on_cuda(x);

@@ -55,7 +55,7 @@ double atomic_sum_tol(DType dt) {
 const DType kFloats[] = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16};
 
 TEST(CudaShapeOps, CatStackSplitForwardAndBackward) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (DType dt : kFloats) {
     auto [a, ad] = leaves(random_tensor({4, 3, 5}, dt, 1));
     auto [b, bd] = leaves(random_tensor({5, 3, 4}, dt, 2));  // transposed below: non-contiguous
@@ -97,7 +97,7 @@ TEST(CudaShapeOps, CatStackSplitForwardAndBackward) {
 }
 
 TEST(CudaShapeOps, IndexSelectForwardAndBackward) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   const Tensor index = random_index({9}, 6, 11);  // repeats: the backward adds rows
   for (DType dt : kFloats) {
     for (int64_t dim : {0, 1, 2}) {
@@ -120,7 +120,7 @@ TEST(CudaShapeOps, IndexSelectForwardAndBackward) {
 }
 
 TEST(CudaShapeOps, GatherAndScatterAddForwardAndBackward) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (DType dt : kFloats) {
     for (int64_t dim : {0, 1, 2}) {
       auto [x, xd] = leaves(random_tensor({5, 6, 7}, dt, 21));
@@ -157,7 +157,7 @@ TEST(CudaShapeOps, GatherAndScatterAddForwardAndBackward) {
 }
 
 TEST(CudaShapeOps, OneHot) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   const Tensor idx = random_index({3, 5}, 7, 31);
   EXPECT_TRUE(within_ulps(one_hot(idx, 7), one_hot(on_cuda(idx), 7), 0));
   EXPECT_TRUE(within_ulps(one_hot(idx, -1), one_hot(on_cuda(idx), -1), 0));  // classes inferred on the host
@@ -165,7 +165,7 @@ TEST(CudaShapeOps, OneHot) {
 }
 
 TEST(CudaShapeOps, IndexPutReplaceAndAccumulate) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   const Tensor unique = from_vector<int64_t>({4, 0, 2}, {3});         // replace: no repeats (order-free)
   const Tensor repeats = from_vector<int64_t>({1, 3, 1, 1}, {2, 2});  // accumulate: repeats add
   for (DType dt : kFloats) {
@@ -189,7 +189,7 @@ TEST(CudaShapeOps, IndexPutReplaceAndAccumulate) {
 }
 
 TEST(CudaShapeOps, NllLossAllReductionsWithIgnoreIndex) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (DType dt : kFloats) {
     for (Reduction r : {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
       // [N, C] and [N, C, d1] inputs; every third target ignored.
@@ -221,7 +221,7 @@ TEST(CudaShapeOps, NllLossAllReductionsWithIgnoreIndex) {
 }
 
 TEST(CudaShapeOps, VarForwardAndBackward) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (DType dt : kFloats) {
     for (const Shape& dims : {Shape{}, Shape{1}, Shape{0, 2}}) {
       auto [x, xd] = leaves(random_tensor({6, 33, 5}, dt, 51));
@@ -244,7 +244,7 @@ TEST(CudaShapeOps, VarForwardAndBackward) {
 }
 
 TEST(CudaShapeOps, LogsumexpAndNormForwardAndBackward) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (DType dt : kFloats) {
     // exp / log / pow differ by the two math libraries' few ulps and the sums by order: f32 1e-5
     // relative, f64 1e-12, 16-bit within one rounding of the dtype (both round an f32 value once).
@@ -282,7 +282,7 @@ TEST(CudaShapeOps, LogsumexpAndNormForwardAndBackward) {
 }
 
 TEST(CudaShapeOps, CumsumForwardAndBackward) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (DType dt : kFloats) {
     for (int64_t dim : {0, 1, -1}) {
       auto [x, xd] = leaves(random_tensor({5, 33, 4}, dt, 81));
@@ -298,7 +298,7 @@ TEST(CudaShapeOps, CumsumForwardAndBackward) {
 }
 
 TEST(CudaShapeOps, GptGeneratesOnTheGpu) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   Generator init(3);
   GPT model(GPTConfig{.vocab_size = 11, .n_layer = 1, .n_head = 2, .n_embd = 16, .block_size = 8},
             {.generator = &init});

@@ -42,7 +42,7 @@ Tol tol_for(DType dt) {
 int64_t gpu_row_groups_past_grid(int rows_per_block) { return gpu::kMaxRowBlocks * rows_per_block + 13; }
 
 TEST(CudaSoftmax, ForwardAndBackwardMatchCpu) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
     const Tol t = tol_for(dt);
     for (const Shape& shape : {Shape{64, 100}, Shape{6, 3000}, Shape{4, 50, 7}}) {
@@ -68,7 +68,7 @@ TEST(CudaSoftmax, ForwardAndBackwardMatchCpu) {
 }
 
 TEST(CudaCrossEntropy, AllReductionsWithIgnoredTargetsMatchCpu) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
     const Tol t = tol_for(dt);
     for (int64_t classes : {10, 5000}) {
@@ -95,7 +95,7 @@ TEST(CudaCrossEntropy, AllReductionsWithIgnoredTargetsMatchCpu) {
 }
 
 TEST(CudaCrossEntropy, FusedEqualsComposedLogSoftmaxNll) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   // [N, C, d] logits (classes along dim 1, positions along the trailing dim) on the GPU against the
   // composed CPU path: the same quantities, f32 within the softmax tolerance.
   const Tensor logits = random_tensor({4, 9, 6}, DType::kF32, 305, -4.0, 4.0);
@@ -107,7 +107,7 @@ TEST(CudaCrossEntropy, FusedEqualsComposedLogSoftmaxNll) {
 }
 
 TEST(CudaMseLoss, AllReductionsMatchCpu) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
     for (Reduction r : {Reduction::kMean, Reduction::kSum, Reduction::kNone}) {
       Tensor a = random_tensor({17, 40}, dt, 320), b = random_tensor({17, 40}, dt, 321);
@@ -129,7 +129,7 @@ TEST(CudaMseLoss, AllReductionsMatchCpu) {
 }
 
 TEST(CudaLayerNorm, ForwardAndBackwardMatchCpu) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
     const Tol t = tol_for(dt);
     for (int64_t cols : {768, 2000}) {
@@ -177,7 +177,7 @@ Tensor distinct_rows(int64_t rows, int64_t cols, uint64_t seed) {
 // More rows than one grid holds (row_math.h's kMaxRowBlocks blocks of 8 warp-rows, or of one block-row):
 // the row groups stride over the grid, and every row is written with its own values, forward and backward.
 TEST(CudaRowKernels, MoreRowsThanTheGridHoldsMatchCpu) {
-  MT_REQUIRE_CUDA();
+  MT_SKIP_WITHOUT_CUDA();
   const Tol t = tol_for(DType::kF32);
   const int64_t warp_rows = gpu_row_groups_past_grid(8), block_rows = gpu_row_groups_past_grid(1);
   for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{warp_rows, 5}, {block_rows, 1025}}) {

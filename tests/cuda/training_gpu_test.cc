@@ -21,6 +21,7 @@
 #include "ops/matmul/matmul.h"
 #include "ops/reduce/reduce.h"
 #include "optim/adam.h"
+#include "tests/support/cuda_skip.h"
 
 namespace mantissa {
 namespace {
@@ -85,9 +86,7 @@ void expect_curves_follow(const std::vector<double>& cpu, const std::vector<doub
 
 class GpuTraining : public ::testing::TestWithParam<DType> {
  protected:
-  void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
-  }
+  void SetUp() override { MT_SKIP_WITHOUT_CUDA(); }
 };
 
 TEST_P(GpuTraining, MlpFollowsTheCpuCurve) {

@@ -6,7 +6,7 @@
 #include <limits>
 #include <memory>
 
-#include "amp/grad_scaling.h"
+#include "amp/unscale_grads.h"
 #include "framework/random.h"
 #include "ops/elementwise/elementwise.h"
 #include "optim/adam.h"

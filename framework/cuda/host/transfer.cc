@@ -1,7 +1,8 @@
-// CUDA copy_, fill_ and accumulate_: which path a copy takes (H2D, D2H, D2D, peer), staging buffers, streams.
+// CUDA copy_, fill_ and accumulate_: which path a copy takes (H2D, D2H, D2D, peer), staging buffers, streams;
+// and HostCopy's copy to pinned memory behind an event.
 #include "framework/cuda/transfer.h"
 
-#ifdef MANTISSA_WITH_CUDA
+#include <utility>
 
 #include "framework/cuda/allocator.h"
 #include "framework/cuda/check.h"
@@ -126,7 +127,37 @@ void copy_cuda(const Tensor& dst, const Tensor& src) {
   copy_same_device(dst, src);
 }
 
-void* start_copy_to_host(const Tensor& dst, const Tensor& src) {
+namespace {
+
+class EventCopyToHost final : public CopyToHost {
+ public:
+  explicit EventCopyToHost(cudaEvent_t done) : done_(done) {}
+  ~EventCopyToHost() override {
+    if (done_ != nullptr) (void)cudaEventDestroy(done_);  // an abandoned copy: its waiter already failed
+  }
+  bool done() override {
+    if (done_ == nullptr) return true;
+    const cudaError_t status = cudaEventQuery(done_);
+    if (status == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // a query that says "not yet" is not an error to leave behind
+      return false;
+    }
+    MT_CUDA_CHECK(status);
+    return true;
+  }
+  void wait() override {
+    if (done_ == nullptr) return;
+    MT_CUDA_CHECK(cudaEventSynchronize(done_));
+    MT_CUDA_CHECK(cudaEventDestroy(std::exchange(done_, nullptr)));
+  }
+
+ private:
+  cudaEvent_t done_;
+};
+
+}  // namespace
+
+std::unique_ptr<CopyToHost> start_copy_to_host(const Tensor& dst, const Tensor& src) {
   MT_CHECK(
       dst.device().is_cpu() && is_pinned(dst) && dst.is_contiguous() && src.device().is_cuda() && src.is_contiguous() &&
           dst.dtype() == src.dtype() && dst.numel() == src.numel(),
@@ -136,27 +167,12 @@ void* start_copy_to_host(const Tensor& dst, const Tensor& src) {
   const cudaStream_t stream = current_stream(device);
   cudaEvent_t done = nullptr;
   MT_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  auto copy = std::make_unique<EventCopyToHost>(done);  // owns the event from here on
   if (src.numel() > 0) {
     MT_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), byte_count(src), cudaMemcpyDeviceToHost, stream));
   }
   MT_CUDA_CHECK(cudaEventRecord(done, stream));
-  return done;
-}
-
-bool copy_to_host_done(void* event) {
-  const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event));
-  if (status == cudaErrorNotReady) {
-    (void)cudaGetLastError();  // a query that says "not yet" is not an error to leave behind
-    return false;
-  }
-  MT_CUDA_CHECK(status);
-  return true;
-}
-
-void finish_copy_to_host(void* event) {
-  const auto e = static_cast<cudaEvent_t>(event);
-  MT_CUDA_CHECK(cudaEventSynchronize(e));
-  MT_CUDA_CHECK(cudaEventDestroy(e));
+  return copy;
 }
 
 void fill_cuda(const Tensor& dst, uint64_t bits) {
@@ -181,5 +197,3 @@ void accumulate_cuda(const Tensor& dst, const Tensor& src) {
 }
 
 }  // namespace mantissa::gpu
-
-#endif  // MANTISSA_WITH_CUDA
