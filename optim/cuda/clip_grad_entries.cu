@@ -1,7 +1,6 @@
 // The CUDA side of clip_grad_norm_ (optim/cuda/clip_kernels.cu's three launchers).
-#include "optim/cuda/clip_grad_entries.h"
-
 #include "framework/cuda/stream.h"
+#include "optim/cuda/clip_grad_entries.h"
 #include "optim/cuda/clip_kernels.h"
 #include "optim/norm_order.h"
 

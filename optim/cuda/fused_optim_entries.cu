@@ -1,11 +1,10 @@
 // The CUDA side of the optimizers' group updates: the parameters' device pointers in one list, the
 // device made current, and the fused launchers of optim/cuda/fused_optim.cu on its current stream.
-#include "optim/cuda/fused_optim_entries.h"
-
 #include <vector>
 
 #include "framework/cuda/stream.h"
 #include "optim/cuda/fused_optim.h"
+#include "optim/cuda/fused_optim_entries.h"
 
 namespace mantissa {
 namespace {

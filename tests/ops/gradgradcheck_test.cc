@@ -171,6 +171,7 @@ std::vector<Case> elementwise_cases() {
        {rnd({3, 4}, 76, {.low = -4, .high = 4})}},
       {"tanh", [](const In& x) { return tanh(x[0]); }, {rnd({3, 4}, 77)}},
       {"sigmoid", [](const In& x) { return sigmoid(x[0]); }, {rnd({3, 4}, 78, {.low = -5, .high = 5})}},
+      {"silu", [](const In& x) { return silu(x[0]); }, {rnd({3, 4}, 902, {.low = -5, .high = 5})}},
       // Random inputs land within eps of a clamp bound with probability ~1e-6 per element.
       {"clamp", [](const In& x) { return clamp(x[0], -0.5, 0.7) * x[0]; }, {rnd({4, 5}, 79)}},
       {"where_broadcast",
