@@ -1,47 +1,33 @@
-#!/bin/sh
-# Before/after for a refactor: runs the same benchmark programs from two build trees of this repository,
-# alternating (base, new, base, new, ...) so both see the same machine state, and prints one markdown row
-# per benchmark: the median real time of each and new/base (below 1: the new build is faster).
-# Usage: bench/compare_builds.sh <base build dir> <new build dir> [rounds] [bench name ...]
-#   e.g. bench/compare_builds.sh ../base/build build 3 mlp_step elementwise
-# Each run: --benchmark_min_time=0.3, its JSON in a temporary folder.
-set -eu
-base=$1 new=$2 rounds=${3:-3}
-shift 2; [ $# -gt 0 ] && shift
-benches=${*:-"mlp_step cnn_step elementwise optim softmax layer_norm"}
-out=$(mktemp -d) && trap 'rm -rf "$out"' EXIT
-for b in $benches; do
-  for d in "$base" "$new"; do
-    [ -x "$d/bench/${b}_bench" ] || { echo "compare_builds: $d/bench/${b}_bench not built" >&2; exit 2; }
-  done
-done
-for r in $(seq "$rounds"); do
-  for b in $benches; do
-    for side in base new; do
-      if [ "$side" = base ]; then d=$base; else d=$new; fi
-      "$d/bench/${b}_bench" --benchmark_min_time=0.3 --benchmark_out="$out/$side.$b.$r.json" \
-        --benchmark_out_format=json > /dev/null 2>&1
-    done
+#!/usr/bin/env bash
+# One build against another, interleaved: OLD and NEW are two build folders' bench/ (e.g. a worktree of an
+# older commit built with -DMANTISSA_BUILD_BENCH=ON), ROUNDS rounds, each
+# round running every case once on each side (order alternating), the median per side and the ratio range.
+set -euo pipefail
+old=${OLD:?OLD=build/bench of the older build} new=${NEW:-build/bench}
+rounds=${ROUNDS:-5}
+export OMP_NUM_THREADS=2
+cases=("mlp_step_bench BM_MlpStep/f32/real_time" "mlp_step_bench BM_MlpStep/bf16_autocast/real_time"
+       "mlp_step_bench BM_MlpStep/fp16_scaled/real_time"
+       "gpt_step_bench BM_GptStep/f32/real_time" "gpt_step_bench BM_GptStep/bf16_autocast/real_time"
+       "cnn_step_bench BM_CnnStep/f32/real_time" "cnn_step_bench BM_CnnStep/bf16_autocast/real_time"
+       "optim_bench BM_AdamW_Fused/real_time" "optim_bench BM_SgdMomentum_Fused/real_time")
+run() { "$1/$2" --benchmark_filter="^$3\$" --benchmark_min_time=1 --benchmark_format=json 2>/dev/null |
+  python3 -c 'import json,sys; r=json.load(sys.stdin)["benchmarks"][0]; print(r["real_time"])'; }
+out=${TMPDIR:-/tmp}/compare_builds.tsv; : > $out
+for r in $(seq 1 $rounds); do
+  for c in "${cases[@]}"; do
+    set -- $c
+    if (( r % 2 )); then a=$(run $old $1 $2); b=$(run $new $1 $2); else b=$(run $new $1 $2); a=$(run $old $1 $2); fi
+    echo -e "$2\t$r\t$a\t$b" >> $out
   done
 done
 python3 - "$out" <<'PY'
-import glob, json, statistics, sys
-out = sys.argv[1]
-def times(which):
-    t = {}
-    for f in sorted(glob.glob(f"{out}/{which}.*.json")):
-        for b in json.load(open(f))["benchmarks"]:
-            if b.get("run_type", "iteration") != "iteration":
-                continue
-            scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b["time_unit"]]
-            t.setdefault(b["name"], []).append(b["real_time"] * scale)
-    return t
-base, new = times("base"), times("new")
-print("| benchmark | base ms | new ms | new / base |")
-print("|---|---:|---:|---:|")
-for name in base:
-    if name not in new:
-        continue
-    mb, mn = statistics.median(base[name]), statistics.median(new[name])
-    print(f"| {name} | {mb:.3f} | {mn:.3f} | {mn / mb:.3f} |")
+import collections, statistics, sys
+rows=collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    n,r,a,b=line.split('\t'); rows[n].append((float(a),float(b)))
+print(f"{'case':45s} {'before ms':>10s} {'after ms':>10s} {'after/before':>12s} {'range':>15s}")
+for n,v in rows.items():
+    ra=[b/a for a,b in v]
+    print(f"{n:45s} {statistics.median([a for a,_ in v]):10.2f} {statistics.median([b for _,b in v]):10.2f} {statistics.median(ra):12.3f} {min(ra):7.3f}-{max(ra):.3f}")
 PY
