@@ -23,6 +23,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/matmul/matmul.h"
 #include "ops/reduce/reduce.h"
+#include "tests/support/record_calls.h"
 
 namespace mantissa {
 namespace {
@@ -43,19 +44,7 @@ std::vector<std::string> paths(const std::vector<NamedModule>& list) {
   return out;
 }
 
-// Records "pre <path>" and "fwd <path>" for every module of `model` into `events`.
-std::vector<HookHandle> record_calls(Module& model, std::vector<std::string>& events) {
-  std::vector<HookHandle> handles;
-  for (const auto& [path, m] : model.named_modules()) {
-    handles.push_back(m->register_forward_pre_hook(
-        [&events, p = path](Module&, const std::vector<Tensor>&) { events.push_back("pre " + p); }));
-    handles.push_back(
-        m->register_forward_hook([&events, p = path](Module&, const std::vector<Tensor>&, const std::vector<Tensor>&) {
-          events.push_back("fwd " + p);
-        }));
-  }
-  return handles;
-}
+using testing::record_calls;
 
 TEST(ModuleHooks, PreHookReplacesTheInputs) {
   Generator g(1);
