@@ -8,6 +8,7 @@
 #include "amp/unscale_grads.h"
 #include "framework/dist/process_group.h"
 #include "framework/error.h"
+#include "framework/profiler/profiler.h"
 #include "ops/elementwise/elementwise.h"
 
 namespace mantissa::amp {
@@ -132,6 +133,7 @@ Tensor GradScaler::scale(const Tensor& loss) const {
 
 void GradScaler::unscale_(Optimizer& optimizer) {
   if (!is_enabled()) return;
+  profiler::RecordScope scope("GradScaler.unscale_");
   PerOptimizer& s = per_optimizer_[&optimizer];
   MT_CHECK(s.stage != Stage::kUnscaled, "GradScaler.unscale_: unscale_() has already been called on this ",
            optimizer.type_name(), " optimizer since the last update(). HINT: call it once per iteration, ",
@@ -208,6 +210,7 @@ void GradScaler::enqueue_step(Optimizer& optimizer) {
 
 void GradScaler::update() {
   if (!is_enabled()) return;
+  profiler::RecordScope scope("GradScaler.update");
   if (on_device()) return update_cuda();
   bool found_inf = false, any = false;
   for (const auto& [opt, s] : per_optimizer_) {

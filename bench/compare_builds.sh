@@ -2,6 +2,7 @@
 # One build against another, interleaved: OLD and NEW are two build folders' bench/ (e.g. a worktree of an
 # older commit built with -DMANTISSA_BUILD_BENCH=ON), ROUNDS rounds, each
 # round running every case once on each side (order alternating), the median per side and the ratio range.
+# CASES=<regex> keeps the cases whose benchmark name matches (e.g. CASES=GptStep/bf16).
 set -euo pipefail
 old=${OLD:?OLD=build/bench of the older build} new=${NEW:-build/bench}
 rounds=${ROUNDS:-5}
@@ -17,6 +18,7 @@ out=${TMPDIR:-/tmp}/compare_builds.tsv; : > $out
 for r in $(seq 1 $rounds); do
   for c in "${cases[@]}"; do
     set -- $c
+    [[ -z ${CASES:-} || $2 =~ $CASES ]] || continue
     if (( r % 2 )); then a=$(run $old $1 $2); b=$(run $new $1 $2); else b=$(run $new $1 $2); a=$(run $old $1 $2); fi
     echo -e "$2\t$r\t$a\t$b" >> $out
   done

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "framework/error.h"
+#include "framework/profiler/profiler.h"
 
 namespace mantissa {
 namespace {
@@ -61,10 +62,12 @@ class CachingCpuAllocator final : public Allocator {
     stats_.allocated_bytes -= cls;
     if (cls > kMaxCached) {
       std::free(ptr);
+      record(-static_cast<int64_t>(cls));
       return;
     }
     free_[cls].push_back(ptr);
     stats_.cached_bytes += cls;
+    record(-static_cast<int64_t>(cls));
   }
 
   void empty_cache() {
@@ -90,6 +93,14 @@ class CachingCpuAllocator final : public Allocator {
   void add_allocated(size_t cls) {  // with mu_ held
     stats_.allocated_bytes += cls;
     stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+    record(static_cast<int64_t>(cls));
+  }
+
+  // The profiler's memory track: the totals after each allocation and free (with mu_ held, so in order).
+  void record(int64_t bytes) {
+    if (profiler::is_enabled()) {
+      profiler::record_memory(kCPU, bytes, stats_.allocated_bytes, stats_.allocated_bytes + stats_.cached_bytes);
+    }
   }
 
   std::mutex mu_;

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "framework/autocast_state.h"
+#include "framework/profiler/profiler.h"
 
 namespace mantissa {
 namespace {
@@ -80,6 +81,8 @@ void SavedTensor::release() {
 // ---- Node ----
 
 Node::Node() : sequence_nr_(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+
+uint64_t peek_sequence_nr() { return g_next_sequence_nr.load(std::memory_order_relaxed); }
 
 Node::~Node() {
   // Destroying a long chain recursively would overflow the stack: detach the children we solely own
@@ -437,6 +440,13 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
                  " does not support create_graph yet: the gradient it computes could not be differentiated "
                  "again. HINT: compute this gradient without {.create_graph = true}, or keep this op out of the "
                  "graph between the outputs and the inputs that create_graph differentiates");
+      }
+      // The profiler's event for this node, linked to the forward op that recorded it by sequence number.
+      profiler::RecordScope scope(node->name(), profiler::Category::kBackward,
+                                  node->outputs.empty() ? kCPU : node->outputs[0].device);
+      if (scope.active()) {
+        scope.set_sequence_nr(node->sequence_nr());
+        scope.add_inputs(in);
       }
       if (options.create_graph) {
         // Saved outputs unpack with this node as history for the call, and only for it (no cycle).

@@ -126,6 +126,10 @@ class AccumulateGrad final : public Node {
   std::shared_ptr<TensorImpl> leaf_;
 };
 
+// The sequence number the next Node will take (the profiler tags a forward op's event with it, so that the
+// trace links the op to its node's backward).
+uint64_t peek_sequence_nr();
+
 // Grad mode: per thread, on by default. NoGradGuard turns it off for a scope and restores it.
 struct GradMode {
   static bool is_enabled();

@@ -14,9 +14,12 @@
 #pragma once
 
 #include <string_view>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "framework/device.h"
+#include "framework/profiler/profiler.h"
 
 namespace mantissa {
 
@@ -48,9 +51,30 @@ Fn* kernel_for(std::string_view op, const DeviceKernels<Fn>& kernels, const Devi
   return fn;
 }
 
+namespace detail {
+// What the profiler notes of a kernel's arguments: the shape, dtype and bytes of each tensor.
+template <typename A>
+void note_argument(profiler::RecordScope& scope, const A& arg) {
+  using T = std::remove_cvref_t<A>;
+  if constexpr (std::is_same_v<T, Tensor>) {
+    scope.add_input(arg);
+  } else if constexpr (std::is_same_v<T, std::vector<Tensor>>) {
+    scope.add_inputs(arg);
+  }
+}
+}  // namespace detail
+
+// Runs `op`'s kernel for `device`. While the profiler records, the call is an event named `op` with its
+// tensor arguments' shapes, dtypes and bytes (framework/profiler/profiler.h); otherwise that costs a load.
 template <typename Fn, typename... Args>
 decltype(auto) dispatch(std::string_view op, const DeviceKernels<Fn>& kernels, const Device& device, Args&&... args) {
-  return kernel_for(op, kernels, device)(std::forward<Args>(args)...);
+  Fn* fn = kernel_for(op, kernels, device);
+  if (!profiler::is_enabled()) [[likely]] {
+    return fn(std::forward<Args>(args)...);
+  }
+  profiler::RecordScope scope(op, profiler::Category::kOp, device);
+  (detail::note_argument(scope, args), ...);
+  return fn(std::forward<Args>(args)...);
 }
 
 }  // namespace mantissa

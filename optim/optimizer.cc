@@ -7,6 +7,7 @@
 
 #include "framework/autograd.h"
 #include "framework/error.h"
+#include "framework/profiler/profiler.h"
 #include "ops/autocast.h"
 
 namespace mantissa {
@@ -116,6 +117,7 @@ Device Optimizer::step_device(const std::vector<ParamWithGrad>& params, const Gr
 Optimizer::~Optimizer() { disable_working_copies(); }
 
 void Optimizer::step() {
+  profiler::RecordScope scope(std::string("Optimizer.step#") + type_name() + ".step");
   NoGradGuard no_grad;
   for (size_t g = 0; g < groups_.size(); ++g) step_group(g, nullptr);  // the kernels also write working copies
 }
@@ -171,6 +173,7 @@ void Optimizer::step(const GradScaling& scaling) {
              t->defined() ? std::string(dtype_name(t->dtype())) + " " + shape_str(t->shape()) : "undefined",
              ". HINT: the GradScaler passes its own inv_scale and found_inf");
   }
+  profiler::RecordScope scope(std::string("Optimizer.step#") + type_name() + ".step");
   NoGradGuard no_grad;
   for (size_t g = 0; g < groups_.size(); ++g) step_group(g, &scaling);  // a skipped step writes no copy either
 }

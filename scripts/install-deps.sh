@@ -11,6 +11,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev libabsl-dev
+  nlohmann-json3-dev              # test: the profiler's tests parse every trace and table they write
   libopenblas-dev libdnnl-dev libhdf5-dev hdf5-tools zlib1g-dev
   libopenmpi-dev openmpi-bin
   dataset-fashion-mnist fortunes  # data: Fashion-MNIST IDX files, plain-text fortunes for the char GPT

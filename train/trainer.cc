@@ -13,6 +13,7 @@
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "framework/generator.h"
+#include "framework/profiler/profiler.h"
 #include "ops/elementwise/elementwise.h"
 #include "optim/clip_grad.h"
 #include "train/ddp.h"
@@ -22,6 +23,14 @@ namespace mantissa {
 namespace {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Runs `f` as one of a step's phases: a profiler range of its own (framework/profiler/profiler.h), which the
+// speed report sums by name.
+template <typename F>
+decltype(auto) phase(std::string_view name, F&& f) {
+  profiler::RecordScope scope(name, profiler::Category::kPhase);
+  return f();
+}
 
 // The loader's next batch, on the run's device (asynchronously from a pinned loader).
 Example next_batch(DataLoader& loader, Device device) {
@@ -176,22 +185,24 @@ void Trainer::enqueue_step() {
   // number of micro-batches of its step, so the grads are the mean over them.
   const int64_t micro = std::min(config_.grad_accum, train_.batches_per_epoch() - train_.position().batch);
   for (int64_t i = 0; i < micro; ++i) {
-    const Example batch = next_batch(train_, device_);
-    Tensor loss;
-    {
+    const Example batch = phase("data", [&] { return next_batch(train_, device_); });
+    const Tensor loss = phase("forward", [&] {
       PrecisionScope autocast(config_.precision, device_, fp8_.get());
-      loss = scalar_loss(task_.loss(batch));
-    }
+      return scalar_loss(task_.loss(batch));
+    });
     step.add_micro_batch(loss, batch[0].size(0));
     const Tensor share = micro > 1 ? loss / static_cast<double>(micro) : loss;
-    backward(scaler_.scale(share), ddp_.get(), i + 1 < micro ? GradSync::kLocalOnly : GradSync::kAllReduce);
+    phase("backward", [&] {
+      backward(scaler_.scale(share), ddp_.get(), i + 1 < micro ? GradSync::kLocalOnly : GradSync::kAllReduce);
+    });
   }
-  if (ddp_) ddp_->finish();  // the grads are now the mean over the ranks
+  if (ddp_) phase("all_reduce", [&] { ddp_->finish(); });  // the grads are now the mean over the ranks
   NoGradGuard no_grad;
   end_micro_batches(step);
   // The scale this step used, copied before update() changes it.
   const Tensor scale = scaler_.is_enabled() ? scaler_.scale_tensor().to(DType::kF64).to(device_) : Tensor();
-  if (scaler_.is_enabled()) scaler_.unscale_(optimizer_);
+  if (scaler_.is_enabled()) phase("unscale", [&] { scaler_.unscale_(optimizer_); });
+  profiler::RecordScope optimizer_phase("optimizer", profiler::Category::kPhase);
   // The histograms see the grads the optimizer would: unscaled, before clipping (rank 0 alone writes them,
   // and after DDP's all-reduce its grads are every rank's). They are read on the host: a synchronization
   // every tensorboard_histogram_every steps.

@@ -10,6 +10,7 @@
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "framework/generator.h"
+#include "framework/profiler/profiler.h"
 #include "train/rank_agreement.h"
 #include "train/trainer.h"
 
@@ -133,6 +134,7 @@ absl::Status Trainer::restore(const Checkpoint& c, const std::string& path) {
 }
 
 absl::Status Trainer::write_checkpoint() {
+  profiler::RecordScope phase("checkpoint", profiler::Category::kPhase);
   absl::StatusOr<std::string> written = checkpoints_->write(checkpoint());
   if (!written.ok()) return written.status();
   last_checkpoint_step_ = step_;

@@ -6,12 +6,14 @@
 
 #include "framework/autograd.h"
 #include "framework/error.h"
+#include "framework/profiler/profiler.h"
 #include "train/ddp.h"
 #include "train/trainer.h"
 
 namespace mantissa {
 
 EvalMetrics Trainer::evaluate() {
+  profiler::RecordScope phase("eval", profiler::Category::kPhase);
   MT_CHECK(eval_ != nullptr, "Trainer::evaluate: no eval loader was given to the Trainer");
   NoGradGuard no_grad;
   // Every rank evaluates its batches with rank 0's buffers: the last step updated each rank's from its own

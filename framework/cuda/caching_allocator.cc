@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "framework/error.h"
+#include "framework/profiler/profiler.h"
 
 namespace mantissa::gpu {
 
@@ -60,6 +61,12 @@ CachingAllocatorCore::~CachingAllocatorCore() {
 void CachingAllocatorCore::add_allocated(int64_t delta) {
   stats_.allocated_bytes += static_cast<uint64_t>(delta);
   stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  // The profiler's memory track (written for the GPU: no device has run it yet); pinned host memory is not
+  // a device's.
+  if (profiler::is_enabled() && device_.starts_with("cuda:")) {
+    profiler::record_memory(::mantissa::cuda(std::stoi(device_.substr(5))), delta, stats_.allocated_bytes,
+                            stats_.reserved_bytes);
+  }
 }
 
 void CachingAllocatorCore::add_reserved(int64_t delta) {

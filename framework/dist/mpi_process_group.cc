@@ -17,6 +17,7 @@
 
 #include "framework/convert.h"
 #include "framework/error.h"
+#include "framework/profiler/profiler.h"
 
 namespace mantissa {
 namespace {
@@ -163,6 +164,8 @@ class MpiAllReduceWork final : public Work {
  public:
   MpiAllReduceWork(std::shared_ptr<GroupState> state, const Tensor& t, ReduceOp op, std::string what)
       : state_(std::move(state)), tensor_(t), op_(op), what_(std::move(what)) {
+    profiler::RecordScope scope("all_reduce", profiler::Category::kCommunication);
+    if (scope.active()) scope.add_input(t);
     const int count = checked_count(t.numel(), what_, "elements");
     void* buffer = t.data_ptr();
     MPI_Datatype type = MPI_FLOAT;
@@ -212,6 +215,7 @@ class MpiAllReduceWork final : public Work {
 
   void wait() override {
     if (done_) return;
+    profiler::RecordScope scope("all_reduce.wait", profiler::Category::kCommunication);
     wait_request(*state_, request_, what_);
     finish();
   }

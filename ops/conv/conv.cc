@@ -23,6 +23,7 @@
 
 #include "framework/autograd.h"
 #include "framework/device_kernels.h"
+#include "framework/profiler/profiler.h"
 #include "ops/autocast.h"
 #include "ops/conv/conv_cpu.h"
 #include "ops/conv/conv_cuda.h"
@@ -34,6 +35,12 @@
 
 namespace mantissa {
 namespace {
+
+// A forward convolution's FLOPs: 2 per multiply-add, n * o * oh * ow outputs of c/groups * kh * kw each.
+double conv2d_flops(const cpu::Conv2dGeometry& g) {
+  return 2.0 * static_cast<double>(g.n) * static_cast<double>(g.o) * static_cast<double>(g.out_plane()) *
+         static_cast<double>(g.col_rows());
+}
 
 using cpu::Conv2dGeometry;
 using cpu::GemmArgs;
@@ -297,7 +304,16 @@ Conv2dGrads conv2d_grads(const Conv2dGeometry& g, const Tensor& dy_in, const Ten
   if (need_dx) r.dx = empty({g.n, g.c, g.h, g.w}, options);
   if (need_dw) r.dw = empty(weight_shape, options);
   if (need_db) r.db = empty({g.o}, options);
-  dispatch("Conv2dBackward", kConv2dBackward, dy.device(), g, x, w, dy, r.dx, r.dw, r.db);
+  {
+    // One profiler event for the gradients, with their FLOPs: one forward's worth for each of dx and dw.
+    profiler::RecordScope scope("conv2d_backward", profiler::Category::kOp, dy.device());
+    if (scope.active()) {
+      for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &w, &dy, &r.dx, &r.dw, &r.db})
+        scope.add_input(*t);
+      scope.add_flops(conv2d_flops(g) * ((need_dx ? 1 : 0) + (need_dw ? 1 : 0)));
+    }
+    dispatch("conv2d_backward", kConv2dBackward, dy.device(), g, x, w, dy, r.dx, r.dw, r.db);
+  }
   if (compute_requires_grad({&dy, &x, &w})) {
     auto node = make_node<Conv2dBackwardBackward>({&dy, &x, &w});
     node->grad = dy;
@@ -397,7 +413,14 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   const Tensor xc = x.contiguous(), wc = weight.contiguous();
   const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
   Tensor out = empty({g.n, g.o, g.oh, g.ow}, {.dtype = x.dtype(), .device = x.device()});
-  dispatch("conv2d", kConv2d, x.device(), g, xc, wc, bc, out);
+  {
+    profiler::RecordScope scope("conv2d", profiler::Category::kOp, x.device());  // the dispatch folds into it
+    if (scope.active()) {
+      for (const Tensor* t : std::initializer_list<const Tensor*>{&xc, &wc, &bc, &out}) scope.add_input(*t);
+      scope.add_flops(conv2d_flops(g));
+    }
+    dispatch("conv2d", kConv2d, x.device(), g, xc, wc, bc, out);
+  }
   if (compute_requires_grad({&x, &weight, &bias})) {
     auto node = make_node<Conv2dBackward>({&x, &weight, &bias});
     node->geometry = g;

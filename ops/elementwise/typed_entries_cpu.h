@@ -1,10 +1,13 @@
 // Typed entries for elementwise ops: check devices and dtypes, pick the output dtype and shape, and
-// run a functor over every element with ops/cpu/loops.h. The functor gets compute-type values (float
+// run a functor over every element with ops/cpu/loops.h. Each is one profiler event named by its op, with
+// its operands and result (framework/profiler/profiler.h). The functor gets compute-type values (float
 // for f16/bf16, double for f64) and returns the compute-type result.
 #pragma once
 
+#include <initializer_list>
 #include <string_view>
 
+#include "framework/profiler/profiler.h"
 #include "framework/tensor.h"
 #include "ops/cpu/loops.h"
 
@@ -17,13 +20,18 @@ inline void check_same_device(std::string_view op, const Tensor& a, const Tensor
   MT_CHECK(a.device().is_cpu(), op, ": no kernel for ", a.device().str(), " in this build");
 }
 inline Tensor as_dtype(const Tensor& t, DType d) { return t.dtype() == d ? t : t.to(d); }
+inline void note_operands(profiler::RecordScope& scope, std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts) scope.add_input(*t);
+}
 }  // namespace detail
 
 // y = f(x), same dtype as x (floating).
 template <typename F>
 Tensor map_unary(const Tensor& x, std::string_view op, F&& f) {
+  profiler::RecordScope scope(op);
   detail::check_same_device(op, x, x);
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  if (scope.active()) detail::note_operands(scope, {&x, &out});
   dispatch_floating(x.dtype(), op, [&]<typename T>() { cpu::elementwise_loop<T, T, 1>(out, {&x}, f); });
   return out;
 }
@@ -31,12 +39,14 @@ Tensor map_unary(const Tensor& x, std::string_view op, F&& f) {
 // z = f(a, b) with broadcasting; both are converted to their promoted floating dtype.
 template <typename F>
 Tensor map_binary(const Tensor& a, const Tensor& b, std::string_view op, F&& f) {
+  profiler::RecordScope scope(op);
   detail::check_same_device(op, a, b);
   const DType dt = promote_types(a.dtype(), b.dtype());
   MT_CHECK(is_floating(dt), op, ": expected floating tensors, got ", dtype_name(a.dtype()), " and ",
            dtype_name(b.dtype()));
   const Tensor a2 = detail::as_dtype(a, dt), b2 = detail::as_dtype(b, dt);
   Tensor out = empty(cpu::broadcast_shapes(a.shape(), b.shape(), op), {.dtype = dt, .device = a.device()});
+  if (scope.active()) detail::note_operands(scope, {&a2, &b2, &out});
   dispatch_floating(dt, op, [&]<typename T>() { cpu::elementwise_loop<T, T, 2>(out, {&a2, &b2}, f); });
   return out;
 }
@@ -44,6 +54,7 @@ Tensor map_binary(const Tensor& a, const Tensor& b, std::string_view op, F&& f) 
 // w = f(a, b, c) with broadcasting over all three, in their promoted floating dtype.
 template <typename F>
 Tensor map_ternary(const Tensor& a, const Tensor& b, const Tensor& c, std::string_view op, F&& f) {
+  profiler::RecordScope scope(op);
   detail::check_same_device(op, a, b);
   detail::check_same_device(op, a, c);
   const DType dt = promote_types(promote_types(a.dtype(), b.dtype()), c.dtype());
@@ -52,6 +63,7 @@ Tensor map_ternary(const Tensor& a, const Tensor& b, const Tensor& c, std::strin
   const Tensor a2 = detail::as_dtype(a, dt), b2 = detail::as_dtype(b, dt), c2 = detail::as_dtype(c, dt);
   const Shape shape = cpu::broadcast_shapes(cpu::broadcast_shapes(a.shape(), b.shape(), op), c.shape(), op);
   Tensor out = empty(shape, {.dtype = dt, .device = a.device()});
+  if (scope.active()) detail::note_operands(scope, {&a2, &b2, &c2, &out});
   dispatch_floating(dt, op, [&]<typename T>() { cpu::elementwise_loop<T, T, 3>(out, {&a2, &b2, &c2}, f); });
   return out;
 }
@@ -59,10 +71,12 @@ Tensor map_ternary(const Tensor& a, const Tensor& b, const Tensor& c, std::strin
 // bool = f(a, b) with broadcasting, compared in the promoted dtype (any dtype).
 template <typename F>
 Tensor map_compare(const Tensor& a, const Tensor& b, std::string_view op, F&& f) {
+  profiler::RecordScope scope(op);
   detail::check_same_device(op, a, b);
   const DType dt = promote_types(a.dtype(), b.dtype());
   const Tensor a2 = detail::as_dtype(a, dt), b2 = detail::as_dtype(b, dt);
   Tensor out = empty(cpu::broadcast_shapes(a.shape(), b.shape(), op), {.dtype = DType::kBool, .device = a.device()});
+  if (scope.active()) detail::note_operands(scope, {&a2, &b2, &out});
   dispatch_all(dt, op, [&]<typename T>() { cpu::elementwise_loop<bool, T, 2>(out, {&a2, &b2}, f); });
   return out;
 }

@@ -11,6 +11,7 @@
 
 #include "framework/autograd.h"
 #include "framework/device_kernels.h"
+#include "framework/profiler/profiler.h"
 #include "ops/autocast.h"
 #include "ops/cpu/loops.h"
 #include "ops/elementwise/elementwise.h"
@@ -72,6 +73,17 @@ Tensor run_gemm(const Tensor& bias, const Tensor& a_in, const Tensor& b_in, doub
   Tensor a = a_in.detach(), b = b_in.detach();
   const int64_t batch = a.size(0) == 0 || b.size(0) == 0 ? 0 : std::max(a.size(0), b.size(0)), m = a.size(1),
                 k = a.size(2), n = b.size(2);
+  // Every GEMM, forward and backward, is one profiler event "matmul" with its operands and 2 m n k FLOPs
+  // per batch; the kernel's dispatch below is folded into it.
+  profiler::RecordScope scope("matmul", profiler::Category::kOp, a.device());
+  if (scope.active()) {
+    scope.add_input(a);
+    scope.add_input(b);
+    if (bias.defined()) scope.add_input(bias);
+    scope.add_bytes(static_cast<double>(batch * m * n) * static_cast<double>(element_size(a.dtype())));
+    scope.add_flops(2.0 * static_cast<double>(batch) * static_cast<double>(m) * static_cast<double>(n) *
+                    static_cast<double>(k));
+  }
   MT_ASSERT(b.size(1) == k && (a.size(0) == batch || a.size(0) == 1) && (b.size(0) == batch || b.size(0) == 1),
             "run_gemm: ", shape_str(a.shape()), " @ ", shape_str(b.shape()));
   std::optional<MatLayout> la = layout_of(a), lb = layout_of(b);

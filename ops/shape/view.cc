@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "framework/autograd.h"
+#include "framework/profiler/profiler.h"
 #include "ops/reduce/reduce.h"
 
 namespace mantissa {
@@ -334,6 +335,8 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
+  profiler::RecordScope scope("to", profiler::Category::kOp, device());  // a cast: autocast's, a working copy's
+  if (scope.active()) scope.add_input(*this);
   Tensor out = empty(shape(), {.dtype = target, .device = device()});
   copy_(out, *this);
   if (is_floating(target) && compute_requires_grad({this})) {
@@ -346,6 +349,8 @@ Tensor Tensor::to(DType target) const {
 
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
+  profiler::RecordScope scope("to", profiler::Category::kOp, device());
+  if (scope.active()) scope.add_input(*this);
   Tensor out = empty(shape(), {.dtype = dtype(), .device = target});
   copy_(out, *this);
   if (compute_requires_grad({this})) {
