@@ -30,6 +30,7 @@
 #include "optim/lion.h"
 #include "optim/sgd.h"
 #include "train/mpi_launcher_env.h"
+#include "train/profile_window.h"
 #include "train/progress.h"
 #include "train/run_flags.h"
 
@@ -403,7 +404,18 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRe
     trainer.on_step_end([&](const StepMetrics& m) { progress->on_step(m); });
     trainer.on_eval_end([&](const EvalMetrics& m) { progress->on_eval(m); });
   }
+  std::optional<ProfileWindow> profile;
+  if (!o.profile.empty()) {
+    // With several ranks each writes its own trace, <path>.rank<r>.
+    profile.emplace(world > 1 ? absl::StrCat(o.profile, ".rank", rank) : o.profile, trainer.step() + o.profile_wait,
+                    o.profile_steps, trainer.step(), rank, world, out);
+    if (absl::Status s = profile->check_writable(); !s.ok()) return s;
+    trainer.on_step_end([&](const StepMetrics& m) { profile->on_step(m.step); });
+  }
   absl::StatusOr<RunSummary> summary = trainer.fit();
+  if (profile) {
+    if (absl::Status s = profile->finish(); !s.ok()) return s;
+  }
   if (!summary.ok()) return summary.status();
   if (progress) {
     progress->on_summary(*summary);

@@ -60,7 +60,10 @@ struct RunOptions {
   std::string resume;       // a path, "latest", or "auto" (latest when there is one, else a fresh start)
   std::string metrics;      // JSON lines path
   std::string tensorboard;  // TensorBoard event files' folder (empty: none)
-  int64_t tensorboard_histogram_every = 100;    // steps between gradient histograms in them (0: none)
+  int64_t tensorboard_histogram_every = 100;  // steps between gradient histograms in them (0: none)
+  std::string profile;                        // a Chrome trace of steps profile_wait + 1 ... (empty: no profiling)
+  int64_t profile_wait = 2;                   // steps run before the profiled ones (warm-up)
+  int64_t profile_steps = 3;
   std::string report;                           // "precision": the precision report instead of training
   std::string report_out = "precision_report";  // its files: <report_out>.json and <report_out>.png
   int64_t sample_chars = 400;                   // gpt: characters generated at the end

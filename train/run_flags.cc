@@ -135,6 +135,13 @@ void for_each_flag(Options& o, Visit&& visit) {
   flag(o.tensorboard_histogram_every, "tensorboard_histogram_every",
        "with --tensorboard: steps between histograms of log2|gradient| and of the gradient values, 0: none",
        {.range = at_least(0), .note = "(0: none)", .in_config = kNo});
+  flag(o.profile, "profile",
+       "profile --profile_steps steps after --profile_wait steps: print the per-op table (self and total time, "
+       "calls, GFLOP/s, GB/s) and write this Chrome trace (Perfetto, chrome://tracing)",
+       {.in_config = kNo});
+  flag(o.profile_wait, "profile_wait", "with --profile: steps before the profiled ones",
+       {.range = at_least(0), .in_config = kNo});
+  flag(o.profile_steps, "profile_steps", "with --profile: steps profiled", {.range = above(0), .in_config = kNo});
   flag(o.report, "report",
        "precision: instead of training, run one training batch in fp32, bf16 and fp16 autocast and print the "
        "per-module dtypes and differences and the fp16 underflow of every gradient (amp/precision_report.h)",

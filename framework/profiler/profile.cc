@@ -65,7 +65,7 @@ std::vector<OpStats> Profile::key_averages(const TableOptions& options) const {
       stack.pop_back();
     }
     bool inside_same_name = false;
-    for (size_t j : stack) inside_same_name |= events_[j].name == e.name;
+    for (size_t j : stack) inside_same_name |= events_[j].name == e.name && events_[j].category == e.category;
     stack.push_back(i);
     const std::string shape = options.group_by_shape ? e.input_dims : std::string();
     OpStats& r = rows[{e.name, e.category, shape}];

@@ -52,12 +52,13 @@ struct OpStats {
   std::string input_dims;  // with group_by_shape
   int64_t calls = 0;
   double total_us = 0;  // the events' durations, children included (an event nested in one of the same
-                        // name counts once)
+                        // name and kind counts once)
   double self_us = 0;   // minus the time in events nested directly inside
   double flops = 0;
   double bytes = 0;
-  double gflops_per_s() const { return self_us > 0 ? flops / (self_us * 1e3) : 0; }
-  double gbytes_per_s() const { return self_us > 0 ? bytes / (self_us * 1e3) : 0; }
+  // Rates over the total time: an op whose work is in a nested kernel (a cast's copy_) is measured with it.
+  double gflops_per_s() const { return total_us > 0 ? flops / (total_us * 1e3) : 0; }
+  double gbytes_per_s() const { return total_us > 0 ? bytes / (total_us * 1e3) : 0; }
 };
 
 enum class SortBy { kSelfTime, kTotalTime, kCalls, kFlops, kName };

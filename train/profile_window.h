@@ -1,0 +1,45 @@
+// mantissa-train --profile: a profiler session around a window of training steps (after `wait` steps, for
+// `steps` steps; torch.profiler's schedule(wait, active)), then the per-op table printed and the Chrome trace
+// written (framework/profiler/profile.h). A run that ends inside the window ends the session with it.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "framework/profiler/profile.h"
+
+namespace mantissa {
+
+class ProfileWindow {
+ public:
+  // Profiles steps start_after + 1 ... start_after + steps (start_after: the Trainer's step when it starts, plus
+  // the warm-up steps). Starts at once when the Trainer is at step start_after already.
+  ProfileWindow(std::string trace_path, int64_t start_after, int64_t steps, int64_t trainer_step, int rank,
+                int world_size, std::FILE* out);
+
+  // Before the run: whether the trace can be written where asked (a missing folder, no permission), so that
+  // a bad path fails before any training, naming the file.
+  absl::Status check_writable() const;
+  // After optimizer step `step` (the Trainer's step callback): starts or ends the session. A trace that
+  // cannot be written is kept as the error finish() returns.
+  void on_step(int64_t step);
+  // After the run: ends a session still open, and returns the first error. Ok when the window never opened
+  // (the run was shorter).
+  absl::Status finish();
+
+ private:
+  absl::Status stop_and_write();
+
+  std::string path_;
+  int64_t start_after_, steps_;
+  absl::Status error_;
+  int rank_, world_size_;
+  std::FILE* out_;
+  profiler::Profiler profiler_;
+  int64_t first_step_ = 0;
+};
+
+}  // namespace mantissa
