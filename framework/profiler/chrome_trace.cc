@@ -90,6 +90,12 @@ void Profile::export_chrome_trace(const std::string& path, int rank, int world_s
     if (e.bytes > 0) j += ", \"bytes\": " + std::to_string(static_cast<long long>(e.bytes));
     j += "}}";
     event(j);
+    if (e.device_ms >= 0) {  // the device's time of it, on a track per device (torch.profiler's "kernel")
+      event("{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": " + json_string(e.name) +
+            ", \"pid\": " + json_string(e.device.str()) + ", \"tid\": \"stream\", \"ts\": " + us(e.device_start_ns) +
+            ", \"dur\": " + us(static_cast<int64_t>(e.device_ms * 1e6)) +
+            ", \"args\": {\"External id\": " + std::to_string(external_id) + "}}");
+    }
     if (e.category == Category::kBackward && e.sequence_nr != kNoSequenceNr) {
       auto it = forward_of.find(e.sequence_nr);
       if (it != forward_of.end()) {

@@ -77,6 +77,7 @@ std::vector<OpStats> Profile::key_averages(const TableOptions& options) const {
     r.self_us += static_cast<double>(self_ns_[i]) / 1e3;
     r.flops += e.flops;
     r.bytes += e.bytes;
+    if (e.device_ms >= 0 && !inside_same_name) r.device_us += e.device_ms * 1e3;
   }
   std::vector<OpStats> out;
   out.reserve(rows.size());
@@ -103,14 +104,16 @@ std::string Profile::table(const TableOptions& options) const {
   double self_sum = 0;
   for (const OpStats& r : rows) self_sum += r.self_us;
   const bool peak = options.peak_gflops > 0 || options.peak_gbytes_per_s > 0;
+  bool device = false;  // a column of device time when some event ran on a GPU
+  for (const OpStats& r : rows) device |= r.device_us > 0;
   size_t name_w = 4;
   const size_t shown = options.row_limit > 0 ? std::min<size_t>(rows.size(), options.row_limit) : rows.size();
   for (size_t i = 0; i < shown; ++i) name_w = std::max(name_w, std::min<size_t>(rows[i].name.size(), 48));
   std::ostringstream os;
-  char line[512];
-  std::snprintf(line, sizeof line, "%-*s %-10s %8s %10s %8s %10s %10s %7s %9s %9s%s%s\n", static_cast<int>(name_w),
+  char line[4096];  // a row; its input dims (group_by_shape) may be long
+  std::snprintf(line, sizeof line, "%-*s %-10s %8s %10s %8s %10s %10s %7s %9s %9s%s%s%s\n", static_cast<int>(name_w),
                 "Name", "Kind", "Self %", "Self", "Total %", "Total", "Avg", "Calls", "GFLOP/s", "GB/s",
-                peak ? "   %peak" : "", options.group_by_shape ? "  Input dims" : "");
+                peak ? "   %peak" : "", device ? "     Device" : "", options.group_by_shape ? "  Input dims" : "");
   os << line << std::string(std::string_view(line).size() - 1, '-') << "\n";
   const double wall = static_cast<double>(duration_ns_) / 1e3;
   for (size_t i = 0; i < shown; ++i) {
@@ -125,14 +128,20 @@ std::string Profile::table(const TableOptions& options) const {
       pk = frac >= 0 ? fixed(100 * frac, 1) + "%" : "-";
     }
     const std::string name = r.name.size() > 48 ? r.name.substr(0, 45) + "..." : r.name;
-    std::snprintf(
-        line, sizeof line, "%-*s %-10s %7.1f%% %10s %7.1f%% %10s %10s %7lld %9s %9s%s%s%s\n", static_cast<int>(name_w),
-        name.c_str(), std::string(category_name(r.category)).c_str(), wall > 0 ? 100 * r.self_us / wall : 0.0,
-        time_str(r.self_us).c_str(), wall > 0 ? 100 * r.total_us / wall : 0.0, time_str(r.total_us).c_str(),
-        time_str(r.total_us / static_cast<double>(r.calls)).c_str(), static_cast<long long>(r.calls),
-        r.flops > 0 ? fixed(r.gflops_per_s(), 1).c_str() : "-", r.bytes > 0 ? fixed(r.gbytes_per_s(), 2).c_str() : "-",
-        peak ? "  " : "", peak ? (std::string(7 - std::min<size_t>(7, pk.size()), ' ') + pk).c_str() : "",
-        options.group_by_shape ? ("  " + r.input_dims).c_str() : "");
+    std::string tail;
+    if (peak) tail += "  " + std::string(7 - std::min<size_t>(7, pk.size()), ' ') + pk;
+    if (device) {
+      const std::string d = r.device_us > 0 ? time_str(r.device_us) : std::string("-");
+      tail += " " + std::string(10 - std::min<size_t>(10, d.size()), ' ') + d;
+    }
+    if (options.group_by_shape) tail += "  " + r.input_dims;
+    std::snprintf(line, sizeof line, "%-*s %-10s %7.1f%% %10s %7.1f%% %10s %10s %7lld %9s %9s%s\n",
+                  static_cast<int>(name_w), name.c_str(), std::string(category_name(r.category)).c_str(),
+                  wall > 0 ? 100 * r.self_us / wall : 0.0, time_str(r.self_us).c_str(),
+                  wall > 0 ? 100 * r.total_us / wall : 0.0, time_str(r.total_us).c_str(),
+                  time_str(r.total_us / static_cast<double>(r.calls)).c_str(), static_cast<long long>(r.calls),
+                  r.flops > 0 ? fixed(r.gflops_per_s(), 1).c_str() : "-",
+                  r.bytes > 0 ? fixed(r.gbytes_per_s(), 2).c_str() : "-", tail.c_str());
     os << line;
   }
   if (shown < rows.size()) os << "... " << rows.size() - shown << " more rows\n";
@@ -150,7 +159,8 @@ std::string Profile::table_json(const TableOptions& options) const {
        << ", \"kind\": " << json_string(category_name(r.category)) << ", \"calls\": " << r.calls
        << ", \"self_us\": " << fixed(r.self_us, 3) << ", \"total_us\": " << fixed(r.total_us, 3)
        << ", \"flops\": " << fixed(r.flops, 0) << ", \"bytes\": " << fixed(r.bytes, 0)
-       << ", \"gflops_per_s\": " << fixed(r.gflops_per_s(), 3) << ", \"gbytes_per_s\": " << fixed(r.gbytes_per_s(), 3);
+       << ", \"gflops_per_s\": " << fixed(r.gflops_per_s(), 3) << ", \"gbytes_per_s\": " << fixed(r.gbytes_per_s(), 3)
+       << ", \"device_us\": " << fixed(r.device_us, 3);
     if (options.group_by_shape) os << ", \"input_dims\": " << (r.input_dims.empty() ? "null" : r.input_dims);
     os << "}";
     first = false;

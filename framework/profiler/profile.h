@@ -31,6 +31,11 @@ struct Event {
   std::string input_dims;   // JSON, e.g. [[256,784],[1024,784]] (with record_shapes)
   std::string input_types;  // JSON, e.g. ["c10::BFloat16","float"] (PyTorch's names)
   std::string autocast;     // "bf16", "f16" or empty (off)
+  // On a GPU (written for it; no device has run it): the time on the device between CUDA events recorded on
+  // the current stream at the event's start and end, and when that began on the host clock (approximately:
+  // the device timeline is aligned at the session's first mark). -1 when not measured.
+  double device_ms = -1;
+  int64_t device_start_ns = 0;
   int64_t duration_ns() const { return end_ns - start_ns; }
 };
 
@@ -56,6 +61,7 @@ struct OpStats {
   double self_us = 0;   // minus the time in events nested directly inside
   double flops = 0;
   double bytes = 0;
+  double device_us = 0;  // device time of the events measured on a GPU
   // Rates over the total time: an op whose work is in a nested kernel (a cast's copy_) is measured with it.
   double gflops_per_s() const { return total_us > 0 ? flops / (total_us * 1e3) : 0; }
   double gbytes_per_s() const { return total_us > 0 ? bytes / (total_us * 1e3) : 0; }

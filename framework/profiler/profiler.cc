@@ -13,6 +13,7 @@
 #include "framework/autocast_state.h"
 #include "framework/autograd.h"
 #include "framework/error.h"
+#include "framework/profiler/device_marks.h"
 #include "framework/profiler/profile.h"
 #include "framework/tensor.h"
 
@@ -23,12 +24,20 @@ std::atomic<bool> g_enabled{false};
 }
 
 struct ThreadBuffer {
+  ~ThreadBuffer() {
+    for (auto& [from, to] : marks) {
+      detail::release_device_mark(from);
+      detail::release_device_mark(to);
+    }
+  }
   std::mutex mu;
   uint64_t generation = 0;  // the session it records for; 0 once that session has stopped
   uint32_t thread = 0;
   std::vector<Event> events;
   std::vector<size_t> open;  // indices of the events not yet ended, outermost first
   std::vector<MemorySample> memory;
+  // Per event (by index; shorter when the last events ran on the CPU): its CUDA marks, start and end.
+  std::vector<std::pair<detail::DeviceMark*, detail::DeviceMark*>> marks;
 };
 
 namespace {
@@ -119,6 +128,10 @@ void RecordScope::begin(std::string_view name, Category category, Device device)
   if (parent != nullptr && parent->category == Category::kOp && category == Category::kOp && parent->name == name) {
     return;  // the kernel of an op scope of the same name: the op's event stands for both
   }
+  if (device.is_cuda()) {
+    b->marks.resize(b->events.size() + 1, {nullptr, nullptr});
+    b->marks.back().first = detail::record_device_mark(device);
+  }
   bool under_op = false;
   for (size_t i : b->open)
     under_op |= b->events[i].category == Category::kOp || b->events[i].category == Category::kBackward;
@@ -148,6 +161,9 @@ void RecordScope::end() {
     if (b.generation == generation_) {
       Event& e = b.events[index_];
       e.end_ns = t;
+      if (index_ < b.marks.size() && b.marks[index_].first != nullptr) {
+        b.marks[index_].second = detail::record_device_mark(e.device);
+      }
       if (!e.input_dims.empty()) e.input_dims += "]";
       if (!e.input_types.empty()) e.input_types += "]";
       // Scopes end in reverse order of their start on one thread; find it anyway, should one outlive another.
@@ -274,9 +290,23 @@ Profile Profiler::stop() {
   }
   std::vector<Event> events;
   std::vector<MemorySample> memory;
+  detail::DeviceMark* base_mark = nullptr;  // the device timeline's zero: the first start mark, at its host time
+  int64_t base_ns = 0;
   for (const auto& b : buffers) {
     std::lock_guard<std::mutex> lock(b->mu);
     b->generation = 0;  // scopes still open end without writing
+    for (size_t i = 0; i < b->marks.size(); ++i) {
+      auto& [from, to] = b->marks[i];
+      if (from == nullptr) continue;
+      if (base_mark == nullptr) {
+        base_mark = from;
+        base_ns = b->events[i].start_ns;
+      }
+      if (to != nullptr) {
+        b->events[i].device_ms = detail::device_elapsed_ms(from, to);
+        b->events[i].device_start_ns = base_ns + static_cast<int64_t>(detail::device_elapsed_ms(base_mark, from) * 1e6);
+      }
+    }
     for (size_t i : b->open) b->events[i].end_ns = duration;
     for (size_t i : b->open) {
       Event& e = b->events[i];
@@ -289,6 +319,7 @@ Profile Profiler::stop() {
     b->memory.clear();
     b->open.clear();
   }
+  // The marks go with their buffers (ThreadBuffer's destructor), after every elapsed time was read.
   return Profile(std::move(events), std::move(memory), duration, base, at_start);
 }
 

@@ -86,6 +86,13 @@ class RecordScope {
   uint64_t generation_ = 0;
 };
 
+// Runs `f()` as one event: record("forward", Category::kPhase, [&] { return model.forward(x); }).
+template <typename F>
+decltype(auto) record(std::string_view name, Category category, F&& f) {
+  RecordScope scope(name, category);
+  return std::forward<F>(f)();
+}
+
 // A range of the program's own around any code (torch.profiler.record_function).
 class Range {
  public:
