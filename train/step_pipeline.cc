@@ -11,14 +11,13 @@
 #include "train/statistics.h"
 
 namespace mantissa {
-namespace {
 
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-}  // namespace
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 StepPipeline::Step::Step(StepValues layout, Device device)
-    : values_(layout, device), layout_(layout.options()), start_s_(now_s()) {}
+    : values_(layout, device), layout_(layout.options()), start_s_(steady_seconds()) {}
 
 void StepPipeline::Step::add_micro_batch(const Tensor& loss, int64_t examples) {
   NoGradGuard no_grad;
@@ -102,7 +101,7 @@ StepPipeline::ReadStep StepPipeline::read() {
   if (s.layout.fp8) m.fp8_overflows = v.fp8_overflows;
   // The step's time from its start, or (the host running ahead) from when the step before it was read:
   // in a steady state that is how long the device took for it.
-  const double now = now_s();
+  const double now = steady_seconds();
   const double elapsed = now - std::max(s.start_s, last_read_s_);
   last_read_s_ = now;
   // Every rank takes as many examples per step (the Trainer checks that the loaders match): this is all of them.

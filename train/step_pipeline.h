@@ -31,6 +31,9 @@
 
 namespace mantissa {
 
+// Seconds on the steady clock: the wall times and samples/s of the pipeline and the Trainer.
+double steady_seconds();
+
 struct StepPipelineOptions {
   // More than one rank: each step's loss slots are all-reduced over `group`, and the ranks stop on the
   // votes a step carries. Not owned.

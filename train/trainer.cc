@@ -5,8 +5,6 @@
 #include "train/trainer.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -22,14 +20,10 @@
 namespace mantissa {
 namespace {
 
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// Runs `f` as one of a step's phases: a profiler range of its own (framework/profiler/profiler.h), which the
-// speed report sums by name.
+// Runs `f` as one of a step's phases, a profiler range that the speed report sums by name.
 template <typename F>
 decltype(auto) phase(std::string_view name, F&& f) {
-  profiler::RecordScope scope(name, profiler::Category::kPhase);
-  return f();
+  return profiler::record(name, profiler::Category::kPhase, std::forward<F>(f));
 }
 
 // The loader's next batch, on the run's device (asynchronously from a pinned loader).
@@ -38,30 +32,6 @@ Example next_batch(DataLoader& loader, Device device) {
   MT_ASSERT(batch.has_value(), "Trainer: the loader ended an epoch early");
   to_device(*batch, device);
   return std::move(*batch);
-}
-
-void check_config(const TrainerConfig& c) {
-  MT_CHECK(c.epochs >= 0 && c.max_steps >= 0, "Trainer: epochs (", c.epochs, ") and max_steps (", c.max_steps,
-           ") must be >= 0");
-  MT_CHECK(c.epochs > 0 || c.max_steps > 0,
-           "Trainer: neither epochs nor max_steps is set, the run would never end. HINT: set one of them");
-  MT_CHECK(c.grad_accum >= 1, "Trainer: grad_accum must be >= 1, got ", c.grad_accum);
-  MT_CHECK(c.clip_grad_norm >= 0 && std::isfinite(c.clip_grad_norm),
-           "Trainer: clip_grad_norm must be finite and >= 0 (0: no clipping), got ", c.clip_grad_norm);
-  MT_CHECK(c.eval_every >= 0 && c.eval_batches >= 0 && c.checkpoint_every >= 0 && c.warmup_steps >= 0,
-           "Trainer: eval_every, eval_batches, checkpoint_every and warmup_steps must be >= 0");
-  MT_CHECK(c.tensorboard_histogram_every >= 0, "Trainer: tensorboard_histogram_every must be >= 0 (0: none), got ",
-           c.tensorboard_histogram_every);
-  MT_CHECK(c.keep_checkpoints >= 1, "Trainer: keep_checkpoints must be >= 1, got ", c.keep_checkpoints);
-  MT_CHECK(c.step_read_lag >= -1, "Trainer: step_read_lag must be >= 0, or -1 (1 on a GPU, 0 on the CPU), got ",
-           c.step_read_lag);
-}
-
-// The scaler's options with the run's process group, so that found_inf is agreed by all ranks.
-amp::GradScalerOptions scaler_options(const TrainerConfig& c) {
-  amp::GradScalerOptions o = c.scaler ? *c.scaler : amp::scaler_defaults_for(precision_dtype(c.precision));
-  if (o.process_group == nullptr) o.process_group = c.process_group;
-  return o;
 }
 
 Tensor scalar_loss(const Tensor& loss) {
@@ -93,8 +63,8 @@ Trainer::Trainer(TrainerConfig config, Module& model, Task task, Optimizer& opti
       optimizer_(optimizer),
       train_(train),
       eval_(eval),
-      scaler_(scaler_options(config_)) {
-  check_config(config_);
+      scaler_(trainer_scaler_options(config_)) {
+  check_trainer_config(config_);
   if (config_.stop != nullptr) stop_ = config_.stop;
   MT_CHECK(task_.loss != nullptr, "Trainer: the task has no loss function");
   MT_CHECK(eval_ == nullptr || task_.evaluate != nullptr,
@@ -180,6 +150,9 @@ void Trainer::emit(const EvalMetrics& m) {
 // then unscale, clip, the step (skipped on the device when a grad is inf or nan) and the scale's update.
 // Nothing is read on the host; the step's values go into the pipeline.
 void Trainer::enqueue_step() {
+  // The step as a range named as torch.profiler's ProfilerStep#N, which trace tools (HTA) split steps by.
+  profiler::RecordScope step_range(profiler::is_enabled() ? "ProfilerStep#" + std::to_string(step_ + 1) : "",
+                                   profiler::Category::kRange);
   StepPipeline::Step step = begin_step();
   // The last step of an epoch takes the batches that are left; each micro-batch's loss is divided by the
   // number of micro-batches of its step, so the grads are the mean over them.
@@ -250,7 +223,7 @@ void Trainer::end_step(StepPipeline::Step step) {
 }
 
 absl::StatusOr<RunSummary> Trainer::fit() {
-  fit_start_ = now_s();
+  fit_start_ = steady_seconds();
   // Ends this part of the run's wall time, however fit() returns.
   struct EndPart {
     Trainer& t;
@@ -322,6 +295,6 @@ absl::StatusOr<RunSummary> Trainer::fit() {
   return summary;
 }
 
-double Trainer::wall_s() const { return wall_before_ + (fit_start_ >= 0 ? now_s() - fit_start_ : 0.0); }
+double Trainer::wall_s() const { return wall_before_ + (fit_start_ >= 0 ? steady_seconds() - fit_start_ : 0.0); }
 
 }  // namespace mantissa

@@ -109,6 +109,12 @@ struct TrainerConfig {
   amp::Fp8Options fp8;
 };
 
+// Throws mantissa::Error naming the first TrainerConfig field out of range (the Trainer's constructor calls it).
+void check_trainer_config(const TrainerConfig& c);
+// The GradScaler's options for `c` (its own, or fp16's defaults), with the run's process group so that the
+// ranks agree on found_inf.
+amp::GradScalerOptions trainer_scaler_options(const TrainerConfig& c);
+
 class Trainer {
  public:
   // The model, task, optimizer and loaders are the caller's and must outlive the Trainer. `eval` may be
