@@ -64,7 +64,8 @@ struct RunOptions {
   std::string profile;                        // a Chrome trace of steps profile_wait + 1 ... (empty: no profiling)
   int64_t profile_wait = 2;                   // steps run before the profiled ones (warm-up)
   int64_t profile_steps = 3;
-  std::string report;                           // "precision": the precision report instead of training
+  double memory_budget_mib = 0;  // --report=memory: the largest batch within this many MiB (0: not asked)
+  std::string report;            // "precision": the precision report instead of training
   std::string report_out = "precision_report";  // its files: <report_out>.json and <report_out>.png
   int64_t sample_chars = 400;                   // gpt: characters generated at the end
   ProgressMode progress = ProgressMode::kAuto;

@@ -143,10 +143,19 @@ void for_each_flag(Options& o, Visit&& visit) {
        {.range = at_least(0), .in_config = kNo});
   flag(o.profile_steps, "profile_steps", "with --profile: steps profiled", {.range = above(0), .in_config = kNo});
   flag(o.report, "report",
-       "precision: instead of training, run one training batch in fp32, bf16 and fp16 autocast and print the "
-       "per-module dtypes and differences and the fp16 underflow of every gradient (amp/precision_report.h)",
+       "instead of training: 'precision' runs one training batch in fp32, bf16 and fp16 autocast and prints the "
+       "per-module dtypes and differences and the fp16 underflow of every gradient (amp/precision_report.h); "
+       "'speed' profiles --profile_steps steps after --profile_wait in each precision and says where the time "
+       "goes and why mixed precision is or is not faster (train/speed_report.h); 'memory' measures a step's "
+       "weights, gradients, optimizer state and activations per precision (train/memory_report.h)",
        {.in_config = kNo});
-  flag(o.report_out, "report_out", "with --report: writes <this>.json and the gradient histogram <this>.png",
+  flag(o.memory_budget_mib, "memory_budget",
+       "with --report=memory: MiB a training step may peak at; the report predicts the largest batch within it "
+       "and checks it with a step",
+       {.range = at_least(0.0), .in_config = kNo});
+  flag(o.report_out, "report_out",
+       "with --report: precision writes <this>.json and the gradient histogram <this>.png; speed writes "
+       "<this>_speed.json and the stacked bars <this>_speed.png",
        {.in_config = kNo});
   flag(o.sample_chars, "sample_chars", "gpt: characters generated after training",
        {.range = at_least(0), .in_config = kNo});

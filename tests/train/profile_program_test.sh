@@ -1,8 +1,9 @@
 #!/bin/sh
-# ctest for mantissa-train --profile: short runs of the MLP, CNN and GPT on synthetic data print the per-op
-# table and write a Chrome trace that parses, holds the Trainer's phases, ops with their input shapes, and
-# the memory track; a trace path that cannot be written exits 1 before training, naming the file, with no
-# file left behind; a bad window exits 2.
+# ctest for mantissa-train --profile and --report=speed|memory: short runs of the MLP, CNN and GPT on
+# synthetic data print the per-op table and write a Chrome trace that parses, holds the Trainer's phases, ops
+# with their input shapes, and the memory track; the speed report compares fp32, bf16 and fp16 with a verdict,
+# its JSON and picture; the memory report gives the parts and the batch a budget allows; a trace path that
+# cannot be written exits 1 before training, naming the file, with no file left behind; bad flags exit 2.
 #   profile_program_test.sh PATH/TO/mantissa-train
 set -u
 prog=$1
@@ -52,6 +53,42 @@ run_model() {  # run_model MODEL OP... (the ops its trace must hold)
 run_model mlp matmul relu
 run_model cnn conv2d conv2d_backward matmul
 run_model gpt matmul softmax layer_norm
+
+# --report=speed: the three precisions side by side, a verdict, the JSON and the picture.
+if "$prog" --model=mlp --data=synthetic --report=speed --profile_wait=1 --profile_steps=1 --batch_size=32 \
+    --report_out="$work/r" >"$work/out" 2>&1 &&
+  grep -q "^step time " "$work/out" && grep -q "GEMM and convolution" "$work/out" &&
+  grep -q "^bf16 is .*x fp32" "$work/out" && grep -q "^fp16 is .*x fp32" "$work/out" &&
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert [p["precision"] for p in d["precisions"]] == ["fp32", "bf16", "fp16"]' \
+    "$work/r_speed.json" && [ -s "$work/r_speed.png" ]; then
+  ok "--report=speed: table, verdict, $work/r_speed.json, .png"
+else
+  fail "--report=speed: $(tail -8 "$work/out")"
+fi
+
+# --report=memory: the parts per precision, and the batch that fits a budget, checked by a step.
+if "$prog" --model=mlp --data=synthetic --report=memory --batch_size=32 --memory_budget=75 >"$work/out" 2>&1 &&
+  grep -q "^activations kept for backward" "$work/out" && grep -q "the largest batch within it is" "$work/out" &&
+  grep -q "within the budget" "$work/out"; then
+  ok "--report=memory: parts, and $(grep -o 'the largest batch within it is .*' "$work/out")"
+else
+  fail "--report=memory: $(tail -8 "$work/out")"
+fi
+expect_report_error() {  # expect_report_error STATUS WORD ARGS...
+  want=$1
+  word=$2
+  shift 2
+  "$prog" "$@" >"$work/out" 2>"$work/err"
+  status=$?
+  if [ "$status" -eq "$want" ] && grep -q -- "$word" "$work/err"; then
+    ok "$* -> exit $want: $(cat "$work/err")"
+  else
+    fail "$* -> exit $status: $(cat "$work/err")"
+  fi
+}
+expect_report_error 2 "expected precision | speed | memory" --report=bogus
+expect_report_error 2 "--memory_budget" --report=memory --memory_budget=-1
+expect_report_error 1 "$work/none/r" --model=mlp --data=synthetic --report=speed --report_out="$work/none/r"
 
 # A path that cannot be written: exit 1 before training, one line naming it, nothing left.
 "$prog" --model=mlp --data=synthetic --max_steps=2 --progress=none --profile="$work/no/such/dir/t.json" \

@@ -64,6 +64,7 @@ const std::map<std::string, std::string>& other_values() {
                                                                      {"tensorboard", "runs/a"},
                                                                      {"tensorboard_histogram_every", "10"},
                                                                      {"profile", "trace.json"},
+                                                                     {"memory_budget", "512"},
                                                                      {"profile_wait", "4"},
                                                                      {"profile_steps", "2"},
                                                                      {"report", "precision"},
