@@ -12,7 +12,8 @@ cases=("mlp_step_bench BM_MlpStep/f32/real_time" "mlp_step_bench BM_MlpStep/bf16
        "gpt_step_bench BM_GptStep/f32/real_time" "gpt_step_bench BM_GptStep/bf16_autocast/real_time"
        "cnn_step_bench BM_CnnStep/f32/real_time" "cnn_step_bench BM_CnnStep/bf16_autocast/real_time"
        "optim_bench BM_AdamW_Fused/real_time" "optim_bench BM_SgdMomentum_Fused/real_time"
-       "profiler_bench BM_OpChain100_off/real_time" "profiler_bench BM_MlpStep_off/real_time")
+       "profiler_bench BM_OpChain100_off/real_time" "profiler_bench BM_MlpStep_off/real_time"
+       "cnn_step_bench BM_CnnStep/fp16_scaled/real_time" "gpt_step_bench BM_GptStep/fp16_scaled/real_time")
 run() { "$1/$2" --benchmark_filter="^$3\$" --benchmark_min_time=1 --benchmark_format=json 2>/dev/null |
   python3 -c 'import json,sys; r=json.load(sys.stdin)["benchmarks"][0]; print(r["real_time"])'; }
 out=${TMPDIR:-/tmp}/compare_builds.tsv; : > $out

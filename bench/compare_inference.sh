@@ -23,8 +23,8 @@ python=${PYTHON:-${MANTISSA_BENCH_VENV:-$here/../build/bench-venv}/bin/python}
 export OMP_NUM_THREADS=$threads
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $threads threads; $(date -u '+%F %H:%M') UTC; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "versions: mantissa $(git -C "$here" describe --always --dirty 2>/dev/null || echo unknown); torch $("$python" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
-printf '\n%-4s %-7s %5s %9s %9s %9s %7s | %-10s %-9s | %-10s %-9s\n' model prec batch mt_ms pt_eager pt_compile ratio \
-  mt_maxdiff mt_top1 pt_maxdiff pt_top1
+printf '\n%-4s %-7s %5s %9s %9s %9s %7s | %9s %9s | %-10s %-9s | %-10s %-9s\n' model prec batch mt_ms pt_eager pt_compile \
+  ratio mt_p99 pt_p99 mt_maxdiff mt_top1 pt_maxdiff pt_top1
 for model in $models; do
   mt=$("$build/bench/inference_bench" --benchmark_format=json --benchmark_repetitions="$reps" \
          --benchmark_filter="^BM_Inference/$model/" --benchmark_report_aggregates_only=true 2>/dev/null |
@@ -34,17 +34,19 @@ runs = json.load(sys.stdin)["benchmarks"]
 medians = [r for r in runs if r.get("aggregate_name") == "median"]
 for b in medians or runs:  # one repetition has no aggregates
     _, model, prec, batch = b["run_name"].split("/")[:4]
-    print(model, prec, batch, b["real_time"], b["max_abs_diff"], b["top1_agree"])')
+    print(model, prec, batch, b["real_time"], b["max_abs_diff"], b["top1_agree"], b["p99_ms"])')
   # shellcheck disable=SC2086
   pt=$("$python" "$here/pytorch/inference.py" --model "$model" --mode $modes --threads "$threads" 2>/dev/null |
        grep '^pytorch_infer')
-  echo "$mt" | while read -r mo prec batch ms diff top1; do
+  echo "$mt" | while read -r mo prec batch ms diff top1 p99; do
     ptp=${prec%_wc}  # mantissa's *_wc rows (persistent 16-bit weights) against PyTorch's autocast
-    e=$(echo "$pt" | awk -v p="$ptp" -v b="$batch" '$3 == p && $4 == b && $5 == "eager" { print $6, $7, $8 }')
+    e=$(echo "$pt" | awk -v p="$ptp" -v b="$batch" '$3 == p && $4 == b && $5 == "eager" { print $6, $7, $8, $9 }')
     c=$(echo "$pt" | awk -v p="$ptp" -v b="$batch" '$3 == p && $4 == b && $5 == "compile" { print $6 }')
-    awk -v mo="$mo" -v p="$prec" -v b="$batch" -v m="$ms" -v d="$diff" -v t="$top1" -v e="$e" -v c="${c:-nan}" 'BEGIN {
+    awk -v mo="$mo" -v p="$prec" -v b="$batch" -v m="$ms" -v d="$diff" -v t="$top1" -v q="$p99" -v e="$e" \
+      -v c="${c:-nan}" 'BEGIN {
       split(e, f, " "); best = f[1]; if (c != "nan" && c + 0 < best + 0) best = c
-      printf "%-4s %-7s %5d %9.3f %9.3f %9.3f %7.2f | %-10.3g %-9.4f | %-10.3g %-9.4f\n", mo, p, b, m, f[1], c, best / m, d, t, f[2], f[3] }'
+      printf "%-4s %-7s %5d %9.3f %9.3f %9.3f %7.2f | %9.3f %9.3f | %-10.3g %-9.4f | %-10.3g %-9.4f\n", mo, p, b, m, f[1], c,
+        best / m, q, f[4], d, t, f[2], f[3] }'
   done
 done
-echo "(ms per forward; maxdiff and top1 against the same side's f32 outputs)"
+echo "(ms per forward: median, and p99 for the eager side; maxdiff and top1 against the same side's f32 outputs)"

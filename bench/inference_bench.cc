@@ -3,11 +3,16 @@
 // mode off, in f32 and under bf16 and fp16 autocast over the fp32 weights (what PyTorch's inference_mode
 // plus autocast does): latency at batch 1, throughput at batch 256 (the GPT at batch 32: 4096 positions).
 // bf16_wc / fp16_wc hold the weights' 16-bit copies for the whole run (amp::ScopedWorkingCopies).
-// Each case also reports how far its outputs are from the f32 outputs on the same inputs: max_abs_diff
-// and top1_agree (the fraction of rows, positions for the GPT, whose argmax is the f32 one).
+// Each case also reports the latency of one call at the median and the 99th percentile (p50_ms, p99_ms, over
+// the timed calls; the model and inputs are built once per case, outside them) and how far its outputs are
+// from the f32 outputs on the same inputs: max_abs_diff and top1_agree (the fraction of rows, positions for
+// the GPT, whose argmax is the f32 one).
 // The PyTorch side is bench/pytorch/inference.py; bench/compare_inference.sh runs both and prints ratios.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -73,10 +78,21 @@ void BM_Inference(benchmark::State& state, const std::string& model, std::option
   const Tensor reference = c.forward(c.inputs);  // f32
   const Tensor out = run().to(DType::kF32);
   for (int i = 0; i < 3; ++i) run();  // warm the caches
+  std::vector<double> latencies;      // ms per call, for the tail: the mean hides it
+  latencies.reserve(static_cast<size_t>(state.max_iterations));
   for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
     Tensor logits = run();
     benchmark::DoNotOptimize(logits.data_ptr());
+    latencies.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
+  std::sort(latencies.begin(), latencies.end());
+  auto quantile = [&](double q) {
+    const size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(latencies.size())));
+    return latencies.empty() ? 0.0 : latencies[std::clamp<size_t>(i, 1, latencies.size()) - 1];
+  };
+  state.counters["p50_ms"] = quantile(0.50);
+  state.counters["p99_ms"] = quantile(0.99);
   const int64_t rows = reference.size(0);
   state.SetItemsProcessed(state.iterations() * batch);  // samples (sequences for the GPT) per second
   state.counters["max_abs_diff"] = max(abs(sub(out, reference))).item<float>();
