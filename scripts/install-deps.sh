@@ -22,8 +22,10 @@ packages=(
 )
 bench_packages=(python3-venv time)  # time: /usr/bin/time, the peak memory of bench/recompute_gpt.sh
 # The PyTorch the comparisons run against: today's release, pinned so that figures stay comparable; and
-# TensorBoard, whose own reader scripts/tensorboard_check.py loads mantissa-train's --tensorboard files with.
-bench_pip=(torch==2.15.0 numpy==2.4.6 h5py==3.16.0 tensorboard==2.21.0)
+# TensorBoard, whose own reader scripts/tensorboard_check.py loads mantissa-train's --tensorboard files with;
+# Holistic Trace Analysis, which bench/pytorch/hta_read_trace.py loads mantissa-train --profile's traces with.
+bench_pip=(torch==2.15.0 numpy==2.4.6 h5py==3.16.0 tensorboard==2.21.0
+           HolisticTraceAnalysis==0.5.0)  # the independent reader of the profiler's traces
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${MANTISSA_BENCH_VENV:-$repo/build/bench-venv}
 

@@ -100,8 +100,8 @@ std::string BatchFit::summary() const {
   std::string s = predicted < 0 ? "which does not grow with the batch"
                                 : "so the largest batch within it is " + std::to_string(predicted);
   if (checked <= 0) return s;
-  const std::string verdict = " peaked at " + format_bytes(checked_peak) + ": " +
-                              (fits() ? "within the budget" : "OVER the budget");
+  const std::string verdict =
+      " peaked at " + format_bytes(checked_peak) + ": " + (fits() ? "within the budget" : "OVER the budget");
   if (stepped_down > 0) {
     return s + "; a step at that batch went over it, and one at batch " + std::to_string(checked) + verdict;
   }

@@ -286,7 +286,8 @@ absl::StatusOr<RunSummary> speed_report_run(const RunOptions& o, Model& model, O
   const std::string json = o.report_out + "_speed.json", png = o.report_out + "_speed.png";
   if (absl::Status s = write_whole_file(json, speed_json(rows, choice_name(o.model), verdict)); !s.ok()) return s;
   try {
-    plot_speed(rows, absl::StrCat(choice_name(o.model), ": where the time of a training step goes, per precision"), png);
+    plot_speed(rows, absl::StrCat(choice_name(o.model), ": where the time of a training step goes, per precision"),
+               png);
   } catch (const Error& e) {
     return absl::InternalError(absl::StrCat("--report=speed: ", e.what()));
   }
@@ -349,8 +350,7 @@ absl::StatusOr<RunSummary> memory_report_run(const RunOptions& o, const Data& da
                  precision_name(o.precision), format_bytes(budget).c_str(),
                  format_bytes(static_cast<uint64_t>(std::max(0.0, fit.fixed_bytes))).c_str(),
                  format_bytes(static_cast<uint64_t>(std::max(0.0, fit.bytes_per_example))).c_str(),
-                 static_cast<long long>(o.batch_size), static_cast<long long>(2 * o.batch_size),
-                 fit.summary().c_str());
+                 static_cast<long long>(o.batch_size), static_cast<long long>(2 * o.batch_size), fit.summary().c_str());
   }
   RunSummary summary;
   summary.steps = 0;
