@@ -25,8 +25,8 @@ std::optional<TimeBucket> own_bucket(const Event& e) {
   const std::string_view n = e.name;
   switch (e.category) {
     case Category::kCommunication: return TimeBucket::kCommunication;
-    case Category::kBackward:
-    case Category::kRange: return std::nullopt;  // what they run is nested inside
+    case Category::kBackward: return TimeBucket::kElementwise;  // its own time: kernels it runs inline
+    case Category::kRange: return std::nullopt;                 // what it runs is nested inside
     case Category::kPhase:
       if (n == "data") return TimeBucket::kLoader;
       if (n == "all_reduce") return TimeBucket::kCommunication;
@@ -42,8 +42,7 @@ std::optional<TimeBucket> own_bucket(const Event& e) {
   if (n.starts_with("Optimizer.step") || n.find("clip_grad_norm") != std::string_view::npos || n == "zero_grad") {
     return TimeBucket::kOptimizer;
   }
-  if (n == "copy_" || n == "fill_") return std::nullopt;  // a cast's or an optimizer's, or on its own: the parent's
-  return TimeBucket::kElementwise;
+  return TimeBucket::kElementwise;  // copy_ and fill_ too (inside a cast or the optimizer, theirs)
 }
 
 // Buckets whose nested events stay theirs (a cast's copy_, the optimizer's kernels).
@@ -83,13 +82,13 @@ std::string mib(uint64_t bytes) { return fixed(static_cast<double>(bytes) / (1 <
 std::string_view bucket_name(TimeBucket b) {
   switch (b) {
     case TimeBucket::kGemm: return "GEMM and convolution";
-    case TimeBucket::kElementwise: return "elementwise, normalization, losses";
+    case TimeBucket::kElementwise: return "elementwise, copies, norms, losses";
     case TimeBucket::kCast: return "casts";
     case TimeBucket::kScaler: return "loss scaler";
     case TimeBucket::kOptimizer: return "optimizer";
     case TimeBucket::kLoader: return "loader";
     case TimeBucket::kCommunication: return "communication";
-    case TimeBucket::kOther: return "other (autograd, unrecorded)";
+    case TimeBucket::kOther: return "other (phases' own, unrecorded)";
     case TimeBucket::kCount: break;
   }
   return "?";
@@ -230,7 +229,7 @@ std::string speed_verdict(const std::vector<StepProfile>& rows, bool cpu_has_bf1
          << ref.precision << "'s";
       if (!native) {
         os << ": this CPU has no " << (r.precision == "bf16" ? "AVX512_BF16 dot products" : "AVX512_FP16 arithmetic")
-           << ", so " << r.precision << " GEMMs widen their operands to f32 and cannot beat f32";
+           << ": " << r.precision << " GEMMs widen their operands to f32, so at best they match f32";
       }
       os << ".";
     }
@@ -324,8 +323,8 @@ void plot_speed(const std::vector<StepProfile>& rows, std::string_view title, co
     const char* colors[] = {"#1f4e9c", "#7fa7d9", "#d0421b", "#f2a541", "#3c8d2f", "#8e6bb8", "#c7487a", "#9a9a9a"};
     gp << "plot ";
     for (int b = 0; b < kTimeBuckets; ++b) {
-      gp << (b ? ", '' " : quoted(data) + " ") << "using " << b + 2 << (b == 0 ? ":xtic(1)" : "") << " title '"
-         << bucket_name(static_cast<TimeBucket>(b)) << "' lc rgb '" << colors[b] << "'";
+      gp << (b ? ", '' " : quoted(data) + " ") << "using " << b + 2 << (b == 0 ? ":xtic(1)" : "") << " title "
+         << quoted(bucket_name(static_cast<TimeBucket>(b))) << " lc rgb '" << colors[b] << "'";
     }
     gp << "\n";
   }

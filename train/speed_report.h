@@ -19,13 +19,14 @@ namespace mantissa {
 // inside a cast, the loss scaler, the optimizer, the loader or a collective, in that one's.
 enum class TimeBucket {
   kGemm,           // matmul, conv2d, conv2d_backward, scaled_mm
-  kElementwise,    // every other kernel: elementwise, normalization, softmax, losses, reductions
+  kElementwise,    // every other kernel: elementwise, copies, normalization, softmax, losses, reductions,
+                   // and a backward node's own time (the kernels it runs inline)
   kCast,           // "to": autocast's casts and the copies they hold
   kScaler,         // the GradScaler: unscale_ with its inf check, update
   kOptimizer,      // the optimizer's step, gradient clipping and zero_grad
   kLoader,         // waiting for the next batch
   kCommunication,  // all-reduce and its waits
-  kOther,          // the rest: autograd's bookkeeping, time outside any recorded op
+  kOther,          // the rest: the phases' own time (autograd's bookkeeping), time outside any recorded op
   kCount
 };
 inline constexpr int kTimeBuckets = static_cast<int>(TimeBucket::kCount);

@@ -110,11 +110,11 @@ void append_item(std::string& list, std::string_view item) {
 
 std::string_view category_name(Category c) {
   switch (c) {
-    case Category::kOp: return "cpu_op";
+    case Category::kOp: return "op";
     case Category::kBackward: return "backward";
-    case Category::kRange: return "user_annotation";
+    case Category::kRange: return "range";
     case Category::kPhase: return "phase";
-    case Category::kCommunication: return "communication";
+    case Category::kCommunication: return "comm";
   }
   return "?";
 }

@@ -46,6 +46,8 @@ enum class Category : uint8_t {
   kPhase,          // a Trainer phase: data, forward, backward, unscale, optimizer, all_reduce, checkpoint, eval
   kCommunication,  // a collective (all-reduce, broadcast)
 };
+// The table's and JSON's name of a kind: "op", "backward", "range", "phase", "comm" (the trace uses
+// torch.profiler's categories instead: "cpu_op", "user_annotation").
 std::string_view category_name(Category c);
 
 namespace detail {

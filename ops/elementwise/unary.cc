@@ -108,6 +108,8 @@ Tensor gelu_erf_backward(const Tensor& g, const Tensor& x) {
   Tensor dx;
   if (gelu_kernel_applies(x) && gelu_kernel_applies(g) && g.dtype() == x.dtype() && g.shape() == x.shape()) {
     dx = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+    profiler::RecordScope scope("gelu_backward");  // the block kernel, one profiler event
+    if (scope.active()) detail::note_operands(scope, {&g, &x, &dx});
     dispatch_floating(x.dtype(), "gelu_backward", [&]<typename T>() {
       if constexpr (!std::is_same_v<T, double>) {
         cpu::gelu_erf_backward<T>(g.data<T>(), x.data<T>(), dx.data<T>(), x.numel());
@@ -149,6 +151,8 @@ Tensor gelu_erf(const Tensor& x_in) {
   Tensor out;
   if (gelu_kernel_applies(x)) {
     out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+    profiler::RecordScope scope("gelu");  // the block kernel, one profiler event
+    if (scope.active()) detail::note_operands(scope, {&x, &out});
     dispatch_floating(x.dtype(), "gelu", [&]<typename T>() {
       if constexpr (!std::is_same_v<T, double>) cpu::gelu_erf_forward<T>(x.data<T>(), out.data<T>(), x.numel());
     });
