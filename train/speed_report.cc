@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <utility>
@@ -118,6 +119,7 @@ StepProfile summarize_steps(const profiler::Profile& profile, std::string precis
   const double per_step = 1.0 / (1e6 * static_cast<double>(steps));  // ns in total -> ms per step
   std::vector<std::pair<int64_t, TimeBucket>> stack;                 // (end, bucket) of the open events
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, double> misaligned;
+  std::set<std::tuple<int64_t, int64_t, int64_t, int64_t>> not_fp8_ready;
   int64_t top_level_ns = 0;
   for (size_t i = 0; i < events.size(); ++i) {
     const Event& e = events[i];
@@ -145,6 +147,7 @@ StepProfile summarize_steps(const profiler::Profile& profile, std::string precis
           if (m % 8 != 0 || n % 8 != 0 || k % 8 != 0) {
             misaligned[{bt, m, n, k}] += static_cast<double>(e.duration_ns()) * per_step;
           }
+          if (m % 16 != 0 || n % 16 != 0 || k % 16 != 0) not_fp8_ready.insert({bt, m, n, k});
         }
       }
     }
@@ -155,6 +158,7 @@ StepProfile summarize_steps(const profiler::Profile& profile, std::string precis
     const auto& [bt, m, n, k] = shape;
     r.misaligned.push_back({.batch = bt, .m = m, .n = n, .k = k, .ms_per_step = ms});
   }
+  r.gemm_shapes_not_multiple_of_16 = static_cast<int64_t>(not_fp8_ready.size());
   std::sort(r.misaligned.begin(), r.misaligned.end(),
             [](const GemmShape& a, const GemmShape& b) { return a.ms_per_step > b.ms_per_step; });
   const profiler::MemoryPeak peak = profile.memory_peak();
@@ -167,7 +171,7 @@ std::string speed_table(const std::vector<StepProfile>& rows) {
   std::ostringstream os;
   char line[256];
   auto row = [&](const std::string& label, auto&& cell) {
-    std::snprintf(line, sizeof line, "%-36s", label.c_str());
+    std::snprintf(line, sizeof line, "%-40s", label.c_str());
     os << line;
     for (const StepProfile& r : rows) {
       std::snprintf(line, sizeof line, " %14s", cell(r).c_str());
@@ -195,6 +199,8 @@ std::string speed_table(const std::vector<StepProfile>& rows) {
     for (const GemmShape& g : r.misaligned) ms += g.ms_per_step;
     return std::to_string(r.misaligned.size()) + " (" + percent(r.step_ms > 0 ? ms / r.step_ms : 0) + ")";
   });
+  row("GEMMs with a dim not a multiple of 16",
+      [](const StepProfile& r) { return std::to_string(r.gemm_shapes_not_multiple_of_16); });
   row("peak memory (CPU)", [](const StepProfile& r) { return mib(r.peak_bytes); });
   row("inference p50 at batch 1", [](const StepProfile& r) { return fixed(r.infer_p50_ms, 2) + " ms"; });
   row("inference p99 at batch 1", [](const StepProfile& r) { return fixed(r.infer_p99_ms, 2) + " ms"; });
@@ -281,7 +287,8 @@ std::string speed_json(const std::vector<StepProfile>& rows, std::string_view mo
       os << (b ? ", " : "") << str(bucket_name(static_cast<TimeBucket>(b))) << ": " << fixed(r.bucket_ms[b], 4);
     }
     os << "}, \"gemm_gflops_per_s\": " << fixed(r.gemm_gflops_per_s(), 3)
-       << ", \"gemm_peak_gflops\": " << fixed(r.gemm_peak_gflops, 1) << ", \"misaligned_gemms\": [";
+       << ", \"gemm_peak_gflops\": " << fixed(r.gemm_peak_gflops, 1)
+       << ", \"gemm_shapes_not_multiple_of_16\": " << r.gemm_shapes_not_multiple_of_16 << ", \"misaligned_gemms\": [";
     for (size_t j = 0; j < r.misaligned.size(); ++j) {
       const GemmShape& g = r.misaligned[j];
       os << (j ? ", " : "") << "{\"batch\": " << g.batch << ", \"m\": " << g.m << ", \"n\": " << g.n

@@ -50,6 +50,9 @@ struct StepProfile {
   // GEMMs with m, n or k not a multiple of 8 (16-bit tensor cores and vector units want 8; FP8 16), with
   // their time per step, slowest first.
   std::vector<GemmShape> misaligned;
+  // GEMM shapes with a dim not a multiple of 16, which FP8 tensor-core GEMMs need (amp/fp8.h keeps such
+  // linears out of FP8).
+  int64_t gemm_shapes_not_multiple_of_16 = 0;
   uint64_t peak_bytes = 0;              // CPU memory allocated at the peak
   std::vector<std::string> peak_stack;  // what ran then
   // Inference (forward, no grad, eval mode): latency per call at batch 1, throughput at the training batch.

@@ -79,6 +79,8 @@ TEST(SpeedReport, EachEventsSelfTimeGoesToOneBucket) {
   EXPECT_EQ(r.misaligned[0].n, 10);
   EXPECT_EQ(r.misaligned[0].k, 64);
   EXPECT_NEAR(r.misaligned[0].ms_per_step, 20, 1e-9);
+  // For FP8, 16: [64 x 32] @ [32 x 16] passes, [30 x 64] @ [64 x 10] does not.
+  EXPECT_EQ(r.gemm_shapes_not_multiple_of_16, 1);
 }
 
 TEST(SpeedReport, TwoStepsHalveTheTimesPerStep) {
