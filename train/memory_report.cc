@@ -53,14 +53,24 @@ MemoryParts measure_step_memory(std::string label, int64_t batch, Module& model,
   };
   step(false);
   step(true);
+  const MemoryParts held = resident_parts(model, optimizer);
+  r.weights = held.weights;
+  r.working_copies = held.working_copies;
+  r.optimizer_state = held.optimizer_state;
+  optimizer.zero_grad();
+  return r;
+}
+
+MemoryParts resident_parts(Module& model, const Optimizer& optimizer) {
+  MemoryParts r;
   for (const NamedTensor& p : model.named_parameters()) {
     r.weights += nbytes(p.tensor);
+    r.gradients += nbytes(p.tensor.grad());
     r.working_copies += nbytes(optimizer.working_copy(p.name));
     if (const ParamState* s = optimizer.state(p.name)) {
       for (const auto& [name, t] : *s) r.optimizer_state += nbytes(t);
     }
   }
-  optimizer.zero_grad();
   return r;
 }
 

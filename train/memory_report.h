@@ -29,6 +29,10 @@ struct MemoryParts {
   uint64_t at_rest = 0;  // allocated before the step's forward: weights, state, data, everything kept
 };
 
+// What a model and its optimizer hold now: weights, working copies, gradients, optimizer state (the other
+// fields zero).
+MemoryParts resident_parts(Module& model, const Optimizer& optimizer);
+
 // Runs two steps (the first makes the optimizer's state) of `step_loss` (a forward returning the loss, under
 // the caller's autocast), backward and `optimizer.step()`, and measures the second.
 MemoryParts measure_step_memory(std::string label, int64_t batch, Module& model, Optimizer& optimizer,

@@ -58,6 +58,7 @@ absl::Status ProfileWindow::stop_and_write() {
     for (const std::string& s : peak.stack) where += (where.empty() ? "" : " > ") + s;
     std::fprintf(out_, "CPU memory peak: %.1f MiB allocated, during %s\n",
                  static_cast<double>(peak.allocated) / (1 << 20), where.empty() ? "no recorded event" : where.c_str());
+    if (describe_resident_) std::fprintf(out_, "  of which %s\n", describe_resident_().c_str());
   }
   try {
     profile.export_chrome_trace(path_, rank_, world_size_);

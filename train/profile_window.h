@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -19,6 +20,9 @@ class ProfileWindow {
   // the warm-up steps). Starts at once when the Trainer is at step start_after already.
   ProfileWindow(std::string trace_path, int64_t start_after, int64_t steps, int64_t trainer_step, int rank,
                 int world_size, std::FILE* out);
+  // What the memory peak's line adds: the bytes the model and optimizer hold (train/memory_report.h), so
+  // that the rest reads as activations, temporaries and data.
+  void describe_resident(std::function<std::string()> describe) { describe_resident_ = std::move(describe); }
 
   // Before the run: whether the trace can be written where asked (a missing folder, no permission), so that
   // a bad path fails before any training, naming the file.
@@ -40,6 +44,7 @@ class ProfileWindow {
   std::FILE* out_;
   profiler::Profiler profiler_;
   int64_t first_step_ = 0;
+  std::function<std::string()> describe_resident_;
 };
 
 }  // namespace mantissa

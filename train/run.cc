@@ -570,6 +570,13 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRe
     profile.emplace(world > 1 ? absl::StrCat(o.profile, ".rank", rank) : o.profile, trainer.step() + o.profile_wait,
                     o.profile_steps, trainer.step(), rank, world, out);
     if (absl::Status s = profile->check_writable(); !s.ok()) return s;
+    profile->describe_resident([&] {
+      const MemoryParts p = resident_parts(*model.module, *optimizer);
+      return absl::StrCat("weights ", format_bytes(p.weights), ", working copies ", format_bytes(p.working_copies),
+                          ", gradients ", format_bytes(p.gradients), ", optimizer state ",
+                          format_bytes(p.optimizer_state),
+                          " (now); the rest: activations, temporaries, the data set and the loaders");
+    });
     trainer.on_step_end([&](const StepMetrics& m) { profile->on_step(m.step); });
   }
   absl::StatusOr<RunSummary> summary = trainer.fit();
