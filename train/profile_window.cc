@@ -3,9 +3,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <omp.h>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "framework/cpu_peak.h"
 #include "framework/error.h"
 
 namespace mantissa {
@@ -47,11 +49,16 @@ absl::Status ProfileWindow::finish() {
   return error_;
 }
 
+double ProfileWindow::peak_gflops() const {
+  if (!peak_dtype_) return 0;
+  return gemm_peak_gflops(measure_cpu_peaks(omp_get_max_threads(), 0.2), *peak_dtype_);
+}
+
 absl::Status ProfileWindow::stop_and_write() {
   const profiler::Profile profile = profiler_.stop();
   std::fprintf(out_, "--- profile of steps %lld..%lld (self time, this rank) ---\n%s",
                static_cast<long long>(first_step_), static_cast<long long>(first_step_ + steps_ - 1),
-               profile.table({.row_limit = 25}).c_str());
+               profile.table({.row_limit = 25, .peak_gflops = peak_gflops()}).c_str());
   const profiler::MemoryPeak peak = profile.memory_peak();
   if (peak.time_ns >= 0) {
     std::string where;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "framework/dtype.h"
 #include "framework/profiler/profile.h"
 
 namespace mantissa {
@@ -23,6 +24,9 @@ class ProfileWindow {
   // What the memory peak's line adds: the bytes the model and optimizer hold (train/memory_report.h), so
   // that the rest reads as activations, temporaries and data.
   void describe_resident(std::function<std::string()> describe) { describe_resident_ = std::move(describe); }
+  // The %peak column: the table's GFLOP/s rows against this CPU's measured peak for GEMMs in `dtype`
+  // (framework/cpu_peak.h, measured when the window closes, for about a second).
+  void measure_peak_for(DType dtype) { peak_dtype_ = dtype; }
 
   // Before the run: whether the trace can be written where asked (a missing folder, no permission), so that
   // a bad path fails before any training, naming the file.
@@ -36,6 +40,7 @@ class ProfileWindow {
 
  private:
   absl::Status stop_and_write();
+  double peak_gflops() const;
 
   std::string path_;
   int64_t start_after_, steps_;
@@ -45,6 +50,7 @@ class ProfileWindow {
   profiler::Profiler profiler_;
   int64_t first_step_ = 0;
   std::function<std::string()> describe_resident_;
+  std::optional<DType> peak_dtype_;
 };
 
 }  // namespace mantissa

@@ -570,6 +570,7 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRe
     profile.emplace(world > 1 ? absl::StrCat(o.profile, ".rank", rank) : o.profile, trainer.step() + o.profile_wait,
                     o.profile_steps, trainer.step(), rank, world, out);
     if (absl::Status s = profile->check_writable(); !s.ok()) return s;
+    if (device.is_cpu()) profile->measure_peak_for(precision_dtype(o.precision));
     profile->describe_resident([&] {
       const MemoryParts p = resident_parts(*model.module, *optimizer);
       return absl::StrCat("weights ", format_bytes(p.weights), ", working copies ", format_bytes(p.working_copies),

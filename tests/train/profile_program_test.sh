@@ -43,7 +43,7 @@ run_model() {  # run_model MODEL OP... (the ops its trace must hold)
   if "$prog" --model="$model" --data=synthetic --max_steps=3 --profile_wait=1 --profile_steps=1 --progress=none \
       --eval_batches=1 --sample_chars=0 --n_layer=1 --n_embd=64 --block_size=32 --batch_size=8 \
       --profile="$work/$model.json" >"$work/out" 2>&1 &&
-    grep -q "^Name .*Self %" "$work/out" && grep -q "^trace: $work/$model.json" "$work/out" &&
+    grep -q "^Name .*Self %.*%peak" "$work/out" && grep -q "^trace: $work/$model.json" "$work/out" &&
     check_trace "$work/$model.json" "$@" >"$work/check" 2>&1; then
     ok "--model=$model --profile: table, trace with $(cat "$work/check")"
   else
