@@ -116,8 +116,13 @@ Device Optimizer::step_device(const std::vector<ParamWithGrad>& params, const Gr
 
 Optimizer::~Optimizer() { disable_working_copies(); }
 
+// The profiler's name of a step, as torch.profiler's ("Optimizer.step#Adam.step"); built only while it records.
+std::string Optimizer::step_event_name() const {
+  return profiler::is_enabled() ? std::string("Optimizer.step#") + type_name() + ".step" : std::string();
+}
+
 void Optimizer::step() {
-  profiler::RecordScope scope(std::string("Optimizer.step#") + type_name() + ".step");
+  profiler::RecordScope scope(step_event_name());
   NoGradGuard no_grad;
   for (size_t g = 0; g < groups_.size(); ++g) step_group(g, nullptr);  // the kernels also write working copies
 }
@@ -173,7 +178,7 @@ void Optimizer::step(const GradScaling& scaling) {
              t->defined() ? std::string(dtype_name(t->dtype())) + " " + shape_str(t->shape()) : "undefined",
              ". HINT: the GradScaler passes its own inv_scale and found_inf");
   }
-  profiler::RecordScope scope(std::string("Optimizer.step#") + type_name() + ".step");
+  profiler::RecordScope scope(step_event_name());
   NoGradGuard no_grad;
   for (size_t g = 0; g < groups_.size(); ++g) step_group(g, &scaling);  // a skipped step writes no copy either
 }

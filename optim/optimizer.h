@@ -87,6 +87,7 @@ class Optimizer {
 
  protected:
   Optimizer() = default;
+  std::string step_event_name() const;
   // Checks and appends a group's parameters (no name may repeat across groups; fp32/f64 leaves that
   // require grad); returns the new group's index.
   size_t add_group_params(std::vector<NamedTensor> params);

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "framework/error.h"
+#include "framework/profiler/json_text.h"
 
 namespace mantissa {
 namespace {
@@ -265,18 +266,7 @@ std::string speed_verdict(const std::vector<StepProfile>& rows, bool cpu_has_bf1
 
 std::string speed_json(const std::vector<StepProfile>& rows, std::string_view model, std::string_view verdict) {
   std::ostringstream os;
-  auto str = [](std::string_view s) {
-    std::string out = "\"";
-    for (char c : s) {
-      if (c == '"' || c == '\\') out += '\\';
-      if (c == '\n') {
-        out += "\\n";
-        continue;
-      }
-      out += c;
-    }
-    return out + "\"";
-  };
+  auto str = [](std::string_view s) { return profiler::json_string(s); };
   os << "{\"model\": " << str(model) << ", \"verdict\": " << str(verdict) << ", \"precisions\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
     const StepProfile& r = rows[i];

@@ -1,0 +1,47 @@
+// What mantissa-train's run (run.cc) and its reports (run_reports.cc) share: the data and model a run is
+// built from, and the report runs that replace training (--report=precision | speed | memory). Internal to
+// train/run*.cc.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "data/dataset.h"
+#include "data/text.h"
+#include "framework/module.h"
+#include "models/gpt.h"
+#include "optim/optimizer.h"
+#include "train/run.h"
+#include "train/task.h"
+#include "train/trainer.h"
+
+namespace mantissa::run_parts {
+
+struct Data {
+  std::shared_ptr<const Dataset> train, eval;
+  std::optional<Vocabulary> vocab;  // text
+  int64_t vocab_size = 0;
+};
+
+struct Model {
+  std::shared_ptr<Module> module;
+  Task task;
+  std::shared_ptr<GPT> gpt;  // set for --model=gpt
+};
+
+Model build_model(const RunOptions& o, const Data& data);
+std::unique_ptr<Optimizer> build_optimizer(const RunOptions& o, Module& model);
+
+// --report=precision: the first training batch through amp::precision_report; nothing is trained.
+absl::StatusOr<RunSummary> precision_report_run(const RunOptions& o, Model& model, DataLoader& train, Trainer& trainer,
+                                                Device device, std::FILE* out);
+// --report=speed: profiled steps in fp32, bf16 and fp16 (train/speed_report.h). Trains the model a few steps.
+absl::StatusOr<RunSummary> speed_report_run(const RunOptions& o, Model& model, Optimizer& optimizer, DataLoader& train,
+                                            Device device, std::FILE* out);
+// --report=memory: a step's parts per precision, and the batch a budget allows (train/memory_report.h).
+absl::StatusOr<RunSummary> memory_report_run(const RunOptions& o, const Data& data, Model& model, Optimizer& optimizer,
+                                             DataLoader& train, Device device, std::FILE* out);
+
+}  // namespace mantissa::run_parts
