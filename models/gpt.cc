@@ -33,7 +33,7 @@ void init_linear(Linear& l, double stddev, Generator* g) {
 }  // namespace
 
 CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, const GPTOptions& o)
-    : n_head(c.n_head), dropout_p(c.dropout) {
+    : n_head(c.n_head), dropout_p(c.dropout), generator_(o.generator) {
   c_attn = register_module("c_attn", std::make_shared<Linear>(c.n_embd, 3 * c.n_embd, linear_options(o)));
   c_proj = register_module("c_proj", std::make_shared<Linear>(c.n_embd, c.n_embd, linear_options(o)));
   attn_dropout = register_module("attn_dropout", std::make_shared<Dropout>(DropoutOptions{c.dropout, o.generator}));
@@ -49,17 +49,9 @@ Tensor CausalSelfAttention::forward_unhooked(const Tensor& x) {
   const std::vector<Tensor> qkv = split(c_attn->forward(x), C, 2);                             // 3 x [B, T, C]
   auto heads = [&](const Tensor& t) { return t.reshape({B, T, n_head, D}).transpose(1, 2); };  // [B, H, T, D]
   const Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-  Tensor y;
-  if (is_training() && dropout_p > 0.0) {
-    // Dropout on the attention weights needs them spelled out: softmax(q k^T / sqrt(D), causal) v.
-    Tensor scores = mul(matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(static_cast<double>(D)));  // [B, H, T, T]
-    const Tensor rows = arange(static_cast<double>(T)).reshape({T, 1}).to(scores.device());
-    const Tensor cols = arange(static_cast<double>(T)).reshape({1, T}).to(scores.device());
-    scores = masked_fill(scores, gt(cols, rows), -INFINITY);  // key j > query i is the future
-    y = matmul(attn_dropout->forward(softmax(scores, -1)), v);
-  } else {
-    y = scaled_dot_product_attention(q, k, v, {.mask = AttentionMask::kCausal});
-  }
+  // One fused op, dropout on the weights included (it draws the words attn_dropout would draw).
+  Tensor y = scaled_dot_product_attention(
+      q, k, v, {.mask = AttentionMask::kCausal, .dropout_p = is_training() ? dropout_p : 0.0, .generator = generator_});
   y = y.transpose(1, 2).reshape({B, T, C});  // heads side by side again
   return resid_dropout->forward(c_proj->forward(y));
 }

@@ -38,8 +38,8 @@ struct GPTOptions {
 };
 
 // Causal self-attention: one Linear c_attn makes q, k, v [B, n_head, T, C / n_head]; c_proj mixes heads.
-// Uses scaled_dot_product_attention, except in training with dropout > 0, where the attention weights
-// are formed explicitly so that dropout can act on them.
+// The attention itself is the fused scaled_dot_product_attention, with dropout on its weights in
+// training (attn_dropout stays in the module tree, as nanoGPT's does, and names the probability).
 class CausalSelfAttention : public Module {
  public:
   CausalSelfAttention(const GPTConfig& config, const GPTOptions& options);
@@ -52,6 +52,7 @@ class CausalSelfAttention : public Module {
   std::shared_ptr<Dropout> attn_dropout, resid_dropout;  // on the attention weights, after c_proj
 
  private:
+  Generator* generator_;                     // the attention weights' dropout draws from it (null: default_generator())
   Tensor forward_unhooked(const Tensor& x);  // forward without the hooks around it
 };
 
