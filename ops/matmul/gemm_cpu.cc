@@ -4,8 +4,10 @@
 //         its sgemm; oneDNN reads the CPU itself. dnnl_sgemm measured faster than oneDNN's f32 matmul
 //         primitive and than OpenBLAS at its best (bench/RESULTS.md).
 //   f64:  OpenBLAS dgemm, single-threaded per call, with parallel_for over blocks of C's rows.
-//   bf16: oneDNN matmul with bf16 operands: AMX / AVX512_BF16 dot products accumulating in fp32, one
-//         rounding to bf16 at the output (alpha and beta applied in fp32 before it); or none, into an f32 C.
+//   bf16: on a CPU with AVX512_BF16 or AMX, oneDNN matmul with bf16 operands: bf16 dot products
+//         accumulating in fp32, one rounding to bf16 at the output (alpha and beta applied in fp32 before
+//         it), or none into an f32 C. Without them, widened to f32 as f16 is: oneDNN's emulated bf16 path
+//         runs at a third of its sgemm. MANTISSA_BF16_GEMM=native|widened overrides the choice.
 //   f16:  this oneDNN has no f16 matmul, so A and B are widened to f32 (exact), multiplied by the f32
 //         GEMM and rounded once to f16: the tensor-core contract, bit for bit.
 // Threads: every dtype runs on the one OpenMP pool that parallel_for uses (oneDNN is built on OpenMP;
@@ -15,12 +17,15 @@
 
 #include <algorithm>
 #include <cblas.h>
+#include <cstdlib>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.h>
+#include <string_view>
 
 #include "framework/allocator.h"
 #include "framework/convert.h"
 #include "framework/dtype.h"
+#include "framework/error.h"
 #include "framework/parallel.h"
 #include "ops/matmul/onednn_matmul_cpu.h"
 
@@ -120,15 +125,27 @@ void convert_matrices(const Src* src, int64_t src_ld, int64_t src_stride, Dst* d
   });
 }
 
-// f16: widen A, B (and C when beta reads it) to f32, run the f32 GEMM, round once into C.
-void gemm_f16(const BatchedGemmArgs<Half>& bg) {
-  const GemmArgs<Half>& g = bg.gemm;
+// 16-bit operands widened to f32 (exact), the f32 GEMM, one rounding into C (none into an f32 C, which
+// the GEMM writes in place): the tensor-core contract, bit for bit, on any CPU with the f32 GEMM.
+template <typename T, typename Out>
+void gemm_widened(const BatchedGemmArgs<T, Out>& bg) {
+  const GemmArgs<T, Out>& g = bg.gemm;
   const Stored sa = stored(g.trans_a, g.m, g.k), sb = stored(g.trans_b, g.k, g.n);
   const int64_t na = bg.stride_a == 0 ? 1 : bg.batch, nb = bg.stride_b == 0 ? 1 : bg.batch;
-  Scratch a(na * sa.rows * sa.cols), b(nb * sb.rows * sb.cols), c(bg.batch * g.m * g.n);
+  constexpr bool kF32Out = std::is_same_v<Out, float>;
+  Scratch a(na * sa.rows * sa.cols), b(nb * sb.rows * sb.cols), c(kF32Out ? 0 : bg.batch * g.m * g.n);
   convert_matrices(g.a, g.lda, bg.stride_a, a.get(), sa.cols, sa.rows * sa.cols, na, sa.rows, sa.cols);
   convert_matrices(g.b, g.ldb, bg.stride_b, b.get(), sb.cols, sb.rows * sb.cols, nb, sb.rows, sb.cols);
-  if (g.beta != 0.0) convert_matrices(g.c, g.ldc, bg.stride_c, c.get(), g.n, g.m * g.n, bg.batch, g.m, g.n);
+  float* c_f32 = nullptr;
+  int64_t ldc = g.n, stride_c = g.m * g.n;
+  if constexpr (kF32Out) {
+    c_f32 = g.c;
+    ldc = g.ldc;
+    stride_c = bg.stride_c;
+  } else {
+    c_f32 = c.get();
+    if (g.beta != 0.0) convert_matrices(g.c, g.ldc, bg.stride_c, c_f32, g.n, g.m * g.n, bg.batch, g.m, g.n);
+  }
   gemm_batched(BatchedGemmArgs<float>{.gemm = {.trans_a = g.trans_a,
                                                .trans_b = g.trans_b,
                                                .m = g.m,
@@ -138,15 +155,32 @@ void gemm_f16(const BatchedGemmArgs<Half>& bg) {
                                                .lda = sa.cols,
                                                .b = b.get(),
                                                .ldb = sb.cols,
-                                               .c = c.get(),
-                                               .ldc = g.n,
+                                               .c = c_f32,
+                                               .ldc = ldc,
                                                .alpha = g.alpha,
                                                .beta = g.beta},
                                       .batch = bg.batch,
                                       .stride_a = bg.stride_a == 0 ? 0 : sa.rows * sa.cols,
                                       .stride_b = bg.stride_b == 0 ? 0 : sb.rows * sb.cols,
-                                      .stride_c = g.m * g.n});
-  convert_matrices(static_cast<const float*>(c.get()), g.n, g.m * g.n, g.c, g.ldc, bg.stride_c, bg.batch, g.m, g.n);
+                                      .stride_c = stride_c});
+  if constexpr (!kF32Out) {
+    convert_matrices(static_cast<const float*>(c_f32), g.n, g.m * g.n, g.c, g.ldc, bg.stride_c, bg.batch, g.m, g.n);
+  }
+}
+
+Bf16GemmPath path_from_environment() {
+  if (const char* e = std::getenv("MANTISSA_BF16_GEMM")) {
+    const std::string_view v(e);
+    if (v == "native") return Bf16GemmPath::kNative;
+    if (v == "widened") return Bf16GemmPath::kWidened;
+    MT_THROW("MANTISSA_BF16_GEMM must be 'native' or 'widened', got '", v, "'");
+  }
+  // oneDNN's bf16 kernels need AVX512_BF16 (or AMX) dot products; without them it emulates the bf16
+  // products and ran at 49 GFLOP/s against its f32 GEMM's 165 on the 2-core Xeon (bench/RESULTS.md).
+  return dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core_bf16 &&
+                 dnnl_get_effective_cpu_isa() != dnnl_cpu_isa_avx2_vnni
+             ? Bf16GemmPath::kNative
+             : Bf16GemmPath::kWidened;
 }
 
 template <typename T, typename Out>
@@ -195,16 +229,27 @@ void gemm_batched(const BatchedGemmArgs<double>& bg) {
 
 void gemm_batched(const BatchedGemmArgs<Half>& bg) {
   if (trivial(bg)) return;
-  gemm_f16(bg);
+  gemm_widened(bg);
+}
+
+Bf16GemmPath bf16_gemm_path() {
+  static const Bf16GemmPath path = path_from_environment();
+  return path;
+}
+
+std::string_view bf16_gemm_path_name(Bf16GemmPath path) {
+  return path == Bf16GemmPath::kNative ? "native (oneDNN bf16 matmul)" : "widened (to f32, oneDNN sgemm)";
 }
 
 void gemm_batched(const BatchedGemmArgs<BFloat16>& bg) {
   if (trivial(bg)) return;
+  if (bf16_gemm_path() == Bf16GemmPath::kWidened) return gemm_widened(bg);
   onednn_matmul(problem(bg, MatmulType::kBF16), bg.gemm.a, bg.gemm.b, bg.gemm.c);
 }
 
 void gemm_batched(const BatchedGemmArgs<BFloat16, float>& bg) {
   if (trivial(bg)) return;
+  if (bf16_gemm_path() == Bf16GemmPath::kWidened) return gemm_widened(bg);
   onednn_matmul(problem(bg, MatmulType::kBF16F32Out), bg.gemm.a, bg.gemm.b, bg.gemm.c);
 }
 

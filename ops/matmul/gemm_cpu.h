@@ -1,5 +1,6 @@
 // GEMM over raw pointers, row-major: C[m, n] = alpha * op(A)[m, k] @ op(B)[k, n] + beta * C.
-// f32: oneDNN sgemm; f64: OpenBLAS; bf16: oneDNN matmul (AMX / AVX512_BF16); f16: widened to f32
+// f32: oneDNN sgemm; f64: OpenBLAS; bf16: oneDNN matmul (AMX / AVX512_BF16) or widened to f32 on CPUs
+// without them (bf16_gemm_path below); f16: widened to f32
 // (gemm.cc says why; on a CPU with AVX512-FP16 or AMX-FP16 an f16 matmul of oneDNN 3.x would be faster,
 // but Debian's oneDNN 2.6 has none: bench/RESULTS.md, issue 17). f16/bf16 take 16-bit operands, accumulate in fp32 and
 // round once into C (the tensor-core contract). bf16 operands with an f32 C keep the fp32 accumulator unrounded (the
@@ -8,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "framework/half.h"
 
@@ -51,5 +53,13 @@ void gemm_batched(const BatchedGemmArgs<double>& args);
 void gemm_batched(const BatchedGemmArgs<Half>& args);
 void gemm_batched(const BatchedGemmArgs<BFloat16>& args);
 void gemm_batched(const BatchedGemmArgs<BFloat16, float>& args);
+
+// How bf16 GEMMs run on this CPU: oneDNN's bf16 matmul where the CPU has bf16 dot products (AVX512_BF16,
+// AMX), else operands widened to f32 through the f32 GEMM. Both keep the contract (bf16 operands, f32
+// sums, one rounding); only the order of the f32 sums differs. Chosen once per process from the CPU;
+// the environment variable MANTISSA_BF16_GEMM=native|widened overrides it (benchmarks, tests).
+enum class Bf16GemmPath { kNative, kWidened };
+Bf16GemmPath bf16_gemm_path();
+std::string_view bf16_gemm_path_name(Bf16GemmPath path);
 
 }  // namespace mantissa::cpu
