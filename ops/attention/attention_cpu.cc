@@ -24,6 +24,7 @@
 
 #include "framework/convert.h"
 #include "framework/parallel.h"
+#include "ops/cpu/row_reduce.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/matmul/gemm_cpu.h"
 
@@ -33,17 +34,32 @@ namespace {
 constexpr int64_t kQueryBlock = 64;
 constexpr int64_t kKeyBlock = 128;
 
-// rows x cols of one operand, from row `first` of batch n, widened into dst (dense, row stride cols).
+// rows x cols of one operand from row `first` of batch n, as a GEMM operand (pointer and row stride): the
+// rows in place when they are already C (they are row_stride apart within a batch), else widened into
+// `scratch` (dense, row stride cols).
+template <typename C>
+struct Rows {
+  const C* p;
+  int64_t ld;
+};
+
 template <typename T, typename C>
-void load_rows(const T* base, const AttentionRows& a, int64_t n, int64_t first, int64_t rows, int64_t cols, C* dst) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* src = base + a.offset(n, first + r);
-    if constexpr (std::is_same_v<T, C>) {
-      std::copy(src, src + cols, dst + r * cols);
-    } else {
-      convert(src, dst + r * cols, cols);
-    }
+Rows<C> rows_of(const T* base, const AttentionRows& a, int64_t n, int64_t first, int64_t rows, int64_t cols,
+                C* scratch) {
+  if constexpr (std::is_same_v<T, C>) {
+    return {base + a.offset(n, first), a.row_stride};
+  } else {
+    for (int64_t r = 0; r < rows; ++r) convert(base + a.offset(n, first + r), scratch + r * cols, cols);
+    return {scratch, cols};
   }
+}
+
+// A per-thread buffer of at least `count` values, kept between calls (no allocation or zeroing per tile).
+template <typename C, int kSlot>
+C* scratch(int64_t count) {
+  thread_local std::vector<C> buffer;
+  if (static_cast<int64_t>(buffer.size()) < count) buffer.resize(static_cast<size_t>(count));
+  return buffer.data();
 }
 
 template <typename T, typename C>
@@ -98,56 +114,55 @@ void forward_block(const AttentionForwardArgs<T>& a, int64_t n, int64_t i0) {
   const AttentionShape& s = a.shape;
   const int64_t rows = std::min(kQueryBlock, s.L - i0);
   const int64_t j_end = s.causal ? std::min(s.S, i0 + rows) : s.S;
-  std::vector<C> q(rows * s.D), k(kKeyBlock * s.D), v(kKeyBlock * s.Dv), p(rows * kKeyBlock), o(rows * s.Dv, C(0)),
-      drop(kKeyBlock);
-  std::vector<C> m(rows, -std::numeric_limits<C>::infinity()), l(rows, C(0));
-  load_rows(a.q, a.q_rows, n, i0, rows, s.D, q.data());
+  C* p = scratch<C, 0>(rows * kKeyBlock);
+  C* o = scratch<C, 1>(rows * s.Dv);
+  C* m = scratch<C, 2>(rows);
+  C* l = scratch<C, 3>(rows);
+  C* drop = scratch<C, 4>(kKeyBlock);
+  std::fill(o, o + rows * s.Dv, C(0));
+  std::fill(m, m + rows, -std::numeric_limits<C>::infinity());
+  std::fill(l, l + rows, C(0));
+  const Rows<C> q = rows_of(a.q, a.q_rows, n, i0, rows, s.D, scratch<C, 5>(rows * s.D));
   for (int64_t j0 = 0; j0 < j_end; j0 += kKeyBlock) {
     const int64_t cols = std::min(kKeyBlock, j_end - j0);
-    load_rows(a.k, a.k_rows, n, j0, cols, s.D, k.data());
-    load_rows(a.v, a.v_rows, n, j0, cols, s.Dv, v.data());
-    tile_gemm<C>(Trans::kNo, Trans::kYes, rows, cols, s.D, static_cast<double>(a.scale), q.data(), s.D, k.data(), s.D,
-                 0.0, p.data(), cols);
+    const Rows<C> k = rows_of(a.k, a.k_rows, n, j0, cols, s.D, scratch<C, 6>(cols * s.D));
+    const Rows<C> v = rows_of(a.v, a.v_rows, n, j0, cols, s.Dv, scratch<C, 7>(cols * s.Dv));
+    tile_gemm<C>(Trans::kNo, Trans::kYes, rows, cols, s.D, static_cast<double>(a.scale), q.p, q.ld, k.p, k.ld, 0.0, p,
+                 cols);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = i0 + r;
-      C* row = p.data() + r * cols;
+      C* row = p + r * cols;
       const int64_t seen = std::clamp<int64_t>(s.visible_keys(i) - j0, 0, cols);
-      C m_new = m[r];
-      for (int64_t c = 0; c < seen; ++c) {
-        if (row[c] > m_new || row[c] != row[c]) m_new = row[c];  // a NaN sticks and makes the row NaN
-      }
-      if (m_new == -std::numeric_limits<C>::infinity()) {  // nothing visible yet: this tile adds nothing
+      const C m_new = std::max(m[r], row_max(row, seen));  // vectorized; a NaN score shows in the sum below
+      if (m_new == -std::numeric_limits<C>::infinity()) {  // nothing visible yet, or only NaN: adds nothing
+        if (std::any_of(row, row + seen, [](C x) { return x != x; })) l[r] = std::numeric_limits<C>::quiet_NaN();
         std::fill(row, row + cols, C(0));
         continue;
       }
       const C alpha = exp_compute<C>(m[r] - m_new);  // exp(-inf) = 0 on the first visible tile
-      C sum = 0;
-      for (int64_t c = 0; c < seen; ++c) {
-        row[c] = exp_compute<C>(row[c] - m_new);
-        sum += row[c];
-      }
+      const C sum = row_sum_exp(row, seen, m_new, row);
       std::fill(row + seen, row + cols, C(0));
       if (a.dropout.active()) {
-        dropout_factors(a.dropout, s, n, i, j0, seen, drop.data());
+        dropout_factors(a.dropout, s, n, i, j0, seen, drop);
         for (int64_t c = 0; c < seen; ++c) row[c] *= drop[c];
       }
       round_operands<T>(row, seen);
       l[r] = l[r] * alpha + sum;
       m[r] = m_new;
       if (alpha != C(1)) {
-        C* orow = o.data() + r * s.Dv;
+        C* orow = o + r * s.Dv;
         for (int64_t d = 0; d < s.Dv; ++d) orow[d] *= alpha;
       }
     }
-    tile_gemm<C>(Trans::kNo, Trans::kNo, rows, s.Dv, cols, 1.0, p.data(), cols, v.data(), s.Dv, 1.0, o.data(), s.Dv);
+    tile_gemm<C>(Trans::kNo, Trans::kNo, rows, s.Dv, cols, 1.0, p, cols, v.p, v.ld, 1.0, o, s.Dv);
   }
   for (int64_t r = 0; r < rows; ++r) {
     const C inv = C(1) / l[r];  // l > 0: a causal row sees key 0, and S > 0 (else the entry never calls)
-    C* orow = o.data() + r * s.Dv;
+    C* orow = o + r * s.Dv;
     for (int64_t d = 0; d < s.Dv; ++d) orow[d] *= inv;
     a.lse[n * s.L + i0 + r] = m[r] + std::log(l[r]);
   }
-  store_rows(o.data(), rows * s.Dv, a.out + (n * s.L + i0) * s.Dv);
+  store_rows(o, rows * s.Dv, a.out + (n * s.L + i0) * s.Dv);
 }
 
 template <typename T>
@@ -156,72 +171,70 @@ void backward_head(const AttentionBackwardArgs<T>& a, int64_t n) {
   const AttentionForwardArgs<T>& f = a.forward;
   const AttentionShape& s = f.shape;
   const AttentionRows dense_out{.inner_size = 1, .outer_stride = s.L * s.Dv, .inner_stride = 0, .row_stride = s.Dv};
-  std::vector<C> q(s.L * s.D), k(s.S * s.D), v(s.S * s.Dv), dout(s.L * s.Dv), delta(s.L), dq(s.L * s.D, C(0));
-  std::vector<C> dk(kKeyBlock * s.D), dv(kKeyBlock * s.Dv), p(kQueryBlock * kKeyBlock), pd(kQueryBlock * kKeyBlock),
-      ds(kQueryBlock * kKeyBlock), drop(kKeyBlock);
-  load_rows(f.q, f.q_rows, n, 0, s.L, s.D, q.data());
-  load_rows(f.k, f.k_rows, n, 0, s.S, s.D, k.data());
-  load_rows(f.v, f.v_rows, n, 0, s.S, s.Dv, v.data());
-  load_rows(a.dout, dense_out, n, 0, s.L, s.Dv, dout.data());
-  {
-    // delta_i = sum_d dO_id O_id = sum_j P_ij dP_ij (with dropout too: O is the dropped-out weights' product).
-    std::vector<C> o(s.Dv);
-    for (int64_t i = 0; i < s.L; ++i) {
-      load_rows(f.out, dense_out, n, i, 1, s.Dv, o.data());
-      C acc = 0;
-      for (int64_t d = 0; d < s.Dv; ++d) acc += dout[i * s.Dv + d] * o[d];
-      delta[i] = acc;
-    }
-  }
+  const Rows<C> q = rows_of(f.q, f.q_rows, n, 0, s.L, s.D, scratch<C, 0>(s.L * s.D));
+  const Rows<C> k = rows_of(f.k, f.k_rows, n, 0, s.S, s.D, scratch<C, 1>(s.S * s.D));
+  const Rows<C> v = rows_of(f.v, f.v_rows, n, 0, s.S, s.Dv, scratch<C, 2>(s.S * s.Dv));
+  const Rows<C> dout = rows_of(a.dout, dense_out, n, 0, s.L, s.Dv, scratch<C, 3>(s.L * s.Dv));
+  const Rows<C> out = rows_of(f.out, dense_out, n, 0, s.L, s.Dv, scratch<C, 4>(s.L * s.Dv));
+  C* delta = scratch<C, 5>(s.L);
+  C* dq = scratch<C, 6>(s.L * s.D);
+  C* dk = scratch<C, 7>(kKeyBlock * s.D);
+  C* dv = scratch<C, 8>(kKeyBlock * s.Dv);
+  C* p = scratch<C, 9>(kQueryBlock * kKeyBlock);
+  C* pd = scratch<C, 10>(kQueryBlock * kKeyBlock);
+  C* ds = scratch<C, 11>(kQueryBlock * kKeyBlock);
+  C* drop = scratch<C, 12>(kKeyBlock);
+  // delta_i = sum_d dO_id O_id = sum_j P_ij dP_ij (with dropout too: O is the dropped-out weights' product).
+  for (int64_t i = 0; i < s.L; ++i) delta[i] = row_dot(dout.p + i * dout.ld, out.p + i * out.ld, s.Dv);
+  std::fill(dq, dq + s.L * s.D, C(0));
   const C* lse = f.lse + n * s.L;
   const double scale = static_cast<double>(f.scale);
   for (int64_t j0 = 0; j0 < s.S; j0 += kKeyBlock) {
     const int64_t cols = std::min(kKeyBlock, s.S - j0);
-    std::fill(dk.begin(), dk.end(), C(0));
-    std::fill(dv.begin(), dv.end(), C(0));
-    const C* kj = k.data() + j0 * s.D;
-    const C* vj = v.data() + j0 * s.Dv;
+    std::fill(dk, dk + cols * s.D, C(0));
+    std::fill(dv, dv + cols * s.Dv, C(0));
+    const C* kj = k.p + j0 * k.ld;
+    const C* vj = v.p + j0 * v.ld;
     const int64_t i_first = s.causal ? std::min(j0, s.L) / kQueryBlock * kQueryBlock : 0;  // earlier rows see none
     for (int64_t i0 = i_first; i0 < s.L; i0 += kQueryBlock) {
       const int64_t rows = std::min(kQueryBlock, s.L - i0);
-      const C* qi = q.data() + i0 * s.D;
-      const C* doi = dout.data() + i0 * s.Dv;
-      tile_gemm<C>(Trans::kNo, Trans::kYes, rows, cols, s.D, scale, qi, s.D, kj, s.D, 0.0, p.data(), cols);
-      tile_gemm<C>(Trans::kNo, Trans::kYes, rows, cols, s.Dv, 1.0, doi, s.Dv, vj, s.Dv, 0.0, ds.data(), cols);
+      const C* qi = q.p + i0 * q.ld;
+      const C* doi = dout.p + i0 * dout.ld;
+      tile_gemm<C>(Trans::kNo, Trans::kYes, rows, cols, s.D, scale, qi, q.ld, kj, k.ld, 0.0, p, cols);
+      tile_gemm<C>(Trans::kNo, Trans::kYes, rows, cols, s.Dv, 1.0, doi, dout.ld, vj, v.ld, 0.0, ds, cols);
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t i = i0 + r;
-        C* prow = p.data() + r * cols;
-        C* pdrow = pd.data() + r * cols;
-        C* dsrow = ds.data() + r * cols;  // holds dP (of the dropped-out weights) on entry
+        C* prow = p + r * cols;
+        C* pdrow = pd + r * cols;
+        C* dsrow = ds + r * cols;  // holds dP (of the dropped-out weights) on entry
         const int64_t seen = std::clamp<int64_t>(s.visible_keys(i) - j0, 0, cols);
-        for (int64_t c = 0; c < seen; ++c) prow[c] = exp_compute<C>(prow[c] - lse[i]);
+        const C lse_i = lse[i], delta_i = delta[i];
+        for (int64_t c = 0; c < seen; ++c) prow[c] = exp_compute<C>(prow[c] - lse_i);
         std::fill(prow + seen, prow + cols, C(0));
         if (f.dropout.active()) {
-          dropout_factors(f.dropout, s, n, i, j0, seen, drop.data());
-          std::fill(drop.begin() + seen, drop.begin() + cols, C(0));
+          dropout_factors(f.dropout, s, n, i, j0, seen, drop);
+          std::fill(drop + seen, drop + cols, C(0));
           for (int64_t c = 0; c < cols; ++c) {
             pdrow[c] = prow[c] * drop[c];
-            dsrow[c] = prow[c] * (dsrow[c] * drop[c] - delta[i]);
+            dsrow[c] = prow[c] * (dsrow[c] * drop[c] - delta_i);
           }
         } else {
           for (int64_t c = 0; c < cols; ++c) {
             pdrow[c] = prow[c];
-            dsrow[c] = prow[c] * (dsrow[c] - delta[i]);
+            dsrow[c] = prow[c] * (dsrow[c] - delta_i);
           }
         }
         round_operands<T>(pdrow, cols);
         round_operands<T>(dsrow, cols);
       }
-      const C* weights = pd.data();
-      tile_gemm<C>(Trans::kYes, Trans::kNo, cols, s.Dv, rows, 1.0, weights, cols, doi, s.Dv, 1.0, dv.data(), s.Dv);
-      tile_gemm<C>(Trans::kNo, Trans::kNo, rows, s.D, cols, scale, ds.data(), cols, kj, s.D, 1.0, dq.data() + i0 * s.D,
-                   s.D);
-      tile_gemm<C>(Trans::kYes, Trans::kNo, cols, s.D, rows, scale, ds.data(), cols, qi, s.D, 1.0, dk.data(), s.D);
+      tile_gemm<C>(Trans::kYes, Trans::kNo, cols, s.Dv, rows, 1.0, pd, cols, doi, dout.ld, 1.0, dv, s.Dv);
+      tile_gemm<C>(Trans::kNo, Trans::kNo, rows, s.D, cols, scale, ds, cols, kj, k.ld, 1.0, dq + i0 * s.D, s.D);
+      tile_gemm<C>(Trans::kYes, Trans::kNo, cols, s.D, rows, scale, ds, cols, qi, q.ld, 1.0, dk, s.D);
     }
-    store_rows(dk.data(), cols * s.D, a.dk + (n * s.S + j0) * s.D);
-    store_rows(dv.data(), cols * s.Dv, a.dv + (n * s.S + j0) * s.Dv);
+    store_rows(dk, cols * s.D, a.dk + (n * s.S + j0) * s.D);
+    store_rows(dv, cols * s.Dv, a.dv + (n * s.S + j0) * s.Dv);
   }
-  store_rows(dq.data(), s.L * s.D, a.dq + n * s.L * s.D);
+  store_rows(dq, s.L * s.D, a.dq + n * s.L * s.D);
 }
 
 }  // namespace
