@@ -57,21 +57,37 @@ constexpr bool kUseOneDnn = std::is_same_v<T, float> || std::is_same_v<T, BFloat
 
 // f16 (which oneDNN 2.6 does not convolve here) runs as the f32 convolution of the exactly widened
 // operands, rounded once at the output: the 16-bit contract, at oneDNN's f32 speed instead of im2col's.
+// So does bf16 on a CPU without bf16 dot products, where oneDNN's bf16 convolution emulates them (the
+// choice bf16 GEMMs make: cpu::bf16_gemm_path()).
+template <typename T>
+void narrow(const float* src, T* dst, int64_t n) {
+  if constexpr (std::is_same_v<compute_t<T>, float> && !std::is_same_v<T, float>) cpu::from_compute(src, dst, n);
+}
+
+template <typename T>
+bool convolve_widened() {
+  if constexpr (std::is_same_v<T, Half>) return true;
+  if constexpr (std::is_same_v<T, BFloat16>) return cpu::bf16_gemm_path() == cpu::Bf16GemmPath::kWidened;
+  return false;
+}
+
 template <typename T>
 std::vector<float> widened(const T* p, int64_t n) {
   std::vector<float> out(p ? static_cast<size_t>(n) : 0);
-  if (p) cpu::to_compute(p, out.data(), n);
+  if constexpr (std::is_same_v<compute_t<T>, float>) {
+    if (p) cpu::to_compute(p, out.data(), n);
+  }
   return out;
 }
 float* data_or_null(std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
 
 template <typename T>
 void conv_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* b, T* y) {
-  if constexpr (std::is_same_v<T, Half>) {
+  if (convolve_widened<T>()) {
     std::vector<float> x32 = widened(x, g.n * g.c * g.h * g.w), w32 = widened(w, g.o * g.col_rows()),
                        b32 = widened(b, g.o), y32(static_cast<size_t>(g.n * g.o * g.out_plane()));
     conv_forward<float>(g, x32.data(), w32.data(), data_or_null(b32), y32.data());
-    cpu::from_compute(y32.data(), y, static_cast<int64_t>(y32.size()));
+    narrow(y32.data(), y, static_cast<int64_t>(y32.size()));
     return;
   }
   if constexpr (kUseOneDnn<T>) {
@@ -190,16 +206,16 @@ void conv_backward_im2col(const Conv2dGeometry& g, const T* x, const T* w, const
 
 template <typename T>
 void conv_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db) {
-  if constexpr (std::is_same_v<T, Half>) {  // as the forward: f32 on widened operands, each grad rounded once
+  if (convolve_widened<T>()) {  // as the forward: f32 on widened operands, each grad rounded once
     const int64_t nx = g.n * g.c * g.h * g.w, nw = g.o * g.col_rows();
     std::vector<float> x32 = widened(x, nx), w32 = widened(w, nw), dy32 = widened(dy, g.n * g.o * g.out_plane());
     std::vector<float> dx32(dx ? static_cast<size_t>(nx) : 0), dw32(dw ? static_cast<size_t>(nw) : 0),
         db32(db ? static_cast<size_t>(g.o) : 0);
     conv_backward<float>(g, data_or_null(x32), data_or_null(w32), dy32.data(), data_or_null(dx32), data_or_null(dw32),
                          data_or_null(db32));
-    if (dx) cpu::from_compute(dx32.data(), dx, nx);
-    if (dw) cpu::from_compute(dw32.data(), dw, nw);
-    if (db) cpu::from_compute(db32.data(), db, g.o);
+    if (dx) narrow(dx32.data(), dx, nx);
+    if (dw) narrow(dw32.data(), dw, nw);
+    if (db) narrow(db32.data(), db, g.o);
     return;
   }
   if constexpr (kUseOneDnn<T>) {
