@@ -3,6 +3,7 @@
 #include "models/cnn.h"
 
 #include "framework/error.h"
+#include "models/layers/conv_bn.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/pool/pool.h"
 
@@ -33,10 +34,14 @@ Tensor CNN::forward_unhooked(const Tensor& x) {
   // argmax is the same wherever the maximum is positive, and the gradient is zero elsewhere either way),
   // but the ReLU then touches a quarter of the values. (A NaN in a window gives 0 here and the window's
   // positive maximum in relu-then-pool, since relu maps NaN to 0.)
+  // In eval mode each batch norm folds into its convolution (models/layers/conv_bn.h): one pass fewer.
+  const auto conv_bn = [](Conv2d& conv, BatchNorm2d& bn, const Tensor& in) {
+    return can_fold_batch_norm(conv, bn) ? conv2d_batch_norm_eval(conv, bn, in) : bn.forward(conv.forward(in));
+  };
   const Pool2dOptions pool{.kernel_size = {2, 2}};
-  Tensor h = relu(max_pool2d(bn1->forward(conv1->forward(x)), pool));  // [N, 32, 13, 13]
-  h = relu(max_pool2d(bn2->forward(conv2->forward(h)), pool));         // [N, 64, 5, 5]
-  h = h.reshape({h.size(0), kFlatFeatures});                           // [N, 1600]
+  Tensor h = relu(max_pool2d(conv_bn(*conv1, *bn1, x), pool));  // [N, 32, 13, 13]
+  h = relu(max_pool2d(conv_bn(*conv2, *bn2, h), pool));         // [N, 64, 5, 5]
+  h = h.reshape({h.size(0), kFlatFeatures});                    // [N, 1600]
   return fc2->forward(relu(fc1->forward(h)));
 }
 

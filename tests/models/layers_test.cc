@@ -13,6 +13,7 @@
 #include "framework/random.h"
 #include "models/layers/activation.h"
 #include "models/layers/conv.h"
+#include "models/layers/conv_bn.h"
 #include "models/layers/dropout.h"
 #include "models/layers/embedding.h"
 #include "models/layers/flatten.h"
@@ -269,6 +270,68 @@ TEST(Layers, ConvNetInSequential) {
   for (const auto& [name, p] : net.named_parameters()) EXPECT_TRUE(p.grad().defined()) << name;
   net.eval();
   EXPECT_FALSE(net.at<Dropout>(5)->is_training());
+}
+
+// Conv2d + BatchNorm2d folded for eval: the same function as the pair up to rounding, gradients still
+// reaching both modules, and no fold where it would change behaviour (training mode, hooks).
+TEST(ConvBatchNormFold, EqualsThePairInEvalMode) {
+  Generator gen(8);
+  for (DType dtype : {DType::kF64, DType::kF32}) {
+    Conv2d conv(3, 5, {3, 3}, {.padding = {1, 1}, .dtype = dtype, .generator = &gen});
+    BatchNorm2d bn(5, {.dtype = dtype});
+    // Statistics and affine parameters away from their defaults, as after training.
+    bn.running_mean = randn({5}, {.dtype = dtype}, &gen);
+    bn.running_var = rand({5}, {.dtype = dtype}, &gen) + 0.5;
+    copy_(bn.weight, randn({5}, {.dtype = dtype}, &gen));
+    copy_(bn.bias, randn({5}, {.dtype = dtype}, &gen));
+    bn.eval();
+    ASSERT_TRUE(can_fold_batch_norm(conv, bn));
+    const Tensor x = randn({2, 3, 7, 6}, {.dtype = dtype}, &gen);
+    const Tensor want = bn.forward(conv.forward(x)).to(DType::kF64);
+    const Tensor got = conv2d_batch_norm_eval(conv, bn, x).to(DType::kF64);
+    const double scale = max(abs(want)).item();
+    // f32: the fold rounds w * s once more than the pair; a 27-term dot product, then one scale.
+    EXPECT_LT(max(abs(got - want)).item() / scale, dtype == DType::kF64 ? 1e-13 : 2e-6) << dtype_name(dtype);
+  }
+}
+
+TEST(ConvBatchNormFold, GradientsReachBothModules) {
+  Generator gen(9);
+  Conv2d conv(2, 3, {3, 3}, {.dtype = DType::kF64, .generator = &gen});
+  BatchNorm2d bn(3, {.dtype = DType::kF64});
+  bn.eval();
+  const Tensor x = randn({1, 2, 5, 5}, {.dtype = DType::kF64}, &gen);
+  sum(conv2d_batch_norm_eval(conv, bn, x)).backward();
+  Conv2d conv2(2, 3, {3, 3}, {.dtype = DType::kF64});
+  BatchNorm2d bn2(3, {.dtype = DType::kF64});
+  copy_(conv2.weight, conv.weight.detach());
+  copy_(conv2.bias, conv.bias.detach());
+  bn2.eval();
+  sum(bn2.forward(conv2.forward(x))).backward();
+  for (auto [a, b] :
+       {std::pair{conv.weight, conv2.weight}, {conv.bias, conv2.bias}, {bn.weight, bn2.weight}, {bn.bias, bn2.bias}}) {
+    ASSERT_TRUE(a.grad().defined());
+    EXPECT_LT(max(abs(a.grad() - b.grad())).item(), 1e-12);
+  }
+}
+
+TEST(ConvBatchNormFold, NotInTrainingModeOrWithHooks) {
+  Conv2d conv(2, 3, {3, 3});
+  BatchNorm2d bn(3);
+  EXPECT_FALSE(can_fold_batch_norm(conv, bn)) << "training mode uses the batch's statistics";
+  bn.eval();
+  EXPECT_TRUE(can_fold_batch_norm(conv, bn));
+  HookHandle h = bn.register_forward_hook([](Module&, const std::vector<Tensor>&, const std::vector<Tensor>&) {});
+  EXPECT_FALSE(can_fold_batch_norm(conv, bn)) << "a fold would skip the hook";
+  h.remove();
+  EXPECT_TRUE(can_fold_batch_norm(conv, bn));
+  try {
+    bn.train();
+    conv2d_batch_norm_eval(conv, bn, zeros({1, 2, 5, 5}));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("must be in eval mode"));
+  }
 }
 
 }  // namespace
