@@ -32,16 +32,18 @@ Tensor CNN::forward_unhooked(const Tensor& x) {
            ". HINT: reshape flat 784-pixel rows with x.reshape({N, 1, 28, 28})");
   // ReLU after the max-pool: relu(max(a, b)) = max(relu(a), relu(b)) and the gradients agree (the pool's
   // argmax is the same wherever the maximum is positive, and the gradient is zero elsewhere either way),
-  // but the ReLU then touches a quarter of the values. (A NaN in a window gives 0 here and the window's
-  // positive maximum in relu-then-pool, since relu maps NaN to 0.)
-  // In eval mode each batch norm folds into its convolution (models/layers/conv_bn.h): one pass fewer.
-  const auto conv_bn = [](Conv2d& conv, BatchNorm2d& bn, const Tensor& in) {
-    return can_fold_batch_norm(conv, bn) ? conv2d_batch_norm_eval(conv, bn, in) : bn.forward(conv.forward(in));
-  };
+  // but the ReLU then touches a quarter of the values (a NaN passes both, so it wins either way). In
+  // training, batch norm, pool and ReLU
+  // are one op (BatchNorm2d::forward_relu_pool2d); in eval mode the batch norm folds into the convolution
+  // (models/layers/conv_bn.h) instead.
   const Pool2dOptions pool{.kernel_size = {2, 2}};
-  Tensor h = relu(max_pool2d(conv_bn(*conv1, *bn1, x), pool));  // [N, 32, 13, 13]
-  h = relu(max_pool2d(conv_bn(*conv2, *bn2, h), pool));         // [N, 64, 5, 5]
-  h = h.reshape({h.size(0), kFlatFeatures});                    // [N, 1600]
+  const auto block = [&pool](Conv2d& conv, BatchNorm2d& bn, const Tensor& in) {
+    if (can_fold_batch_norm(conv, bn)) return relu(max_pool2d(conv2d_batch_norm_eval(conv, bn, in), pool));
+    return bn.forward_relu_pool2d(conv.forward(in));
+  };
+  Tensor h = block(*conv1, *bn1, x);          // [N, 32, 13, 13]
+  h = block(*conv2, *bn2, h);                 // [N, 64, 5, 5]
+  h = h.reshape({h.size(0), kFlatFeatures});  // [N, 1600]
   return fc2->forward(relu(fc1->forward(h)));
 }
 

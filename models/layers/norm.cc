@@ -4,7 +4,9 @@
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "models/layers/sync_batch_norm.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/norm/norm.h"
+#include "ops/pool/pool.h"
 
 namespace mantissa {
 
@@ -29,17 +31,33 @@ Tensor BatchNorm2d::forward_unhooked(const Tensor& x) {
   if (!is_training()) {
     return batch_norm(x, running_mean, running_var, weight, bias, BatchNormMode::kEval, options.momentum, options.eps);
   }
+  count_batch();
+  if (options.process_group != nullptr) {
+    return sync_batch_norm(x, running_mean, running_var, weight, bias, *options.process_group, options.momentum,
+                           options.eps);
+  }
+  return batch_norm(x, running_mean, running_var, weight, bias, BatchNormMode::kTrain, options.momentum, options.eps);
+}
+
+void BatchNorm2d::count_batch() {
   // A counter only: the momentum is fixed. On a GPU the add runs there (no host synchronization per step).
   if (num_batches_tracked.device().is_cpu()) {
     num_batches_tracked.data<int64_t>()[0] += 1;
   } else {
     accumulate_(num_batches_tracked, ones({}, {.dtype = DType::kI64, .device = num_batches_tracked.device()}));
   }
-  if (options.process_group != nullptr) {
-    return sync_batch_norm(x, running_mean, running_var, weight, bias, *options.process_group, options.momentum,
-                           options.eps);
+}
+
+Tensor BatchNorm2d::forward_relu_pool2d(const Tensor& x) {
+  if (has_hooks() || options.process_group != nullptr) {
+    return relu(max_pool2d(forward(x), {.kernel_size = {2, 2}}));
   }
-  return batch_norm(x, running_mean, running_var, weight, bias, BatchNormMode::kTrain, options.momentum, options.eps);
+  MT_CHECK(x.dim() == 4 && x.size(1) == num_features, "BatchNorm2d: expected an input [N, ", num_features,
+           ", H, W], got ", shape_str(x.shape()));
+  if (is_training()) count_batch();
+  return batch_norm_relu_pool2d(x, running_mean, running_var, weight, bias,
+                                is_training() ? BatchNormMode::kTrain : BatchNormMode::kEval, options.momentum,
+                                options.eps);
 }
 
 LayerNorm::LayerNorm(Shape shape, LayerNormOptions opts) : normalized_shape(std::move(shape)), options(opts) {

@@ -27,6 +27,9 @@ class BatchNorm2d : public Module {
   // with a process group) and updates the running buffers (unbiased variance) and num_batches_tracked;
   // eval mode uses the running buffers.
   Tensor forward(const Tensor& x);
+  // relu(max_pool2d(forward(x), 2x2, stride 2)): a CNN block's tail, as one op (batch_norm_relu_pool2d) when
+  // nothing would notice the fusion (no hooks here, no process group); else the three calls.
+  Tensor forward_relu_pool2d(const Tensor& x);
 
   int64_t num_features;
   BatchNormOptions options;
@@ -36,6 +39,7 @@ class BatchNorm2d : public Module {
 
  private:
   Tensor forward_unhooked(const Tensor& x);  // forward without the hooks around it
+  void count_batch();                        // num_batches_tracked += 1, in training
 };
 
 struct LayerNormOptions {

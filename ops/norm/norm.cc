@@ -14,6 +14,7 @@
 #include "ops/norm/norm_cpu.h"
 #include "ops/norm/norm_cuda.h"
 #include "ops/norm/norm_tensors.h"
+#include "ops/pool/pool.h"
 #include "ops/reduce/reduce.h"
 
 namespace mantissa {
@@ -316,48 +317,164 @@ Tensor group_norm(const Tensor& x_in, int64_t groups, const Tensor& weight_in, c
   return y.to(x.dtype());
 }
 
+namespace {
+
+// What batch_norm and batch_norm_relu_pool2d share: the argument checks, the statistics (and the
+// running update in train mode) and the widened parameters.
+struct BatchNormPrep {
+  cpu::BatchNormGeometry g;
+  Shape param_shape;
+  Tensor xc, mean, invstd, wc, bc;
+};
+
+BatchNormPrep prepare_batch_norm(std::string_view op, const Tensor& x, const Tensor& running_mean,
+                                 const Tensor& running_var, const Tensor& weight, const Tensor& bias,
+                                 BatchNormMode mode, double momentum, double eps) {
+  MT_CHECK(x.defined(), op, ": input is undefined");
+  MT_CHECK(x.dim() >= 2, op, ": input must be [N, C] or [N, C, H, W], got ", shape_str(x.shape()));
+  MT_CHECK(is_floating(x.dtype()), op, ": expected a floating input, got ", dtype_name(x.dtype()));
+  kernel_for(op, kBatchNormStats, x.device());
+  const int64_t channels = x.size(1);
+  BatchNormPrep p;
+  p.param_shape = {channels};
+  check_param(weight, p.param_shape, x, op, "weight");
+  check_param(bias, p.param_shape, x, op, "bias");
+  check_param(running_mean, p.param_shape, x, op, "running_mean");
+  check_param(running_var, p.param_shape, x, op, "running_var");
+  MT_CHECK(running_mean.defined() == running_var.defined(), op, ": give both running_mean and running_var, or neither");
+  p.g = {.n = x.size(0),
+         .channels = channels,
+         .spatial = channels == 0 || x.size(0) == 0 ? 1 : x.numel() / (x.size(0) * channels)};
+  const DType cd = compute_dtype(x.dtype());
+  p.xc = x.contiguous();
+  p.mean = empty(p.param_shape, {.dtype = cd, .device = x.device()});
+  p.invstd = empty(p.param_shape, {.dtype = cd, .device = x.device()});
+  MT_CHECK(mode == BatchNormMode::kEval || p.g.count() > 1, op, ": training needs more than one value per ",
+           "channel, got input ", shape_str(x.shape()), ". HINT: use a batch larger than 1, or BatchNormMode::kEval");
+  MT_CHECK(mode == BatchNormMode::kTrain || running_mean.defined(), op, ": eval mode needs running_mean and ",
+           "running_var. HINT: pass the running statistics, or use BatchNormMode::kTrain");
+  dispatch(op, kBatchNormStats, x.device(), p.xc, p.g, mode, running_mean, running_var, momentum, eps, p.mean,
+           p.invstd);
+  p.wc = weight.defined() ? widened(weight, cd) : Tensor();
+  p.bc = bias.defined() ? widened(bias, cd) : Tensor();
+  return p;
+}
+
+// The winners' tensor is a byte per output (kBool storage, never read as bool): window positions 0..3
+// and cpu::kDeadWinner.
+uint8_t* winner_bytes(const Tensor& winner) { return reinterpret_cast<uint8_t*>(winner.data<bool>()); }
+
+void cpu_batch_norm_relu_pool(const cpu::BatchNormGeometry& g, int64_t h, int64_t w, const Tensor& x,
+                              const Tensor& mean, const Tensor& invstd, const Tensor& wt, const Tensor& b,
+                              const Tensor& out, const Tensor& winner) {
+  dispatch_floating(x.dtype(), "batch_norm_relu_pool2d", [&]<typename T>() {
+    using C = compute_t<T>;
+    cpu::batch_norm_relu_pool_forward<T>(g, h, w, x.data<T>(), mean.data<C>(), invstd.data<C>(), ptr_or_null<C>(wt),
+                                         ptr_or_null<C>(b), out.data<T>(), winner_bytes(winner));
+  });
+}
+
+void cpu_batch_norm_relu_pool_backward(const cpu::BatchNormGeometry& g, cpu::BatchStats stats, int64_t h, int64_t w,
+                                       const Tensor& dout, const Tensor& winner, const Tensor& x, const Tensor& mean,
+                                       const Tensor& invstd, const Tensor& wt, const Tensor& dx, const Tensor& dw,
+                                       const Tensor& db) {
+  dispatch_floating(x.dtype(), "BatchNormReluPoolBackward", [&]<typename T>() {
+    using C = compute_t<T>;
+    cpu::batch_norm_relu_pool_backward<T>(g, stats, h, w, dout.data<T>(), winner_bytes(winner), x.data<T>(),
+                                          mean.data<C>(), invstd.data<C>(), ptr_or_null<C>(wt), ptr_or_null<T>(dx),
+                                          ptr_or_null<C>(dw), ptr_or_null<C>(db));
+  });
+}
+
+// CPU only: on CUDA the op runs the three ops it fuses (no fused CUDA kernel is written yet).
+constexpr DeviceKernels<decltype(cpu_batch_norm_relu_pool)> kBatchNormReluPool{.cpu = &cpu_batch_norm_relu_pool};
+constexpr DeviceKernels<decltype(cpu_batch_norm_relu_pool_backward)> kBatchNormReluPoolBackward{
+    .cpu = &cpu_batch_norm_relu_pool_backward};
+
+struct BatchNormReluPoolBackward final : Node {
+  SavedTensor input{this, "input"};    // contiguous x
+  SavedTensor weight{this, "weight"};  // widened, when given
+  SavedTensor mean{this, "mean"};
+  SavedTensor invstd{this, "invstd"};
+  SavedTensor winner{this, "winner"};  // one byte per output: the window position that won, or dead
+  cpu::BatchNormGeometry geometry;
+  cpu::BatchStats stats = cpu::BatchStats::kFromBatch;
+  int64_t h = 0, w = 0;
+  Shape param_shape;
+  DType weight_dtype = DType::kF32, bias_dtype = DType::kF32;
+  std::string_view name() const override { return "BatchNormReluPoolBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    const Tensor& x = input.get();
+    const DType cd = compute_dtype(x.dtype());
+    const Tensor dout = grads[0].contiguous();
+    Tensor dx, dw, db;
+    if (next_edges[0].valid()) dx = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+    if (next_edges[1].valid()) dw = empty(param_shape, {.dtype = cd, .device = x.device()});
+    if (next_edges[2].valid()) db = empty(param_shape, {.dtype = cd, .device = x.device()});
+    const Tensor wt = weight.defined() ? weight.get() : Tensor();
+    dispatch(name(), kBatchNormReluPoolBackward, x.device(), geometry, stats, h, w, dout, winner.get(), x, mean.get(),
+             invstd.get(), wt, dx, dw, db);
+    if (dw.defined()) dw = param_grad(dw, param_shape, weight_dtype);
+    if (db.defined()) db = param_grad(db, param_shape, bias_dtype);
+    return {dx, dw, db};
+  }
+};
+
+}  // namespace
+
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, BatchNormMode mode, double momentum, double eps) {
-  MT_CHECK(x.defined(), "batch_norm: input is undefined");
-  MT_CHECK(x.dim() >= 2, "batch_norm: input must be [N, C] or [N, C, H, W], got ", shape_str(x.shape()));
-  MT_CHECK(is_floating(x.dtype()), "batch_norm: expected a floating input, got ", dtype_name(x.dtype()));
-  kernel_for("batch_norm", kBatchNormStats, x.device());
-  const int64_t channels = x.size(1);
-  const Shape param_shape{channels};
-  check_param(weight, param_shape, x, "batch_norm", "weight");
-  check_param(bias, param_shape, x, "batch_norm", "bias");
-  check_param(running_mean, param_shape, x, "batch_norm", "running_mean");
-  check_param(running_var, param_shape, x, "batch_norm", "running_var");
-  MT_CHECK(running_mean.defined() == running_var.defined(),
-           "batch_norm: give both running_mean and running_var, or neither");
-  const cpu::BatchNormGeometry g{.n = x.size(0),
-                                 .channels = channels,
-                                 .spatial = channels == 0 || x.size(0) == 0 ? 1 : x.numel() / (x.size(0) * channels)};
-  const DType cd = compute_dtype(x.dtype());
-  const Tensor xc = x.contiguous();
-  Tensor mean = empty(param_shape, {.dtype = cd, .device = x.device()});
-  Tensor invstd = empty(param_shape, {.dtype = cd, .device = x.device()});
-  MT_CHECK(mode == BatchNormMode::kEval || g.count() > 1, "batch_norm: training needs more than one value per ",
-           "channel, got input ", shape_str(x.shape()), ". HINT: use a batch larger than 1, or BatchNormMode::kEval");
-  MT_CHECK(mode == BatchNormMode::kTrain || running_mean.defined(), "batch_norm: eval mode needs running_mean and ",
-           "running_var. HINT: pass the running statistics, or use BatchNormMode::kTrain");
-  dispatch("batch_norm", kBatchNormStats, x.device(), xc, g, mode, running_mean, running_var, momentum, eps, mean,
-           invstd);
-  const Tensor wc = weight.defined() ? widened(weight, cd) : Tensor();
-  const Tensor bc = bias.defined() ? widened(bias, cd) : Tensor();
+  const BatchNormPrep p =
+      prepare_batch_norm("batch_norm", x, running_mean, running_var, weight, bias, mode, momentum, eps);
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
-  dispatch("batch_norm", kBatchNormApply, x.device(), g, xc, mean, invstd, wc, bc, out);
+  dispatch("batch_norm", kBatchNormApply, x.device(), p.g, p.xc, p.mean, p.invstd, p.wc, p.bc, out);
   if (compute_requires_grad({&x, &weight, &bias})) {
     auto node = make_node<BatchNormBackward>({&x, &weight, &bias});
-    node->input = xc;
-    if (wc.defined()) node->weight = wc;
+    node->input = p.xc;
+    if (p.wc.defined()) node->weight = p.wc;
     if (weight.defined() && weight.requires_grad()) node->weight_param = weight;
-    node->mean = mean;
-    node->invstd = invstd;
+    node->mean = p.mean;
+    node->invstd = p.invstd;
     node->eps = eps;
-    node->geometry = g;
+    node->geometry = p.g;
     node->stats = mode == BatchNormMode::kTrain ? cpu::BatchStats::kFromBatch : cpu::BatchStats::kConstant;
-    node->param_shape = param_shape;
+    node->param_shape = p.param_shape;
+    if (weight.defined()) node->weight_dtype = weight.dtype();
+    if (bias.defined()) node->bias_dtype = bias.dtype();
+    set_history(out, node);
+  }
+  return out;
+}
+
+Tensor batch_norm_relu_pool2d(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                              const Tensor& weight, const Tensor& bias, BatchNormMode mode, double momentum,
+                              double eps) {
+  constexpr std::string_view kOp = "batch_norm_relu_pool2d";
+  MT_CHECK(x.defined() && x.dim() == 4, kOp, ": expected an input [N, C, H, W], got ",
+           x.defined() ? shape_str(x.shape()) : std::string("an undefined tensor"));
+  if (!x.device().is_cpu()) {
+    return relu(max_pool2d(batch_norm(x, running_mean, running_var, weight, bias, mode, momentum, eps),
+                           {.kernel_size = {2, 2}}));
+  }
+  const BatchNormPrep p = prepare_batch_norm(kOp, x, running_mean, running_var, weight, bias, mode, momentum, eps);
+  const int64_t h = x.size(2), w = x.size(3);
+  Tensor out = empty({x.size(0), x.size(1), h / 2, w / 2}, {.dtype = x.dtype(), .device = x.device()});
+  const Tensor winner = empty(out.shape(), {.dtype = DType::kBool, .device = x.device()});  // used as bytes
+  if (out.numel() > 0) {
+    dispatch(kOp, kBatchNormReluPool, x.device(), p.g, h, w, p.xc, p.mean, p.invstd, p.wc, p.bc, out, winner);
+  }
+  if (compute_requires_grad({&x, &weight, &bias})) {
+    auto node = make_node<BatchNormReluPoolBackward>({&x, &weight, &bias});
+    node->input = p.xc;
+    if (p.wc.defined()) node->weight = p.wc;
+    node->mean = p.mean;
+    node->invstd = p.invstd;
+    node->winner = winner;
+    node->geometry = p.g;
+    node->stats = mode == BatchNormMode::kTrain ? cpu::BatchStats::kFromBatch : cpu::BatchStats::kConstant;
+    node->h = h;
+    node->w = w;
+    node->param_shape = p.param_shape;
     if (weight.defined()) node->weight_dtype = weight.dtype();
     if (bias.defined()) node->bias_dtype = bias.dtype();
     set_history(out, node);

@@ -31,4 +31,14 @@ enum class BatchNormMode { kTrain, kEval };
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, BatchNormMode mode, double momentum = 0.1, double eps = 1e-5);
 
+// relu(max_pool2d(batch_norm(x), kernel 2x2, stride 2)) over x [N, C, H, W] as one op (a CNN block's tail
+// after its convolution; the output is [N, C, H / 2, W / 2]), with batch_norm's modes, running updates and
+// arguments. On the CPU one kernel normalizes, pools and rectifies without writing the normalized tensor,
+// and the backward sums over the pooled grid and writes dx in one pass; the forward equals the three ops
+// bit for bit, the backward to rounding (its channel sums skip the zeros). create_graph is refused (no
+// double backward). CUDA tensors run the three ops (no fused CUDA kernel yet).
+Tensor batch_norm_relu_pool2d(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                              const Tensor& weight, const Tensor& bias, BatchNormMode mode, double momentum = 0.1,
+                              double eps = 1e-5);
+
 }  // namespace mantissa

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "ops/elementwise/elementwise.h"
+#include "ops/pool/pool.h"
 #include "tests/ops/op_test_support.h"
 #include "tests/support/golden.h"
 
@@ -314,6 +316,76 @@ TEST(Norm, ErrorsNameTheProblem) {
         batch_norm(zeros({2, 3}), zeros({3}), Tensor(), Tensor(), Tensor(), BatchNormMode::kTrain);
       },
       "give both running_mean and running_var");
+}
+
+// batch_norm_relu_pool2d against the three ops it fuses: the forward bit for bit (it rounds each normalized
+// value as batch_norm does, then takes max_pool2d's maximum and relu), the backward to rounding (its
+// channel sums run over the pooled grid, skipping the zeros the composed backward adds in); odd sizes
+// (a row and a column no window covers), both modes, and the running statistics.
+Tensor relu_pool(const Tensor& y) { return relu(max_pool2d(y, {.kernel_size = {2, 2}})); }
+
+void expect_bn_relu_pool_matches(DType dtype, BatchNormMode mode, const Shape& shape, double grad_tol) {
+  const int64_t c = shape[1];
+  Tensor x = random_tensor(shape, 41, kFloat64, 2.0).to(dtype).set_requires_grad(true);
+  Tensor w = random_tensor({c}, 42).to(dtype).set_requires_grad(true);
+  Tensor b = random_tensor({c}, 43).to(dtype).set_requires_grad(true);
+  Tensor x2 = x.detach().clone().set_requires_grad(true), w2 = w.detach().clone().set_requires_grad(true),
+         b2 = b.detach().clone().set_requires_grad(true);
+  const Tensor rm0 = random_tensor({c}, 44).to(dtype), rv0 = full({c}, 0.7, {.dtype = dtype});
+  Tensor rm = rm0.clone(), rv = rv0.clone(), rm2 = rm0.clone(), rv2 = rv0.clone();
+  const Tensor y = batch_norm_relu_pool2d(x, rm, rv, w, b, mode);
+  const Tensor want = relu_pool(batch_norm(x2, rm2, rv2, w2, b2, mode));
+  ASSERT_EQ(y.shape(), want.shape());
+  EXPECT_EQ(values(y), values(want)) << dtype_name(dtype) << ": the forward is the composition's, bit for bit";
+  EXPECT_EQ(values(rm), values(rm2)) << "running mean";
+  EXPECT_EQ(values(rv), values(rv2)) << "running var";
+  const Tensor g = random_tensor(y.shape(), 45).to(dtype);
+  y.backward(g);
+  want.backward(g);
+  EXPECT_LT(rel_error(values(x.grad()), values(x2.grad())), grad_tol) << "dx";
+  EXPECT_LT(rel_error(values(w.grad()), values(w2.grad())), grad_tol) << "dw";
+  EXPECT_LT(rel_error(values(b.grad()), values(b2.grad())), grad_tol) << "db";
+}
+
+TEST(BatchNormReluPool, EqualsTheThreeOps) {
+  for (BatchNormMode mode : {BatchNormMode::kTrain, BatchNormMode::kEval}) {
+    // f64: the sums differ in order only (1e-12); f32 likewise (1e-5); bf16: the same f32 sums, and dx rounds
+    // once to bf16 from either, so a sum an ulp apart can land an element an ulp apart (1e-2).
+    expect_bn_relu_pool_matches(kFloat64, mode, {4, 3, 6, 8}, 1e-12);
+    expect_bn_relu_pool_matches(kFloat64, mode, {3, 2, 11, 11}, 1e-12);
+    expect_bn_relu_pool_matches(kFloat32, mode, {8, 5, 13, 10}, 1e-5);
+    expect_bn_relu_pool_matches(kBFloat16, mode, {8, 4, 12, 12}, 1e-2);
+  }
+}
+
+TEST(BatchNormReluPool, NaNWinsItsWindowAsInTheComposition) {
+  Tensor x = random_tensor({2, 1, 4, 4}, 46);
+  x.data<double>()[5] = std::nan("");  // sample 0, window (0, 0)
+  const Tensor rm = zeros({1}, {.dtype = kFloat64}), rv = ones({1}, {.dtype = kFloat64});
+  const Tensor y = batch_norm_relu_pool2d(x, rm, rv, Tensor(), Tensor(), BatchNormMode::kEval);
+  const Tensor want = relu_pool(batch_norm(x, rm, rv, Tensor(), Tensor(), BatchNormMode::kEval));
+  EXPECT_TRUE(std::isnan(y.data<double>()[0]));
+  const std::vector<double> a = values(y), e = values(want);
+  for (size_t i = 1; i < a.size(); ++i) EXPECT_EQ(a[i], e[i]) << i;
+}
+
+TEST(BatchNormReluPool, ErrorsNameTheOp) {
+  try {
+    batch_norm_relu_pool2d(zeros({2, 3, 4}), Tensor(), Tensor(), Tensor(), Tensor(), BatchNormMode::kTrain);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("batch_norm_relu_pool2d: expected an input [N, C, H, W], got [2, 3, 4]"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    batch_norm_relu_pool2d(zeros({1, 3, 1, 1}), Tensor(), Tensor(), Tensor(), Tensor(), BatchNormMode::kTrain);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("batch_norm_relu_pool2d: training needs more than one value per channel"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
