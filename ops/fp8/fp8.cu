@@ -39,12 +39,10 @@ __device__ __forceinline__ uint32_t block_max(uint32_t v, uint32_t* scratch) {
 template <typename Format, bool kWrite>
 __device__ __forceinline__ uint32_t quantize_one(float v, float scale, Fp8Overflow overflow, uint32_t& m,
                                                  uint32_t& count) {
-  m = max(m, fp8::abs_bits(float_to_bits(v)));
   if constexpr (kWrite) {
-    const uint32_t y = float_to_bits(v * scale);
-    count += fp8::overflows<Format>(y) ? 1u : 0u;
-    return Format::from_f32_bits(y, overflow);
+    return fp8::quantize_one<Format>(float_to_bits(v), float_to_bits(v * scale), overflow, m, count);
   } else {
+    m = max(m, fp8::abs_bits(float_to_bits(v)));
     return 0u;
   }
 }
