@@ -1,7 +1,7 @@
 // The per-element math of the FP8 ops (ops/fp8/fp8.h), once for both devices as MT_HD functions over float bits:
-// the overflow test of a quantization, the amax fold, one element of the quantize pass and the scaled matmul's
-// epilogue. The CPU kernels (ops/fp8/fp8_cpu.cc) and the CUDA kernels (ops/fp8/fp8.cu) call these, so the GPU
-// computes the CPU's bits. No CUDA headers.
+// the overflow test of a quantization, the amax fold, one element of the quantize pass, the scaling state's
+// per-cast updates and the scaled matmul's epilogue. The CPU kernels (ops/fp8/fp8_cpu.cc) and the CUDA kernels
+// (ops/fp8/fp8.cu) call these, so the GPU computes the CPU's bits. No CUDA headers.
 #pragma once
 
 #include <cmath>
@@ -81,6 +81,23 @@ MT_HD inline uint8_t quantize_one(uint32_t x_bits, uint32_t y_bits, Fp8Overflow 
   amax_bits = a > amax_bits ? a : amax_bits;
   count += overflows<Format>(y_bits) ? 1u : 0u;
   return Format::from_f32_bits(y_bits, overflow);
+}
+
+// The scaling state's per-cast arithmetic (amp/fp8_scaling.h), which the folded quantize_fp8 (ops/fp8/fp8.h)
+// does after its sweep: the very f32 operations of the small tensor ops it replaces, in their order.
+// Dynamic scaling's scale, torchao's tensorwise with TE's margin: fp8_max / clamp(amax, 1e-12) / 2^margin
+// (a nan amax stays nan through the clamp and gives a nan scale).
+MT_HD inline float dynamic_scale(float amax, float fp8_max, float pow2_margin) {
+  const float clamped = amax != amax ? amax : (amax < 1e-12f ? 1e-12f : amax);
+  return fp8_max / clamped / pow2_margin;
+}
+MT_HD inline float reciprocal(float scale) { return 1.0f / scale; }
+// The amax history's fold of one cast's amax into the current entry: the maximum of the pair (entry, amax) as
+// ops/reduce's max takes it, entry first: a nan entry stays, a nan amax replaces the entry, else the larger
+// (on a tie the entry: -0 stays -0).
+MT_HD inline float fold_amax(float entry, float amax) {
+  if (entry != entry) return entry;
+  return amax != amax || amax > entry ? amax : entry;
 }
 
 // The scaled matmul's epilogue on one f32 accumulator: acc * scale + bias with one f32 rounding (an fma),
