@@ -76,20 +76,22 @@ std::shared_ptr<Fp8LinearState> Fp8LinearState::make(std::string name, const Fp8
 Fp8Cast fp8_cast(Fp8TensorState& s, const Tensor& x, Fp8StateUpdate update) {
   MT_CHECK(x.device() == s.device(), "fp8_linear: a tensor on ", x.device().str(), " meets FP8 scaling state on ",
            s.device().str(), ". HINT: move the state with the model (Fp8Context::to)");
-  Tensor scale = s.scale, scale_inv = s.scale_inv;
-  if (s.scaling.scaling == Fp8Scaling::kDynamic) {
-    scale = fp8_dynamic_scale(amax(x), s.dtype, s.scaling.margin);
-    scale_inv = fp8_reciprocal(scale);
+  const bool dynamic = s.scaling.scaling == Fp8Scaling::kDynamic;
+  const bool record = update == Fp8StateUpdate::kRecord;
+  // One op: the cast with its scale (computed from x when dynamic) and, when recording, fp8_record's two
+  // updates folded in (amp/fp8_scaling.h's composed ops give the same bits; tests/amp/fp8_cast_fold_test.cc).
+  Fp8CastResult c = quantize_fp8(x, {.fp8 = s.dtype,
+                                     .overflow = s.overflow,
+                                     .scale = dynamic ? Tensor() : s.scale,
+                                     .margin = s.scaling.margin,
+                                     .amax_into = record ? s.amax_history.select(0, s.slot) : Tensor(),
+                                     .overflow_into = record ? s.overflow_count : Tensor()});
+  if (!dynamic) return {std::move(c.data), s.scale_inv};
+  if (record) {
+    s.scale = c.scale;
+    s.scale_inv = c.scale_inv;
   }
-  Fp8Quantized q = quantize_fp8(x, scale, s.dtype, s.overflow);
-  if (update == Fp8StateUpdate::kRecord) {
-    fp8_record(s, q.amax, q.overflow);
-    if (s.scaling.scaling == Fp8Scaling::kDynamic) {
-      s.scale = scale;
-      s.scale_inv = scale_inv;
-    }
-  }
-  return {std::move(q.data), std::move(scale_inv)};
+  return {std::move(c.data), std::move(c.scale_inv)};
 }
 
 Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,

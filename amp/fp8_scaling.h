@@ -44,7 +44,9 @@ struct Fp8TensorState {
 };
 
 // Folds one cast's amax (0-d f32) into the current history entry (max; a nan stays) and adds its overflow
-// count (0-d, any dtype: quantize_fp8's is i64) to the counter.
+// count (0-d, any dtype: quantize_fp8's is i64) to the counter. fp8_cast (amp/fp8_linear.h) calls neither this
+// nor fp8_dynamic_scale: quantize_fp8 (ops/fp8/fp8.h, Fp8CastOptions) does their arithmetic inside the cast;
+// these composed forms stay as its reference (tests/amp/fp8_cast_fold_test.cc).
 void fp8_record(Fp8TensorState& s, const Tensor& amax, const Tensor& overflow);
 
 // The end of a step for one role, as the header says: the new scale (delayed), the amax it came from, and the

@@ -2,7 +2,11 @@
 # mantissa beside today's PyTorch: one whole training step (zero_grad, forward and mean cross-entropy,
 # backward, Adam) of the MLP (784-1024-1024-10, batch 256), the CNN (batch 128) and the character GPT
 # (n_layer 4, n_head 4, n_embd 256, block 128, batch 32), in f32, bf16 autocast, and fp16 autocast with a
-# GradScaler, with the same shapes, optimizer, precision and thread count, case after case in one run:
+# GradScaler, with the same shapes, optimizer, precision and thread count, case after case in one run. On request
+# (MODELS=gpt2s) also GPT-2 small (124M parameters: vocab 50257, 12 layers, 12 heads, 768 wide, block 1024) at
+# batch 1, f32 and bf16 only (fp16 is skipped for it), 3 timed steps per repetition (seconds per step; REPS
+# defaults to 1 for it, GPT2S_REPS sets it), left out of the Trainer rows (mantissa-train's synthetic data has
+# the character vocabulary):
 #   mantissa  bench/{mlp,cnn,gpt}_step_bench (median of REPS repetitions; the faster of autocast re-casting
 #             the weights and the optimizer's persistent 16-bit working copies, marked "wc");
 #   PyTorch   bench/pytorch/train_step.py, eager (Adam fused=True, the CNN in its faster memory format) and
@@ -13,7 +17,7 @@
 # f32), AVX512-BF16 dot products for bf16. Then, with TRAINER=1, the same steps through mantissa-train
 # (--data=synthetic: the Trainer's whole step with its loader, grad norm and metrics; the median step).
 #   bench/compare_pytorch.sh [build-dir]      (make bench builds the programs and installs torch)
-#   MODELS="mlp cnn gpt" PRECISIONS="f32 bf16 fp16" MODES="eager compile" THREADS=2 REPS=5 STEPS=30
+#   MODELS="mlp cnn gpt" (or gpt2s) PRECISIONS="f32 bf16 fp16" MODES="eager compile" THREADS=2 REPS=5 STEPS=30
 #   BUDGET=20 (PyTorch's seconds of timed steps per case) TRAINER=1 are the defaults.
 set -euo pipefail
 build=${1:-build}
@@ -46,8 +50,9 @@ bf16_peak=$(peak_of bf16_dot_avx512); [ -n "$bf16_peak" ] || bf16_peak=$f32_peak
 f16_peak=$(peak_of f16_fma_avx512); [ -n "$f16_peak" ] || f16_peak=$f32_peak
 
 # mantissa's median ms and model GFLOP/s of one benchmark, from Google Benchmark's JSON.
-median_of() {  # bench name
-  "$build/bench/$1" --benchmark_format=json --benchmark_repetitions="$reps" --benchmark_filter="^$2/real_time" \
+median_of() {  # bench name [repetitions]
+  "$build/bench/$1" --benchmark_format=json --benchmark_repetitions="${3:-$reps}" \
+    --benchmark_filter="^$2/(iterations:[0-9]+/)?real_time\$" \
     --benchmark_report_aggregates_only=true 2>/dev/null | "$python" -c '
 import json, sys
 runs = json.load(sys.stdin)["benchmarks"]
@@ -57,13 +62,16 @@ print(b[0]["real_time"], b[0]["model_GFLOPs"])'
 
 printf '\n%-4s %-8s %6s %8s %6s %10s %10s %8s %7s\n' model prec mt_ms GFLOP/s %peak pt_eager pt_compile compile ratio
 for model in $models; do
+  model_reps=$reps
   case $model in
     mlp) bench=mlp_step_bench; bm=BM_MlpStep; batch=256 ;;
     cnn) bench=cnn_step_bench; bm=BM_CnnStep; batch=128 ;;
     gpt) bench=gpt_step_bench; bm=BM_GptStep; batch=32 ;;
-    *) echo "compare_pytorch.sh: unknown model '$model' (mlp, cnn, gpt)" >&2; exit 2 ;;
+    gpt2s) bench=gpt_step_bench; bm=BM_Gpt2sStep; batch=1; model_reps=${GPT2S_REPS:-1} ;;
+    *) echo "compare_pytorch.sh: unknown model '$model' (mlp, cnn, gpt, gpt2s)" >&2; exit 2 ;;
   esac
   for prec in $precisions; do
+    if [ "$model" = gpt2s ] && [ "$prec" = fp16 ]; then echo "gpt2s fp16: skipped (f32 and bf16 only)"; continue; fi
     case $prec in
       f32) names="f32"; peak=$f32_peak ;;
       bf16) names="bf16_autocast bf16_autocast_working_copies"; peak=$bf16_peak ;;
@@ -72,7 +80,7 @@ for model in $models; do
     esac
     best_ms="" best_gf="" best_name=""
     for name in $names; do
-      read -r ms gf < <(median_of "$bench" "$bm/$name")
+      read -r ms gf < <(median_of "$bench" "$bm/$name" "$model_reps")
       if [ -z "$best_ms" ] || awk -v a="$ms" -v b="$best_ms" 'BEGIN { exit !(a < b) }'; then
         best_ms=$ms best_gf=$gf best_name=$name
       fi
@@ -97,6 +105,7 @@ echo "(ms per step; pt_compile's first step, compile, includes the compilation; 
 printf '\n%-4s %-5s %12s %12s %7s\n' model prec trainer_ms pt_eager_ms ratio
 for model in $models; do
   case $model in
+    gpt2s) continue ;;  # the synthetic data has the character vocabulary (65), not GPT-2's
     mlp) flags="--batch_size=256"; n=$((steps + 10)) ;;
     cnn) flags="--batch_size=128"; n=$((steps + 10)) ;;
     gpt) flags="--batch_size=32 --n_layer=4 --n_head=4 --n_embd=256 --block_size=128"; n=20 ;;

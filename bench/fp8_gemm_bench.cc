@@ -4,7 +4,9 @@
 // arithmetic: scaled_mm decodes both operands exactly to bf16 and runs the bf16 GEMM into an f32 accumulator,
 // so its ceiling is the bf16 matmul; the point of FP8 here is exactness (the bits an H100 computes from), and
 // its cost is the decode and the epilogue around that GEMM. Counter GFLOP = 2 m n k per call. bench/compare_fp8.sh runs
-// this beside bench/pytorch/fp8_gemm.py (torch._scaled_mm).
+// this beside bench/pytorch/fp8_gemm.py (torch._scaled_mm). The cast cases time one cast as fp8_linear makes it
+// (amp::fp8_cast on a bf16 [m, k] input: the quantize pass and the scaling-state ops around it), delayed and
+// dynamic.
 //   ./build/bench/fp8_gemm_bench --benchmark_filter=1024
 #include <benchmark/benchmark.h>
 
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "amp/fp8_linear.h"
 #include "framework/tensor.h"
 #include "ops/fp8/fp8.h"
 #include "ops/matmul/matmul.h"
@@ -60,12 +63,27 @@ void BM_scaled_mm(benchmark::State& state, Shape3 s) {
   set_flops(state, s);
 }
 
-void BM_quantize(benchmark::State& state, Shape3 s) {
-  const Tensor x = values(s.m, s.k, 3.0f);
+void set_input_bytes(benchmark::State& state, const Tensor& x) {
+  state.counters["GB"] =
+      benchmark::Counter(1e-9 * static_cast<double>(x.numel() * static_cast<int64_t>(element_size(x.dtype()))),
+                         benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_quantize(benchmark::State& state, Shape3 s, DType dtype) {
+  const Tensor x = values(s.m, s.k, 3.0f).to(dtype);
   const Tensor scale = scalar_tensor(100.0, {.dtype = DType::kF32});
   for (auto _ : state) benchmark::DoNotOptimize(quantize_fp8(x, scale, DType::kF8E4M3, Fp8Overflow::kSaturate));
-  state.counters["GB"] =
-      benchmark::Counter(4e-9 * static_cast<double>(s.m * s.k), benchmark::Counter::kIsIterationInvariantRate);
+  set_input_bytes(state, x);
+}
+
+// One input cast of fp8_linear with its state recorded: the delayed recipe's cast (quantize, then the amax and
+// the overflow count folded into the state), or the dynamic one's (amax, the scale from it, quantize, record).
+void BM_fp8_cast(benchmark::State& state, Shape3 s, amp::Fp8Scaling scaling) {
+  const Tensor x = values(s.m, s.k, 3.0f).to(DType::kBF16);
+  amp::Fp8TensorState st =
+      amp::Fp8TensorState::make({.scaling = scaling}, DType::kF8E4M3, Fp8Overflow::kSaturate, kCPU);
+  for (auto _ : state) benchmark::DoNotOptimize(amp::fp8_cast(st, x, amp::Fp8StateUpdate::kRecord));
+  set_input_bytes(state, x);
 }
 
 void register_all() {
@@ -75,7 +93,10 @@ void register_all() {
          {benchmark::RegisterBenchmark(("mm_f32/" + shape).c_str(), BM_mm, s, DType::kF32),
           benchmark::RegisterBenchmark(("mm_bf16/" + shape).c_str(), BM_mm, s, DType::kBF16),
           benchmark::RegisterBenchmark(("scaled_mm_e4m3/" + shape).c_str(), BM_scaled_mm, s),
-          benchmark::RegisterBenchmark(("quantize_e4m3/" + shape).c_str(), BM_quantize, s)}) {
+          benchmark::RegisterBenchmark(("quantize_e4m3/" + shape).c_str(), BM_quantize, s, DType::kF32),
+          benchmark::RegisterBenchmark(("quantize_e4m3_bf16/" + shape).c_str(), BM_quantize, s, DType::kBF16),
+          benchmark::RegisterBenchmark(("cast_delayed/" + shape).c_str(), BM_fp8_cast, s, amp::Fp8Scaling::kDelayed),
+          benchmark::RegisterBenchmark(("cast_dynamic/" + shape).c_str(), BM_fp8_cast, s, amp::Fp8Scaling::kDynamic)}) {
       b->Unit(benchmark::kMillisecond)->UseRealTime();
     }
   }

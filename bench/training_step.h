@@ -5,8 +5,10 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "amp/autocast.h"
@@ -38,10 +40,11 @@ inline Tensor random_labels(int64_t n, int64_t classes, Generator& gen) {
 }
 
 // Times steps of loss() (forward and mean loss on one fixed batch of `batch` examples), backward and
-// `opt`'s update. `model_flops` is the multiply-adds x 2 of one step's GEMMs and convolutions (forward
-// and backward), reported as the counter model_GFLOPs (per second, from the real time).
+// `opt`'s update, after `warmup` untimed steps. `model_flops` is the multiply-adds x 2 of one step's GEMMs and
+// convolutions (forward and backward), reported as the counter model_GFLOPs (per second, from the real time)
+// and, per step, as step_GFLOP (for a fraction of peak at any step time).
 inline void time_training_step(benchmark::State& state, Precision precision, Optimizer& opt, int64_t batch,
-                               double model_flops, const std::function<Tensor()>& loss_fn) {
+                               double model_flops, const std::function<Tensor()>& loss_fn, int warmup = 3) {
   if (precision.working_copies) opt.enable_working_copies(*precision.autocast);
   const bool scaled = precision.autocast == DType::kF16;
   amp::GradScaler scaler(scaled ? amp::scaler_defaults_for(DType::kF16) : amp::GradScalerOptions{});
@@ -64,7 +67,7 @@ inline void time_training_step(benchmark::State& state, Precision precision, Opt
     }
     return loss;
   };
-  for (int i = 0; i < 3; ++i) step();  // warm the allocator cache and the oneDNN primitive caches
+  for (int i = 0; i < warmup; ++i) step();  // warm the allocator cache and the oneDNN primitive caches
   const uint64_t sys_before = cpu_allocator_stats().system_allocations;
   for (auto _ : state) {
     Tensor loss = step();
@@ -73,6 +76,7 @@ inline void time_training_step(benchmark::State& state, Precision precision, Opt
   state.SetItemsProcessed(state.iterations() * batch);  // items_per_second = samples/s
   state.counters["model_GFLOPs"] =
       benchmark::Counter(model_flops * 1e-9 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["step_GFLOP"] = benchmark::Counter(model_flops * 1e-9);
   // A steady-state step should take no memory from the operating system (caching allocator).
   state.counters["os_allocs_per_step"] =
       benchmark::Counter(static_cast<double>(cpu_allocator_stats().system_allocations - sys_before) /
@@ -80,18 +84,23 @@ inline void time_training_step(benchmark::State& state, Precision precision, Opt
 }
 
 // Registers `fn` once per precision, as <name>/f32, /bf16_autocast, /bf16_autocast_working_copies,
-// /fp16_scaled and /fp16_scaled_working_copies.
-inline void register_precisions(const char* name, void (*fn)(benchmark::State&, Precision)) {
+// /fp16_scaled and /fp16_scaled_working_copies, or only the suffixes in `only` (when given); with a fixed
+// number of timed steps when `iterations` > 0.
+inline void register_precisions(const char* name, void (*fn)(benchmark::State&, Precision),
+                                std::vector<std::string> only = {}, int64_t iterations = 0) {
   const std::pair<const char*, Precision> all[] = {{"f32", kF32},
                                                    {"bf16_autocast", kBF16},
                                                    {"bf16_autocast_working_copies", kBF16WorkingCopies},
                                                    {"fp16_scaled", kF16Scaled},
                                                    {"fp16_scaled_working_copies", kF16ScaledWorkingCopies}};
   for (const auto& [suffix, precision] : all) {
-    benchmark::RegisterBenchmark((std::string(name) + "/" + suffix).c_str(),
-                                 [fn, precision](benchmark::State& s) { fn(s, precision); })
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
+    if (!only.empty() && std::find(only.begin(), only.end(), suffix) == only.end()) continue;
+    benchmark::internal::Benchmark* b =
+        benchmark::RegisterBenchmark((std::string(name) + "/" + suffix).c_str(),
+                                     [fn, precision](benchmark::State& s) { fn(s, precision); })
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+    if (iterations > 0) b->Iterations(iterations);
   }
 }
 

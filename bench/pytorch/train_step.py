@@ -4,7 +4,8 @@
 One step = zero_grad, forward and mean cross-entropy, backward, Adam(lr 1e-3) update, on one fixed batch:
   mlp  784-1024-1024-10, batch 256;
   cnn  models/cnn.h, batch 128, inputs [128, 1, 28, 28];
-  gpt  the character GPT (vocab 65, n_layer 4, n_head 4, n_embd 256, block 128), batch 32.
+  gpt    the character GPT (vocab 65, n_layer 4, n_head 4, n_embd 256, block 128), batch 32;
+  gpt2s  GPT-2 small (124M parameters: vocab 50257, n_layer 12, n_head 12, n_embd 768, block 1024), batch 1.
 The models are bench/pytorch/mantissa_models.py (the ones the AMP golden file is written with). Precisions:
   f32   no autocast;
   bf16  torch.autocast("cpu", torch.bfloat16) over fp32 parameters;
@@ -33,7 +34,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mantissa_models import CNN, GPT, MLP  # noqa: E402
 
-GPT_CONFIG = dict(vocab_size=65, block_size=128, n_layer=4, n_head=4, n_embd=256)
+GPT_CONFIGS = {"gpt": (dict(vocab_size=65, block_size=128, n_layer=4, n_head=4, n_embd=256), 32),
+               "gpt2s": (dict(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768), 1)}
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 FORMATS = {"nchw": torch.contiguous_format, "channels_last": torch.channels_last}
 
@@ -48,9 +50,9 @@ def make_case(model_name, memory_format):
         model = CNN().to(memory_format=memory_format)
         x = torch.randn(128, 1, 28, 28, generator=g).contiguous(memory_format=memory_format)
         return model, x, torch.randint(0, 10, (128,), generator=g)
-    c = GPT_CONFIG
-    idx = torch.randint(0, c["vocab_size"], (32, c["block_size"]), generator=g)
-    return GPT(c), idx, torch.randint(0, c["vocab_size"], (32, c["block_size"]), generator=g)
+    c, batch = GPT_CONFIGS[model_name]
+    idx = torch.randint(0, c["vocab_size"], (batch, c["block_size"]), generator=g)
+    return GPT(c), idx, torch.randint(0, c["vocab_size"], (batch, c["block_size"]), generator=g)
 
 
 def make_adam(params, kind):
@@ -100,7 +102,7 @@ def time_steps(model_name, precision, mode, a, memory_format):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--model", choices=["mlp", "cnn", "gpt"], required=True)
+    p.add_argument("--model", choices=["mlp", "cnn", "gpt", "gpt2s"], required=True)
     p.add_argument("--precision", nargs="+", choices=["f32", "bf16", "fp16"], default=["f32", "bf16", "fp16"])
     p.add_argument("--mode", nargs="+", choices=["eager", "compile"], default=["eager", "compile"])
     p.add_argument("--compile-mode", default="max-autotune-no-cudagraphs")

@@ -3,11 +3,13 @@
 #include "ops/fp8/fp8.h"
 
 #include <bit>
+#include <cmath>
 
 #include "framework/device_kernels.h"
 #include "ops/autocast.h"
 #include "ops/fp8/fp8_cpu.h"
 #include "ops/fp8/fp8_cuda.h"
+#include "ops/fp8/fp8_math.h"
 #include "ops/matmul/gemm_cpu.h"
 
 namespace mantissa {
@@ -28,6 +30,10 @@ decltype(auto) dispatch_quantizable(DType d, F&& f) {
 
 uint8_t* bytes_of(const Tensor& t) { return static_cast<uint8_t*>(t.data_ptr()); }
 
+float fp8_max_of(DType fp8) { return fp8 == DType::kF8E4M3 ? Float8E4M3::kMax : Float8E5M2::kMax; }
+// 2^margin as the f32 the scale is divided by (exact for the margins allowed, 0 to 64).
+float pow2_margin(int64_t margin) { return static_cast<float>(std::ldexp(1.0, static_cast<int>(margin))); }
+
 // The ops record no autograd history: they run on detached handles (an undefined one stays undefined, for
 // the argument checks to name).
 Tensor detached(const Tensor& t) { return t.defined() ? t.detach() : t; }
@@ -41,6 +47,29 @@ void cpu_quantize_fp8(const Tensor& x, const Tensor& scale, Fp8Overflow overflow
   });
   *amax.data<float>() = std::bit_cast<float>(stats.amax_bits);
   *count.data<int64_t>() = stats.overflow;
+}
+
+// The folded cast (ops/fp8/fp8.h's Fp8CastOptions): the dynamic scale from an amax sweep when no scale is given,
+// the quantize sweep, then the state's two updates, each the arithmetic of the ops it replaces.
+void cpu_quantize_fp8_into(const Tensor& x, const Fp8CastOptions& o, const Tensor& data, const Tensor& scale,
+                           const Tensor& scale_inv) {
+  const cpu::Fp8PassStats stats = dispatch_quantizable(x.dtype(), [&]<typename T>() {
+    if (!o.scale.defined()) {
+      const float amax = std::bit_cast<float>(cpu::amax_bits<T>(x.data<T>(), x.numel()));
+      const float s = fp8::dynamic_scale(amax, fp8_max_of(o.fp8), pow2_margin(o.margin));
+      *scale.data<float>() = s;
+      *scale_inv.data<float>() = fp8::reciprocal(s);
+    }
+    return cpu::quantize_fp8<T>(x.data<T>(), x.numel(), *scale.data<float>(), o.fp8, o.overflow, bytes_of(data));
+  });
+  if (o.amax_into.defined()) {
+    float* entry = o.amax_into.data<float>();
+    *entry = fp8::fold_amax(*entry, std::bit_cast<float>(stats.amax_bits));
+  }
+  if (o.overflow_into.defined()) {
+    double* total = o.overflow_into.data<double>();
+    *total = *total + static_cast<double>(stats.overflow);
+  }
 }
 
 void cpu_amax(const Tensor& x, const Tensor& out) {
@@ -117,6 +146,8 @@ void cpu_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_inv_a, 
 
 constexpr DeviceKernels<decltype(cpu_quantize_fp8)> kQuantize{.cpu = &cpu_quantize_fp8,
                                                               .cuda = MT_CUDA_KERNEL(cuda_quantize_fp8)};
+constexpr DeviceKernels<decltype(cpu_quantize_fp8_into)> kQuantizeInto{.cpu = &cpu_quantize_fp8_into,
+                                                                       .cuda = MT_CUDA_KERNEL(cuda_quantize_fp8_into)};
 constexpr DeviceKernels<decltype(cpu_amax)> kAmax{.cpu = &cpu_amax, .cuda = MT_CUDA_KERNEL(cuda_amax)};
 constexpr DeviceKernels<decltype(cpu_scaled_mm)> kScaledMm{.cpu = &cpu_scaled_mm,
                                                            .cuda = MT_CUDA_KERNEL(cuda_scaled_mm)};
@@ -164,6 +195,33 @@ Fp8Quantized quantize_fp8(const Tensor& x_in, const Tensor& scale_in, DType fp8,
                  .overflow = empty({}, {.dtype = DType::kI64, .device = x.device()})};
   dispatch("quantize_fp8", kQuantize, x.device(), x.contiguous(), scale, overflow, q.data, q.amax, q.overflow);
   return q;
+}
+
+Fp8CastResult quantize_fp8(const Tensor& x_in, const Fp8CastOptions& options_in) {
+  Fp8CastOptions o = options_in;
+  const Tensor x = detached(amp::cast_input(ops::quantize_fp8, x_in));
+  check_quantizable("quantize_fp8", x);
+  MT_CHECK(is_float8(o.fp8), "quantize_fp8: expected an FP8 target dtype (kF8E4M3 or kF8E5M2), got ",
+           dtype_name(o.fp8));
+  const bool dynamic = !o.scale.defined();
+  if (!dynamic) check_scale("quantize_fp8", "scale", o.scale, x.device());
+  MT_CHECK(o.margin >= 0 && o.margin <= 64, "quantize_fp8: margin ", o.margin, " is outside 0 to 64");
+  auto check_into = [&](const char* what, const Tensor& t, DType dtype) {
+    if (!t.defined()) return;
+    MT_CHECK(t.dtype() == dtype && t.dim() == 0 && t.device() == x.device(), "quantize_fp8: expected ", what,
+             " to be a 0-d ", dtype_name(dtype), " tensor on ", x.device().str(), ", got ", dtype_name(t.dtype()), " ",
+             shape_str(t.shape()), " on ", t.device().str());
+  };
+  check_into("amax_into", o.amax_into, DType::kF32);
+  check_into("overflow_into", o.overflow_into, DType::kF64);
+  kernel_for("quantize_fp8", kQuantizeInto, x.device());
+  const TensorOptions on_x{.device = x.device()};
+  Fp8CastResult r{.data = empty(x.shape(), {.dtype = o.fp8, .device = x.device()}),
+                  .scale = dynamic ? empty({}, on_x) : detached(o.scale),
+                  .scale_inv = dynamic ? empty({}, on_x) : Tensor()};
+  for (Tensor* t : {&o.scale, &o.amax_into, &o.overflow_into}) *t = detached(*t);
+  dispatch("quantize_fp8", kQuantizeInto, x.device(), x.contiguous(), o, r.data, r.scale, r.scale_inv);
+  return r;
 }
 
 Tensor amax(const Tensor& x_in) {

@@ -3,9 +3,12 @@
 // as float bits (ops/fp8/fp8_math.h: nan's bits lie above inf's, so the integer maximum propagates nan) and counts
 // overflows; the block reduces both with warp shuffles and one thread adds them to the results with atomicMax
 // (on the bits) and atomicAdd. A maximum and a count do not depend on the order, so the results are the CPU's
-// bits. The scale is read on the device: delayed scaling never waits for the host.
+// bits. The scale is read on the device: delayed scaling never waits for the host. quantize_fp8's folded form
+// (Fp8CastOptions) adds one-thread kernels for the dynamic scale and the state's updates, with the CPU's
+// arithmetic (ops/fp8/fp8_math.h).
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 
 #include "framework/cuda/check.h"
@@ -39,12 +42,10 @@ __device__ __forceinline__ uint32_t block_max(uint32_t v, uint32_t* scratch) {
 template <typename Format, bool kWrite>
 __device__ __forceinline__ uint32_t quantize_one(float v, float scale, Fp8Overflow overflow, uint32_t& m,
                                                  uint32_t& count) {
-  m = max(m, fp8::abs_bits(float_to_bits(v)));
   if constexpr (kWrite) {
-    const uint32_t y = float_to_bits(v * scale);
-    count += fp8::overflows<Format>(y) ? 1u : 0u;
-    return Format::from_f32_bits(y, overflow);
+    return fp8::quantize_one<Format>(float_to_bits(v), float_to_bits(v * scale), overflow, m, count);
   } else {
+    m = max(m, fp8::abs_bits(float_to_bits(v)));
     return 0u;
   }
 }
@@ -80,6 +81,18 @@ __global__ void __launch_bounds__(kThreads)
     if (m != 0u) atomicMax(amax_bits, m);
     if (kWrite && count != 0u) atomicAdd(overflow_count, static_cast<unsigned long long>(count));
   }
+}
+
+__global__ void dynamic_scale_kernel(const float* amax, float fp8_max, float pow2_margin, float* scale,
+                                     float* scale_inv) {
+  const float s = fp8::dynamic_scale(*amax, fp8_max, pow2_margin);
+  *scale = s;
+  *scale_inv = fp8::reciprocal(s);
+}
+
+__global__ void fold_stats_kernel(const float* amax, const int64_t* count, float* amax_into, double* overflow_into) {
+  if (amax_into != nullptr) *amax_into = fp8::fold_amax(*amax_into, *amax);
+  if (overflow_into != nullptr) *overflow_into = *overflow_into + static_cast<double>(*count);
 }
 
 template <typename O>
@@ -131,6 +144,19 @@ void launch_quantize_fp8(const In* x, int64_t n, const float* scale, DType fp8, 
 template <typename In>
 void launch_amax(const In* x, int64_t n, float* amax, int device, cudaStream_t stream) {
   launch<In, Fp8E4M3Format, false>(x, n, nullptr, Fp8Overflow::kSaturate, nullptr, amax, nullptr, device, stream);
+}
+
+void launch_fp8_dynamic_scale(const float* amax, float fp8_max, float pow2_margin, float* scale, float* scale_inv,
+                              cudaStream_t stream) {
+  dynamic_scale_kernel<<<1, 1, 0, stream>>>(amax, fp8_max, pow2_margin, scale, scale_inv);
+  MT_CUDA_LAUNCH_CHECK("fp8 dynamic scale kernel");
+}
+
+void launch_fp8_fold_stats(const float* amax, const int64_t* count, float* amax_into, double* overflow_into,
+                           cudaStream_t stream) {
+  if (amax_into == nullptr && overflow_into == nullptr) return;
+  fold_stats_kernel<<<1, 1, 0, stream>>>(amax, count, amax_into, overflow_into);
+  MT_CUDA_LAUNCH_CHECK("fp8 fold stats kernel");
 }
 
 template <typename Out>
@@ -275,6 +301,25 @@ void cuda_quantize_fp8(const Tensor& x, const Tensor& scale, Fp8Overflow overflo
                                 static_cast<uint8_t*>(data.data_ptr()), amax.data<float>(), count.data<int64_t>(),
                                 x.device().index, gpu::current_stream(x.device()));
   });
+}
+
+void cuda_quantize_fp8_into(const Tensor& x, const Fp8CastOptions& o, const Tensor& data, const Tensor& scale,
+                            const Tensor& scale_inv) {
+  gpu::DeviceGuard guard(x.device());
+  const cudaStream_t stream = gpu::current_stream(x.device());
+  const Tensor amax = empty({}, {.device = x.device()});
+  const Tensor count = empty({}, {.dtype = DType::kI64, .device = x.device()});
+  if (!o.scale.defined()) {
+    cuda_amax(x, amax);
+    const float fp8_max = o.fp8 == DType::kF8E4M3 ? Float8E4M3::kMax : Float8E5M2::kMax;
+    gpu::launch_fp8_dynamic_scale(amax.data<float>(), fp8_max,
+                                  static_cast<float>(std::ldexp(1.0, static_cast<int>(o.margin))), scale.data<float>(),
+                                  scale_inv.data<float>(), stream);
+  }
+  cuda_quantize_fp8(x, scale, o.overflow, data, amax, count);
+  gpu::launch_fp8_fold_stats(amax.data<float>(), count.data<int64_t>(),
+                             o.amax_into.defined() ? o.amax_into.data<float>() : nullptr,
+                             o.overflow_into.defined() ? o.overflow_into.data<double>() : nullptr, stream);
 }
 
 void cuda_amax(const Tensor& x, const Tensor& out) {

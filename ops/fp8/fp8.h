@@ -45,6 +45,33 @@ struct Fp8Quantized {
 MT_OP(quantize_fp8, kNone, kNone);
 Fp8Quantized quantize_fp8(const Tensor& x, const Tensor& scale, DType fp8, Fp8Overflow overflow);
 
+// One cast of an FP8 training recipe (amp/fp8_linear.h's fp8_cast) in one op: quantize_fp8 with the scaling
+// state's bookkeeping folded in, which amp/fp8_scaling.h ran as ~5 small tensor ops around each cast (the amax
+// history entry's max, the overflow counter's add; for dynamic scaling the scale and its reciprocal), with the
+// arithmetic of those ops (ops/fp8/fp8_math.h), so the results are theirs bit for bit. On the CPU that is the
+// quantize sweep and a few scalar operations; on CUDA (written, not yet run on a GPU) the fused quantize kernel
+// and one-thread kernels that read and write the state on the device (no host read).
+struct Fp8CastOptions {
+  DType fp8 = DType::kF8E4M3;
+  Fp8Overflow overflow = Fp8Overflow::kSaturate;
+  // The scale (0-d f32 on x's device) to cast with: delayed scaling. Undefined: dynamic scaling, scale =
+  // fp8::dynamic_scale(amax(x), fp8_max, 2^margin), from a first sweep over x (the amax is needed before any
+  // value is cast).
+  Tensor scale;
+  int64_t margin = 0;  // dynamic only, 0 to 64
+  // Updated in place where defined (on x's device): amax_into, 0-d f32 (the amax history's current entry, a
+  // view), becomes fp8::fold_amax(amax_into, amax(x)); overflow_into, 0-d f64 (the run's counter), gains the
+  // overflow count.
+  Tensor amax_into;
+  Tensor overflow_into;
+};
+struct Fp8CastResult {
+  Tensor data;       // as quantize_fp8's
+  Tensor scale;      // the scale the cast used: options.scale, or the new dynamic one (0-d f32)
+  Tensor scale_inv;  // dynamic scaling: 1 / scale, new (0-d f32); undefined when options.scale was given
+};
+Fp8CastResult quantize_fp8(const Tensor& x, const Fp8CastOptions& options);
+
 // max |x| as a 0-d f32 tensor on x's device (x f32, f16 or bf16, any strides; nan propagates; 0 for an empty
 // x): what dynamic scaling needs before it quantizes.
 MT_OP(amax, kNone, kNone);

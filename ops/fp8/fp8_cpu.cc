@@ -1,14 +1,16 @@
-// FP8 CPU kernels (ops/fp8/fp8_cpu.h). The element loops work on blocks of kBlock values: 16-bit inputs widen
-// with the vectorized converters, then separate plain loops (which the compiler vectorizes) fold the amax,
-// scale, count overflows; only the cast itself, framework/float8.h's branchy rounding, runs element by
-// element. Threads split the elements in contiguous chunks; each chunk's maximum and count join the totals
-// under a lock, once per chunk.
+// FP8 CPU kernels (ops/fp8/fp8_cpu.h). quantize_fp8 is one sweep over each block of kBlock values: one loop
+// widens each value (16-bit inputs by integer code, framework/convert.h's bits), folds it into the block's amax,
+// scales it, counts an overflow and casts it (fp8::quantize_one), and the compiler vectorizes that loop whole,
+// since framework/float8.h's cast is branch-free integer code; it is compiled for x86-64-v3 and for AVX-512,
+// chosen at run time as convert() chooses. Threads take the blocks in contiguous runs; a run folds its blocks'
+// amax and count locally and joins the totals once, with atomics (a maximum and a sum do not depend on the
+// order, so neither does the result).
 #include "ops/fp8/fp8_cpu.h"
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
-#include <mutex>
 #include <type_traits>
 
 #include "framework/convert.h"
@@ -19,56 +21,73 @@
 namespace mantissa::cpu {
 namespace {
 
-constexpr int64_t kBlock = 256;      // values per block: on the stack, in L1
-constexpr int64_t kGrain = 1 << 15;  // elements below which a second thread costs more than it saves
+constexpr int64_t kBlock = 256;                       // values per block: the unit the threads share out
+constexpr int64_t kGrainBlocks = (1 << 15) / kBlock;  // blocks below which a second thread costs more than it saves
+constexpr int64_t kGrain = 1 << 15;                   // the same in elements, for the kernels that split rows
 
-// v[0, len) = x[0, len) as float (a copy for float: the loops below then read one buffer).
-template <typename In>
-void widen(const In* x, int64_t len, float* v) {
-  if constexpr (std::is_same_v<In, float>) {
-    std::copy(x, x + len, v);
-  } else {
-    convert(x, v, len);
-  }
-}
+// x's value as f32 bits, exactly (the bits convert() gives), in code the loops below vectorize.
+inline uint32_t widen_bits(float x) { return std::bit_cast<uint32_t>(x); }
+inline uint32_t widen_bits(BFloat16 x) { return static_cast<uint32_t>(x.bits) << 16; }
+inline uint32_t widen_bits(Half x) { return fp8::half_to_f32_bits(x.bits); }
 
-uint32_t block_amax_bits(const float* v, int64_t len) {
-  uint32_t m = 0;
-  for (int64_t j = 0; j < len; ++j) m = std::max(m, fp8::abs_bits(std::bit_cast<uint32_t>(v[j])));
-  return m;
-}
+// What a run of blocks saw.
+struct RunStats {
+  uint32_t amax_bits = 0;
+  int64_t overflow = 0;
+};
 
+// One block of len <= kBlock values: the single sweep, one loop (the compiler keeps the amax and the count in
+// vector registers and folds them across lanes once, at the end). Inlined into the two instruction-set variants
+// below.
 template <typename In, typename Format>
-Fp8PassStats quantize_range(const In* x, int64_t begin, int64_t end, float scale, Fp8Overflow overflow, uint8_t* out) {
-  Fp8PassStats stats;
-  float v[kBlock];
-  uint32_t y[kBlock];
-  for (int64_t i = begin; i < end; i += kBlock) {
-    const int64_t len = std::min(kBlock, end - i);
-    widen(x + i, len, v);
-    stats.amax_bits = std::max(stats.amax_bits, block_amax_bits(v, len));
-    for (int64_t j = 0; j < len; ++j) y[j] = std::bit_cast<uint32_t>(v[j] * scale);
-    int32_t count = 0;
-    for (int64_t j = 0; j < len; ++j) count += fp8::overflows<Format>(y[j]) ? 1 : 0;
-    stats.overflow += count;
-    uint8_t* o = out + i;
-    for (int64_t j = 0; j < len; ++j) o[j] = Format::from_f32_bits(y[j], overflow);
+[[gnu::always_inline]] inline void quantize_block(const In* __restrict x, int64_t len, float scale,
+                                                  Fp8Overflow overflow, uint8_t* __restrict out, RunStats& stats) {
+  uint32_t m = 0, count = 0;
+  for (int64_t j = 0; j < len; ++j) {
+    const uint32_t v = widen_bits(x[j]);
+    out[j] = fp8::quantize_one<Format>(v, std::bit_cast<uint32_t>(std::bit_cast<float>(v) * scale), overflow, m, count);
   }
-  return stats;
+  stats.amax_bits = std::max(stats.amax_bits, m);
+  stats.overflow += count;
 }
 
-// Runs range(begin, end) -> Fp8PassStats over [0, n) in parallel chunks and joins the results.
-template <typename Range>
-Fp8PassStats parallel_stats(int64_t n, Range&& range) {
-  Fp8PassStats total;
-  std::mutex mu;
-  parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
-    const Fp8PassStats part = range(begin, end);
-    std::lock_guard<std::mutex> lock(mu);
-    total.amax_bits = std::max(total.amax_bits, part.amax_bits);
-    total.overflow += part.overflow;
+// The sweep is integer arithmetic bound (the cast is ~14 instructions per value), so 512-bit vectors halve it
+// where the CPU has them; the x86-64-v3 baseline (AVX2) otherwise.
+template <typename In, typename Format>
+void quantize_block_avx2(const In* x, int64_t len, float scale, Fp8Overflow overflow, uint8_t* out, RunStats& stats) {
+  quantize_block<In, Format>(x, len, scale, overflow, out, stats);
+}
+template <typename In, typename Format>
+__attribute__((target("avx512f,avx512bw,avx512vl,prefer-vector-width=512"))) void quantize_block_avx512(
+    const In* x, int64_t len, float scale, Fp8Overflow overflow, uint8_t* out, RunStats& stats) {
+  quantize_block<In, Format>(x, len, scale, overflow, out, stats);
+}
+
+// max |x| over one block, the same sweep without the cast.
+template <typename In>
+void amax_block(const In* __restrict x, int64_t len, RunStats& stats) {
+  uint32_t m = 0;
+  for (int64_t j = 0; j < len; ++j) m = std::max(m, fp8::abs_bits(widen_bits(x[j])));
+  stats.amax_bits = std::max(stats.amax_bits, m);
+}
+
+// Runs block(i, len, stats) over the blocks of [0, n) in parallel runs; each run's stats join the totals once.
+template <typename Block>
+Fp8PassStats sweep_blocks(int64_t n, Block&& block) {
+  std::atomic<uint32_t> amax{0};
+  std::atomic<int64_t> count{0};
+  parallel_for((n + kBlock - 1) / kBlock, kGrainBlocks, [&](int64_t first, int64_t last) {
+    RunStats run;
+    for (int64_t b = first; b < last; ++b) {
+      const int64_t i = b * kBlock;
+      block(i, std::min(kBlock, n - i), run);
+    }
+    uint32_t seen = amax.load(std::memory_order_relaxed);
+    while (run.amax_bits > seen && !amax.compare_exchange_weak(seen, run.amax_bits, std::memory_order_relaxed)) {
+    }
+    count.fetch_add(run.overflow, std::memory_order_relaxed);
   });
-  return total;
+  return {.amax_bits = amax.load(), .overflow = count.load()};
 }
 
 // The 256 values of each format, decoded once at compile time into bf16: the upper half of the exact f32.
@@ -93,28 +112,23 @@ const BFloat16* values_of(DType fp8) {
 }  // namespace
 
 template <typename In>
-Fp8PassStats quantize_fp8(const In* x, int64_t n, float scale, DType fp8, Fp8Overflow overflow, uint8_t* out) {
+Fp8PassStats quantize_fp8(const In* x, int64_t n, float scale, DType fp8, Fp8Overflow overflow, uint8_t* out,
+                          ConvertIsa isa) {
   MT_ASSERT(is_float8(fp8), "quantize_fp8 kernel called with ", dtype_name(fp8));
-  return parallel_stats(n, [&](int64_t begin, int64_t end) {
-    return fp8 == DType::kF8E4M3 ? quantize_range<In, Fp8E4M3Format>(x, begin, end, scale, overflow, out)
-                                 : quantize_range<In, Fp8E5M2Format>(x, begin, end, scale, overflow, out);
-  });
+  MT_CHECK(convert_isa_supported(isa), "quantize_fp8: this CPU does not support ", convert_isa_name(isa));
+  const bool avx512 = isa == ConvertIsa::kAvx512;
+  using BlockFn = void (*)(const In*, int64_t, float, Fp8Overflow, uint8_t*, RunStats&);
+  const BlockFn block =
+      fp8 == DType::kF8E4M3
+          ? (avx512 ? &quantize_block_avx512<In, Fp8E4M3Format> : &quantize_block_avx2<In, Fp8E4M3Format>)
+          : (avx512 ? &quantize_block_avx512<In, Fp8E5M2Format> : &quantize_block_avx2<In, Fp8E5M2Format>);
+  return sweep_blocks(n,
+                      [&](int64_t i, int64_t len, RunStats& run) { block(x + i, len, scale, overflow, out + i, run); });
 }
 
 template <typename In>
 uint32_t amax_bits(const In* x, int64_t n) {
-  return parallel_stats(n,
-                        [&](int64_t begin, int64_t end) {
-                          Fp8PassStats stats;
-                          float v[kBlock];
-                          for (int64_t i = begin; i < end; i += kBlock) {
-                            const int64_t len = std::min(kBlock, end - i);
-                            widen(x + i, len, v);
-                            stats.amax_bits = std::max(stats.amax_bits, block_amax_bits(v, len));
-                          }
-                          return stats;
-                        })
-      .amax_bits;
+  return sweep_blocks(n, [&](int64_t i, int64_t len, RunStats& run) { amax_block(x + i, len, run); }).amax_bits;
 }
 
 void decode_fp8(const uint8_t* src, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride, DType fp8,
@@ -158,9 +172,9 @@ void scaled_mm_epilogue(const float* acc, int64_t m, int64_t n, float scale, con
   });
 }
 
-template Fp8PassStats quantize_fp8<float>(const float*, int64_t, float, DType, Fp8Overflow, uint8_t*);
-template Fp8PassStats quantize_fp8<Half>(const Half*, int64_t, float, DType, Fp8Overflow, uint8_t*);
-template Fp8PassStats quantize_fp8<BFloat16>(const BFloat16*, int64_t, float, DType, Fp8Overflow, uint8_t*);
+template Fp8PassStats quantize_fp8<float>(const float*, int64_t, float, DType, Fp8Overflow, uint8_t*, ConvertIsa);
+template Fp8PassStats quantize_fp8<Half>(const Half*, int64_t, float, DType, Fp8Overflow, uint8_t*, ConvertIsa);
+template Fp8PassStats quantize_fp8<BFloat16>(const BFloat16*, int64_t, float, DType, Fp8Overflow, uint8_t*, ConvertIsa);
 template uint32_t amax_bits<float>(const float*, int64_t);
 template uint32_t amax_bits<Half>(const Half*, int64_t);
 template uint32_t amax_bits<BFloat16>(const BFloat16*, int64_t);

@@ -1,10 +1,11 @@
-// The CPU kernels of the FP8 ops (ops/fp8/fp8.cc) over raw pointers: the fused quantize pass (cast, amax and
+// The CPU kernels of the FP8 ops (ops/fp8/fp8.cc) over raw pointers: the one-pass quantize (cast, amax and
 // overflow count), amax alone, the exact FP8 -> bf16 decode the scaled matmul's emulation starts with,
 // and its epilogue. The per-element math is ops/fp8/fp8_math.h's, shared with the CUDA kernels.
 #pragma once
 
 #include <cstdint>
 
+#include "framework/convert.h"
 #include "framework/dtype.h"
 #include "framework/float8.h"
 #include "framework/half.h"
@@ -19,10 +20,14 @@ struct Fp8PassStats {
 };
 
 // out[i] = cast(x[i] * scale) for n contiguous elements, x * scale in f32 and the cast to `fp8` (kF8E4M3 or
-// kF8E5M2) with `overflow`'s rule; In is float, Half or BFloat16. Multi-threaded; the statistics do not
-// depend on the thread count (a maximum and a count).
+// kF8E5M2) with `overflow`'s rule; In is float, Half or BFloat16. One sweep over each block of values (widen,
+// amax, scale, overflow count and cast together), the blocks split over the threads; the statistics do not
+// depend on the thread count (a maximum and a count). `isa` picks the vector width (kAvx2 or kAvx512, which
+// this CPU must support; kScalar runs kAvx2's code): the default is convert()'s choice, the others are for
+// tests that compare them. Every choice gives the same bits.
 template <typename In>
-Fp8PassStats quantize_fp8(const In* x, int64_t n, float scale, DType fp8, Fp8Overflow overflow, uint8_t* out);
+Fp8PassStats quantize_fp8(const In* x, int64_t n, float scale, DType fp8, Fp8Overflow overflow, uint8_t* out,
+                          ConvertIsa isa = convert_isa());
 
 // max |x| over n contiguous elements, as float bits (0 for n == 0).
 template <typename In>

@@ -6,6 +6,7 @@
 
 #include "framework/float8.h"
 #include "framework/tensor.h"
+#include "ops/fp8/fp8.h"
 
 namespace mantissa {
 
@@ -13,6 +14,11 @@ namespace mantissa {
 // f32), overflow = the count of overflowing elements (0-d i64); scale is read on the device.
 void cuda_quantize_fp8(const Tensor& x, const Tensor& scale, Fp8Overflow overflow, const Tensor& data,
                        const Tensor& amax, const Tensor& count);
+// quantize_fp8's folded form (ops/fp8/fp8.h, Fp8CastOptions): data as above; scale is options.scale (read) or,
+// when that is undefined, a 0-d f32 written with the dynamic scale, scale_inv (0-d f32) then with 1 / scale;
+// options.amax_into and options.overflow_into updated in place where defined.
+void cuda_quantize_fp8_into(const Tensor& x, const Fp8CastOptions& options, const Tensor& data, const Tensor& scale,
+                            const Tensor& scale_inv);
 // out (0-d f32) = max |x| over the contiguous x.
 void cuda_amax(const Tensor& x, const Tensor& out);
 // out [M, N] (contiguous, f32/bf16/f16) = a [M, K] @ b [K, N] * scale_inv_a * scale_inv_b (+ bias [N], f32 or

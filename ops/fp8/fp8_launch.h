@@ -25,6 +25,15 @@ void launch_quantize_fp8(const In* x, int64_t n, const float* scale, DType fp8, 
 template <typename In>
 void launch_amax(const In* x, int64_t n, float* amax, int device, cudaStream_t stream);
 
+// The folded cast's scalar steps (ops/fp8/fp8.h, Fp8CastOptions), one thread each on `stream`: *scale =
+// fp8::dynamic_scale(*amax, fp8_max, pow2_margin) and *scale_inv = 1 / *scale; and the state's updates,
+// *amax_into = fp8::fold_amax(*amax_into, *amax) and *overflow_into += *count, each skipped where its pointer
+// is null.
+void launch_fp8_dynamic_scale(const float* amax, float fp8_max, float pow2_margin, float* scale, float* scale_inv,
+                              cudaStream_t stream);
+void launch_fp8_fold_stats(const float* amax, const int64_t* count, float* amax_into, double* overflow_into,
+                           cudaStream_t stream);
+
 // out[i, j] = fp8::epilogue(acc[i, j], s, bias[j]) rounded once to Out (float, Half, BFloat16), s = *scale_inv_a *
 // *scale_inv_b read on the device (a null pointer counts as 1), no bias when bias is null. acc and out are
 // dense [m, n] and may be the same memory when Out is float.

@@ -1,11 +1,12 @@
 // The per-element math of the FP8 ops (ops/fp8/fp8.h), once for both devices as MT_HD functions over float bits:
-// the overflow test of a quantization, the amax fold and the scaled matmul's epilogue. The CPU kernels
-// (ops/fp8/fp8_cpu.cc) and the CUDA kernels (ops/fp8/fp8.cu) call these, so the GPU computes the CPU's bits.
-// No CUDA headers.
+// the overflow test of a quantization, the amax fold, one element of the quantize pass, the scaling state's
+// per-cast updates and the scaled matmul's epilogue. The CPU kernels (ops/fp8/fp8_cpu.cc) and the CUDA kernels
+// (ops/fp8/fp8.cu) call these, so the GPU computes the CPU's bits. No CUDA headers.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "framework/float8.h"
 #include "framework/host_device.h"
@@ -55,6 +56,49 @@ MT_HD inline bool overflows(uint32_t y_bits) {
 // inf's, so the integer maximum of (bits & kAbsMask) is max |x| with nan propagating, in any order of
 // folding. That makes the CPU's blocked fold and the GPU's atomicMax give the same bits.
 MT_HD inline uint32_t abs_bits(uint32_t x_bits) { return x_bits & kAbsMask; }
+
+// f16 bits -> f32 bits, exactly, with framework/half.h's (and F16C's) result for every pattern (a nan keeps its
+// payload and comes out quiet), but branch-free, so that the quantize sweep vectorizes with it.
+MT_HD inline uint32_t half_to_f32_bits(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t em = h & 0x7fffu;  // exponent and mantissa
+  const uint32_t normal = (em << 13) + ((127u - 15u) << 23);
+  const uint32_t inf_nan = (em << 13) | kInfBits | (em > 0x7c00u ? 0x400000u : 0u);
+  // Zero and subnormals: em * 2^-24, exact in f32.
+  const float sub = static_cast<float>(static_cast<int32_t>(em)) * 5.9604644775390625e-08f;
+  uint32_t sub_bits;
+  std::memcpy(&sub_bits, &sub, sizeof(sub_bits));
+  return sign | (em >= 0x7c00u ? inf_nan : (em < 0x400u ? sub_bits : normal));
+}
+
+// One element of the quantize pass, from the bits of x and of y = x * scale (the product computed in f32 by the
+// caller): folds |x| into amax_bits, counts y's overflow, returns y's FP8 byte. Branch-free, so the CPU's sweep
+// vectorizes it; the CUDA kernel runs it per thread.
+template <typename Format>
+MT_HD inline uint8_t quantize_one(uint32_t x_bits, uint32_t y_bits, Fp8Overflow overflow, uint32_t& amax_bits,
+                                  uint32_t& count) {
+  const uint32_t a = abs_bits(x_bits);
+  amax_bits = a > amax_bits ? a : amax_bits;
+  count += overflows<Format>(y_bits) ? 1u : 0u;
+  return Format::from_f32_bits(y_bits, overflow);
+}
+
+// The scaling state's per-cast arithmetic (amp/fp8_scaling.h), which the folded quantize_fp8 (ops/fp8/fp8.h)
+// does after its sweep: the very f32 operations of the small tensor ops it replaces, in their order.
+// Dynamic scaling's scale, torchao's tensorwise with TE's margin: fp8_max / clamp(amax, 1e-12) / 2^margin
+// (a nan amax stays nan through the clamp and gives a nan scale).
+MT_HD inline float dynamic_scale(float amax, float fp8_max, float pow2_margin) {
+  const float clamped = amax != amax ? amax : (amax < 1e-12f ? 1e-12f : amax);
+  return fp8_max / clamped / pow2_margin;
+}
+MT_HD inline float reciprocal(float scale) { return 1.0f / scale; }
+// The amax history's fold of one cast's amax into the current entry: the maximum of the pair (entry, amax) as
+// ops/reduce's max takes it, entry first: a nan entry stays, a nan amax replaces the entry, else the larger
+// (on a tie the entry: -0 stays -0).
+MT_HD inline float fold_amax(float entry, float amax) {
+  if (entry != entry) return entry;
+  return amax != amax || amax > entry ? amax : entry;
+}
 
 // The scaled matmul's epilogue on one f32 accumulator: acc * scale + bias with one f32 rounding (an fma),
 // or acc * scale without a bias (an fma with +0 would turn a -0 product into +0). scale = scale_inv_a *
