@@ -366,23 +366,23 @@ uint8_t* winner_bytes(const Tensor& winner) { return reinterpret_cast<uint8_t*>(
 
 void cpu_batch_norm_relu_pool(const cpu::BatchNormGeometry& g, int64_t h, int64_t w, const Tensor& x,
                               const Tensor& mean, const Tensor& invstd, const Tensor& wt, const Tensor& b,
-                              const Tensor& out, const Tensor& winner) {
+                              const Tensor& out, const Tensor& winner, const Tensor& winner_x) {
   dispatch_floating(x.dtype(), "batch_norm_relu_pool2d", [&]<typename T>() {
     using C = compute_t<T>;
     cpu::batch_norm_relu_pool_forward<T>(g, h, w, x.data<T>(), mean.data<C>(), invstd.data<C>(), ptr_or_null<C>(wt),
-                                         ptr_or_null<C>(b), out.data<T>(), winner_bytes(winner));
+                                         ptr_or_null<C>(b), out.data<T>(), winner_bytes(winner), winner_x.data<T>());
   });
 }
 
 void cpu_batch_norm_relu_pool_backward(const cpu::BatchNormGeometry& g, cpu::BatchStats stats, int64_t h, int64_t w,
-                                       const Tensor& dout, const Tensor& winner, const Tensor& x, const Tensor& mean,
-                                       const Tensor& invstd, const Tensor& wt, const Tensor& dx, const Tensor& dw,
-                                       const Tensor& db) {
+                                       const Tensor& dout, const Tensor& winner, const Tensor& winner_x,
+                                       const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& wt,
+                                       const Tensor& dx, const Tensor& dw, const Tensor& db) {
   dispatch_floating(x.dtype(), "BatchNormReluPoolBackward", [&]<typename T>() {
     using C = compute_t<T>;
-    cpu::batch_norm_relu_pool_backward<T>(g, stats, h, w, dout.data<T>(), winner_bytes(winner), x.data<T>(),
-                                          mean.data<C>(), invstd.data<C>(), ptr_or_null<C>(wt), ptr_or_null<T>(dx),
-                                          ptr_or_null<C>(dw), ptr_or_null<C>(db));
+    cpu::batch_norm_relu_pool_backward<T>(g, stats, h, w, dout.data<T>(), winner_bytes(winner), winner_x.data<T>(),
+                                          x.data<T>(), mean.data<C>(), invstd.data<C>(), ptr_or_null<C>(wt),
+                                          ptr_or_null<T>(dx), ptr_or_null<C>(dw), ptr_or_null<C>(db));
   });
 }
 
@@ -396,7 +396,8 @@ struct BatchNormReluPoolBackward final : Node {
   SavedTensor weight{this, "weight"};  // widened, when given
   SavedTensor mean{this, "mean"};
   SavedTensor invstd{this, "invstd"};
-  SavedTensor winner{this, "winner"};  // one byte per output: the window position that won, or dead
+  SavedTensor winner{this, "winner"};      // one byte per output: the window position that won, or dead
+  SavedTensor winner_x{this, "winner_x"};  // the input value that won, per output
   cpu::BatchNormGeometry geometry;
   cpu::BatchStats stats = cpu::BatchStats::kFromBatch;
   int64_t h = 0, w = 0;
@@ -412,8 +413,8 @@ struct BatchNormReluPoolBackward final : Node {
     if (next_edges[1].valid()) dw = empty(param_shape, {.dtype = cd, .device = x.device()});
     if (next_edges[2].valid()) db = empty(param_shape, {.dtype = cd, .device = x.device()});
     const Tensor wt = weight.defined() ? weight.get() : Tensor();
-    dispatch(name(), kBatchNormReluPoolBackward, x.device(), geometry, stats, h, w, dout, winner.get(), x, mean.get(),
-             invstd.get(), wt, dx, dw, db);
+    dispatch(name(), kBatchNormReluPoolBackward, x.device(), geometry, stats, h, w, dout, winner.get(), winner_x.get(),
+             x, mean.get(), invstd.get(), wt, dx, dw, db);
     if (dw.defined()) dw = param_grad(dw, param_shape, weight_dtype);
     if (db.defined()) db = param_grad(db, param_shape, bias_dtype);
     return {dx, dw, db};
@@ -460,8 +461,9 @@ Tensor batch_norm_relu_pool2d(const Tensor& x, const Tensor& running_mean, const
   const int64_t h = x.size(2), w = x.size(3);
   Tensor out = empty({x.size(0), x.size(1), h / 2, w / 2}, {.dtype = x.dtype(), .device = x.device()});
   const Tensor winner = empty(out.shape(), {.dtype = DType::kBool, .device = x.device()});  // used as bytes
+  const Tensor winner_x = empty(out.shape(), {.dtype = x.dtype(), .device = x.device()});
   if (out.numel() > 0) {
-    dispatch(kOp, kBatchNormReluPool, x.device(), p.g, h, w, p.xc, p.mean, p.invstd, p.wc, p.bc, out, winner);
+    dispatch(kOp, kBatchNormReluPool, x.device(), p.g, h, w, p.xc, p.mean, p.invstd, p.wc, p.bc, out, winner, winner_x);
   }
   if (compute_requires_grad({&x, &weight, &bias})) {
     auto node = make_node<BatchNormReluPoolBackward>({&x, &weight, &bias});
@@ -470,6 +472,7 @@ Tensor batch_norm_relu_pool2d(const Tensor& x, const Tensor& running_mean, const
     node->mean = p.mean;
     node->invstd = p.invstd;
     node->winner = winner;
+    node->winner_x = winner_x;
     node->geometry = p.g;
     node->stats = mode == BatchNormMode::kTrain ? cpu::BatchStats::kFromBatch : cpu::BatchStats::kConstant;
     node->h = h;

@@ -9,6 +9,7 @@
 
 #include "framework/parallel.h"
 #include "ops/cpu/compute_buffer.h"
+#include "ops/pool/pool_cpu.h"
 
 namespace mantissa::cpu {
 namespace {
@@ -248,51 +249,58 @@ void batch_norm_backward(const BatchNormGeometry& g, BatchStats stats, const T* 
 
 // ---- batch_norm + relu + 2x2 max pool ----
 
-// One input row's normalized values, as batch_norm_apply computes and rounds them (to T, then back to C).
+// One plane's normalized values, as batch_norm_apply computes and rounds them (to T, then back to C).
 template <typename T>
-void normalize_row(const T* x, int64_t n, compute_t<T> mu, compute_t<T> is, compute_t<T> wc, compute_t<T> bc,
-                   compute_t<T>* y) {
+void normalize_plane(const T* x, int64_t n, compute_t<T> mu, compute_t<T> is, compute_t<T> wc, compute_t<T> bc,
+                     compute_t<T>* y, std::vector<T>& rounded) {
   using C = compute_t<T>;
   if constexpr (std::is_same_v<T, C>) {
     for (int64_t k = 0; k < n; ++k) y[k] = (x[k] - mu) * is * wc + bc;
   } else {
     to_compute(x, y, n);
-    for (int64_t k = 0; k < n; ++k) y[k] = static_cast<C>(static_cast<T>((y[k] - mu) * is * wc + bc));
+    for (int64_t k = 0; k < n; ++k) y[k] = (y[k] - mu) * is * wc + bc;
+    rounded.resize(static_cast<size_t>(n));
+    from_compute(y, rounded.data(), n);  // as batch_norm stores it
+    to_compute(rounded.data(), y, n);
   }
 }
 
 template <typename T>
 void batch_norm_relu_pool_forward(const BatchNormGeometry& g, int64_t h, int64_t w, const T* x,
                                   const compute_t<T>* mean, const compute_t<T>* invstd, const compute_t<T>* weight,
-                                  const compute_t<T>* bias, T* out, uint8_t* winner) {
+                                  const compute_t<T>* bias, T* out, uint8_t* winner, T* winner_x) {
   using C = compute_t<T>;
   const int64_t oh = h / 2, ow = w / 2;
   parallel_for(g.n * g.channels, std::max<int64_t>(1, 16384 / std::max<int64_t>(h * w, 1)),
                [&](int64_t begin, int64_t end) {
-                 std::vector<C> r0(static_cast<size_t>(w)), r1(static_cast<size_t>(w)), o(static_cast<size_t>(ow));
+                 std::vector<C> y(static_cast<size_t>(h * w)), x_store, o_store, wx_store;
+                 std::vector<T> rounded;
+                 if constexpr (!std::is_same_v<T, C>) {
+                   o_store.resize(static_cast<size_t>(oh * ow));
+                   wx_store.resize(o_store.size());
+                 }
                  for (int64_t plane = begin; plane < end; ++plane) {
                    const int64_t c = plane % g.channels;
                    const C mu = mean[c], is = invstd[c], wc = weight ? weight[c] : C(1), bc = bias ? bias[c] : C(0);
                    const T* xp = x + plane * h * w;
+                   normalize_plane(xp, h * w, mu, is, wc, bc, y.data(), rounded);
+                   const C* xc = compute_view(xp, h * w, x_store);
+                   const int64_t o0 = plane * oh * ow;
+                   C* o = o_store.data();
+                   C* wx = wx_store.data();
+                   if constexpr (std::is_same_v<T, C>) {
+                     o = out + o0;
+                     wx = winner_x + o0;
+                   }
+                   // max_pool2d's selection on the normalized rows, relu, the winner's position and raw input.
                    for (int64_t oy = 0; oy < oh; ++oy) {
-                     normalize_row(xp + 2 * oy * w, w, mu, is, wc, bc, r0.data());
-                     normalize_row(xp + (2 * oy + 1) * w, w, mu, is, wc, bc, r1.data());
-                     uint8_t* win = winner + (plane * oh + oy) * ow;
-                     for (int64_t ox = 0; ox < ow; ++ox) {
-                       // max_pool2d's visiting order and rule: greater or NaN replaces; then relu (NaN passes).
-                       C best = r0[2 * ox];
-                       uint8_t at = 0;
-                       const C cand[3] = {r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]};
-                       for (uint8_t q = 0; q < 3; ++q) {
-                         const bool take = (cand[q] > best) | (cand[q] != cand[q]);
-                         best = take ? cand[q] : best;
-                         at = take ? static_cast<uint8_t>(q + 1) : at;
-                       }
-                       const bool live = best > C(0) || best != best;
-                       o[ox] = live ? best : C(0);
-                       win[ox] = live ? at : kDeadWinner;
-                     }
-                     from_compute(o.data(), out + (plane * oh + oy) * ow, ow);
+                     const int64_t r = 2 * oy * w;
+                     max_pool_relu_row<C>(y.data() + r, y.data() + r + w, xc + r, xc + r + w, ow, o + oy * ow,
+                                          winner + o0 + oy * ow, wx + oy * ow);
+                   }
+                   if constexpr (!std::is_same_v<T, C>) {
+                     from_compute(o, out + o0, oh * ow);
+                     from_compute(wx, winner_x + o0, oh * ow);  // exact: the values came from T
                    }
                  }
                });
@@ -300,60 +308,64 @@ void batch_norm_relu_pool_forward(const BatchNormGeometry& g, int64_t h, int64_t
 
 template <typename T>
 void batch_norm_relu_pool_backward(const BatchNormGeometry& g, BatchStats stats, int64_t h, int64_t w, const T* dout,
-                                   const uint8_t* winner, const T* x, const compute_t<T>* mean,
+                                   const uint8_t* winner, const T* winner_x, const T* x, const compute_t<T>* mean,
                                    const compute_t<T>* invstd, const compute_t<T>* weight, T* dx, compute_t<T>* dw,
                                    compute_t<T>* db) {
   using C = compute_t<T>;
-  const int64_t oh = h / 2, ow = w / 2, M = g.count();
-  // The input index of window position q of output (oy, ox) within a plane.
-  const auto source = [w](int64_t oy, int64_t ox, uint8_t q) { return (2 * oy + (q >> 1)) * w + 2 * ox + (q & 1); };
+  const int64_t oh = h / 2, ow = w / 2, M = g.count(), pooled = oh * ow;
+  std::vector<C> sum_dy(static_cast<size_t>(g.channels)), sum_dy_xhat(sum_dy.size());
+  // Pass 1, per channel: sums over the live winners only (everywhere else the batch norm's dy is 0), from
+  // the pooled-size dout, winner and winner_x alone.
   parallel_for(g.channels, 1, [&](int64_t begin, int64_t end) {
-    std::vector<C> row(static_cast<size_t>(w)), grad(static_cast<size_t>(w));
     for (int64_t c = begin; c < end; ++c) {
-      const C mu = mean[c], is = invstd[c], wc = weight ? weight[c] : C(1);
-      // Sums over the live winners only: everywhere else the batch norm's dy is 0.
-      C sum_dy = 0, sum_dy_xhat = 0;
+      const C mu = mean[c], is = invstd[c];
+      C s_dy = 0, s_dy_xhat = 0;
       for (int64_t i = 0; i < g.n; ++i) {
-        const int64_t plane = i * g.channels + c;
-        const T* xp = x + plane * h * w;
-        const T* dp = dout + plane * oh * ow;
-        const uint8_t* win = winner + plane * oh * ow;
-        for (int64_t o = 0; o < oh * ow; ++o) {
-          if (win[o] == kDeadWinner) continue;
-          const C d = static_cast<C>(dp[o]);
-          sum_dy += d;
-          sum_dy_xhat += d * (static_cast<C>(xp[source(o / ow, o % ow, win[o])]) - mu) * is;
-        }
+        const int64_t at = (i * g.channels + c) * pooled;
+        const T* d = dout + at;
+        const T* xw = winner_x + at;
+        const uint8_t* win = winner + at;
+        const auto live = [&](int64_t o) { return win[o] == kDeadWindow ? C(0) : static_cast<C>(d[o]); };
+        s_dy += lane_sum<C>(pooled, live);
+        s_dy_xhat += lane_sum<C>(pooled, [&](int64_t o) { return live(o) * (static_cast<C>(xw[o]) - mu) * is; });
       }
-      if (dw) dw[c] = sum_dy_xhat;
-      if (db) db[c] = sum_dy;
-      if (!dx) continue;
-      const C scale = wc * is;
-      const bool from_batch = stats == BatchStats::kFromBatch;
-      const C mean_dy = from_batch ? sum_dy / static_cast<C>(M) : C(0);
-      const C mean_dy_xhat = from_batch ? sum_dy_xhat / static_cast<C>(M) : C(0);
-      for (int64_t i = 0; i < g.n; ++i) {
-        const int64_t plane = i * g.channels + c;
-        const T* xp = x + plane * h * w;
-        const T* dp = dout + plane * oh * ow;
-        const uint8_t* win = winner + plane * oh * ow;
-        for (int64_t y = 0; y < h; ++y) {
-          // This input row's dy: dout at the live winners in it, 0 elsewhere (rows past 2 * oh have none).
-          std::fill(grad.begin(), grad.end(), C(0));
-          if (y < 2 * oh) {
-            const int64_t oy = y / 2;
-            for (int64_t ox = 0; ox < ow; ++ox) {
-              const uint8_t q = win[oy * ow + ox];
-              if (q != kDeadWinner && (q >> 1) == (y & 1)) grad[2 * ox + (q & 1)] = static_cast<C>(dp[oy * ow + ox]);
-            }
-          }
-          to_compute(xp + y * w, row.data(), w);
-          for (int64_t k = 0; k < w; ++k) row[k] = scale * (grad[k] - mean_dy - (row[k] - mu) * is * mean_dy_xhat);
-          from_compute(row.data(), dx + plane * h * w + y * w, w);
-        }
-      }
+      sum_dy[c] = s_dy;
+      sum_dy_xhat[c] = s_dy_xhat;
+      if (dw) dw[c] = s_dy_xhat;
+      if (db) db[c] = s_dy;
     }
   });
+  if (!dx) return;
+  // Pass 2, per plane: dx = scale (dy - mean(dy) - xhat mean(dy xhat)), dy added at the winners.
+  const bool from_batch = stats == BatchStats::kFromBatch;
+  parallel_for(g.n * g.channels, std::max<int64_t>(1, 16384 / std::max<int64_t>(h * w, 1)),
+               [&](int64_t begin, int64_t end) {
+                 std::vector<C> x_store, dx_store(std::is_same_v<T, C> ? 0 : static_cast<size_t>(h * w));
+                 for (int64_t plane = begin; plane < end; ++plane) {
+                   const int64_t c = plane % g.channels;
+                   const C mu = mean[c], is = invstd[c], wc = weight ? weight[c] : C(1), scale = wc * is;
+                   const C mean_dy = from_batch ? sum_dy[c] / static_cast<C>(M) : C(0);
+                   const C mean_dy_xhat = from_batch ? sum_dy_xhat[c] / static_cast<C>(M) : C(0);
+                   const C* xp = compute_view(x + plane * h * w, h * w, x_store);
+                   C* out = dx_store.data();
+                   if constexpr (std::is_same_v<T, C>) out = dx + plane * h * w;
+                   // The composed formula, scale (dy - mean_dy - xhat mean_dy_xhat), with dy = 0 ...
+                   for (int64_t k = 0; k < h * w; ++k)
+                     out[k] = scale * (C(0) - mean_dy - (xp[k] - mu) * is * mean_dy_xhat);
+                   // ... then again at the live winners with their dy.
+                   const uint8_t* win = winner + plane * pooled;
+                   const T* dp = dout + plane * pooled;
+                   for (int64_t oy = 0; oy < oh; ++oy) {
+                     for (int64_t ox = 0; ox < ow; ++ox) {
+                       const uint8_t q = win[oy * ow + ox];
+                       if (q == kDeadWindow) continue;
+                       const int64_t k = (2 * oy + (q >> 1)) * w + 2 * ox + (q & 1);
+                       out[k] = scale * (static_cast<C>(dp[oy * ow + ox]) - mean_dy - (xp[k] - mu) * is * mean_dy_xhat);
+                     }
+                   }
+                   if constexpr (!std::is_same_v<T, C>) from_compute(out, dx + plane * h * w, h * w);
+                 }
+               });
 }
 
 #define MT_NORM_INSTANTIATE_(T)                                                                                       \
@@ -368,10 +380,10 @@ void batch_norm_relu_pool_backward(const BatchNormGeometry& g, BatchStats stats,
                                        const compute_t<T>*, const compute_t<T>*, T*, compute_t<T>*, compute_t<T>*);   \
   template void batch_norm_relu_pool_forward<T>(const BatchNormGeometry&, int64_t, int64_t, const T*,                 \
                                                 const compute_t<T>*, const compute_t<T>*, const compute_t<T>*,        \
-                                                const compute_t<T>*, T*, uint8_t*);                                   \
-  template void batch_norm_relu_pool_backward<T>(const BatchNormGeometry&, BatchStats, int64_t, int64_t, const T*,    \
-                                                 const uint8_t*, const T*, const compute_t<T>*, const compute_t<T>*,  \
-                                                 const compute_t<T>*, T*, compute_t<T>*, compute_t<T>*)
+                                                const compute_t<T>*, T*, uint8_t*, T*);                               \
+  template void batch_norm_relu_pool_backward<T>(                                                                     \
+      const BatchNormGeometry&, BatchStats, int64_t, int64_t, const T*, const uint8_t*, const T*, const T*,           \
+      const compute_t<T>*, const compute_t<T>*, const compute_t<T>*, T*, compute_t<T>*, compute_t<T>*)
 MT_NORM_INSTANTIATE_(float);
 MT_NORM_INSTANTIATE_(double);
 MT_NORM_INSTANTIATE_(Half);

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "framework/dtype.h"
+#include "ops/pool/pool_cpu.h"
 
 namespace mantissa::cpu {
 
@@ -49,18 +50,18 @@ void batch_norm_backward(const BatchNormGeometry& g, BatchStats stats, const T* 
 // [n, channels, h, w] (geometry.spatial = h * w), out [n, channels, h / 2, w / 2]. Each normalized value is
 // computed with batch_norm_apply's formula and rounded to T as batch_norm would round it, so the maximum,
 // its position and the output are the composition's, bit for bit. winner[o] records the window position
-// (0..3, row by row) of output o's maximum, or kDeadWinner where the ReLU gave 0 (no gradient flows).
-inline constexpr uint8_t kDeadWinner = 0xFF;
+// (0..3, row by row) of output o's maximum, or kDeadWindow (ops/pool/pool_cpu.h) where the ReLU gave 0 (no gradient
+// flows), and winner_x[o] that input value itself (what the backward's channel sums need, read at pooled size).
 template <typename T>
 void batch_norm_relu_pool_forward(const BatchNormGeometry& g, int64_t h, int64_t w, const T* x,
                                   const compute_t<T>* mean, const compute_t<T>* invstd, const compute_t<T>* weight,
-                                  const compute_t<T>* bias, T* out, uint8_t* winner);
+                                  const compute_t<T>* bias, T* out, uint8_t* winner, T* winner_x);
 // Its backward from dout [n, channels, h / 2, w / 2]: the batch norm's dy is dout at each live winner and 0
 // elsewhere, so the channel sums run over the pooled grid only and dx is written in one pass. dw, db as
 // batch_norm_backward (each may be null, as dx).
 template <typename T>
 void batch_norm_relu_pool_backward(const BatchNormGeometry& g, BatchStats stats, int64_t h, int64_t w, const T* dout,
-                                   const uint8_t* winner, const T* x, const compute_t<T>* mean,
+                                   const uint8_t* winner, const T* winner_x, const T* x, const compute_t<T>* mean,
                                    const compute_t<T>* invstd, const compute_t<T>* weight, T* dx, compute_t<T>* dw,
                                    compute_t<T>* db);
 

@@ -99,6 +99,72 @@ __attribute__((target("avx512f"))) void max_pool_row_2x2_avx512(const float* r0,
 }
 #pragma GCC diagnostic pop
 
+// The fused batch-norm tail's row (max_pool_relu_row below): the same selection as max_pool_row_2x2 on the
+// normalized rows y0, y1, applied also to the raw input rows x0, x1 (the winner's own input value), then
+// relu; win is the window position 0..3 or kDeadWindow where relu gave 0.
+template <typename C>
+void max_pool_relu_row_portable(const C* __restrict y0, const C* __restrict y1, const C* __restrict x0,
+                                const C* __restrict x1, int64_t ow, C* __restrict out, uint8_t* __restrict win,
+                                C* __restrict wx) {
+  for (int64_t ox = 0; ox < ow; ++ox) {
+    C best = y0[2 * ox], bx = x0[2 * ox];
+    int which = 0;
+    const C cand[3] = {y0[2 * ox + 1], y1[2 * ox], y1[2 * ox + 1]};
+    const C xc[3] = {x0[2 * ox + 1], x1[2 * ox], x1[2 * ox + 1]};
+    for (int k = 0; k < 3; ++k) {
+      const bool take = (cand[k] > best) | (cand[k] != cand[k]);
+      best = take ? cand[k] : best;
+      bx = take ? xc[k] : bx;
+      which = take ? k + 1 : which;
+    }
+    const bool live = best > C(0) || best != best;
+    out[ox] = live ? best : C(0);
+    win[ox] = live ? static_cast<uint8_t>(which) : kDeadWindow;
+    wx[ox] = bx;
+  }
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's unmasked intrinsics (a false positive)
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void max_pool_relu_row_avx512(const float* y0, const float* y1,
+                                                                                   const float* x0, const float* x1,
+                                                                                   int64_t ow, float* out, uint8_t* win,
+                                                                                   float* wx) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t ox = 0; ox < ow; ox += 16) {
+    const int64_t m = std::min<int64_t>(16, ow - ox);
+    const __mmask16 lo = static_cast<__mmask16>(m >= 8 ? 0xffff : (1u << (2 * m)) - 1);
+    const __mmask16 hi = static_cast<__mmask16>(m <= 8 ? 0 : (1u << (2 * (m - 8))) - 1);
+    const __mmask16 out_mask = static_cast<__mmask16>((1u << m) - 1);
+    // Row pairs' even and odd columns, deinterleaved.
+    const __m512 y0a = _mm512_maskz_loadu_ps(lo, y0 + 2 * ox), y0b = _mm512_maskz_loadu_ps(hi, y0 + 2 * ox + 16);
+    const __m512 y1a = _mm512_maskz_loadu_ps(lo, y1 + 2 * ox), y1b = _mm512_maskz_loadu_ps(hi, y1 + 2 * ox + 16);
+    const __m512 x0a = _mm512_maskz_loadu_ps(lo, x0 + 2 * ox), x0b = _mm512_maskz_loadu_ps(hi, x0 + 2 * ox + 16);
+    const __m512 x1a = _mm512_maskz_loadu_ps(lo, x1 + 2 * ox), x1b = _mm512_maskz_loadu_ps(hi, x1 + 2 * ox + 16);
+    __m512 best = _mm512_permutex2var_ps(y0a, even, y0b), bx = _mm512_permutex2var_ps(x0a, even, x0b);
+    __m512i which = _mm512_setzero_si512();
+    const __m512 cand[3] = {_mm512_permutex2var_ps(y0a, odd, y0b), _mm512_permutex2var_ps(y1a, even, y1b),
+                            _mm512_permutex2var_ps(y1a, odd, y1b)};
+    const __m512 xc[3] = {_mm512_permutex2var_ps(x0a, odd, x0b), _mm512_permutex2var_ps(x1a, even, x1b),
+                          _mm512_permutex2var_ps(x1a, odd, x1b)};
+    for (int k = 0; k < 3; ++k) {
+      const __mmask16 take =
+          _mm512_cmp_ps_mask(cand[k], best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(cand[k], cand[k], _CMP_UNORD_Q);
+      best = _mm512_mask_mov_ps(best, take, cand[k]);
+      bx = _mm512_mask_mov_ps(bx, take, xc[k]);
+      which = _mm512_mask_mov_epi32(which, take, _mm512_set1_epi32(k + 1));
+    }
+    const __mmask16 live = _mm512_cmp_ps_mask(best, zero, _CMP_GT_OQ) | _mm512_cmp_ps_mask(best, best, _CMP_UNORD_Q);
+    _mm512_mask_storeu_ps(out + ox, out_mask, _mm512_maskz_mov_ps(live, best));
+    const __m512i code = _mm512_mask_mov_epi32(_mm512_set1_epi32(kDeadWindow), live, which);
+    _mm_mask_storeu_epi8(win + ox, out_mask, _mm512_cvtepi32_epi8(code));
+    _mm512_mask_storeu_ps(wx + ox, out_mask, bx);
+  }
+}
+#pragma GCC diagnostic pop
+
 // The row kernel for float rows: AVX-512 where the CPU has it.
 using FloatRowKernel = void (*)(const float*, const float*, int64_t, int64_t, int64_t, float*, int64_t*);
 FloatRowKernel float_row_kernel() {
@@ -106,15 +172,6 @@ FloatRowKernel float_row_kernel() {
                                       ? max_pool_row_2x2_avx512
                                       : static_cast<FloatRowKernel>(&max_pool_row_2x2<float>);
   return k;
-}
-
-template <typename C>
-void max_pool_row(const C* r0, const C* r1, int64_t ow, int64_t i0, int64_t i1, C* out, int64_t* idx) {
-  if constexpr (std::is_same_v<C, float>) {
-    float_row_kernel()(r0, r1, ow, i0, i1, out, idx);
-  } else {
-    max_pool_row_2x2<C>(r0, r1, ow, i0, i1, out, idx);
-  }
 }
 
 template <typename T>
@@ -141,6 +198,30 @@ bool is_2x2_stride_2(const Pool2dGeometry& g) {
 }
 
 }  // namespace
+
+template <typename C>
+void max_pool_row(const C* r0, const C* r1, int64_t ow, int64_t i0, int64_t i1, C* out, int64_t* idx) {
+  if constexpr (std::is_same_v<C, float>) {
+    float_row_kernel()(r0, r1, ow, i0, i1, out, idx);
+  } else {
+    max_pool_row_2x2<C>(r0, r1, ow, i0, i1, out, idx);
+  }
+}
+template void max_pool_row<float>(const float*, const float*, int64_t, int64_t, int64_t, float*, int64_t*);
+
+template <typename C>
+void max_pool_relu_row(const C* y0, const C* y1, const C* x0, const C* x1, int64_t ow, C* out, uint8_t* win, C* wx) {
+  if constexpr (std::is_same_v<C, float>) {
+    static const bool avx512 = convert_isa() == ConvertIsa::kAvx512 && __builtin_cpu_supports("avx512vl");
+    if (avx512) return max_pool_relu_row_avx512(y0, y1, x0, x1, ow, out, win, wx);
+  }
+  max_pool_relu_row_portable(y0, y1, x0, x1, ow, out, win, wx);
+}
+template void max_pool_relu_row<float>(const float*, const float*, const float*, const float*, int64_t, float*,
+                                       uint8_t*, float*);
+template void max_pool_relu_row<double>(const double*, const double*, const double*, const double*, int64_t, double*,
+                                        uint8_t*, double*);
+template void max_pool_row<double>(const double*, const double*, int64_t, int64_t, int64_t, double*, int64_t*);
 
 template <typename T>
 void max_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y, int64_t* argmax) {

@@ -22,6 +22,20 @@ void max_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y, int64_t* argm
 template <typename T>
 void max_pool2d_backward(const Pool2dGeometry& g, const T* dy, const int64_t* argmax, T* dx);
 
+// One output row of the 2x2, stride 2, unpadded max pool over two input rows r0 and r1 in the compute type
+// (float or double): out[ox] is the window's maximum (greater or NaN replaces, visiting row by row) and
+// idx[ox] its index, i0 or i1 (r0's and r1's first elements' indices) plus its column. AVX-512 for float
+// where the CPU has it. max_pool2d's 2x2 kernels and the fused batch_norm_relu_pool2d share it.
+template <typename C>
+void max_pool_row(const C* r0, const C* r1, int64_t ow, int64_t i0, int64_t i1, C* out, int64_t* idx);
+
+// The same 2x2 row fused with relu, for batch_norm_relu_pool2d: the maximum of the normalized rows y0, y1
+// (max_pool_row's selection), relu'd into out; win[ox] the winning window position (0..3, row by row) or
+// kDeadWindow where relu gave 0; wx[ox] the raw input value at the winner (from rows x0, x1).
+inline constexpr uint8_t kDeadWindow = 0xFF;
+template <typename C>
+void max_pool_relu_row(const C* y0, const C* y1, const C* x0, const C* x1, int64_t ow, C* out, uint8_t* win, C* wx);
+
 // y = sum of the window (zero padding included) / (KH * KW).
 template <typename T>
 void avg_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y);
