@@ -38,7 +38,10 @@ std::optional<TimeBucket> own_bucket(const Event& e) {
       return std::nullopt;  // forward, backward
     case Category::kOp: break;
   }
-  if (n == "matmul" || n == "conv2d" || n == "conv2d_backward" || n == "scaled_mm") return TimeBucket::kGemm;
+  if (n == "matmul" || n == "conv2d" || n == "conv2d_backward" || n == "scaled_mm" ||
+      n == "scaled_dot_product_attention" || n == "ScaledDotProductAttentionBackward") {
+    return TimeBucket::kGemm;
+  }
   if (n == "to") return TimeBucket::kCast;
   if (n.starts_with("GradScaler.") || n == "unscale_grads_" || n == "check_grads_finite_") return TimeBucket::kScaler;
   if (n.starts_with("Optimizer.step") || n.find("clip_grad_norm") != std::string_view::npos || n == "zero_grad") {
@@ -83,7 +86,7 @@ std::string mib(uint64_t bytes) { return fixed(static_cast<double>(bytes) / (1 <
 
 std::string_view bucket_name(TimeBucket b) {
   switch (b) {
-    case TimeBucket::kGemm: return "GEMM and convolution";
+    case TimeBucket::kGemm: return "GEMM, attention, convolution";
     case TimeBucket::kElementwise: return "elementwise, copies, norms, losses";
     case TimeBucket::kCast: return "casts";
     case TimeBucket::kScaler: return "loss scaler";
@@ -214,7 +217,7 @@ std::string speed_verdict(const std::vector<StepProfile>& rows, bool cpu_has_bf1
   const StepProfile& ref = rows.front();
   std::ostringstream os;
   const double ref_gemm = ref.share(TimeBucket::kGemm);
-  os << ref.precision << ": GEMMs and convolutions are " << percent(ref_gemm) << " of the step";
+  os << ref.precision << ": GEMMs, attention and convolutions are " << percent(ref_gemm) << " of the step";
   if (ref_gemm < 0.5) {
     os << ", so at most half of it can gain from 16-bit arithmetic; the rest is memory-bound work, where "
           "16-bit storage saves bytes only where tensors stay 16-bit";

@@ -12,6 +12,7 @@
 #include "framework/autocast_state.h"
 #include "framework/autograd.h"
 #include "framework/device_kernels.h"
+#include "framework/profiler/profiler.h"
 #include "ops/attention/attention_cpu.h"
 #include "ops/attention/attention_cuda.h"
 #include "ops/autocast.h"
@@ -102,6 +103,16 @@ Shape with_batch(const Shape& batch, int64_t rows, int64_t cols) {
   return s;
 }
 
+// The multiply-adds of one call (x2 FLOPs) over the visible (query, key) pairs V: forward q k^T and P v,
+// (2 D + 2 Dv) V; backward the scores again, dV, dP, dQ and dK, (6 D + 4 Dv) V.
+double attention_flops(const AttentionShape& s, bool backward) {
+  double pairs = 0;
+  for (int64_t i = 0; i < s.L; ++i) pairs += static_cast<double>(s.visible_keys(i));
+  pairs *= static_cast<double>(s.N);
+  const double d = static_cast<double>(s.D), dv = static_cast<double>(s.Dv);
+  return (backward ? 6 * d + 4 * dv : 2 * d + 2 * dv) * pairs;
+}
+
 // softmax(scale q k^T + mask), as the composed ops compute it (create_graph and the math path use it).
 Tensor attention_weights(const Tensor& q, const Tensor& k, double scale, bool causal) {
   Tensor scores = mul(matmul(q, k.transpose(-2, -1)), scale);  // [..., L, S]
@@ -147,6 +158,8 @@ struct ScaledDotProductAttentionBackward final : Node {
                      .dq = empty(qt.shape(), like),
                      .dk = empty(kt.shape(), like),
                      .dv = empty(vt.shape(), like)};
+    profiler::RecordScope scope(name(), profiler::Category::kOp, qt.device());  // the dispatch folds into it
+    if (scope.active()) scope.add_flops(attention_flops(shape, true));
     dispatch(name(), kBackward, qt.device(), p, g);
     return {g.dq, g.dk, g.dv};
   }
@@ -236,7 +249,11 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   const DType acc = q0.dtype() == DType::kF64 ? DType::kF64 : DType::kF32;
   p.out = empty(with_batch(batch, L, Dv), {.dtype = q0.dtype(), .device = q0.device()});
   p.lse = empty({N, L}, {.dtype = acc, .device = q0.device()});
-  dispatch(kOp, kForward, q0.device(), p);
+  {
+    profiler::RecordScope scope(kOp, profiler::Category::kOp, q0.device());  // the dispatch folds into it
+    if (scope.active()) scope.add_flops(attention_flops(p.shape, false));
+    dispatch(kOp, kForward, q0.device(), p);
+  }
 
   if (compute_requires_grad({&p.q, &p.k, &p.v})) {
     auto node = make_node<ScaledDotProductAttentionBackward>({&p.q, &p.k, &p.v});

@@ -57,7 +57,7 @@ run_model gpt matmul softmax layer_norm
 # --report=speed: the three precisions side by side, a verdict, the JSON and the picture.
 if "$prog" --model=mlp --data=synthetic --report=speed --profile_wait=1 --profile_steps=1 --batch_size=32 \
     --report_out="$work/r" >"$work/out" 2>&1 &&
-  grep -q "^step time " "$work/out" && grep -q "GEMM and convolution" "$work/out" &&
+  grep -q "^step time " "$work/out" && grep -q "GEMM, attention, convolution" "$work/out" &&
   grep -q "^bf16 is .*x fp32" "$work/out" && grep -q "^fp16 is .*x fp32" "$work/out" &&
   python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert [p["precision"] for p in d["precisions"]] == ["fp32", "bf16", "fp16"]' \
     "$work/r_speed.json" && [ -s "$work/r_speed.png" ]; then

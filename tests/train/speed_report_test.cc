@@ -83,6 +83,22 @@ TEST(SpeedReport, EachEventsSelfTimeGoesToOneBucket) {
   EXPECT_EQ(r.gemm_shapes_not_multiple_of_16, 1);
 }
 
+TEST(SpeedReport, FusedAttentionCountsWithTheGemms) {
+  // The fused attention's forward op and its backward node's op carry FLOPs, and are GEMM work.
+  std::vector<Event> events = {
+      ev("forward", Category::kPhase, 0, 40, 0),
+      ev("scaled_dot_product_attention", Category::kOp, 0, 10, 1, 1e9),
+      ev("backward", Category::kPhase, 40, 100, 0),
+      ev("ScaledDotProductAttentionBackward", Category::kBackward, 40, 70, 1),
+      ev("ScaledDotProductAttentionBackward", Category::kOp, 41, 69, 2, 2e9),
+  };
+  const StepProfile r = summarize_steps(profiler::Profile(std::move(events), {}, 100'000'000, 0, 0), "fp32", 1, 8);
+  // The forward op's 10 ms and the backward op's 28 ms (the node's own 2 ms around it are a node's inline
+  // work, as for every node).
+  EXPECT_NEAR(ms(r, TimeBucket::kGemm), 38, 1e-9);
+  EXPECT_NEAR(r.gemm_gflops_per_s(), 3e9 / 38e6, 1e-9);
+}
+
 TEST(SpeedReport, TwoStepsHalveTheTimesPerStep) {
   const StepProfile r = summarize_steps(one_step(1e9), "bf16", 2, 32);
   EXPECT_DOUBLE_EQ(r.step_ms, 50);
@@ -95,14 +111,14 @@ TEST(SpeedReport, VerdictSaysWhereTheTimeWentAndWhyBf16CannotWinHere) {
   StepProfile bf16 = summarize_steps(one_step(0.5e9), "bf16", 1, 32);
   bf16.step_ms = 200;  // slower, and its GEMMs at a quarter of fp32's rate
   const std::string v = speed_verdict({fp32, bf16}, /*cpu_has_bf16=*/false, /*cpu_has_fp16=*/false);
-  EXPECT_THAT(v, HasSubstr("fp32: GEMMs and convolutions are 40% of the step"));
+  EXPECT_THAT(v, HasSubstr("fp32: GEMMs, attention and convolutions are 40% of the step"));
   EXPECT_THAT(v, HasSubstr("bf16 is 0.50x fp32 (slower)"));
   EXPECT_THAT(v, HasSubstr("no AVX512_BF16 dot products"));
   EXPECT_THAT(v, HasSubstr("not a multiple of 8"));
   const std::string with = speed_verdict({fp32, bf16}, true, true);
   EXPECT_THAT(with, testing::Not(HasSubstr("AVX512_BF16")));
   const std::string table = speed_table({fp32, bf16});
-  EXPECT_THAT(table, HasSubstr("GEMM and convolution"));
+  EXPECT_THAT(table, HasSubstr("GEMM, attention, convolution"));
   EXPECT_THAT(table, HasSubstr("0.50x"));
   const nlohmann::json j = nlohmann::json::parse(speed_json({fp32, bf16}, "mlp", v));
   EXPECT_EQ(j["precisions"].size(), 2u);
