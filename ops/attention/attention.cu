@@ -79,8 +79,9 @@ __device__ __forceinline__ C drop_factor(const AttentionDropout& drop, const Att
 }
 
 template <typename D>
-__global__ void attention_forward_kernel(AttentionShape s, compute_t<D> scale, AttentionDropout drop, Operands<D> x,
-                                         D* __restrict__ out, compute_t<D>* __restrict__ lse) {
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    attention_forward_kernel(AttentionShape s, compute_t<D> scale, AttentionDropout drop, Operands<D> x,
+                             D* __restrict__ out, compute_t<D>* __restrict__ lse) {
   using C = compute_t<D>;
   const int64_t row = warp_row();
   if (row >= s.N * s.L) return;  // whole warps leave together: N * L rows, one per warp
@@ -110,9 +111,10 @@ __global__ void attention_forward_kernel(AttentionShape s, compute_t<D> scale, A
 
 // dQ for one query row, and delta = rowsum(dO * O) for the key-row kernel.
 template <typename D>
-__global__ void attention_dq_kernel(AttentionShape s, compute_t<D> scale, AttentionDropout drop, Operands<D> x,
-                                    const D* __restrict__ out, const compute_t<D>* __restrict__ lse,
-                                    const D* __restrict__ dout, compute_t<D>* __restrict__ delta, D* __restrict__ dq) {
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    attention_dq_kernel(AttentionShape s, compute_t<D> scale, AttentionDropout drop, Operands<D> x,
+                        const D* __restrict__ out, const compute_t<D>* __restrict__ lse, const D* __restrict__ dout,
+                        compute_t<D>* __restrict__ delta, D* __restrict__ dq) {
   using C = compute_t<D>;
   const int64_t row = warp_row();
   if (row >= s.N * s.L) return;
@@ -140,9 +142,10 @@ __global__ void attention_dq_kernel(AttentionShape s, compute_t<D> scale, Attent
 
 // dK and dV for one key row, over the query rows that see it.
 template <typename D>
-__global__ void attention_dkv_kernel(AttentionShape s, compute_t<D> scale, AttentionDropout drop, Operands<D> x,
-                                     const compute_t<D>* __restrict__ lse, const D* __restrict__ dout,
-                                     const compute_t<D>* __restrict__ delta, D* __restrict__ dk, D* __restrict__ dv) {
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    attention_dkv_kernel(AttentionShape s, compute_t<D> scale, AttentionDropout drop, Operands<D> x,
+                         const compute_t<D>* __restrict__ lse, const D* __restrict__ dout,
+                         const compute_t<D>* __restrict__ delta, D* __restrict__ dk, D* __restrict__ dv) {
   using C = compute_t<D>;
   const int64_t row = warp_row();
   if (row >= s.N * s.S) return;

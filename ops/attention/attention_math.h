@@ -35,7 +35,10 @@ struct AttentionDropout {
   MT_HD double factor(uint64_t element) const {
     const uint64_t word = position + element;
     const Philox4 block = gpu::generator_block(seed, word / 4);
-    return gpu::uniform_from_word(block.v[word % 4]) < keep ? scale : 0.0;
+    // Selected, not indexed: a run-time index into block.v would put it in a GPU thread's local memory.
+    const uint32_t k = static_cast<uint32_t>(word % 4);
+    const uint32_t w = k == 0 ? block.v[0] : k == 1 ? block.v[1] : k == 2 ? block.v[2] : block.v[3];
+    return gpu::uniform_from_word(w) < keep ? scale : 0.0;
   }
 };
 
