@@ -41,11 +41,12 @@ declare -A title=([unit]="CUDA unit tests" [memcheck]="compute-sanitizer memchec
                   [gemm]="GEMM: cuda_gemm_bench beside cuBLAS")
 # Test filters. The GPU tests are the suites named Cuda*/*Cuda*/*Gpu*/Nccl* (tests/cuda) and the pinned
 # DataLoader test; the curves and NCCL have parts of their own. The kernel tests leave out the suites whose
-# work is cuBLAS and cuDNN (GEMM, matmul, convolution, attention, the CNN) and the host-only plan tests.
+# work is cuBLAS and cuDNN (GEMM, matmul, convolution, the composed attention, the CNN) and the host-only plan
+# tests; the fused attention's own kernels (CudaAttention.FusedMatchesCpu) stay in.
 UNIT_FILTER='Cuda*:*Cuda*:*Gpu*:DataLoaderPinMemory.*:-*GpuTraining*:Nccl*:DeviceDispatchGroup.*'
 CURVES_FILTER='*GpuTraining*'
 NCCL_FILTER='Nccl*:DeviceDispatchGroup.*'
-KERNEL_FILTER='Cuda*:*Cuda*:-*Gemm*:*Matmul*:*Conv*:*Attention*:CudaCnn.*:*Plan*:*GpuTraining*'
+KERNEL_FILTER='Cuda*:*Cuda*:-*Gemm*:*Matmul*:*Conv*:CudaAttention.ComposedPathMatchesCpu:CudaCnn.*:*Plan*:*GpuTraining*'
 
 # --combine: one report of several calls' reports.
 if [[ ${1:-} == --combine ]]; then
