@@ -67,6 +67,17 @@ void measure_inference(StepProfile& r, Model& model, const Example& batch, Preci
   model.module->train();
 }
 
+// The reports write <report_out>_*: its folder must exist (nothing is created behind the user's back).
+absl::Status check_report_out(const std::string& report_out) {
+  namespace fs = std::filesystem;
+  const fs::path prefix(report_out);
+  if (prefix.has_parent_path() && !fs::is_directory(prefix.parent_path())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--report_out=", report_out, ": the folder ", prefix.parent_path().string(), " does not exist"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // --report=speed: --profile_wait + --profile_steps training steps in fp32, bf16 and fp16 (with the
@@ -74,12 +85,7 @@ void measure_inference(StepProfile& r, Model& model, const Example& batch, Preci
 // <report_out>_speed.json and the stacked bars <report_out>_speed.png. Trains the model a few steps.
 absl::StatusOr<RunSummary> speed_report_run(const RunOptions& o, Model& model, Optimizer& optimizer, DataLoader& train,
                                             Device device, std::FILE* out) {
-  namespace fs = std::filesystem;
-  const fs::path prefix(o.report_out);
-  if (prefix.has_parent_path() && !fs::is_directory(prefix.parent_path())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--report_out=", o.report_out, ": the folder ", prefix.parent_path().string(), " does not exist"));
-  }
+  if (absl::Status folder = check_report_out(o.report_out); !folder.ok()) return folder;
   if (!device.is_cpu()) {
     return absl::UnimplementedError("--report=speed: on a GPU the profiler has host times only; run it on the CPU");
   }
@@ -194,12 +200,7 @@ absl::StatusOr<RunSummary> memory_report_run(const RunOptions& o, const Data& da
 // everything to <report_out>.json, the gradient histogram to <report_out>.png. Nothing is trained.
 absl::StatusOr<RunSummary> precision_report_run(const RunOptions& o, Model& model, DataLoader& train, Trainer& trainer,
                                                 Device device, std::FILE* out) {
-  namespace fs = std::filesystem;
-  const fs::path prefix(o.report_out);
-  if (prefix.has_parent_path() && !fs::is_directory(prefix.parent_path())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--report_out=", o.report_out, ": the folder ", prefix.parent_path().string(), " does not exist"));
-  }
+  if (absl::Status folder = check_report_out(o.report_out); !folder.ok()) return folder;
   std::optional<Example> batch = train.next();
   if (!batch) return absl::FailedPreconditionError("--report=precision: the training set gave no batch");
   for (Tensor& t : *batch) t = t.to(device);

@@ -104,8 +104,14 @@ void round_operands(C* x, int64_t n) {
 template <typename C>
 void dropout_factors(const AttentionDropout& d, const AttentionShape& s, int64_t n, int64_t i, int64_t j0, int64_t cols,
                      C* f) {
-  const uint64_t first = static_cast<uint64_t>((n * s.L + i) * s.S + j0);
-  for (int64_t c = 0; c < cols; ++c) f[c] = static_cast<C>(d.factor(first + static_cast<uint64_t>(c)));
+  // One Philox block per four words, as the Generator draws them (d.factor would make one per word).
+  uint64_t word = d.position + static_cast<uint64_t>((n * s.L + i) * s.S + j0);
+  for (int64_t c = 0; c < cols;) {
+    const Philox4 block = gpu::generator_block(d.seed, word / 4);
+    for (uint64_t k = word % 4; k < 4 && c < cols; ++k, ++c, ++word) {
+      f[c] = static_cast<C>(d.factor_of_word(block.v[k]));
+    }
+  }
 }
 
 template <typename T>

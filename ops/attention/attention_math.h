@@ -1,7 +1,7 @@
 // The fused attention's per-element math, once for both devices (MT_HD): where a row of q, k or v lives,
 // which keys a query sees, and the dropout keep decision drawn from the Generator's own word stream, so
 // that the CPU kernel, the CUDA kernel and the composed path (dropout(softmax(...)) on a contiguous
-// [..., L, S] tensor) drop exactly the same attention weights.
+// [..., L, S] tensor) drop the same attention weights (the CUDA kernel is written to; it has never run).
 #pragma once
 
 #include <cstdint>
@@ -38,8 +38,10 @@ struct AttentionDropout {
     // Selected, not indexed: a run-time index into block.v would put it in a GPU thread's local memory.
     const uint32_t k = static_cast<uint32_t>(word % 4);
     const uint32_t w = k == 0 ? block.v[0] : k == 1 ? block.v[1] : k == 2 ? block.v[2] : block.v[3];
-    return gpu::uniform_from_word(w) < keep ? scale : 0.0;
+    return factor_of_word(w);
   }
+  // The factor a stream word gives (for loops that draw a Philox block once per four words).
+  MT_HD double factor_of_word(uint32_t w) const { return gpu::uniform_from_word(w) < keep ? scale : 0.0; }
 };
 
 // Problem sizes: N flattened batch (x heads), L queries, S keys, head dims D (q, k) and Dv (v, out).

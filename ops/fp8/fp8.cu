@@ -3,7 +3,8 @@
 // as float bits (ops/fp8/fp8_math.h: nan's bits lie above inf's, so the integer maximum propagates nan) and counts
 // overflows; the block reduces both with warp shuffles and one thread adds them to the results with atomicMax
 // (on the bits) and atomicAdd. A maximum and a count do not depend on the order, so the results are the CPU's
-// bits. The scale is read on the device: delayed scaling never waits for the host. quantize_fp8's folded form
+// bits (all of this is written to; none of it has run on a GPU). The scale is read on the device: delayed scaling
+// is written never to wait for the host. quantize_fp8's folded form
 // (Fp8CastOptions) adds one-thread kernels for the dynamic scale and the state's updates, with the CPU's
 // arithmetic (ops/fp8/fp8_math.h).
 #include <algorithm>

@@ -1,7 +1,7 @@
 // The per-element math of the FP8 ops (ops/fp8/fp8.h), once for both devices as MT_HD functions over float bits:
 // the overflow test of a quantization, the amax fold, one element of the quantize pass, the scaling state's
 // per-cast updates and the scaled matmul's epilogue. The CPU kernels (ops/fp8/fp8_cpu.cc) and the CUDA kernels
-// (ops/fp8/fp8.cu) call these, so the GPU computes the CPU's bits. No CUDA headers.
+// (ops/fp8/fp8.cu) call these, so the GPU is written to compute the CPU's bits (never run). No CUDA headers.
 #pragma once
 
 #include <cmath>
@@ -73,7 +73,7 @@ MT_HD inline uint32_t half_to_f32_bits(uint16_t h) {
 
 // One element of the quantize pass, from the bits of x and of y = x * scale (the product computed in f32 by the
 // caller): folds |x| into amax_bits, counts y's overflow, returns y's FP8 byte. Branch-free, so the CPU's sweep
-// vectorizes it; the CUDA kernel runs it per thread.
+// vectorizes it; the CUDA kernel is written to run it per thread.
 template <typename Format>
 MT_HD inline uint8_t quantize_one(uint32_t x_bits, uint32_t y_bits, Fp8Overflow overflow, uint32_t& amax_bits,
                                   uint32_t& count) {

@@ -38,6 +38,23 @@ void check_param(const Tensor& p, const Shape& expected, const Tensor& x, std::s
 // A parameter's gradient computed in the compute dtype, returned in the parameter's shape and dtype.
 Tensor param_grad(const Tensor& g, const Shape& shape, DType dtype) { return g.to(dtype).reshape(shape); }
 
+// A norm node's gradient buffers for its inputs (x, weight, bias), each only where that input wants one: dx
+// in x's dtype, dw and db flat ([count]) in the compute dtype, as the kernels write them. grads() hands them
+// back with dw and db in their parameters' dtypes and shape.
+struct NormGrads {
+  Tensor dx, dw, db;
+  NormGrads(const Node& node, const Tensor& x, int64_t count) {
+    const TensorOptions params{.dtype = compute_dtype(x.dtype()), .device = x.device()};
+    if (node.next_edges[0].valid()) dx = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+    if (node.next_edges[1].valid()) dw = empty({count}, params);
+    if (node.next_edges[2].valid()) db = empty({count}, params);
+  }
+  std::vector<Tensor> grads(const Shape& param_shape, DType weight_dtype, DType bias_dtype) const {
+    return {dx, dw.defined() ? param_grad(dw, param_shape, weight_dtype) : Tensor(),
+            db.defined() ? param_grad(db, param_shape, bias_dtype) : Tensor()};
+  }
+};
+
 // running = (1 - momentum) * running + momentum * batch, in place, computed in f64 and stored once.
 void update_running(const Tensor& running, const std::vector<double>& batch, double momentum) {
   const Tensor old = widened(running, DType::kF64);
@@ -158,15 +175,10 @@ struct LayerNormBackward final : Node {
       return graph_backward(grads[0], x, graph_weight(w_param, weight, cd));
     }
     const Tensor dy = grads[0].contiguous();
-    Tensor dx, dw, db;
-    if (next_edges[0].valid()) dx = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
-    if (next_edges[1].valid()) dw = empty({geometry.cols}, {.dtype = cd, .device = x.device()});
-    if (next_edges[2].valid()) db = empty({geometry.cols}, {.dtype = cd, .device = x.device()});
+    const NormGrads g(*this, x, geometry.cols);
     const Tensor w = weight.defined() ? weight.get() : Tensor();
-    dispatch(name(), kLayerNormBackward, x.device(), geometry, dy, x, mean.get(), rstd.get(), w, dx, dw, db);
-    if (dw.defined()) dw = param_grad(dw, normalized_shape, weight_dtype);
-    if (db.defined()) db = param_grad(db, normalized_shape, bias_dtype);
-    return {dx, dw, db};
+    dispatch(name(), kLayerNormBackward, x.device(), geometry, dy, x, mean.get(), rstd.get(), w, g.dx, g.dw, g.db);
+    return g.grads(normalized_shape, weight_dtype, bias_dtype);
   }
   // The kernel's formulas over [rows, cols] with differentiable ops: xhat = (x - mean) rstd, g = dy w,
   // dx = rstd (g - mean(g) - xhat mean(g xhat)), dw = sum(dy xhat), db = sum(dy), means along a row.
@@ -210,15 +222,11 @@ struct BatchNormBackward final : Node {
       return graph_backward(grads[0], x, graph_weight(w_param, weight, cd));
     }
     const Tensor dy = grads[0].contiguous();
-    Tensor dx, dw, db;
-    if (next_edges[0].valid()) dx = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
-    if (next_edges[1].valid()) dw = empty(param_shape, {.dtype = cd, .device = x.device()});
-    if (next_edges[2].valid()) db = empty(param_shape, {.dtype = cd, .device = x.device()});
+    const NormGrads g(*this, x, geometry.channels);
     const Tensor w = weight.defined() ? weight.get() : Tensor();
-    dispatch(name(), kBatchNormBackward, x.device(), geometry, stats, dy, x, mean.get(), invstd.get(), w, dx, dw, db);
-    if (dw.defined()) dw = param_grad(dw, param_shape, weight_dtype);
-    if (db.defined()) db = param_grad(db, param_shape, bias_dtype);
-    return {dx, dw, db};
+    dispatch(name(), kBatchNormBackward, x.device(), geometry, stats, dy, x, mean.get(), invstd.get(), w, g.dx, g.dw,
+             g.db);
+    return g.grads(param_shape, weight_dtype, bias_dtype);
   }
   // The kernel's formulas over [N, C, S] with differentiable ops, statistics per channel (dims 0 and 2):
   // with batch statistics as layer_norm's; with running ones (constants) dx = dy w invstd.
@@ -406,18 +414,12 @@ struct BatchNormReluPoolBackward final : Node {
   std::string_view name() const override { return "BatchNormReluPoolBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& x = input.get();
-    const DType cd = compute_dtype(x.dtype());
     const Tensor dout = grads[0].contiguous();
-    Tensor dx, dw, db;
-    if (next_edges[0].valid()) dx = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
-    if (next_edges[1].valid()) dw = empty(param_shape, {.dtype = cd, .device = x.device()});
-    if (next_edges[2].valid()) db = empty(param_shape, {.dtype = cd, .device = x.device()});
+    const NormGrads g(*this, x, geometry.channels);
     const Tensor wt = weight.defined() ? weight.get() : Tensor();
     dispatch(name(), kBatchNormReluPoolBackward, x.device(), geometry, stats, h, w, dout, winner.get(), winner_x.get(),
-             x, mean.get(), invstd.get(), wt, dx, dw, db);
-    if (dw.defined()) dw = param_grad(dw, param_shape, weight_dtype);
-    if (db.defined()) db = param_grad(db, param_shape, bias_dtype);
-    return {dx, dw, db};
+             x, mean.get(), invstd.get(), wt, g.dx, g.dw, g.db);
+    return g.grads(param_shape, weight_dtype, bias_dtype);
   }
 };
 

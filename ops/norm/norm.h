@@ -36,7 +36,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 // arguments. On the CPU one kernel normalizes, pools and rectifies without writing the normalized tensor,
 // and the backward sums over the pooled grid and writes dx in one pass; the forward equals the three ops
 // bit for bit, the backward to rounding (its channel sums skip the zeros). create_graph is refused (no
-// double backward). CUDA tensors run the three ops (no fused CUDA kernel yet).
+// double backward). CUDA tensors are written to run the three ops (no fused CUDA kernel yet; never run).
 Tensor batch_norm_relu_pool2d(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                               const Tensor& weight, const Tensor& bias, BatchNormMode mode, double momentum = 0.1,
                               double eps = 1e-5);

@@ -249,16 +249,13 @@ void batch_norm_backward(const BatchNormGeometry& g, BatchStats stats, const T* 
 
 // ---- batch_norm + relu + 2x2 max pool ----
 
-// One plane's normalized values, as batch_norm_apply computes and rounds them (to T, then back to C).
+// One plane's normalized values from its already widened input xc, as batch_norm_apply computes and rounds
+// them (for 16-bit T: to T, then back to C).
 template <typename T>
-void normalize_plane(const T* x, int64_t n, compute_t<T> mu, compute_t<T> is, compute_t<T> wc, compute_t<T> bc,
-                     compute_t<T>* y, std::vector<T>& rounded) {
-  using C = compute_t<T>;
-  if constexpr (std::is_same_v<T, C>) {
-    for (int64_t k = 0; k < n; ++k) y[k] = (x[k] - mu) * is * wc + bc;
-  } else {
-    to_compute(x, y, n);
-    for (int64_t k = 0; k < n; ++k) y[k] = (y[k] - mu) * is * wc + bc;
+void normalize_plane(const compute_t<T>* xc, int64_t n, compute_t<T> mu, compute_t<T> is, compute_t<T> wc,
+                     compute_t<T> bc, compute_t<T>* y, std::vector<T>& rounded) {
+  for (int64_t k = 0; k < n; ++k) y[k] = (xc[k] - mu) * is * wc + bc;
+  if constexpr (!std::is_same_v<T, compute_t<T>>) {
     rounded.resize(static_cast<size_t>(n));
     from_compute(y, rounded.data(), n);  // as batch_norm stores it
     to_compute(rounded.data(), y, n);
@@ -283,8 +280,8 @@ void batch_norm_relu_pool_forward(const BatchNormGeometry& g, int64_t h, int64_t
                    const int64_t c = plane % g.channels;
                    const C mu = mean[c], is = invstd[c], wc = weight ? weight[c] : C(1), bc = bias ? bias[c] : C(0);
                    const T* xp = x + plane * h * w;
-                   normalize_plane(xp, h * w, mu, is, wc, bc, y.data(), rounded);
-                   const C* xc = compute_view(xp, h * w, x_store);
+                   const C* xc = compute_view(xp, h * w, x_store);  // widened once, for both uses
+                   normalize_plane<T>(xc, h * w, mu, is, wc, bc, y.data(), rounded);
                    const int64_t o0 = plane * oh * ow;
                    C* o = o_store.data();
                    C* wx = wx_store.data();

@@ -60,30 +60,54 @@ void max_pool_row_2x2(const C* __restrict r0, const C* __restrict r1, int64_t ow
 // are deinterleaved with two-source permutes; `which` (0..3) names the window position that won.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's unmasked intrinsics (a false positive)
+
+// Outputs [ox, ox + 16) of a 2x2 window row pair, the part both AVX-512 row kernels share: the four window
+// positions deinterleaved (row r0's even and odd columns, then r1's), masked at the row's end.
+struct Windows16 {
+  __mmask16 out_mask;
+  __m512 v[4];
+};
+__attribute__((target("avx512f"), always_inline)) inline Windows16 windows_2x2(const float* r0, const float* r1,
+                                                                               int64_t ox, int64_t ow) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  const int64_t m = std::min<int64_t>(16, ow - ox);
+  const __mmask16 lo = static_cast<__mmask16>(m >= 8 ? 0xffff : (1u << (2 * m)) - 1);
+  const __mmask16 hi = static_cast<__mmask16>(m <= 8 ? 0 : (1u << (2 * (m - 8))) - 1);
+  const __m512 t0 = _mm512_maskz_loadu_ps(lo, r0 + 2 * ox), t1 = _mm512_maskz_loadu_ps(hi, r0 + 2 * ox + 16);
+  const __m512 b0 = _mm512_maskz_loadu_ps(lo, r1 + 2 * ox), b1 = _mm512_maskz_loadu_ps(hi, r1 + 2 * ox + 16);
+  return {static_cast<__mmask16>((1u << m) - 1),
+          {_mm512_permutex2var_ps(t0, even, t1), _mm512_permutex2var_ps(t0, odd, t1),
+           _mm512_permutex2var_ps(b0, even, b1), _mm512_permutex2var_ps(b0, odd, b1)}};
+}
+
+// max_pool2d's selection over the four positions, in its visiting order (greater or NaN replaces): the
+// maximum, the winning position (0..3) and, for each later position, the lanes it took.
+struct Selected16 {
+  __m512 best;
+  __m512i which;
+  __mmask16 take[3];
+};
+__attribute__((target("avx512f"), always_inline)) inline Selected16 select_2x2(const Windows16& w) {
+  Selected16 s{w.v[0], _mm512_setzero_si512(), {}};
+  for (int k = 0; k < 3; ++k) {
+    const __m512 c = w.v[k + 1];
+    s.take[k] = _mm512_cmp_ps_mask(c, s.best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(c, c, _CMP_UNORD_Q);
+    s.best = _mm512_mask_mov_ps(s.best, s.take[k], c);
+    s.which = _mm512_mask_mov_epi32(s.which, s.take[k], _mm512_set1_epi32(k + 1));
+  }
+  return s;
+}
+
 __attribute__((target("avx512f"))) void max_pool_row_2x2_avx512(const float* r0, const float* r1, int64_t ow,
                                                                 int64_t i0, int64_t i1, float* out, int64_t* idx) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   for (int64_t ox = 0; ox < ow; ox += 16) {
-    const int64_t m = std::min<int64_t>(16, ow - ox);
-    const __mmask16 lo = static_cast<__mmask16>(m >= 8 ? 0xffff : (1u << (2 * m)) - 1);
-    const __mmask16 hi = static_cast<__mmask16>(m <= 8 ? 0 : (1u << (2 * (m - 8))) - 1);
-    const __mmask16 out_mask = static_cast<__mmask16>((1u << m) - 1);
-    const float* p0 = r0 + 2 * ox;
-    const float* p1 = r1 + 2 * ox;
-    const __m512 t0 = _mm512_maskz_loadu_ps(lo, p0), t1 = _mm512_maskz_loadu_ps(hi, p0 + 16);
-    const __m512 b0 = _mm512_maskz_loadu_ps(lo, p1), b1 = _mm512_maskz_loadu_ps(hi, p1 + 16);
-    __m512 best = _mm512_permutex2var_ps(t0, even, t1);
-    __m512i which = _mm512_setzero_si512();
-    const __m512 cand[3] = {_mm512_permutex2var_ps(t0, odd, t1), _mm512_permutex2var_ps(b0, even, b1),
-                            _mm512_permutex2var_ps(b0, odd, b1)};
-    for (int k = 0; k < 3; ++k) {
-      const __mmask16 take =
-          _mm512_cmp_ps_mask(cand[k], best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(cand[k], cand[k], _CMP_UNORD_Q);
-      best = _mm512_mask_mov_ps(best, take, cand[k]);
-      which = _mm512_mask_mov_epi32(which, take, _mm512_set1_epi32(k + 1));
-    }
-    _mm512_mask_storeu_ps(out + ox, out_mask, best);
+    const Windows16 w = windows_2x2(r0, r1, ox, ow);
+    const Selected16 s = select_2x2(w);
+    const __mmask16 out_mask = w.out_mask;
+    const __m512i which = s.which;
+    _mm512_mask_storeu_ps(out + ox, out_mask, s.best);
     // index = (which < 2 ? i0 : i1) + 2 * (ox + lane) + (which & 1)
     const __m512i lane2 = _mm512_add_epi32(even, _mm512_set1_epi32(static_cast<int>(2 * ox)));
     const __m512i col = _mm512_add_epi32(lane2, _mm512_and_si512(which, _mm512_set1_epi32(1)));
@@ -130,37 +154,18 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void max_pool_relu_row_avx5
                                                                                    const float* x0, const float* x1,
                                                                                    int64_t ow, float* out, uint8_t* win,
                                                                                    float* wx) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   const __m512 zero = _mm512_setzero_ps();
   for (int64_t ox = 0; ox < ow; ox += 16) {
-    const int64_t m = std::min<int64_t>(16, ow - ox);
-    const __mmask16 lo = static_cast<__mmask16>(m >= 8 ? 0xffff : (1u << (2 * m)) - 1);
-    const __mmask16 hi = static_cast<__mmask16>(m <= 8 ? 0 : (1u << (2 * (m - 8))) - 1);
-    const __mmask16 out_mask = static_cast<__mmask16>((1u << m) - 1);
-    // Row pairs' even and odd columns, deinterleaved.
-    const __m512 y0a = _mm512_maskz_loadu_ps(lo, y0 + 2 * ox), y0b = _mm512_maskz_loadu_ps(hi, y0 + 2 * ox + 16);
-    const __m512 y1a = _mm512_maskz_loadu_ps(lo, y1 + 2 * ox), y1b = _mm512_maskz_loadu_ps(hi, y1 + 2 * ox + 16);
-    const __m512 x0a = _mm512_maskz_loadu_ps(lo, x0 + 2 * ox), x0b = _mm512_maskz_loadu_ps(hi, x0 + 2 * ox + 16);
-    const __m512 x1a = _mm512_maskz_loadu_ps(lo, x1 + 2 * ox), x1b = _mm512_maskz_loadu_ps(hi, x1 + 2 * ox + 16);
-    __m512 best = _mm512_permutex2var_ps(y0a, even, y0b), bx = _mm512_permutex2var_ps(x0a, even, x0b);
-    __m512i which = _mm512_setzero_si512();
-    const __m512 cand[3] = {_mm512_permutex2var_ps(y0a, odd, y0b), _mm512_permutex2var_ps(y1a, even, y1b),
-                            _mm512_permutex2var_ps(y1a, odd, y1b)};
-    const __m512 xc[3] = {_mm512_permutex2var_ps(x0a, odd, x0b), _mm512_permutex2var_ps(x1a, even, x1b),
-                          _mm512_permutex2var_ps(x1a, odd, x1b)};
-    for (int k = 0; k < 3; ++k) {
-      const __mmask16 take =
-          _mm512_cmp_ps_mask(cand[k], best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(cand[k], cand[k], _CMP_UNORD_Q);
-      best = _mm512_mask_mov_ps(best, take, cand[k]);
-      bx = _mm512_mask_mov_ps(bx, take, xc[k]);
-      which = _mm512_mask_mov_epi32(which, take, _mm512_set1_epi32(k + 1));
-    }
-    const __mmask16 live = _mm512_cmp_ps_mask(best, zero, _CMP_GT_OQ) | _mm512_cmp_ps_mask(best, best, _CMP_UNORD_Q);
-    _mm512_mask_storeu_ps(out + ox, out_mask, _mm512_maskz_mov_ps(live, best));
-    const __m512i code = _mm512_mask_mov_epi32(_mm512_set1_epi32(kDeadWindow), live, which);
-    _mm_mask_storeu_epi8(win + ox, out_mask, _mm512_cvtepi32_epi8(code));
-    _mm512_mask_storeu_ps(wx + ox, out_mask, bx);
+    const Windows16 y = windows_2x2(y0, y1, ox, ow), x = windows_2x2(x0, x1, ox, ow);
+    const Selected16 s = select_2x2(y);
+    __m512 bx = x.v[0];  // the raw input at the winner: the same lanes taken
+    for (int k = 0; k < 3; ++k) bx = _mm512_mask_mov_ps(bx, s.take[k], x.v[k + 1]);
+    const __mmask16 live =
+        _mm512_cmp_ps_mask(s.best, zero, _CMP_GT_OQ) | _mm512_cmp_ps_mask(s.best, s.best, _CMP_UNORD_Q);
+    _mm512_mask_storeu_ps(out + ox, y.out_mask, _mm512_maskz_mov_ps(live, s.best));
+    const __m512i code = _mm512_mask_mov_epi32(_mm512_set1_epi32(kDeadWindow), live, s.which);
+    _mm_mask_storeu_epi8(win + ox, y.out_mask, _mm512_cvtepi32_epi8(code));
+    _mm512_mask_storeu_ps(wx + ox, y.out_mask, bx);
   }
 }
 #pragma GCC diagnostic pop

@@ -1,6 +1,6 @@
 // Attention on the GPU against the CPU: the fused op (ops/attention/attention.cu, a warp per row) and the
 // composed math path, causal and not, forward and backward, f32 and bf16, and dropout, whose mask both
-// devices draw from the same generator words. Skipped without a device. (cuDNN's fused attention is not
+// devices are written to draw from the same generator words. Skipped without a device. (cuDNN's fused attention is not
 // used.)
 #include <gtest/gtest.h>
 
