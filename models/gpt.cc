@@ -63,8 +63,9 @@ GPTMLP::GPTMLP(const GPTConfig& c, const GPTOptions& o) {
 }
 
 Tensor GPTMLP::forward(const Tensor& x) {
-  return call_hooked(x,
-                     [this](const Tensor& in) { return dropout->forward(c_proj->forward(gelu(c_fc->forward(in)))); });
+  return call_hooked(x, [this](const Tensor& in) {
+    return dropout->forward(c_proj->forward(c_fc->forward_act(in, Activation::kGelu)));
+  });
 }
 
 GPTBlock::GPTBlock(const GPTConfig& c, const GPTOptions& o) {

@@ -21,6 +21,7 @@ class GELU : public Module {
   explicit GELU(GeluOptions options = {}) : options_(options) {}
   std::string type_name() const override { return "GELU"; }
   Tensor forward(const Tensor& x);
+  const GeluOptions& options() const { return options_; }
 
  private:
   GeluOptions options_;

@@ -21,4 +21,11 @@ Tensor Linear::forward(const Tensor& x) {
   });
 }
 
+Tensor Linear::forward_act(const Tensor& x, Activation act) {
+  if (has_hooks()) return activate(forward(x), act);
+  MT_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear: expected an input [..., ", in_features, "], got ",
+           shape_str(x.shape()), ". HINT: the last dim must be in_features");
+  return linear_act(x, weight, bias, act);
+}
+
 }  // namespace mantissa

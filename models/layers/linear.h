@@ -3,6 +3,7 @@
 
 #include "framework/generator.h"
 #include "framework/module.h"
+#include "ops/matmul/activation.h"
 
 namespace mantissa {
 
@@ -18,6 +19,9 @@ class Linear : public Module {
   std::string type_name() const override { return "Linear"; }
   // x[..., in_features] -> [..., out_features]
   Tensor forward(const Tensor& x);
+  // act(forward(x)) as one op (linear_act: the activation in the GEMM's epilogue). With hooks on this
+  // layer, forward (hooks and all) then the activation's op.
+  Tensor forward_act(const Tensor& x, Activation act);
 
   int64_t in_features, out_features;
   Tensor weight;  // [out_features, in_features]

@@ -6,7 +6,17 @@ namespace mantissa {
 Tensor Sequential::forward(const Tensor& x) {
   return call_hooked(x, [this](const Tensor& in) {
     Tensor h = in;
-    for (auto& f : forwards_) h = f(h);
+    for (size_t i = 0; i < forwards_.size(); ++i) {
+      if (i + 1 < forwards_.size()) {
+        const Fusion& next = fusions_[i + 1];
+        if (next.linear != nullptr && !next.activation->has_hooks()) {
+          h = next.linear->forward_act(h, next.act);
+          ++i;
+          continue;
+        }
+      }
+      h = forwards_[i](h);
+    }
     return h;
   });
 }

@@ -6,10 +6,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "framework/error.h"
 #include "framework/module.h"
+#include "models/layers/activation.h"
+#include "models/layers/linear.h"
 
 namespace mantissa {
 
@@ -37,6 +40,16 @@ class Sequential : public Module {
     // The raw pointer stays valid: the child list owns the layer as long as this Sequential lives. call()
     // runs the layer's hooks even when its forward does not (a module of your own).
     forwards_.push_back([raw = layer.get()](const Tensor& x) -> Tensor { return call(*raw, x); });
+    // A ReLU or GELU right after a Linear runs in the Linear's GEMM epilogue (Linear::forward_act), unless
+    // the activation layer has hooks when forward runs (they then see it as a layer of its own).
+    Fusion fusion{.activation = layer.get()};
+    if constexpr (std::is_same_v<M, ReLU>) fusion.act = Activation::kRelu;
+    if constexpr (std::is_same_v<M, GELU>) {
+      fusion.act = layer->options().approximate == GeluApproximation::kTanh ? Activation::kGeluTanh : Activation::kGelu;
+    }
+    if (fusion.act != Activation::kNone && !fusions_.empty()) fusion.linear = fusions_.back().self_linear;
+    if constexpr (std::is_same_v<M, Linear>) fusion.self_linear = layer.get();
+    fusions_.push_back(fusion);
     return layer;
   }
 
@@ -55,7 +68,14 @@ class Sequential : public Module {
   }
 
  private:
+  struct Fusion {
+    Module* activation = nullptr;        // this layer
+    Activation act = Activation::kNone;  // what it computes, when it is an activation layer
+    Linear* linear = nullptr;            // the Linear before it, whose forward_act may run both
+    Linear* self_linear = nullptr;       // this layer, when it is a Linear
+  };
   std::vector<std::function<Tensor(const Tensor&)>> forwards_;
+  std::vector<Fusion> fusions_;  // one per layer
 };
 
 }  // namespace mantissa

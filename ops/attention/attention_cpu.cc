@@ -24,6 +24,7 @@
 
 #include "framework/convert.h"
 #include "framework/parallel.h"
+#include "ops/cpu/compute_buffer.h"
 #include "ops/cpu/row_reduce.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/matmul/gemm_cpu.h"
@@ -54,12 +55,10 @@ Rows<C> rows_of(const T* base, const AttentionRows& a, int64_t n, int64_t first,
   }
 }
 
-// A per-thread buffer of at least `count` values, kept between calls (no allocation or zeroing per tile).
+struct AttentionScratch {};
 template <typename C, int kSlot>
 C* scratch(int64_t count) {
-  thread_local std::vector<C> buffer;
-  if (static_cast<int64_t>(buffer.size()) < count) buffer.resize(static_cast<size_t>(count));
-  return buffer.data();
+  return thread_scratch<C, AttentionScratch, kSlot>(count);
 }
 
 template <typename T, typename C>

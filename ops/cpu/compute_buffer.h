@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "framework/allocator.h"
 #include "framework/convert.h"
 #include "framework/dtype.h"
 
@@ -41,6 +42,32 @@ const compute_t<T>* compute_view(const T* src, int64_t n, std::vector<compute_t<
     convert(src, storage.data(), n);
     return storage.data();
   }
+}
+
+// A buffer of `count` C from the caching allocator (no page faults in a steady-state loop), not zeroed.
+template <typename C>
+class CachedBuffer {
+ public:
+  explicit CachedBuffer(int64_t count)
+      : bytes_(static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(C)),
+        ptr_(static_cast<C*>(cpu_allocator()->allocate(bytes_))) {}
+  ~CachedBuffer() { cpu_allocator()->deallocate(ptr_, bytes_); }
+  CachedBuffer(const CachedBuffer&) = delete;
+  CachedBuffer& operator=(const CachedBuffer&) = delete;
+  C* get() const { return ptr_; }
+
+ private:
+  size_t bytes_;
+  C* ptr_;
+};
+
+// A per-thread buffer of at least `count` values, kept between calls (no allocation or zeroing per call).
+// Each kernel file names its buffers with a tag type of its own and a slot per buffer live at once.
+template <typename C, typename Tag, int kSlot>
+C* thread_scratch(int64_t count) {
+  thread_local std::vector<C> buffer;
+  if (static_cast<int64_t>(buffer.size()) < count) buffer.resize(static_cast<size_t>(count));
+  return buffer.data();
 }
 
 }  // namespace mantissa::cpu

@@ -61,6 +61,9 @@ MT_OP(relu, kNone, kNone);
 Tensor relu(const Tensor& x);
 MT_OP(gelu, kNone, kNone);
 Tensor gelu(const Tensor& x, GeluApproximation approximate = GeluApproximation::kNone);
+// grad * gelu'(x), differentiable again (create_graph): what gelu's backward computes, for fused ops whose
+// backward composes it (linear_act).
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, GeluApproximation approximate = GeluApproximation::kNone);
 MT_OP(tanh, kNone, kNone);
 Tensor tanh(const Tensor& x);
 MT_OP(sigmoid, kNone, kNone);

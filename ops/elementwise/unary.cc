@@ -180,6 +180,10 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   return gelu_erf(x);
 }
 
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, GeluApproximation approximate) {
+  return approximate == GeluApproximation::kTanh ? gelu_tanh_graph_backward(grad, x) : gelu_erf_backward(grad, x);
+}
+
 Tensor tanh(const Tensor& x) {
   return unary(
       x, ops::tanh, "TanhBackward", Saves::kOutput, [](auto v) { return pointwise::tanh<cpu::VecMath>(v); },

@@ -27,6 +27,7 @@
 #include "framework/dtype.h"
 #include "framework/error.h"
 #include "framework/parallel.h"
+#include "ops/cpu/compute_buffer.h"
 #include "ops/matmul/onednn_matmul_cpu.h"
 
 namespace mantissa::cpu {
@@ -96,21 +97,7 @@ bool trivial(const BatchedGemmArgs<T, Out>& bg) {
   return false;
 }
 
-// A scratch buffer from the caching allocator (no page faults in a steady-state loop).
-class Scratch {
- public:
-  explicit Scratch(int64_t floats)
-      : bytes_(static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float)),
-        ptr_(static_cast<float*>(cpu_allocator()->allocate(bytes_))) {}
-  ~Scratch() { cpu_allocator()->deallocate(ptr_, bytes_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  float* get() const { return ptr_; }
-
- private:
-  size_t bytes_;
-  float* ptr_;
-};
+using Scratch = CachedBuffer<float>;
 
 // Copies `count` matrices (rows x cols, row stride ld, matrix stride `stride`) to or from a dense
 // f32 buffer, converting. Parallel over all rows.

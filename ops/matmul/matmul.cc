@@ -18,6 +18,7 @@
 #include "ops/fp8/fp8.h"
 #include "ops/matmul/gemm_cpu.h"
 #include "ops/matmul/matmul_cuda.h"
+#include "ops/matmul/matmul_internal.h"
 #include "ops/reduce/reduce.h"
 
 namespace mantissa {
@@ -66,6 +67,8 @@ void cpu_gemm(const cpu::BatchedGemmArgs<T>& args, const T* row_bias, Device /*c
 template <typename T>
 constexpr DeviceKernels<void(const cpu::BatchedGemmArgs<T>&, const T*, Device)> kGemm{
     .cpu = &cpu_gemm<T>, .cuda = MT_CUDA_KERNEL(cuda_gemm<T>)};
+
+}  // namespace
 
 // The primitive's kernel call, without autograd. a [Ba, m, k], b [Bb, k, n]; bias (optional) broadcasts
 // to [B, m, n] and is read only when beta != 0. Returns a new contiguous [B, m, n].
@@ -128,6 +131,8 @@ Tensor run_gemm(const Tensor& bias, const Tensor& a_in, const Tensor& b_in, doub
   });
   return out;
 }
+
+namespace {
 
 Tensor gemm_op(const Tensor& bias, const Tensor& a, const Tensor& b, double beta, double alpha);
 
@@ -255,6 +260,20 @@ void check_bias(std::string_view op, const Tensor& bias, const Tensor& a, const 
 
 }  // namespace
 
+void check_linear(std::string_view op, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_pair(op, "input", x, "weight", weight);
+  MT_CHECK(weight.dim() == 2, op, ": expected a 2-D weight [out_features, in_features], got ",
+           shape_str(weight.shape()));
+  MT_CHECK(x.dim() >= 1, op, ": expected an input with at least 1 dim [..., in_features], got a 0-d tensor");
+  const int64_t in = weight.size(1), out = weight.size(0);
+  MT_CHECK(x.size(-1) == in, op, ": input ", shape_str(x.shape()), " has ", x.size(-1),
+           " features in its last dim, but weight ", shape_str(weight.shape()), " expects ", in);
+  if (bias.defined()) {
+    check_bias(op, bias, x, {out});
+    MT_CHECK(bias.dim() == 1, op, ": expected a 1-D bias [", out, "], got ", shape_str(bias.shape()));
+  }
+}
+
 Tensor mm(const Tensor& a_in, const Tensor& b_in) {
   const std::vector<Tensor> in = amp::cast_inputs(ops::mm, {a_in, b_in});
   const Tensor &a = in[0], &b = in[1];
@@ -303,17 +322,8 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   if (Tensor routed = try_linear_override(x_in, weight_in, bias_in); routed.defined()) return routed;
   const std::vector<Tensor> cast = amp::cast_inputs(ops::linear, {x_in, weight_in, bias_in});
   const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
-  check_pair("linear", "input", x, "weight", weight);
-  MT_CHECK(weight.dim() == 2, "linear: expected a 2-D weight [out_features, in_features], got ",
-           shape_str(weight.shape()));
-  MT_CHECK(x.dim() >= 1, "linear: expected an input with at least 1 dim [..., in_features], got a 0-d tensor");
+  check_linear("linear", x, weight, bias);
   const int64_t in = weight.size(1), out = weight.size(0);
-  MT_CHECK(x.size(-1) == in, "linear: input ", shape_str(x.shape()), " has ", x.size(-1),
-           " features in its last dim, but weight ", shape_str(weight.shape()), " expects ", in);
-  if (bias.defined()) {
-    check_bias("linear", bias, x, {out});
-    MT_CHECK(bias.dim() == 1, "linear: expected a 1-D bias [", out, "], got ", shape_str(bias.shape()));
-  }
   Shape out_shape = x.shape();
   out_shape.back() = out;
   const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));

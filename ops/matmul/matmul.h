@@ -4,6 +4,7 @@
 #pragma once
 
 #include "framework/tensor.h"
+#include "ops/matmul/activation.h"
 #include "ops/op.h"
 
 namespace mantissa {
@@ -21,6 +22,16 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 MT_OP(linear, kLowerPrecision, kLowerPrecision);
 // x [..., in] @ weight [out, in]^T + bias [out] -> [..., out].
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+MT_OP(linear_act, kLowerPrecision, kLowerPrecision);
+// act(x [..., in] @ weight [out, in]^T + bias [out]) as one op (ops/matmul/linear_act.cc): on the CPU the
+// activation runs on each tile of the GEMM's accumulator while it is in cache, and the backward computes
+// g * act'(.) and the bias gradient in one pass. The values are those of linear then the activation's op
+// (f16/bf16: the pre-activation rounded as linear's output, then the activation's output), up to the GEMM's
+// sum order. CUDA tensors run linear (cuBLASLt's bias epilogue) then the activation's op. Autocast: as
+// linear. kNone is linear itself.
+Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act);
+// The activation alone, as its own op (relu, gelu): what linear_act fuses, for the paths that compose it.
+Tensor activate(const Tensor& x, Activation act);
 MT_OP(addmm, kLowerPrecision, kLowerPrecision);
 // beta * bias + alpha * (a [m, k] @ b [k, n]); bias broadcasts to [m, n]. With beta == 0 the bias is
 // not read (nan or inf in it do not propagate), as in PyTorch.
