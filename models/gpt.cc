@@ -78,8 +78,9 @@ GPTBlock::GPTBlock(const GPTConfig& c, const GPTOptions& o) {
 
 Tensor GPTBlock::forward(const Tensor& x) {
   return call_hooked(x, [this](const Tensor& in) {
-    Tensor h = in + attn->forward(ln_1->forward(in));
-    return h + mlp->forward(ln_2->forward(h));
+    // The residual add after attention and ln_2 are one op (add_layer_norm): one pass over the stream.
+    const AddLayerNorm h = ln_2->forward_add(in, attn->forward(ln_1->forward(in)));
+    return h.sum + mlp->forward(h.out);
   });
 }
 

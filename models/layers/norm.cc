@@ -73,4 +73,12 @@ Tensor LayerNorm::forward(const Tensor& x) {
                      [this](const Tensor& in) { return layer_norm(in, normalized_shape, weight, bias, options.eps); });
 }
 
+AddLayerNorm LayerNorm::forward_add(const Tensor& x, const Tensor& delta) {
+  if (has_hooks()) {
+    const Tensor sum = x + delta;
+    return {sum, forward(sum)};
+  }
+  return add_layer_norm(x, delta, normalized_shape, weight, bias, options.eps);
+}
+
 }  // namespace mantissa

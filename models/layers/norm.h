@@ -4,6 +4,7 @@
 #pragma once
 
 #include "framework/module.h"
+#include "ops/norm/norm.h"
 
 namespace mantissa {
 
@@ -54,6 +55,9 @@ class LayerNorm : public Module {
   std::string type_name() const override { return "LayerNorm"; }
   // [..., *normalized_shape] -> same shape
   Tensor forward(const Tensor& x);
+  // sum = x + delta and forward(sum) as one op (add_layer_norm: a residual add and the norm after it). With
+  // hooks on this layer, the add then forward (hooks and all).
+  AddLayerNorm forward_add(const Tensor& x, const Tensor& delta);
 
   Shape normalized_shape;
   LayerNormOptions options;

@@ -202,6 +202,14 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return binary(a, b, BinaryOp::kDiv, "div", [](auto x, auto y) { return pointwise::div(x, y); });
 }
 
+void record_add(Tensor& sum, const Tensor& a, const Tensor& b) {
+  if (!compute_requires_grad({&a, &b})) return;
+  auto node = make_node<BinaryBackward>({&a, &b}, BinaryOp::kAdd);
+  node->a_info = info(a);
+  node->b_info = info(b);
+  set_history(sum, node);
+}
+
 Tensor add(const Tensor& a, double s) {
   return scalar_op(a, 1.0, "add", [s](auto x) { return pointwise::add(x, static_cast<decltype(x)>(s)); },
                    {gpu::UnaryOp::kAddScalar, s});

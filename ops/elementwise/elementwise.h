@@ -13,6 +13,9 @@ namespace mantissa {
 // Arithmetic (ops/elementwise/elementwise.cc).
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, double b);
+// For fused kernels that compute a + b themselves (same shapes, the sum in the promoted dtype): gives `sum`
+// the history add(a, b) would give it, so that its backward is add's.
+void record_add(Tensor& sum, const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, double b);
 Tensor mul(const Tensor& a, const Tensor& b);

@@ -9,6 +9,7 @@
 
 #include "framework/autograd.h"
 #include "framework/device_kernels.h"
+#include "framework/profiler/profiler.h"
 #include "ops/autocast.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/norm/norm_cpu.h"
@@ -260,45 +261,113 @@ struct BatchNormBackward final : Node {
 
 }  // namespace
 
+namespace {
+
+// layer_norm's checks of x, normalized_shape, weight and bias (naming `op`), and its parameters widened.
+struct LayerNormPrep {
+  cpu::LayerNormGeometry g;
+  Tensor wc, bc;  // weight and bias in the compute dtype, when given
+};
+
+LayerNormPrep prepare_layer_norm(std::string_view op, const Tensor& x, const Shape& normalized_shape,
+                                 const Tensor& weight, const Tensor& bias, double eps) {
+  MT_CHECK(x.defined(), op, ": input is undefined");
+  MT_CHECK(is_floating(x.dtype()), op, ": expected a floating input, got ", dtype_name(x.dtype()));
+  kernel_for(op, kLayerNorm, x.device());
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  MT_CHECK(k > 0 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape, op,
+           ": normalized_shape ", shape_str(normalized_shape), " must be non-empty and equal the last ",
+           "dims of input ", shape_str(x.shape()), ". HINT: pass the trailing sizes, e.g. {",
+           x.dim() > 0 ? x.size(-1) : 0, "} to normalize over the last dim");
+  check_param(weight, normalized_shape, x, op, "weight");
+  check_param(bias, normalized_shape, x, op, "bias");
+  const int64_t cols = shape_numel(normalized_shape);
+  MT_CHECK(cols > 0, op, ": normalized_shape ", shape_str(normalized_shape), " has no elements");
+  const DType cd = compute_dtype(x.dtype());
+  return {.g = {.rows = x.numel() / cols, .cols = cols, .eps = eps},
+          .wc = weight.defined() ? widened(weight, cd) : Tensor(),
+          .bc = bias.defined() ? widened(bias, cd) : Tensor()};
+}
+
+// layer_norm's history on `out`, normalized from xc (contiguous) with the statistics mean and rstd.
+void record_layer_norm(Tensor& out, const Tensor& x, const Tensor& xc, const Tensor& weight, const Tensor& bias,
+                       const LayerNormPrep& p, const Tensor& mean, const Tensor& rstd, const Shape& normalized_shape) {
+  if (!compute_requires_grad({&x, &weight, &bias})) return;
+  auto node = make_node<LayerNormBackward>({&x, &weight, &bias});
+  node->input = xc;
+  if (p.wc.defined()) node->weight = p.wc;
+  if (weight.defined() && weight.requires_grad()) node->weight_param = weight;
+  node->mean = mean;
+  node->rstd = rstd;
+  node->geometry = p.g;
+  node->normalized_shape = normalized_shape;
+  if (weight.defined()) node->weight_dtype = weight.dtype();
+  if (bias.defined()) node->bias_dtype = bias.dtype();
+  set_history(out, node);
+}
+
+}  // namespace
+
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
                   double eps) {
   const std::vector<Tensor> in = amp::cast_inputs(ops::layer_norm, {x_in, weight_in, bias_in});
   const Tensor &x = in[0], &weight = in[1], &bias = in[2];
-  MT_CHECK(x.defined(), "layer_norm: input is undefined");
-  MT_CHECK(is_floating(x.dtype()), "layer_norm: expected a floating input, got ", dtype_name(x.dtype()));
-  kernel_for("layer_norm", kLayerNorm, x.device());
-  const int64_t k = static_cast<int64_t>(normalized_shape.size());
-  MT_CHECK(k > 0 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
-           "layer_norm: normalized_shape ", shape_str(normalized_shape), " must be non-empty and equal the last ",
-           "dims of input ", shape_str(x.shape()), ". HINT: pass the trailing sizes, e.g. {",
-           x.dim() > 0 ? x.size(-1) : 0, "} to normalize over the last dim");
-  check_param(weight, normalized_shape, x, "layer_norm", "weight");
-  check_param(bias, normalized_shape, x, "layer_norm", "bias");
-  const int64_t cols = shape_numel(normalized_shape);
-  MT_CHECK(cols > 0, "layer_norm: normalized_shape ", shape_str(normalized_shape), " has no elements");
-  const cpu::LayerNormGeometry g{.rows = x.numel() / cols, .cols = cols, .eps = eps};
+  const LayerNormPrep p = prepare_layer_norm("layer_norm", x, normalized_shape, weight, bias, eps);
   const DType cd = compute_dtype(x.dtype());
   const Tensor xc = x.contiguous();
-  const Tensor wc = weight.defined() ? widened(weight, cd) : Tensor();
-  const Tensor bc = bias.defined() ? widened(bias, cd) : Tensor();
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
-  Tensor mean = empty({g.rows}, {.dtype = cd, .device = x.device()});
-  Tensor rstd = empty({g.rows}, {.dtype = cd, .device = x.device()});
-  dispatch("layer_norm", kLayerNorm, x.device(), g, xc, wc, bc, out, mean, rstd);
-  if (compute_requires_grad({&x, &weight, &bias})) {
-    auto node = make_node<LayerNormBackward>({&x, &weight, &bias});
-    node->input = xc;
-    if (wc.defined()) node->weight = wc;
-    if (weight.defined() && weight.requires_grad()) node->weight_param = weight;
-    node->mean = mean;
-    node->rstd = rstd;
-    node->geometry = g;
-    node->normalized_shape = normalized_shape;
-    if (weight.defined()) node->weight_dtype = weight.dtype();
-    if (bias.defined()) node->bias_dtype = bias.dtype();
-    set_history(out, node);
-  }
+  Tensor mean = empty({p.g.rows}, {.dtype = cd, .device = x.device()});
+  Tensor rstd = empty({p.g.rows}, {.dtype = cd, .device = x.device()});
+  dispatch("layer_norm", kLayerNorm, x.device(), p.g, xc, p.wc, p.bc, out, mean, rstd);
+  record_layer_norm(out, x, xc, weight, bias, p, mean, rstd, normalized_shape);
   return out;
+}
+
+AddLayerNorm add_layer_norm(const Tensor& x_in, const Tensor& delta_in, const Shape& normalized_shape,
+                            const Tensor& weight_in, const Tensor& bias_in, double eps) {
+  constexpr std::string_view kOp = "add_layer_norm";
+  const std::vector<Tensor> in = amp::cast_inputs(ops::add_layer_norm, {x_in, delta_in, weight_in, bias_in});
+  const Tensor &x = in[0], &delta = in[1], &weight = in[2], &bias = in[3];
+  MT_CHECK(x.defined() && delta.defined(), kOp, ": x and delta must be defined tensors");
+  MT_CHECK(x.shape() == delta.shape(), kOp, ": x ", shape_str(x.shape()), " and delta ", shape_str(delta.shape()),
+           " must have one shape. HINT: broadcast with add, then call layer_norm");
+  const auto is_16 = [](DType d) { return d == DType::kF16 || d == DType::kBF16; };
+  const bool fused = x.device().is_cpu() && delta.device() == x.device() && is_floating(x.dtype()) &&
+                     (delta.dtype() == x.dtype() || (x.dtype() == DType::kF32 && is_16(delta.dtype())));
+  if (!fused) {  // CUDA tensors, other dtype pairs (promoted by add): the two ops
+    const Tensor sum = x + delta;
+    return {sum, layer_norm(sum, normalized_shape, weight, bias, eps)};
+  }
+  const LayerNormPrep p = prepare_layer_norm(kOp, x, normalized_shape, weight, bias, eps);
+  const DType cd = compute_dtype(x.dtype());
+  const Tensor xc = x.contiguous(), dc = delta.contiguous();
+  const TensorOptions like{.dtype = x.dtype(), .device = x.device()};
+  Tensor sum = empty(x.shape(), like), out = empty(x.shape(), like);
+  Tensor mean = empty({p.g.rows}, {.dtype = cd, .device = x.device()});
+  Tensor rstd = empty({p.g.rows}, {.dtype = cd, .device = x.device()});
+  {
+    profiler::RecordScope scope(kOp, profiler::Category::kOp, x.device());
+    if (scope.active()) {
+      scope.add_input(xc);
+      scope.add_input(dc);
+    }
+    dispatch_floating(x.dtype(), kOp, [&]<typename T>() {
+      using C = compute_t<T>;
+      const auto run = [&]<typename D>() {
+        cpu::add_layer_norm_forward<T, D>(p.g, xc.data<T>(), dc.data<D>(), ptr_or_null<C>(p.wc), ptr_or_null<C>(p.bc),
+                                          sum.data<T>(), out.data<T>(), mean.data<C>(), rstd.data<C>());
+      };
+      if (dc.dtype() == x.dtype()) {
+        run.template operator()<T>();
+      } else if constexpr (std::is_same_v<T, float>) {
+        if (dc.dtype() == DType::kF16) run.template operator()<Half>();
+        if (dc.dtype() == DType::kBF16) run.template operator()<BFloat16>();
+      }
+    });
+  }
+  record_add(sum, x, delta);
+  record_layer_norm(out, sum, sum, weight, bias, p, mean, rstd, normalized_shape);
+  return {sum, out};
 }
 
 Tensor group_norm(const Tensor& x_in, int64_t groups, const Tensor& weight_in, const Tensor& bias_in, double eps) {

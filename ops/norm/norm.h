@@ -16,6 +16,19 @@ MT_OP(layer_norm, kNone, kFp32);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 
+MT_OP(add_layer_norm, kNone, kFp32);
+// A residual add and the layer_norm after it (a transformer block's x + f(x), then ln_2), as one op:
+// sum = x + delta, out = layer_norm(sum, ...). On the CPU one pass over each row adds (as add: delta
+// widened, one rounding to sum's dtype) and normalizes the row while it is in cache; both results equal
+// the two ops' bit for bit, and their backward is the two ops' (an add node and layer_norm's). x and
+// delta must have one shape; delta may be f16/bf16 under an f32 x (autocast's residual stream), else the
+// dtypes match. CUDA tensors run the two ops.
+struct AddLayerNorm {
+  Tensor sum, out;
+};
+AddLayerNorm add_layer_norm(const Tensor& x, const Tensor& delta, const Shape& normalized_shape,
+                            const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), double eps = 1e-5);
+
 MT_OP(group_norm, kNone, kFp32);
 // x [N, C, *] normalized over each of `groups` channel groups (C/groups channels and all of *), then
 // weight [C] and bias [C] (or undefined) per channel. Composed from layer_norm (its backward), in fp32

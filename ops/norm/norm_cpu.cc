@@ -62,6 +62,22 @@ class ChannelRows {
 
 }  // namespace
 
+// One row of layer_norm in the compute type: out = (x - mean) * rstd * w + b, with its statistics.
+template <typename C>
+void normalize_row(const C* xr, int64_t N, const C* w, const C* b, double eps, C* out, C& mean, C& rstd) {
+  const C mu = lane_sum<C>(N, [&](int64_t j) { return xr[j]; }) / static_cast<C>(N);
+  const C ss = lane_sum<C>(N, [&](int64_t j) { return (xr[j] - mu) * (xr[j] - mu); });
+  const C rs = C(1) / std::sqrt(ss / static_cast<C>(N) + static_cast<C>(eps));
+  for (int64_t j = 0; j < N; ++j) {
+    C v = (xr[j] - mu) * rs;
+    if (w) v *= w[j];
+    if (b) v += b[j];
+    out[j] = v;
+  }
+  mean = mu;
+  rstd = rs;
+}
+
 template <typename T>
 void layer_norm_forward(const LayerNormGeometry& g, const T* x, const compute_t<T>* w, const compute_t<T>* b, T* y,
                         compute_t<T>* mean, compute_t<T>* rstd) {
@@ -71,18 +87,37 @@ void layer_norm_forward(const LayerNormGeometry& g, const T* x, const compute_t<
     std::vector<C> row_store, out(static_cast<size_t>(N));
     for (int64_t r = begin; r < end; ++r) {
       const C* xr = compute_view(x + r * N, N, row_store);
-      const C mu = lane_sum<C>(N, [&](int64_t j) { return xr[j]; }) / static_cast<C>(N);
-      const C ss = lane_sum<C>(N, [&](int64_t j) { return (xr[j] - mu) * (xr[j] - mu); });
-      const C rs = C(1) / std::sqrt(ss / static_cast<C>(N) + static_cast<C>(g.eps));
-      for (int64_t j = 0; j < N; ++j) {
-        C v = (xr[j] - mu) * rs;
-        if (w) v *= w[j];
-        if (b) v += b[j];
-        out[j] = v;
-      }
+      normalize_row<C>(xr, N, w, b, g.eps, out.data(), mean[r], rstd[r]);
       from_compute(out.data(), y + r * N, N);
-      mean[r] = mu;
-      rstd[r] = rs;
+    }
+  });
+}
+
+template <typename T, typename D>
+void add_layer_norm_forward(const LayerNormGeometry& g, const T* x, const D* delta, const compute_t<T>* w,
+                            const compute_t<T>* b, T* sum, T* y, compute_t<T>* mean, compute_t<T>* rstd) {
+  using C = compute_t<T>;
+  const int64_t N = g.cols;
+  parallel_for(g.rows, row_grain(N), [&](int64_t begin, int64_t end) {
+    std::vector<C> xs(static_cast<size_t>(N)), ds(static_cast<size_t>(N)), out(static_cast<size_t>(N));
+    std::vector<T> rounded(std::is_same_v<T, C> ? 0 : static_cast<size_t>(N));
+    for (int64_t r = begin; r < end; ++r) {
+      // The sum as add computes it (both widened to C, one rounding to T), then normalized as stored.
+      to_compute(x + r * N, xs.data(), N);
+      if constexpr (std::is_same_v<D, C>) {
+        std::copy(delta + r * N, delta + (r + 1) * N, ds.data());
+      } else {
+        convert(delta + r * N, ds.data(), N);
+      }
+      for (int64_t j = 0; j < N; ++j) xs[j] += ds[j];
+      if constexpr (std::is_same_v<T, C>) {
+        std::copy(xs.begin(), xs.end(), sum + r * N);
+      } else {
+        convert(xs.data(), sum + r * N, N);
+        convert(sum + r * N, xs.data(), N);
+      }
+      normalize_row<C>(xs.data(), N, w, b, g.eps, out.data(), mean[r], rstd[r]);
+      from_compute(out.data(), y + r * N, N);
     }
   });
 }
@@ -386,5 +421,16 @@ MT_NORM_INSTANTIATE_(double);
 MT_NORM_INSTANTIATE_(Half);
 MT_NORM_INSTANTIATE_(BFloat16);
 #undef MT_NORM_INSTANTIATE_
+
+#define MT_ADD_NORM_INSTANTIATE_(T, D)                                                                          \
+  template void add_layer_norm_forward<T, D>(const LayerNormGeometry&, const T*, const D*, const compute_t<T>*, \
+                                             const compute_t<T>*, T*, T*, compute_t<T>*, compute_t<T>*)
+MT_ADD_NORM_INSTANTIATE_(float, float);
+MT_ADD_NORM_INSTANTIATE_(float, Half);
+MT_ADD_NORM_INSTANTIATE_(float, BFloat16);
+MT_ADD_NORM_INSTANTIATE_(double, double);
+MT_ADD_NORM_INSTANTIATE_(Half, Half);
+MT_ADD_NORM_INSTANTIATE_(BFloat16, BFloat16);
+#undef MT_ADD_NORM_INSTANTIATE_
 
 }  // namespace mantissa::cpu

@@ -20,6 +20,12 @@ struct LayerNormGeometry {
 template <typename T>
 void layer_norm_forward(const LayerNormGeometry& g, const T* x, const compute_t<T>* w, const compute_t<T>* b, T* y,
                         compute_t<T>* mean, compute_t<T>* rstd);
+// sum = x + delta (widened to the compute type, one rounding to T, as add computes it), then layer_norm of
+// sum as stored, in one pass over each row. delta is T, or f16/bf16 with an f32 x (autocast's residual
+// stream: an f32 sum of 16-bit branch outputs).
+template <typename T, typename D>
+void add_layer_norm_forward(const LayerNormGeometry& g, const T* x, const D* delta, const compute_t<T>* w,
+                            const compute_t<T>* b, T* sum, T* y, compute_t<T>* mean, compute_t<T>* rstd);
 // dx (may be null), dw and db (each may be null; [cols], written, not accumulated). The sums over rows
 // run in fixed blocks and add up in block order, so results do not depend on the thread count.
 template <typename T>
