@@ -46,7 +46,7 @@ declare -A title=([unit]="CUDA unit tests" [memcheck]="compute-sanitizer memchec
 UNIT_FILTER='Cuda*:*Cuda*:*Gpu*:DataLoaderPinMemory.*:-*GpuTraining*:Nccl*:DeviceDispatchGroup.*'
 CURVES_FILTER='*GpuTraining*'
 NCCL_FILTER='Nccl*:DeviceDispatchGroup.*'
-KERNEL_FILTER='Cuda*:*Cuda*:-*Gemm*:*Matmul*:*Conv*:CudaAttention.ComposedPathMatchesCpu:CudaCnn.*:*Plan*:*GpuTraining*'
+KERNEL_FILTER='Cuda*:*Cuda*:-*Gemm*:*Matmul*:*Conv*:CudaAttention.ComposedPathMatchesCpu:CudaFusedEpilogue.*:CudaCnn.*:*Plan*:*GpuTraining*'
 
 # --combine: one report of several calls' reports.
 if [[ ${1:-} == --combine ]]; then
