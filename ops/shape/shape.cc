@@ -219,18 +219,55 @@ Tensor stack(const std::vector<Tensor>& tensors_in, int64_t dim_in) {
   return cat(expanded, dim);
 }
 
+namespace {
+
+// One node for all of split's views: the backward writes the pieces' gradients side by side into one tensor
+// (cat, as torch's SplitBackward), where a slice node per piece zero-fills an input-sized gradient for each
+// and the engine then adds them up. Pieces no gradient reached arrive as zeros (the engine fills them in).
+struct SplitBackward final : Node {
+  int64_t dim = 0;
+  DType dtype = DType::kF32;
+  std::string_view name() const override { return "SplitBackward"; }
+  bool supports_create_graph() const override { return true; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    for (Tensor& g : grads) {
+      if (g.dtype() != dtype) g = g.to(dtype);
+    }
+    return {cat(grads, dim)};
+  }
+};
+
+std::vector<Tensor> split_views(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  std::vector<Tensor> out;
+  {
+    NoGradGuard views_only;  // the views' history is the one node below
+    int64_t start = 0;
+    for (int64_t s : sizes) {
+      out.push_back(x.narrow(dim, start, s));
+      start += s;
+    }
+  }
+  if (compute_requires_grad({&x})) {
+    auto node = make_node<SplitBackward>({&x});
+    node->dim = dim;
+    node->dtype = x.dtype();
+    for (Tensor& t : out) set_history(t, node);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim_in) {
   const int64_t dim = wrap_dim(dim_in, x.dim(), "split");
   MT_CHECK(x.dim() > 0, "split: cannot split a 0-d tensor");
   const int64_t n = x.size(dim);
   MT_CHECK(split_size > 0 || (split_size == 0 && n == 0), "split: split_size must be positive, got ", split_size,
            " for ", shape_str(x.shape()), " along dim ", dim);
-  std::vector<Tensor> out;
   if (n == 0) return {x.narrow(dim, 0, 0)};
-  for (int64_t start = 0; start < n; start += split_size) {
-    out.push_back(x.narrow(dim, start, std::min(split_size, n - start)));
-  }
-  return out;
+  std::vector<int64_t> sizes;
+  for (int64_t start = 0; start < n; start += split_size) sizes.push_back(std::min(split_size, n - start));
+  return split_views(x, sizes, dim);
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim_in) {
@@ -243,13 +280,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   }
   MT_CHECK(total == x.size(dim), "split: sizes ", shape_str(sizes), " add up to ", total, " but ", shape_str(x.shape()),
            " has size ", x.size(dim), " in dim ", dim);
-  std::vector<Tensor> out;
-  int64_t start = 0;
-  for (int64_t s : sizes) {
-    out.push_back(x.narrow(dim, start, s));
-    start += s;
-  }
-  return out;
+  return split_views(x, sizes, dim);
 }
 
 Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {

@@ -11,6 +11,7 @@ namespace {
 
 using testing::all_close;
 using testing::gradcheck;
+using testing::gradgradcheck;
 using testing::random_tensor;
 
 TEST(Shape, CatGolden) {
@@ -87,6 +88,24 @@ TEST(Shape, SplitReturnsViews) {
         return cat({p[2] * p[0], p[1]}, 1);
       },
       {random_tensor({3, 5}, 48)}));
+}
+
+// split's views share one node, whose backward writes every piece's gradient into one tensor; a piece no
+// gradient reached contributes zeros; the ops after it differentiate twice.
+TEST(Shape, SplitBackwardIsOneNode) {
+  const Tensor x = arange(12.0, {.dtype = kFloat64}).reshape({3, 4}).set_requires_grad(true);
+  const std::vector<Tensor> parts = split(x, std::vector<int64_t>{1, 2, 1}, 1);
+  EXPECT_EQ(parts[0].grad_fn(), parts[2].grad_fn());
+  EXPECT_EQ(parts[0].grad_fn()->name(), "SplitBackward");
+  EXPECT_EQ(parts[2].output_nr(), 2u);
+  sum(parts[0] * 2.0 + parts[2]).backward();
+  EXPECT_TRUE(all_close(x.grad(), from_vector<double>({2, 0, 0, 1, 2, 0, 0, 1, 2, 0, 0, 1}, {3, 4}), 0, 0));
+  EXPECT_TRUE(gradgradcheck(
+      [](const auto& in) {
+        const auto p = split(in[0], 2, 1);
+        return p[0] * p[1] * p[0];
+      },
+      {random_tensor({3, 4}, 49)}));
 }
 
 TEST(Shape, SplitErrors) {
