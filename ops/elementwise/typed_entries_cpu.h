@@ -4,9 +4,12 @@
 // for f16/bf16, double for f64) and returns the compute-type result.
 #pragma once
 
+#include <algorithm>
 #include <initializer_list>
 #include <string_view>
 
+#include "framework/convert.h"
+#include "framework/parallel.h"
 #include "framework/profiler/profiler.h"
 #include "framework/tensor.h"
 #include "ops/cpu/loops.h"
@@ -22,6 +25,46 @@ inline void check_same_device(std::string_view op, const Tensor& a, const Tensor
 inline Tensor as_dtype(const Tensor& t, DType d) { return t.dtype() == d ? t : t.to(d); }
 inline void note_operands(profiler::RecordScope& scope, std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts) scope.add_input(*t);
+}
+
+// z = f(a, b) for an f32 operand and an f16/bf16 one of the same shape, both contiguous (autocast's f32
+// residual stream plus a 16-bit branch output): the 16-bit operand is widened a block at a time inside the
+// loop (exactly, as its cast would), not cast to a tensor of its own first. False (nothing done) for any
+// other case.
+template <typename F>
+bool mixed_f32_binary(const Tensor& a, const Tensor& b, const Tensor& out, F& f) {
+  const auto is16 = [](DType d) { return d == DType::kF16 || d == DType::kBF16; };
+  if (out.dtype() != DType::kF32 || a.shape() != b.shape() || is16(a.dtype()) == is16(b.dtype()) ||
+      !a.is_contiguous() || !b.is_contiguous()) {
+    return false;
+  }
+  const bool a_is16 = is16(a.dtype());
+  const Tensor& wide = a_is16 ? b : a;
+  const Tensor& narrow = a_is16 ? a : b;
+  const auto run = [&]<typename H>() {
+    const float* w = wide.data<float>();
+    const H* h = narrow.data<H>();
+    float* o = out.data<float>();
+    parallel_for(out.numel(), 32768, [&](int64_t begin, int64_t end) {
+      constexpr int64_t kBlock = 512;
+      float buf[kBlock];
+      for (int64_t i = begin; i < end; i += kBlock) {
+        const int64_t m = std::min(kBlock, end - i);
+        convert(h + i, buf, m);
+        if (a_is16) {
+          for (int64_t j = 0; j < m; ++j) o[i + j] = f(buf[j], w[i + j]);
+        } else {
+          for (int64_t j = 0; j < m; ++j) o[i + j] = f(w[i + j], buf[j]);
+        }
+      }
+    });
+  };
+  if (narrow.dtype() == DType::kF16) {
+    run.template operator()<Half>();
+  } else {
+    run.template operator()<BFloat16>();
+  }
+  return true;
 }
 }  // namespace detail
 
@@ -44,8 +87,12 @@ Tensor map_binary(const Tensor& a, const Tensor& b, std::string_view op, F&& f) 
   const DType dt = promote_types(a.dtype(), b.dtype());
   MT_CHECK(is_floating(dt), op, ": expected floating tensors, got ", dtype_name(a.dtype()), " and ",
            dtype_name(b.dtype()));
-  const Tensor a2 = detail::as_dtype(a, dt), b2 = detail::as_dtype(b, dt);
   Tensor out = empty(cpu::broadcast_shapes(a.shape(), b.shape(), op), {.dtype = dt, .device = a.device()});
+  if (detail::mixed_f32_binary(a, b, out, f)) {
+    if (scope.active()) detail::note_operands(scope, {&a, &b, &out});
+    return out;
+  }
+  const Tensor a2 = detail::as_dtype(a, dt), b2 = detail::as_dtype(b, dt);
   if (scope.active()) detail::note_operands(scope, {&a2, &b2, &out});
   dispatch_floating(dt, op, [&]<typename T>() { cpu::elementwise_loop<T, T, 2>(out, {&a2, &b2}, f); });
   return out;

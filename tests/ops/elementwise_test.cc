@@ -11,6 +11,7 @@
 
 #include "framework/autograd.h"
 #include "framework/generator.h"
+#include "framework/random.h"
 #include "ops/reduce/reduce.h"
 #include "tests/ops/op_test_support.h"
 
@@ -103,6 +104,27 @@ TEST(Elementwise, TypePromotion) {
   EXPECT_EQ(pow(b, 2.0).dtype(), DType::kBF16);
   EXPECT_EQ(where(gt(f, 0.0), h, d).dtype(), DType::kF64);
   EXPECT_EQ(add(f, arange(2.0)).dtype(), DType::kF32) << "floating beats integer";
+}
+
+// An f32 tensor with an f16/bf16 one of its shape (autocast's residual adds) reads the 16-bit operand in
+// place, widened block by block: the same bits as casting it first; broadcast or strided pairs cast first.
+TEST(Elementwise, MixedF32And16BitOperandsMatchCastingFirst) {
+  Generator gen(12);
+  const Tensor wide = randn({3, 1000}, {}, &gen);
+  for (DType d : {DType::kF16, DType::kBF16}) {
+    const Tensor narrow = randn({3, 1000}, {}, &gen).to(d);
+    const Tensor cast = narrow.to(DType::kF32);
+    const std::vector<std::pair<Tensor, Tensor>> pairs = {
+        {add(wide, narrow), add(wide, cast)}, {add(narrow, wide), add(cast, wide)},
+        {sub(narrow, wide), sub(cast, wide)}, {mul(wide, narrow), mul(wide, cast)},
+        {div(wide, narrow), div(wide, cast)}, {sub(wide.t(), narrow.t()), sub(wide.t(), cast.t())}};
+    for (const auto& [got, want] : pairs) {
+      ASSERT_EQ(got.dtype(), DType::kF32);
+      EXPECT_EQ(sum(ne(got, want).to(DType::kF32)).item(), 0.0) << dtype_name(d);
+    }
+    const Tensor bcast = ne(add(wide, narrow.select(0, 1)), add(wide, cast.select(0, 1)));  // broadcast: cast first
+    EXPECT_EQ(sum(bcast.to(DType::kF32)).item(), 0.0);
+  }
 }
 
 TEST(Elementwise, MixedDtypeGradientsComeBackInEachInputsDtype) {
