@@ -9,7 +9,8 @@
 #           as the unbroken 2-rank run; their final checkpoints' /model groups are identical (h5diff).
 #   stop:   one rank stopped (SIGSTOP) mid-run: the other times out (--dist_timeout=3) and the job ends with
 #           a non-zero status and the message within 30 s.  kill: one rank SIGKILLed ends the job likewise.
-#   (mode "resume" runs resume, stop and kill: ctest runs the two halves as two tests.)
+#   (mode "resume" runs resume, stop and kill: ctest runs the two halves as two tests.) In "stop", the
+#           waiting rank must not spin a core: under 0.5 s of CPU in 2 s of waiting (it took 1.99 s before).
 #   agree:  issue 34: ranks started differently (mpirun's MPMD form, `-np 1 A : -np 1 B`) stop before their
 #           first collective with one line on rank 0 that names what differs and which rank holds what, and
 #           every rank exits 2 (1 for a checkpoint it cannot read), with no crash and no MPI abort: another
@@ -144,6 +145,13 @@ rank1_pid() {
     if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then echo "$p"; return; fi
   done
 }
+# The pid of rank R's program (not a wrapper) among the job's children and grandchildren.
+rank_pid_env() {  # rank_pid_env JOB R
+  for p in $(pgrep -P "$1") $(for c in $(pgrep -P "$1"); do pgrep -P "$c"; done); do
+    if [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "$(basename "$prog" | cut -c1-15)" ] &&
+       tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$p"; return; fi
+  done
+}
 for case in "stop|STOP|timed out" "kill|KILL|signal 9"; do
   what=${case%%|*} rest=${case#*|}
   sig=${rest%%|*} expected=${rest#*|}
@@ -155,8 +163,22 @@ for case in "stop|STOP|timed out" "kill|KILL|signal 9"; do
   while [ "$(cat "$work/$what.jsonl" 2>/dev/null | grep -c '^{"step"')" -lt 3 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
   victim=$(rank1_pid "$job")
   if [ -z "$victim" ]; then fail "$what: no rank-1 process found"; kill "$job"; wait "$job"; continue; fi
+  waiter=$(rank_pid_env "$job" 0)
   start=$(date +%s)
   kill -"$sig" "$victim"
+  if [ "$what" = stop ] && [ -z "$waiter" ]; then fail "stop: no rank-0 process found"
+  elif [ "$what" = stop ]; then
+    # Rank 0 now waits in a collective for the stopped rank 1 (for --dist_timeout=3 s): its CPU time in
+    # [0.5 s, 2.5 s] after the stop (utime + stime of all its threads, in clock ticks).
+    sleep 0.5
+    t0=$(awk '{ print $14 + $15 }' "/proc/$waiter/stat" 2>/dev/null)
+    sleep 2
+    t1=$(awk '{ print $14 + $15 }' "/proc/$waiter/stat" 2>/dev/null)
+    cpu=$(awk -v a="${t0:-0}" -v b="${t1:-0}" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz }')
+    if [ -z "$t1" ] || awk -v c="$cpu" 'BEGIN { exit !(c >= 0.5) }'; then
+      fail "stop: rank 0 used ${cpu} s of CPU in 2 s of waiting for the stopped rank 1 (want < 0.5 s)"
+    else echo "ok: stop: rank 0 used ${cpu} s of CPU in 2 s of waiting for the stopped rank 1"; fi
+  fi
   # Watchdog: a hang must not hang the test.
   # Its output goes nowhere, so that ctest does not wait for its sleep either.
   ( sleep 40; kill -CONT "$victim"; kill -KILL "$victim"; kill "$job" ) </dev/null >/dev/null 2>&1 &
