@@ -17,7 +17,8 @@
 #           --lr, --mlp_hidden or --precision; the GPT on texts with different vocabularies (the flags agree,
 #           the parameters do not); --resume=auto where only rank 0 sees a checkpoint, where the ranks see
 #           different steps, and where rank 1's `latest` names a missing file; and ranks with their own
-#           copies of the checkpoint in their own --checkpoint_dir resume together.
+#           copies of the checkpoint in their own --checkpoint_dir resume together, and 2 ranks train with
+#           --collective_check=shapes.
 #   signal: issue 15's stop under mpirun. (a) SIGUSR1 to rank 1 alone: both ranks stop after the same step
 #           and exit 75 (seen through a wrapper that records each rank's status), mpirun's status is 75;
 #           (b) SIGUSR1 to mpirun, which forwards it to the ranks at once: mpirun's status is 75;
@@ -394,6 +395,11 @@ agree_case resume-other-step 2 "the ranks would not start from the same point: r
   "$auto --checkpoint_dir=$a/r0" "$auto --checkpoint_dir=$a/r1-step4"
 agree_case resume-missing 1 "rank 1 cannot resume: $a/r1-missing/latest: names step_99.h5" \
   "$auto --checkpoint_dir=$a/r0" "$auto --checkpoint_dir=$a/r1-missing"
+# --collective_check=shapes on every rank: the run trains as usual, each collective checked first.
+# shellcheck disable=SC2086
+if mpi 2 "$prog" $small --max_steps=5 --collective_check=shapes >"$a/checked.out" 2>&1; then
+  echo "ok: agree: 2 ranks with --collective_check=shapes trained 5 steps"
+else fail "agree: 2 ranks with --collective_check=shapes failed:"; tail -10 "$a/checked.out"; fi
 # Each rank with its own copy: they agree, resume at step 6 and finish.
 # shellcheck disable=SC2086
 if "$mpirun" --allow-run-as-root --oversubscribe -np 1 "$prog" $auto --checkpoint_dir="$a/r0" : \

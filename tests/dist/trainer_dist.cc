@@ -9,9 +9,11 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "data/dataset.h"
@@ -191,6 +193,28 @@ int run_trainer_checks(ProcessGroup& pg, int& checks) {
                                          n == 2 ? "rank 0" : "ranks 0, 1", ", [16, 6] f32 on rank ", n - 1, ". HINT:");
     expect(error.find(want) != std::string::npos,
            detail::cat("DDP of MLPs 6-32-3 and 6-16-3: want '", want, "...', got '", error, "'"));
+  }
+  // Trainer::resume where the last rank cannot read its file: every rank fails and none waits for a
+  // collective the others never make; the others name that rank (its own error says why).
+  if (n > 1) {
+    const std::string path =
+        (std::filesystem::temp_directory_path() / detail::cat("trainer_dist_", getpid(), "_rank", r, ".h5")).string();
+    const absl::Status saved = trainer.save_checkpoint(path);
+    expect(saved.ok(), detail::cat("save_checkpoint: ", saved.message()));
+    DataLoader train4(
+        data, {.batch_size = 16, .shuffle = Shuffle::kRandom, .seed = 3, .shard = {.rank = r, .world_size = n}});
+    MLP model4(6, {32}, 3, {.generator = &ginit});
+    SGD sgd4(model4.named_parameters(), {.lr = 0.05, .momentum = 0.9});
+    Task task4 = classification_task([&](const Tensor& in) { return model4.forward(in); });
+    Trainer resumed({.precision = Precision::kF16, .max_steps = kSteps, .process_group = &pg}, model4, task4, sgd4,
+                    train4);
+    const absl::Status s = resumed.resume(r == n - 1 ? path + ".missing" : path);
+    const std::string want =
+        r == n - 1 ? std::string("no such file") : detail::cat("rank ", n - 1, " cannot restore its checkpoint");
+    expect(!s.ok() && std::string(s.message()).find(want) != std::string::npos,
+           detail::cat("resume with rank ", n - 1, "'s file missing: want an error with '", want, "', got '",
+                       s.message(), "'"));
+    std::filesystem::remove(path);
   }
   if (r == 0) {
     std::printf(
