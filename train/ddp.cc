@@ -3,9 +3,12 @@
 #include "train/ddp.h"
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "framework/error.h"
 #include "ops/elementwise/elementwise.h"
+#include "train/rank_agreement.h"
 
 namespace mantissa {
 
@@ -102,6 +105,13 @@ DistributedDataParallel::DistributedDataParallel(Module& module, ProcessGroup& g
   State& s = *state_;
   s.group = &group;
   s.params = module.named_parameters();
+  // As PyTorch's DDP does when it is built: the same parameters on every rank, or the broadcasts below would
+  // meet tensors of other sizes (an MPI truncation error naming neither side, or a hang).
+  if (group.size() > 1) {
+    if (const std::optional<std::string> d = parameters_disagree(group, s.params)) {
+      MT_THROW("DistributedDataParallel: ", *d, ". HINT: build the same model on every rank");
+    }
+  }
   for (const NamedTensor& p : s.params) {
     MT_CHECK(p.tensor.dtype() == DType::kF32, "DistributedDataParallel: parameter '", p.name, "' is ",
              dtype_name(p.tensor.dtype()), shape_str(p.tensor.shape()),

@@ -27,6 +27,8 @@ struct DDPOptions {
 
 // Usage, every rank with its own shard of the batch:
 //   DistributedDataParallel ddp(model, *pg);   // rank 0's parameters and buffers now on every rank
+// The constructor first checks, as PyTorch's does, that every rank has the same parameters (names, shapes,
+// dtypes): if not, it throws mantissa::Error on every rank naming the first that differs.
 //   ddp.sync_buffers();                        // each step, before its first forward: rank 0's buffers
 //   Tensor loss = loss_fn(model.forward(x));
 //   loss.backward();                           // buckets are all-reduced while backward runs

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <omp.h>
@@ -255,10 +254,25 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRe
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> quiet(rank == 0 ? nullptr : std::fopen("/dev/null", "w"),
                                                         &std::fclose);
   if (quiet) out = quiet.get();
+  // Before any other collective the ranks agree that they were started with the same flags and start from
+  // the same point, and then that they built the same model: otherwise different collectives would meet
+  // (train/run_agreement.cc). Each rank reads its checkpoint here, and restores it once the Trainer exists.
+  if (absl::Status s = run_parts::agree_on_flags(**group, o); !s.ok()) return s;
+  absl::StatusOr<run_parts::ResumePoint> start = run_parts::agree_on_resume(**group, o);
+  if (!start.ok()) return start.status();
 
   absl::StatusOr<Data> data = load_data(o);
   if (!data.ok()) return data.status();
   Model model = build_model(o, *data);
+  if (absl::Status s = run_parts::agree_on_model(**group, *model.module); !s.ok()) return s;
+  // --collective_check: every collective from here on is checked. The checks above ran without it (they are
+  // what makes every rank's --collective_check the same, and the check's own all-gathers would otherwise
+  // meet other collectives).
+  if (o.collective_check != CollectiveCheck::kOff) {
+    group =
+        process_group_from_launcher({.timeout = std::chrono::seconds(o.dist_timeout_s), .check = o.collective_check});
+    if (!group.ok()) return group.status();
+  }
   Device device = *parse_device(o.device);
   // Under mpirun one process per GPU: --device=cuda means this rank's GPU (its rank on this machine).
   if (o.device == "cuda" && world > 1) device = cuda((*group)->local_rank());
@@ -323,15 +337,9 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRe
     config.fp8_recipe = *amp::parse_fp8_recipe(o.fp8_recipe);  // validate() checked it
   Trainer trainer(config, *model.module, model.task, *optimizer, train, &eval);
   if (data->vocab) trainer.set_data("vocabulary", data->vocab->serialize());
-  // --resume=auto: the latest checkpoint when the folder has a `latest` file (a job that was stopped; one
-  // that names a missing file is an error, not a fresh start), else a fresh run.
-  std::string resume = o.resume;
-  if (resume == "auto") {
-    std::error_code ec;
-    resume = std::filesystem::exists(std::filesystem::path(o.checkpoint_dir) / "latest", ec) ? "latest" : "";
-  }
-  if (!resume.empty()) {
-    if (absl::Status s = trainer.resume(resume); !s.ok()) return s;
+  if (start->checkpoint) {
+    if (absl::Status s = trainer.restore(*start->checkpoint, start->path); !s.ok()) return s;
+    start->checkpoint.reset();
     // The model's token ids mean the characters of the vocabulary it was trained with.
     if (data->vocab && trainer.data().at("vocabulary") != data->vocab->serialize()) {
       return absl::FailedPreconditionError(absl::StrCat(

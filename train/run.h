@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "framework/dist/process_group.h"
 #include "train/metrics.h"
 #include "train/stop.h"
 #include "train/trainer.h"
@@ -70,7 +71,9 @@ struct RunOptions {
   int64_t sample_chars = 400;                   // gpt: characters generated at the end
   ProgressMode progress = ProgressMode::kAuto;
   int64_t dist_timeout_s = 1800;  // under mpirun: a collective waiting longer ends the job
-  std::string config_json;        // stored in checkpoints; empty: to_json() of the options run() uses
+  // Under mpirun: kShapes makes the ranks compare every collective (kind, shape, dtype) before they run it.
+  CollectiveCheck collective_check = CollectiveCheck::kOff;
+  std::string config_json;  // stored in checkpoints; empty: to_json() of the options run() uses
 };
 
 // The first problem with `options` as a one-line message naming the flag, or ok.
@@ -82,7 +85,9 @@ DataKind effective_data(const RunOptions& options);
 
 // Trains as the options say, printing to `out`. Errors: data files, checkpoints, metrics file. Under mpirun
 // (train/mpi_launcher_env.h) every rank trains its shard of each batch; rank 0 alone prints, writes the
-// metrics and the checkpoints, and the other ranks print nothing. A request on `stop` (e.g. from
+// metrics and the checkpoints, and the other ranks print nothing. Before their first collective the ranks
+// agree on their flags, on the point the run starts from and on the model (train/run_parts.h); a
+// disagreement is an agreed error (train/rank_agreement.h), the same on every rank. A request on `stop` (e.g. from
 // StopOnSignals) ends the run after the step in progress with a checkpoint: the summary's `stopped` says so.
 absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRequest* stop = nullptr);
 

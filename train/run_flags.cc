@@ -42,6 +42,7 @@ struct Rules {
   std::optional<Range> range;  // none: any value (or validate() checks it against another flag)
   const char* note = "";       // said after the range when a value is refused, e.g. "(0: off)"
   InConfig in_config = InConfig::kYes;
+  AcrossRanks across_ranks = AcrossRanks::kSame;  // every kMayDiffer line says why it may
 };
 
 struct Flag {
@@ -51,23 +52,29 @@ struct Flag {
 };
 
 // The table: every flag once, in --help's order, with the RunOptions field it sets. The field gives the flag
-// its type and its default (RunOptions{}); the line, its name, help, range and whether the config JSON records
-// it. Written as a function that hands each (flag, field) to `visit` rather than as an array of member
-// pointers: the fields differ in type (integers, doubles, text, enums, a list, an optional) and some are
-// nested (scaler.*), and each use (parse, print, check, JSON) is then one generic lambda with an overload per
-// field type, with no variant and no casts. `Options` is RunOptions or const RunOptions.
+// its type and its default (RunOptions{}); the line, its name, help, range, whether the config JSON records
+// it and whether ranks under mpirun may hold different values (the others are checked to be the same before
+// the first collective: differing models or hyperparameters crash MPI, hang, or train diverged replicas). Written as a
+// function that hands each (flag, field) to `visit` rather than as an array of member pointers: the fields differ in
+// type (integers, doubles, text, enums, a list, an optional) and some are nested (scaler.*), and each use (parse,
+// print, check, JSON) is then one generic lambda with an overload per field type, with no variant and no casts.
+// `Options` is RunOptions or const RunOptions.
 template <typename Options, typename Visit>
 void for_each_flag(Options& o, Visit&& visit) {
   using enum InConfig;
+  using enum AcrossRanks;
   auto flag = [&](auto& field, const char* name, const char* help, Rules rules = {}) {
     visit(Flag{name, help, rules}, field);
   };
   flag(o.model, "model", "model: mlp | cnn | gpt");
   flag(o.data, "data",
        "data: fashion-mnist | text | synthetic (random inputs, no I/O) (default: fashion-mnist; text for --model=gpt)");
+  // Where this machine keeps the data, so it may differ; what is read is checked elsewhere: the loaders'
+  // batches per epoch, and the GPT's vocabulary through its embedding's shape.
   flag(o.data_path, "data_path",
        "folder of the IDX files, or text file/folder (default: Debian's /usr/share/datasets/fashion-mnist or "
-       "/usr/share/games/fortunes)");
+       "/usr/share/games/fortunes)",
+       {.across_ranks = kMayDiffer});
   flag(o.mlp_hidden, "mlp_hidden", "MLP hidden sizes, comma-separated", {.range = above(0)});
   flag(o.n_layer, "n_layer", "GPT: transformer blocks", {.range = above(0)});
   flag(o.n_head, "n_head", "GPT: attention heads", {.range = above(0)});
@@ -78,11 +85,13 @@ void for_each_flag(Options& o, Visit&& visit) {
   flag(o.batchnorm, "batchnorm",
        "CNN under mpirun: BatchNorm statistics of each rank's batch (local) or of the global batch of all ranks "
        "(sync: SyncBatchNorm)");
-  // The same gradients either way, so a resumed run may change it: not part of the config.
+  // The same gradients either way, so a resumed run may change it: not part of the config. DDP launches its
+  // buckets in a fixed order whatever order backward fills them in, so a rank short of memory may recompute
+  // alone.
   flag(o.recompute, "recompute",
        "GPT: activation checkpointing: none | blocks (each block keeps only its input and runs again in "
        "backward: less memory, one more forward)",
-       {.in_config = kNo});
+       {.in_config = kNo, .across_ranks = kMayDiffer});
   flag(o.precision, "precision",
        "fp32 | fp16 (autocast + loss scaling) | bf16 (autocast) | fp8 (FP8 linears: E4M3 forward, E5M2 gradients, "
        "per-tensor scales; bf16 autocast elsewhere)");
@@ -114,34 +123,44 @@ void for_each_flag(Options& o, Visit&& visit) {
   // In [0, --init_scale]: validate() checks it.
   flag(o.scaler.min_scale, "min_scale", "fp16 loss scaling: the scale never backs off below this");
   flag(o.seed, "seed", "seed of the initial weights, data order and dropout");
+  // Each machine's own cores.
   flag(o.threads, "threads", "CPU threads, 0: all cores",
-       {.range = at_least(0), .note = "(0: all cores)", .in_config = kNo});
+       {.range = at_least(0), .note = "(0: all cores)", .in_config = kNo, .across_ranks = kMayDiffer});
   flag(o.eval_every, "eval_every", "steps between evaluations, 0: each epoch end (gpt: 200)", {.range = at_least(0)});
   flag(o.eval_batches, "eval_batches", "batches per evaluation, 0: the whole test set (gpt: 20)",
        {.range = at_least(0)});
-  flag(o.checkpoint_dir, "checkpoint_dir", "folder of HDF5 checkpoints step_<N>.h5 (empty: none)", {.in_config = kNo});
+  // A folder each machine may mount elsewhere or hold its own copy of (rank 0 alone writes); the checkpoint
+  // every rank resumes from is agreed apart (train/run_agreement.cc).
+  flag(o.checkpoint_dir, "checkpoint_dir", "folder of HDF5 checkpoints step_<N>.h5 (empty: none)",
+       {.in_config = kNo, .across_ranks = kMayDiffer});
   flag(o.checkpoint_every, "checkpoint_every", "steps between checkpoints (one is always written at the end)",
        {.range = at_least(0), .in_config = kNo});
   flag(o.keep_checkpoints, "keep_checkpoints", "checkpoints kept in --checkpoint_dir",
        {.range = above(0), .in_config = kNo});
+  // Each rank may name its own copy ('latest' and a path to it are the same start); what it resolves to, a
+  // fresh start or a step, is agreed apart (train/run_agreement.cc).
   flag(o.resume, "resume",
        "resume from a checkpoint file, 'latest' in --checkpoint_dir, or 'auto' (latest if any, else start)",
-       {.in_config = kNo});
-  flag(o.metrics, "metrics", "write JSON lines (one per step, per evaluation, and a summary) here", {.in_config = kNo});
+       {.in_config = kNo, .across_ranks = kMayDiffer});
+  // Output files, which rank 0 alone writes (the same for --tensorboard and its histograms).
+  flag(o.metrics, "metrics", "write JSON lines (one per step, per evaluation, and a summary) here",
+       {.in_config = kNo, .across_ranks = kMayDiffer});
   flag(o.tensorboard, "tensorboard",
        "write TensorBoard event files here (scalars every step and evaluation, gradient histograms); a resumed run "
        "continues the same curves",
-       {.in_config = kNo});
+       {.in_config = kNo, .across_ranks = kMayDiffer});
   flag(o.tensorboard_histogram_every, "tensorboard_histogram_every",
        "with --tensorboard: steps between histograms of log2|gradient| and of the gradient values, 0: none",
-       {.range = at_least(0), .note = "(0: none)", .in_config = kNo});
+       {.range = at_least(0), .note = "(0: none)", .in_config = kNo, .across_ranks = kMayDiffer});
+  // Each rank profiles its own steps into its own trace, with no collective.
   flag(o.profile, "profile",
        "profile --profile_steps steps after --profile_wait steps: print the per-op table (self and total time, "
        "calls, GFLOP/s, GB/s) and write this Chrome trace (Perfetto, chrome://tracing)",
-       {.in_config = kNo});
+       {.in_config = kNo, .across_ranks = kMayDiffer});
   flag(o.profile_wait, "profile_wait", "with --profile: steps before the profiled ones",
-       {.range = at_least(0), .in_config = kNo});
-  flag(o.profile_steps, "profile_steps", "with --profile: steps profiled", {.range = above(0), .in_config = kNo});
+       {.range = at_least(0), .in_config = kNo, .across_ranks = kMayDiffer});
+  flag(o.profile_steps, "profile_steps", "with --profile: steps profiled",
+       {.range = above(0), .in_config = kNo, .across_ranks = kMayDiffer});
   flag(o.report, "report",
        "instead of training: 'precision' runs one training batch in fp32, bf16 and fp16 autocast and prints the "
        "per-module dtypes and differences and the fp16 underflow of every gradient (amp/precision_report.h); "
@@ -153,18 +172,29 @@ void for_each_flag(Options& o, Visit&& visit) {
        "with --report=memory: MiB a training step may peak at; the report predicts the largest batch within it "
        "and checks it with a step",
        {.range = at_least(0.0), .in_config = kNo});
+  // Output files; the same for --sample_chars and --progress, which rank 0 alone uses.
   flag(o.report_out, "report_out",
        "with --report: precision writes <this>.json and the gradient histogram <this>.png; speed writes "
        "<this>_speed.json and the stacked bars <this>_speed.png",
-       {.in_config = kNo});
+       {.in_config = kNo, .across_ranks = kMayDiffer});
   flag(o.sample_chars, "sample_chars", "gpt: characters generated after training",
-       {.range = at_least(0), .in_config = kNo});
-  flag(o.progress, "progress", "auto | bar | lines | none (auto: a bar on a terminal)", {.in_config = kNo});
+       {.range = at_least(0), .in_config = kNo, .across_ranks = kMayDiffer});
+  flag(o.progress, "progress", "auto | bar | lines | none (auto: a bar on a terminal)",
+       {.in_config = kNo, .across_ranks = kMayDiffer});
+  // Each rank's own patience: the collectives are the same whatever it is.
   flag(o.dist_timeout_s, "dist_timeout",
        "under mpirun: seconds a rank waits for the others in a collective before the job fails",
-       {.range = above(0), .in_config = kNo});
-  // cpu, cuda or cuda:N: validate() checks it.
-  flag(o.device, "device", "cpu | cuda | cuda:N: where the model trains (cuda: GPU 0)", {.in_config = kNo});
+       {.range = above(0), .in_config = kNo, .across_ranks = kMayDiffer});
+  // The check's own all-gathers come before each collective on the ranks that have it: all or none.
+  flag(o.collective_check, "collective_check",
+       "under mpirun: off | shapes (before every collective the ranks exchange its kind, shape and dtype, and a "
+       "mismatch fails every rank naming both sides instead of a hang or an MPI error; one small all-gather more "
+       "per collective, for finding what a hang or MPI_ERR_TRUNCATE comes from)",
+       {.in_config = kNo});
+  // cpu, cuda or cuda:N: validate() checks it. Under mpirun each rank may pick its own GPU (cuda:N); the
+  // kind, cpu or cuda, is agreed apart (train/run_agreement.cc): a CUDA rank reduces over NCCL.
+  flag(o.device, "device", "cpu | cuda | cuda:N: where the model trains (cuda: GPU 0)",
+       {.in_config = kNo, .across_ranks = kMayDiffer});
 }
 
 // The names of each enum flag's values, in the order error messages list them (precision's are
@@ -187,6 +217,8 @@ constexpr Choice<BatchNormStats> kBatchNorm[] = {{"local", BatchNormStats::kLoca
 constexpr Choice<amp::HysteresisRefill> kHysteresisRefill[] = {{"clean_step", amp::HysteresisRefill::kOnCleanStep},
                                                                {"growth", amp::HysteresisRefill::kOnGrowth}};
 constexpr Choice<RecomputeMode> kRecompute[] = {{"none", RecomputeMode::kNone}, {"blocks", RecomputeMode::kBlocks}};
+constexpr Choice<CollectiveCheck> kCollectiveCheck[] = {{"off", CollectiveCheck::kOff},
+                                                        {"shapes", CollectiveCheck::kShapes}};
 constexpr Choice<ProgressMode> kProgress[] = {{"auto", ProgressMode::kAuto},
                                               {"bar", ProgressMode::kBar},
                                               {"lines", ProgressMode::kLines},
@@ -196,6 +228,7 @@ std::span<const Choice<DataKind>> choices(DataKind) { return kData; }
 std::span<const PrecisionName> choices(Precision) { return kPrecisionNames; }  // train/precision.h
 std::span<const Choice<OptimizerKind>> choices(OptimizerKind) { return kOptimizers; }
 std::span<const Choice<ProgressMode>> choices(ProgressMode) { return kProgress; }
+std::span<const Choice<CollectiveCheck>> choices(CollectiveCheck) { return kCollectiveCheck; }
 std::span<const Choice<BatchNormStats>> choices(BatchNormStats) { return kBatchNorm; }
 std::span<const Choice<RecomputeMode>> choices(RecomputeMode) { return kRecompute; }
 std::span<const Choice<amp::HysteresisRefill>> choices(amp::HysteresisRefill) { return kHysteresisRefill; }
@@ -354,6 +387,7 @@ const char* choice_name(ModelKind model) { return name_of(model); }
 const char* choice_name(DataKind data) { return name_of(data); }
 const char* choice_name(OptimizerKind optimizer) { return name_of(optimizer); }
 const char* choice_name(ProgressMode progress) { return name_of(progress); }
+const char* choice_name(CollectiveCheck check) { return name_of(check); }
 
 std::vector<FlagInfo> flag_infos(const RunOptions& options) {
   std::vector<FlagInfo> infos;
@@ -362,7 +396,8 @@ std::vector<FlagInfo> flag_infos(const RunOptions& options) {
                      .help = f.help,
                      .value = flag_text(v),
                      .choices = choice_names(v),
-                     .in_config = f.rules.in_config});
+                     .in_config = f.rules.in_config,
+                     .across_ranks = f.rules.across_ranks});
   });
   return infos;
 }

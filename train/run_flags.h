@@ -17,12 +17,18 @@ namespace mantissa {
 // and how it runs (device, threads, progress) or where its files go do not.
 enum class InConfig { kYes, kNo };
 
+// Under mpirun: whether every rank must be started with the same value (checked before the first collective,
+// train/run_agreement.cc), or whether it may differ from rank to rank: where this rank's own files are, how
+// this machine runs it, what only rank 0 uses.
+enum class AcrossRanks { kSame, kMayDiffer };
+
 struct FlagInfo {
   std::string name;  // without the dashes
   std::string help;
   std::string value;                 // the field's value as flag text ("" for none)
   std::vector<std::string> choices;  // the names an enum flag accepts; empty for the others
   InConfig in_config = InConfig::kYes;
+  AcrossRanks across_ranks = AcrossRanks::kSame;
 };
 
 // Every flag, in --help's order, with its value in `options` (RunOptions{}: the defaults --help shows).
@@ -53,5 +59,6 @@ const char* choice_name(ModelKind model);
 const char* choice_name(DataKind data);
 const char* choice_name(OptimizerKind optimizer);
 const char* choice_name(ProgressMode progress);
+const char* choice_name(CollectiveCheck check);
 
 }  // namespace mantissa

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "data/dataset.h"
@@ -13,6 +14,7 @@
 #include "framework/module.h"
 #include "models/gpt.h"
 #include "optim/optimizer.h"
+#include "train/checkpoint.h"
 #include "train/run.h"
 #include "train/task.h"
 #include "train/trainer.h"
@@ -30,6 +32,22 @@ struct Model {
   Task task;
   std::shared_ptr<GPT> gpt;  // set for --model=gpt
 };
+
+// Under mpirun, before any other collective (train/run_agreement.cc). Each is a collective that every rank
+// makes at the same point, and on a disagreement returns the same agreed error (train/rank_agreement.h) on
+// every rank: InvalidArgument for a set-up to fix (mantissa-train's status 2), FailedPrecondition when a
+// rank cannot read its checkpoint (1). In a world of one they check nothing but the checkpoint.
+// The flags every rank must be started with alike (FlagInfo::across_ranks), and the kind of --device.
+absl::Status agree_on_flags(ProcessGroup& group, const RunOptions& o);
+// Where the run starts: --resume resolved by each rank in its own --checkpoint_dir and its checkpoint read;
+// then every rank must start afresh or every rank from the same step.
+struct ResumePoint {
+  std::optional<Checkpoint> checkpoint;  // none: a fresh start
+  std::string path;
+};
+absl::StatusOr<ResumePoint> agree_on_resume(ProcessGroup& group, const RunOptions& o);
+// The model's parameters: names, shapes and dtypes (parameters_disagree).
+absl::Status agree_on_model(ProcessGroup& group, Module& model);
 
 Model build_model(const RunOptions& o, const Data& data);
 std::unique_ptr<Optimizer> build_optimizer(const RunOptions& o, Module& model);

@@ -1,6 +1,7 @@
 // mantissa-train: trains the MLP, CNN or GPT examples from the command line. Flags become RunOptions
 // (train/run.h) through the flag table (train/run_flags.h); a bad flag or value exits with status 2 and a
-// one-line reason, a failing run (missing data, bad checkpoint) with status 1 and its message, a run stopped
+// one-line reason, and so do ranks under mpirun that disagree (flags, checkpoint, model: one line on rank 0,
+// every rank exits 2), a failing run (missing data, bad checkpoint) with status 1 and its message, a run stopped
 // by SIGTERM, SIGINT or SIGUSR1 with 75 after its checkpoint (train/run.h). With no flags: the MLP on
 // Fashion-MNIST in fp16.
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "framework/dist/process_group.h"
 #include "framework/error.h"
 #include "train/mpi_launcher_env.h"
+#include "train/rank_agreement.h"
 #include "train/run.h"
 #include "train/run_flags.h"
 #include "train/stop.h"
@@ -74,6 +76,17 @@ int train(int argc, char** argv, StopRequest& stop) {
                                                 : std::string("mantissa-train: ");
   try {
     absl::StatusOr<RunSummary> summary = run(options, stdout, &stop);
+    if (!summary.ok() && is_agreed_error(summary.status())) {
+      // The ranks disagree (their flags, their checkpoints, their models): every rank holds this same error,
+      // decided by a collective that all of them passed. Rank 0 says it once; all end MPI in order rather
+      // than abort the job. A set-up to fix is a usage error.
+      if (launch.rank == 0) {
+        std::fprintf(stderr, "mantissa-train: %s\n", std::string(summary.status().message()).c_str());
+      }
+      std::fflush(nullptr);
+      finalize_process_groups();
+      return summary.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;
+    }
     if (!summary.ok()) {
       std::fprintf(stderr, "%s%s\n", who.c_str(), std::string(summary.status().message()).c_str());
       return kExitFailed;

@@ -3,6 +3,7 @@
 // was), save_checkpoint() and resume(); and the checkpoints fit() writes into checkpoint_dir (every
 // checkpoint_every steps, at the end, at a stop). The loop itself is in train/trainer.cc.
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -24,6 +25,9 @@ std::vector<NamedTensor> deep_copy(const std::vector<NamedTensor>& tensors) {
   for (const NamedTensor& t : tensors) out.push_back({t.name, t.tensor.detach().clone()});
   return out;
 }
+
+// What a rank that cannot restore its checkpoint holds in the ranks' agreement on the step (steps are >= 0).
+constexpr int64_t kCannotRestore = std::numeric_limits<int64_t>::min();
 
 }  // namespace
 
@@ -49,16 +53,26 @@ Checkpoint Trainer::checkpoint() const {
 
 absl::Status Trainer::restore(const Checkpoint& c, const std::string& path) {
   // Everything is checked before anything changes.
-  if (absl::Status s = check_compatible(path, c, model_, optimizer_); !s.ok()) return s;
+  const absl::Status compatible = check_compatible(path, c, model_, optimizer_);
   if (ddp_) {
     // Every rank read its own copy: they must agree on where the run stands (e.g. "latest" resolved in
-    // different folders on different machines would silently train diverged replicas).
-    if (const std::optional<RankDisagreement> d = ranks_disagree(*config_.process_group, c.trainer.step)) {
+    // different folders on different machines would silently train diverged replicas). A rank whose copy
+    // does not fit comes here too (and resume() for one it could not read), so that no rank is left waiting
+    // in a collective the others never make: the others fail naming it.
+    const int64_t mine = compatible.ok() ? c.trainer.step : kCannotRestore;
+    if (const std::optional<RankDisagreement> d = ranks_disagree(*config_.process_group, mine)) {
+      if (!compatible.ok()) return compatible;
+      if (d->value == kCannotRestore || d->rank0_value == kCannotRestore) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            path, ": rank ", d->rank0_value == kCannotRestore ? 0 : d->rank,
+            " cannot restore its checkpoint (its own error says why; every rank must read the same checkpoint)"));
+      }
       return absl::FailedPreconditionError(absl::StrCat(path, ": rank ", d->rank, " resumes at step ", d->value,
                                                         " but rank 0 at step ", d->rank0_value,
                                                         " (every rank must read the same checkpoint)"));
     }
   }
+  if (!compatible.ok()) return compatible;
   if (c.meta.precision != precision_name(config_.precision)) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": written by a run in ", c.meta.precision,
                                                       "; this run is in ", precision_name(config_.precision),
@@ -166,9 +180,12 @@ absl::Status Trainer::save_checkpoint(const std::string& path) const {
 
 absl::Status Trainer::resume(const std::string& path) {
   absl::StatusOr<std::string> resolved = resolve_resume(path, config_.checkpoint_dir);
-  if (!resolved.ok()) return resolved.status();
-  absl::StatusOr<Checkpoint> c = load_checkpoint(*resolved);
-  if (!c.ok()) return c.status();
+  absl::StatusOr<Checkpoint> c = resolved.ok() ? load_checkpoint(*resolved) : resolved.status();
+  if (!c.ok()) {
+    // The ranks that read theirs wait in restore()'s agreement on the step: meet them there.
+    if (ddp_) ranks_disagree(*config_.process_group, kCannotRestore);
+    return c.status();
+  }
   return restore(*c, *resolved);
 }
 

@@ -1,11 +1,14 @@
 // MpiProcessGroup: ProcessGroup over MPI for CPU tensors. Every collective is MPI's nonblocking form
 // (MPI_Iallreduce, MPI_Ibcast, MPI_Iallgather, MPI_Ibarrier) completed by a loop of MPI_Test with a
-// deadline, so no call can block forever; 16-bit all-reduces go through an f32 staging buffer.
+// deadline, so no call can block forever, that sleeps once the wait is long, so a waiting rank does not
+// spin a core; 16-bit all-reduces go through an f32 staging buffer.
 #include "framework/dist/mpi_process_group.h"
 
 #if MANTISSA_WITH_MPI
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <mpi.h>
@@ -101,7 +104,8 @@ struct GroupState {
     broken = detail::cat(what, ": ", call, " failed: ", mpi_error_string(code));
     MT_THROW(broken,
              ". HINT: the ranks called collectives in different orders or with different sizes? "
-             "ProcessGroupOptions{.check = CollectiveCheck::kShapes} names the difference");
+             "ProcessGroupOptions{.check = CollectiveCheck::kShapes} (mantissa-train --collective_check=shapes) "
+             "names the difference");
   }
   // f32 buffers of finished 16-bit all-reduces, kept for the next ones: a fresh 50 MB buffer costs its
   // page faults on every call (the f16 25 MB all-reduce on 2 ranks took 160 ms instead of 110). Holds as
@@ -126,6 +130,17 @@ struct GroupState {
   }
 };
 
+// How wait_request polls. A blocking MPI_Wait, like a bare MPI_Test loop, keeps a core at 100% for as long
+// as a peer takes (Open MPI's progress loop): at the default 30-minute timeout a dead peer cost 30 CPU-minutes
+// per waiting rank. So the loop spins (tests and yields) only for kSpin, then sleeps between tests: an eighth
+// of the time waited since the spin, at least kMinSleep, at most kMaxSleep. A test is what moves Open MPI's
+// nonblocking collectives on (a round of the algorithm, a fragment of a message), and a sleeping rank must
+// be scheduled again, so a sleep can delay the collective by its length or more: kSpin is long enough that
+// a step's waits for its all-reduces stay in the spin, and a long wait (a dead or stopped peer, rank 0
+// writing a checkpoint) then costs one test a millisecond. The step time and the CPU time of a rank waiting
+// for a stopped peer, before and after: bench/RESULTS.md.
+constexpr std::chrono::microseconds kSpin{20000}, kMinSleep{10}, kMaxSleep{1000};
+
 // Polls `request` until it completes; after state.timeout the group is broken and this throws.
 void wait_request(GroupState& state, MPI_Request& request, const std::string& what) {
   MT_CHECK(state.broken.empty(), what, ": the process group is broken since ", state.broken,
@@ -135,15 +150,21 @@ void wait_request(GroupState& state, MPI_Request& request, const std::string& wh
     int done = 0;
     state.check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what, "MPI_Test");
     if (done) return;
-    if (Clock::now() - start > state.timeout) {
+    const Clock::duration waited = Clock::now() - start;
+    if (waited > state.timeout) {
       state.broken = detail::cat(what, ": rank ", state.rank, " of ", state.size, " waited ", state.timeout.count(),
                                  " ms and the other ranks did not join (timed out)");
       MT_THROW(state.broken,
                ". A rank may have died or hung, or the ranks called collectives in different "
-               "orders. HINT: ProcessGroupOptions{.check = CollectiveCheck::kShapes} finds a mismatch; "
+               "orders. HINT: ProcessGroupOptions{.check = CollectiveCheck::kShapes} (mantissa-train "
+               "--collective_check=shapes) finds a mismatch; "
                "raise .timeout if a rank is legitimately slow");
     }
-    std::this_thread::yield();  // ranks may share cores (mpirun --oversubscribe)
+    if (waited < kSpin) {
+      std::this_thread::yield();  // ranks may share cores (mpirun --oversubscribe)
+    } else {
+      std::this_thread::sleep_for(std::clamp<Clock::duration>((waited - kSpin) / 8, kMinSleep, kMaxSleep));
+    }
   }
 }
 

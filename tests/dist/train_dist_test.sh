@@ -1,6 +1,6 @@
 #!/bin/sh
 # mantissa-train under mpirun (issue 8), end to end.
-# Usage: train_dist_test.sh MPIRUN PATH/TO/mantissa-train [follow | resume | signal | all] (default all)
+# Usage: train_dist_test.sh MPIRUN PATH/TO/mantissa-train [follow | resume | signal | agree | all] (default all)
 #   follow: 2 ranks with --batch_size=B log the same losses (the mean over the ranks) and evaluation losses
 #           as one process with 2B, for 50 steps, SGD and Adam, fp32 and fp16 (and with accumulation, the
 #           GPT, and 10 steps of the CNN with --batchnorm=sync), within float32 tolerance (fp16: see below);
@@ -9,7 +9,16 @@
 #           as the unbroken 2-rank run; their final checkpoints' /model groups are identical (h5diff).
 #   stop:   one rank stopped (SIGSTOP) mid-run: the other times out (--dist_timeout=3) and the job ends with
 #           a non-zero status and the message within 30 s.  kill: one rank SIGKILLed ends the job likewise.
-#   (mode "resume" runs resume, stop and kill: ctest runs the two halves as two tests.)
+#   (mode "resume" runs resume, stop and kill: ctest runs the two halves as two tests.) In "stop", the
+#           waiting rank must not spin a core: under 0.5 s of CPU in 2 s of waiting (it took 1.99 s before).
+#   agree:  issue 34: ranks started differently (mpirun's MPMD form, `-np 1 A : -np 1 B`) stop before their
+#           first collective with one line on rank 0 that names what differs and which rank holds what, and
+#           every rank exits 2 (1 for a checkpoint it cannot read), with no crash and no MPI abort: another
+#           --lr, --mlp_hidden or --precision; the GPT on texts with different vocabularies (the flags agree,
+#           the parameters do not); --resume=auto where only rank 0 sees a checkpoint, where the ranks see
+#           different steps, and where rank 1's `latest` names a missing file; and ranks with their own
+#           copies of the checkpoint in their own --checkpoint_dir resume together, and 2 ranks train with
+#           --collective_check=shapes.
 #   signal: issue 15's stop under mpirun. (a) SIGUSR1 to rank 1 alone: both ranks stop after the same step
 #           and exit 75 (seen through a wrapper that records each rank's status), mpirun's status is 75;
 #           (b) SIGUSR1 to mpirun, which forwards it to the ranks at once: mpirun's status is 75;
@@ -22,7 +31,7 @@
 #           end bit for bit like the unbroken 2-rank run: final checkpoint (h5diff of every group but /meta)
 #           and metrics lines (timing fields removed, stopped/resumed events left out).
 set -u
-mpirun=$1 prog=$2 mode=${3:-all}
+mpirun=$1 prog=$2 mode=${3:-all}  # mode: follow | resume | signal | agree | all
 want() { [ "$mode" = all ] || [ "$mode" = "$1" ]; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/train_dist_test.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -137,6 +146,13 @@ rank1_pid() {
     if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then echo "$p"; return; fi
   done
 }
+# The pid of rank R's program (not a wrapper) among the job's children and grandchildren.
+rank_pid_env() {  # rank_pid_env JOB R
+  for p in $(pgrep -P "$1") $(for c in $(pgrep -P "$1"); do pgrep -P "$c"; done); do
+    if [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "$(basename "$prog" | cut -c1-15)" ] &&
+       tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$p"; return; fi
+  done
+}
 for case in "stop|STOP|timed out" "kill|KILL|signal 9"; do
   what=${case%%|*} rest=${case#*|}
   sig=${rest%%|*} expected=${rest#*|}
@@ -148,8 +164,22 @@ for case in "stop|STOP|timed out" "kill|KILL|signal 9"; do
   while [ "$(cat "$work/$what.jsonl" 2>/dev/null | grep -c '^{"step"')" -lt 3 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
   victim=$(rank1_pid "$job")
   if [ -z "$victim" ]; then fail "$what: no rank-1 process found"; kill "$job"; wait "$job"; continue; fi
+  waiter=$(rank_pid_env "$job" 0)
   start=$(date +%s)
   kill -"$sig" "$victim"
+  if [ "$what" = stop ] && [ -z "$waiter" ]; then fail "stop: no rank-0 process found"
+  elif [ "$what" = stop ]; then
+    # Rank 0 now waits in a collective for the stopped rank 1 (for --dist_timeout=3 s): its CPU time in
+    # [0.5 s, 2.5 s] after the stop (utime + stime of all its threads, in clock ticks).
+    sleep 0.5
+    t0=$(awk '{ print $14 + $15 }' "/proc/$waiter/stat" 2>/dev/null)
+    sleep 2
+    t1=$(awk '{ print $14 + $15 }' "/proc/$waiter/stat" 2>/dev/null)
+    cpu=$(awk -v a="${t0:-0}" -v b="${t1:-0}" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz }')
+    if [ -z "$t1" ] || awk -v c="$cpu" 'BEGIN { exit !(c >= 0.5) }'; then
+      fail "stop: rank 0 used ${cpu} s of CPU in 2 s of waiting for the stopped rank 1 (want < 0.5 s)"
+    else echo "ok: stop: rank 0 used ${cpu} s of CPU in 2 s of waiting for the stopped rank 1"; fi
+  fi
   # Watchdog: a hang must not hang the test.
   # Its output goes nowhere, so that ctest does not wait for its sleep either.
   ( sleep 40; kill -CONT "$victim"; kill -KILL "$victim"; kill "$job" ) </dev/null >/dev/null 2>&1 &
@@ -294,6 +324,88 @@ for case in "usr1-rank1 USR1 rank1 latest 3" "usr1-mpirun USR1 mpirun latest 5" 
   fi
 done
 echo "signal: wall time $(($(date +%s) - started)) s"
+fi
+
+if want agree; then
+# --- agree: ranks started differently stop before their first collective, with one line ---
+a="$work/agree"
+mkdir -p "$a"
+# Each rank through a wrapper that writes its exit status to $a/<case>.rank<R>.
+cat >"$a/rank.sh" <<'END_OF_WRAPPER'
+#!/bin/sh
+out=$1
+shift
+"$@"
+rc=$?
+echo "$rc" >"$out.rank$OMPI_COMM_WORLD_RANK"
+exit "$rc"
+END_OF_WRAPPER
+small="--data=synthetic --mlp_hidden=64,32 --batch_size=32 --progress=none --threads=1"
+# agree_case NAME STATUS LINE RANK0-FLAGS RANK1-FLAGS: mpirun -np 1 (rank 0) : -np 1 (rank 1); both ranks and
+# mpirun must exit STATUS within 60 s; stderr must hold LINE (a fixed string) on one line beginning with
+# "mantissa-train: ", no other mantissa-train line, and nothing of a crash or an abort.
+agree_case() {
+  name=$1 status=$2 line=$3 one=$4 two=$5
+  # shellcheck disable=SC2086
+  "$mpirun" --allow-run-as-root --oversubscribe -np 1 sh "$a/rank.sh" "$a/$name" "$prog" $one : \
+    -np 1 sh "$a/rank.sh" "$a/$name" "$prog" $two >"$a/$name.out" 2>"$a/$name.err" &
+  job=$!
+  ( sleep 60; kill -KILL "$job" ) </dev/null >/dev/null 2>&1 &
+  watchdog=$!
+  wait "$job"
+  rc=$?
+  pkill -P "$watchdog" 2>/dev/null
+  kill "$watchdog" 2>/dev/null
+  r0=$(cat "$a/$name.rank0" 2>/dev/null || echo -) r1=$(cat "$a/$name.rank1" 2>/dev/null || echo -)
+  said=$(grep -c '^mantissa-train: ' "$a/$name.err")
+  if grep -q 'double free\|corrupt\|Process received signal\|MPI_ABORT\|MPI_ERR\|aborting' "$a/$name.err"; then
+    fail "agree $name: a crash or an abort:"; head -20 "$a/$name.err"
+  elif [ "$rc" != "$status" ] || [ "$r0" != "$status" ] || [ "$r1" != "$status" ]; then
+    fail "agree $name: mpirun exited $rc, the ranks $r0 and $r1 (want $status):"; head -20 "$a/$name.err"
+  elif [ "$said" -ne 1 ] || ! grep -qF "mantissa-train: $line" "$a/$name.err"; then
+    fail "agree $name: want one line with 'mantissa-train: $line', got $said:"; grep '^mantissa-train' "$a/$name.err"
+  else echo "ok: agree $name: every rank exited $status; $(grep '^mantissa-train: ' "$a/$name.err" | cut -c1-230)"; fi
+}
+agree_case lr 2 "--lr differs between the ranks: 0.001 on rank 0, 0.002 on rank 1. HINT: start every rank with the same flags" \
+  "$small --lr=0.001" "$small --lr=0.002"
+agree_case mlp_hidden 2 "--mlp_hidden differs between the ranks: 64,32 on rank 0, 32 on rank 1." \
+  "$small" "$small --mlp_hidden=32"
+agree_case precision 2 "--precision differs between the ranks: fp32 on rank 0, fp16 on rank 1." \
+  "$small --precision=fp32" "$small --precision=fp16"
+# The GPT on two texts of different vocabularies (9 and 11 characters): --data_path may differ, so the
+# flags agree, and the embedding's shape does not.
+i=0; while [ $i -lt 400 ]; do echo abcdefgh; i=$((i + 1)); done >"$a/nine.txt"
+i=0; while [ $i -lt 400 ]; do echo abcdefghij; i=$((i + 1)); done >"$a/eleven.txt"
+tiny_gpt="--model=gpt --data=text --n_layer=1 --n_embd=32 --block_size=16 --batch_size=4 --max_steps=2 --sample_chars=0 --progress=none --threads=1"
+agree_case vocabulary 2 "the ranks' models differ: parameter 'transformer.wte.weight': [9, 32] f32 on rank 0, [11, 32] f32 on rank 1." \
+  "$tiny_gpt --data_path=$a/nine.txt" "$tiny_gpt --data_path=$a/eleven.txt"
+# Checkpoints: rank 0's folder holds a 2-rank run's step 6, rank 1's nothing, then step 4 of another run,
+# then a `latest` naming a file that is not there, then a copy of rank 0's folder.
+# shellcheck disable=SC2086
+mpi 2 "$prog" $small --max_steps=6 --checkpoint_dir="$a/r0" >"$a/setup.out" 2>&1 &&
+  mpi 2 "$prog" $small --max_steps=4 --checkpoint_dir="$a/r1-step4" >>"$a/setup.out" 2>&1 ||
+  { fail "agree: the runs that write the checkpoints failed:"; tail -5 "$a/setup.out"; }
+mkdir -p "$a/r1-empty" "$a/r1-missing"
+echo step_99.h5 >"$a/r1-missing/latest"
+cp -r "$a/r0" "$a/r1-copy"
+auto="$small --max_steps=8 --resume=auto"
+agree_case resume-one-sees 2 "the ranks would not start from the same point: rank 0 resumes at step 6 from $a/r0/step_6.h5 (--resume=auto); rank 1 starts afresh: no checkpoint in $a/r1-empty (--resume=auto). HINT: every rank must see the same checkpoints" \
+  "$auto --checkpoint_dir=$a/r0" "$auto --checkpoint_dir=$a/r1-empty"
+agree_case resume-other-step 2 "the ranks would not start from the same point: rank 0 resumes at step 6 from $a/r0/step_6.h5 (--resume=auto); rank 1 resumes at step 4 from $a/r1-step4/step_4.h5 (--resume=auto)." \
+  "$auto --checkpoint_dir=$a/r0" "$auto --checkpoint_dir=$a/r1-step4"
+agree_case resume-missing 1 "rank 1 cannot resume: $a/r1-missing/latest: names step_99.h5" \
+  "$auto --checkpoint_dir=$a/r0" "$auto --checkpoint_dir=$a/r1-missing"
+# --collective_check=shapes on every rank: the run trains as usual, each collective checked first.
+# shellcheck disable=SC2086
+if mpi 2 "$prog" $small --max_steps=5 --collective_check=shapes >"$a/checked.out" 2>&1; then
+  echo "ok: agree: 2 ranks with --collective_check=shapes trained 5 steps"
+else fail "agree: 2 ranks with --collective_check=shapes failed:"; tail -10 "$a/checked.out"; fi
+# Each rank with its own copy: they agree, resume at step 6 and finish.
+# shellcheck disable=SC2086
+if "$mpirun" --allow-run-as-root --oversubscribe -np 1 "$prog" $auto --checkpoint_dir="$a/r0" : \
+    -np 1 "$prog" $auto --checkpoint_dir="$a/r1-copy" >"$a/copy.out" 2>&1 && grep -q '^resumed at step 6$' "$a/copy.out"; then
+  echo "ok: agree: ranks with their own copies of the checkpoint resumed at step 6 together"
+else fail "agree: ranks with their own copies of the checkpoint did not resume at step 6:"; tail -10 "$a/copy.out"; fi
 fi
 
 echo "$failures failure(s)"

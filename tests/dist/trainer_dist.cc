@@ -2,15 +2,18 @@
 // every rank's step callback must report that step skipped with the same scale before and after, the
 // same (rank-averaged) losses at every step, and the replicas must end with identical weights. Then a stop
 // requested on the last rank alone must stop every rank after the same step, with that rank's reason; and
-// where ranks must agree (ranks_disagree), a rank that differs is found, and uneven loaders are refused.
+// where ranks must agree (ranks_disagree, fields_disagree), a rank that differs is found, and uneven loaders
+// and differing models (DDP) are refused.
 #include "tests/dist/trainer_dist.h"
 
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "data/dataset.h"
@@ -21,6 +24,7 @@
 #include "models/mlp.h"
 #include "ops/elementwise/elementwise.h"
 #include "optim/sgd.h"
+#include "train/ddp.h"
 #include "train/rank_agreement.h"
 #include "train/trainer.h"
 
@@ -159,6 +163,58 @@ int run_trainer_checks(ProcessGroup& pg, int& checks) {
                                          " batches per epoch, rank 0's has ", kSteps, ". HINT:");
     expect(error.find(want) != std::string::npos,
            detail::cat("loaders of ", kSteps, " and ", 2 * kSteps, " batches: the Trainer said '", error, "'"));
+  }
+  // fields_disagree names the first field that differs and who holds what; all_gather_text gives every
+  // rank's text (of different lengths); DDP refuses ranks whose models differ, on every rank, naming the
+  // parameter (issue 34).
+  const std::vector<Field> same = {{"lr", "0.1"}, {"seed", "1"}};
+  expect(!fields_disagree(pg, same).has_value(), "fields_disagree: every rank holds the same fields");
+  const std::vector<Field> mine = {{"lr", "0.1"}, {"seed", r == n - 1 ? "2" : "1"}};
+  const std::optional<FieldDisagreement> field = fields_disagree(pg, mine);
+  const std::string want_field =
+      n == 1 ? std::string("none")
+             : detail::cat("seed: 1 on ", n == 2 ? "rank 0" : "ranks 0, 1", ", 2 on rank ", n - 1);
+  const std::string got_field = field ? detail::cat(field->name, ": ", field->describe()) : std::string("none");
+  expect(got_field == want_field, detail::cat("fields_disagree: want '", want_field, "', got '", got_field, "'"));
+  const std::vector<std::string> texts = all_gather_text(pg, std::string(static_cast<size_t>(r), 'x'));
+  bool texts_ok = static_cast<int>(texts.size()) == n;
+  for (int q = 0; texts_ok && q < n; ++q) texts_ok = texts[q] == std::string(static_cast<size_t>(q), 'x');
+  expect(texts_ok, "all_gather_text: rank q's text is q x's");
+  if (n > 1) {
+    MLP other(6, {r == n - 1 ? 16 : 32}, 3, {.generator = &ginit});
+    std::string error;
+    try {
+      DistributedDataParallel refused(other, pg);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    const std::string want = detail::cat("DistributedDataParallel: the ranks' models differ: parameter '",
+                                         other.named_parameters().front().name, "': [32, 6] f32 on ",
+                                         n == 2 ? "rank 0" : "ranks 0, 1", ", [16, 6] f32 on rank ", n - 1, ". HINT:");
+    expect(error.find(want) != std::string::npos,
+           detail::cat("DDP of MLPs 6-32-3 and 6-16-3: want '", want, "...', got '", error, "'"));
+  }
+  // Trainer::resume where the last rank cannot read its file: every rank fails and none waits for a
+  // collective the others never make; the others name that rank (its own error says why).
+  if (n > 1) {
+    const std::string path =
+        (std::filesystem::temp_directory_path() / detail::cat("trainer_dist_", getpid(), "_rank", r, ".h5")).string();
+    const absl::Status saved = trainer.save_checkpoint(path);
+    expect(saved.ok(), detail::cat("save_checkpoint: ", saved.message()));
+    DataLoader train4(
+        data, {.batch_size = 16, .shuffle = Shuffle::kRandom, .seed = 3, .shard = {.rank = r, .world_size = n}});
+    MLP model4(6, {32}, 3, {.generator = &ginit});
+    SGD sgd4(model4.named_parameters(), {.lr = 0.05, .momentum = 0.9});
+    Task task4 = classification_task([&](const Tensor& in) { return model4.forward(in); });
+    Trainer resumed({.precision = Precision::kF16, .max_steps = kSteps, .process_group = &pg}, model4, task4, sgd4,
+                    train4);
+    const absl::Status s = resumed.resume(r == n - 1 ? path + ".missing" : path);
+    const std::string want =
+        r == n - 1 ? std::string("no such file") : detail::cat("rank ", n - 1, " cannot restore its checkpoint");
+    expect(!s.ok() && std::string(s.message()).find(want) != std::string::npos,
+           detail::cat("resume with rank ", n - 1, "'s file missing: want an error with '", want, "', got '",
+                       s.message(), "'"));
+    std::filesystem::remove(path);
   }
   if (r == 0) {
     std::printf(

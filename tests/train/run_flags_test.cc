@@ -72,6 +72,7 @@ const std::map<std::string, std::string>& other_values() {
                                                                      {"sample_chars", "0"},
                                                                      {"progress", "lines"},
                                                                      {"dist_timeout", "60"},
+                                                                     {"collective_check", "shapes"},
                                                                      {"device", "cuda:1"}};
   return *values;
 }
@@ -96,6 +97,19 @@ TEST(RunFlags, OtherValuesCoverEveryFlag) {
     EXPECT_NE(other_values().at(f.name), f.value) << "--" << f.name << "'s test value is its default";
   }
   EXPECT_EQ(names.size(), other_values().size()) << "other_values() names a flag the table does not have";
+}
+
+// Under mpirun every rank must be started with the same flags (train/run_agreement.cc checks it) but these:
+// where a rank keeps its files, how its machine runs it, what rank 0 alone uses. Each says why in the table.
+TEST(RunFlags, OnlyPerRankFlagsMayDifferAcrossRanks) {
+  const std::set<std::string> may_differ = {
+      "data_path",    "recompute",    "threads",       "checkpoint_dir",
+      "resume",       "metrics",      "tensorboard",   "tensorboard_histogram_every",
+      "profile",      "profile_wait", "profile_steps", "report_out",
+      "sample_chars", "progress",     "dist_timeout",  "device"};
+  for (const FlagInfo& f : flag_infos()) {
+    EXPECT_EQ(f.across_ranks == AcrossRanks::kMayDiffer, may_differ.contains(f.name)) << "--" << f.name;
+  }
 }
 
 TEST(RunFlags, EveryFlagHasAUniqueNameAndHelp) {
@@ -210,7 +224,8 @@ TEST(RunFlags, EnumFlagsNameEveryChoiceInTheirHelp) {
       EXPECT_TRUE(absl::StrContains(f.help, choice)) << "--" << f.name << "'s help does not name " << choice;
     }
   }
-  EXPECT_EQ(enums, 8);  // model, data, batchnorm, recompute, precision, optimizer, hysteresis_refill, progress
+  // model, data, batchnorm, recompute, precision, optimizer, hysteresis_refill, progress, collective_check
+  EXPECT_EQ(enums, 9);
 }
 
 TEST(RunFlags, EveryOptimizerChoiceParsesToItsKind) {
