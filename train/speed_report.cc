@@ -38,7 +38,8 @@ std::optional<TimeBucket> own_bucket(const Event& e) {
       return std::nullopt;  // forward, backward
     case Category::kOp: break;
   }
-  if (n == "matmul" || n == "conv2d" || n == "conv2d_backward" || n == "scaled_mm" ||
+  // linear_act is its GEMM with the activation in the epilogue (its FLOPs are the GEMM's).
+  if (n == "matmul" || n == "linear_act" || n == "conv2d" || n == "conv2d_backward" || n == "scaled_mm" ||
       n == "scaled_dot_product_attention" || n == "ScaledDotProductAttentionBackward") {
     return TimeBucket::kGemm;
   }

@@ -124,7 +124,7 @@ Tensor linear_act(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
   if (act == Activation::kNone) return linear(x_in, weight_in, bias_in);
   // FP8 training routes linear through its override (ops/fp8/fp8.h); the activation then follows as its op.
   if (Tensor routed = try_linear_override(x_in, weight_in, bias_in); routed.defined()) return activate(routed, act);
-  const std::vector<Tensor> cast = amp::cast_inputs(ops::linear_act, {x_in, weight_in, bias_in});
+  const std::vector<Tensor> cast = amp::cast_inputs(ops::linear, {x_in, weight_in, bias_in});  // linear's category
   const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   check_linear(kOp, x, weight, bias);
   // CUDA: linear (its bias in cuBLASLt's epilogue) then the activation's kernel. cuBLASLt's GELU epilogues

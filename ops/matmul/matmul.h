@@ -22,13 +22,12 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 MT_OP(linear, kLowerPrecision, kLowerPrecision);
 // x [..., in] @ weight [out, in]^T + bias [out] -> [..., out].
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
-MT_OP(linear_act, kLowerPrecision, kLowerPrecision);
 // act(x [..., in] @ weight [out, in]^T + bias [out]) as one op (ops/matmul/linear_act.cc): on the CPU the
 // activation runs on each tile of the GEMM's accumulator while it is in cache, and the backward computes
 // g * act'(.) and the bias gradient in one pass. The values are those of linear then the activation's op
 // (f16/bf16: the pre-activation rounded as linear's output, then the activation's output), up to the GEMM's
-// sum order. CUDA tensors run linear (cuBLASLt's bias epilogue) then the activation's op. Autocast: as
-// linear. kNone is linear itself.
+// sum order. CUDA tensors run linear (cuBLASLt's bias epilogue) then the activation's op. Autocast: linear's
+// descriptor (a fused op casts as the op it fuses; it has no entry in PyTorch's lists). kNone is linear itself.
 Tensor linear_act(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act);
 // The activation alone, as its own op (relu, gelu): what linear_act fuses, for the paths that compose it.
 Tensor activate(const Tensor& x, Activation act);

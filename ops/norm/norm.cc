@@ -326,8 +326,9 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
 AddLayerNorm add_layer_norm(const Tensor& x_in, const Tensor& delta_in, const Shape& normalized_shape,
                             const Tensor& weight_in, const Tensor& bias_in, double eps) {
   constexpr std::string_view kOp = "add_layer_norm";
-  const std::vector<Tensor> in = amp::cast_inputs(ops::add_layer_norm, {x_in, delta_in, weight_in, bias_in});
-  const Tensor &x = in[0], &delta = in[1], &weight = in[2], &bias = in[3];
+  // No casts of its own: layer_norm's autocast category is none on the CPU, and on CUDA the composed
+  // layer_norm below casts (the sum keeps add's promoted dtype, as the two ops would).
+  const Tensor &x = x_in, &delta = delta_in, &weight = weight_in, &bias = bias_in;
   MT_CHECK(x.defined() && delta.defined(), kOp, ": x and delta must be defined tensors");
   MT_CHECK(x.shape() == delta.shape(), kOp, ": x ", shape_str(x.shape()), " and delta ", shape_str(delta.shape()),
            " must have one shape. HINT: broadcast with add, then call layer_norm");

@@ -16,13 +16,12 @@ MT_OP(layer_norm, kNone, kFp32);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 
-MT_OP(add_layer_norm, kNone, kFp32);
 // A residual add and the layer_norm after it (a transformer block's x + f(x), then ln_2), as one op:
 // sum = x + delta, out = layer_norm(sum, ...). On the CPU one pass over each row adds (as add: delta
 // widened, one rounding to sum's dtype) and normalizes the row while it is in cache; both results equal
 // the two ops' bit for bit, and their backward is the two ops' (an add node and layer_norm's). x and
 // delta must have one shape; delta may be f16/bf16 under an f32 x (autocast's residual stream), else the
-// dtypes match. CUDA tensors run the two ops.
+// dtypes match. CUDA tensors run the two ops. Autocast: as the two ops (layer_norm casts on CUDA only).
 struct AddLayerNorm {
   Tensor sum, out;
 };

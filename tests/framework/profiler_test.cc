@@ -132,10 +132,11 @@ TEST(Profiler, RecordsTheOpsOfAStepWithShapesFlopsAndBackwardLinks) {
   step.run();
   Profile p = prof.stop();
 
-  // The first Linear's forward GEMM: [16, 32] x [32, 64] with 2 * 16 * 64 * 32 FLOPs.
+  // The first Linear's forward GEMM, with the ReLU after it in its epilogue (Sequential runs the pair as
+  // linear_act): [16, 32] x [32, 64] with 2 * 16 * 64 * 32 FLOPs.
   const Event* mm = nullptr;
   for (const Event& e : p.events()) {
-    if (e.name == "matmul" && e.flops == 2.0 * 16 * 64 * 32 && e.input_dims.starts_with("[[1,16,32]")) mm = &e;
+    if (e.name == "linear_act" && e.flops == 2.0 * 16 * 64 * 32 && e.input_dims.starts_with("[[16,32]")) mm = &e;
   }
   ASSERT_NE(mm, nullptr) << p.table();
   EXPECT_EQ(mm->input_types.substr(0, 8), "[\"float\"");
@@ -143,7 +144,7 @@ TEST(Profiler, RecordsTheOpsOfAStepWithShapesFlopsAndBackwardLinks) {
   // Its node's backward carries the same sequence number.
   bool linked = false;
   for (const Event& e : p.events()) linked |= e.category == Category::kBackward && e.sequence_nr == mm->sequence_nr;
-  EXPECT_TRUE(linked) << "no backward event for the forward matmul's node " << mm->sequence_nr;
+  EXPECT_TRUE(linked) << "no backward event for the forward linear_act's node " << mm->sequence_nr;
   // The optimizer's step holds the update's work.
   EXPECT_NE(find_event(p, "Optimizer.step#Adam.step"), nullptr) << p.table();
   // Events nest on their thread, and a parent's self time is its duration less its children's.
@@ -163,14 +164,19 @@ TEST(Profiler, TableAndJsonCountCallsAndAttributeFlops) {
   step.run();
   Profile p = prof.stop();
   const std::vector<profiler::OpStats> rows = p.key_averages({.sort_by = profiler::SortBy::kName});
-  const profiler::OpStats* matmul = nullptr;
+  const profiler::OpStats *matmul = nullptr, *linear_act = nullptr;
   for (const auto& r : rows) {
     if (r.name == "matmul") matmul = &r;
+    if (r.name == "linear_act") linear_act = &r;
   }
   ASSERT_NE(matmul, nullptr);
-  // Two Linears: 2 forward GEMMs, 2 for the weights' gradients, 1 for the hidden activation's gradient.
-  EXPECT_EQ(matmul->calls, 5);
-  EXPECT_DOUBLE_EQ(matmul->flops, 2.0 * 16 * (32 * 64 + 64 * 10) * 2 + 2.0 * 16 * 64 * 10);
+  ASSERT_NE(linear_act, nullptr);
+  // Two Linears, the first with its ReLU as one linear_act (its forward GEMM is that event); matmul events:
+  // the second's forward GEMM, the two weights' gradients and the hidden activation's gradient.
+  EXPECT_EQ(linear_act->calls, 1);
+  EXPECT_DOUBLE_EQ(linear_act->flops, 2.0 * 16 * 32 * 64);
+  EXPECT_EQ(matmul->calls, 4);
+  EXPECT_DOUBLE_EQ(matmul->flops, 2.0 * 16 * 32 * 64 + 3 * (2.0 * 16 * 64 * 10));
   EXPECT_GT(matmul->gflops_per_s(), 0);
   const std::string table = p.table({.row_limit = 5, .peak_gflops = 100, .peak_gbytes_per_s = 10});
   EXPECT_THAT(table, HasSubstr("Self %"));
@@ -182,7 +188,7 @@ TEST(Profiler, TableAndJsonCountCallsAndAttributeFlops) {
   for (const auto& r : json) {
     if (r["name"] == "matmul") {
       found = true;
-      EXPECT_EQ(r["calls"], 5);
+      EXPECT_EQ(r["calls"], 4);
       EXPECT_GE(static_cast<double>(r["total_us"]), static_cast<double>(r["self_us"]));
     }
   }

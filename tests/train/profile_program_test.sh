@@ -50,9 +50,9 @@ run_model() {  # run_model MODEL OP... (the ops its trace must hold)
     fail "--model=$model --profile: $(cat "$work/out" "$work/check" 2>/dev/null | tail -5)"
   fi
 }
-run_model mlp matmul relu
+run_model mlp matmul linear_act  # Sequential runs each Linear + ReLU as linear_act
 run_model cnn conv2d conv2d_backward matmul
-run_model gpt matmul scaled_dot_product_attention layer_norm
+run_model gpt matmul linear_act scaled_dot_product_attention layer_norm add_layer_norm
 
 # --report=speed: the three precisions side by side, a verdict, the JSON and the picture.
 if "$prog" --model=mlp --data=synthetic --report=speed --profile_wait=1 --profile_steps=1 --batch_size=32 \
