@@ -8,6 +8,7 @@
 
 #include "framework/convert.h"
 #include "framework/parallel.h"
+#include "ops/cpu/cpu_features.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/pointwise_math.h"
 
@@ -29,12 +30,6 @@ MT_GELU_BLOCKS_(avx2, )
 MT_GELU_BLOCKS_(avx512, __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))))
 #undef MT_GELU_BLOCKS_
 
-bool use_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  return yes;
-}
-
 constexpr int64_t kGrain = 32768;  // as the elementwise loops: below this a second thread costs more
 constexpr int64_t kBlock = 512;    // 16-bit: widened block size (fits L1 with its output)
 
@@ -42,7 +37,7 @@ constexpr int64_t kBlock = 512;    // 16-bit: widened block size (fits L1 with i
 
 template <typename T>
 void gelu_erf_forward(const T* x, T* y, int64_t n) {
-  const ForwardBlock block = use_avx512() ? forward_block_avx512 : forward_block_avx2;
+  const ForwardBlock block = has_avx512_block_isa() ? forward_block_avx512 : forward_block_avx2;
   parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
     if constexpr (std::is_same_v<T, float>) {
       block(x + begin, y + begin, end - begin);
@@ -60,7 +55,7 @@ void gelu_erf_forward(const T* x, T* y, int64_t n) {
 
 template <typename T>
 void gelu_erf_backward(const T* g, const T* x, T* dx, int64_t n) {
-  const BackwardBlock block = use_avx512() ? backward_block_avx512 : backward_block_avx2;
+  const BackwardBlock block = has_avx512_block_isa() ? backward_block_avx512 : backward_block_avx2;
   parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
     if constexpr (std::is_same_v<T, float>) {
       block(g + begin, x + begin, dx + begin, end - begin);

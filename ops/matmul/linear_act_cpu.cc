@@ -10,6 +10,7 @@
 #include "framework/dtype.h"
 #include "framework/parallel.h"
 #include "ops/cpu/compute_buffer.h"
+#include "ops/cpu/cpu_features.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/matmul/gemm_cpu.h"
 #include "ops/pointwise_math.h"
@@ -66,17 +67,11 @@ MT_ACT_BLOCKS_(avx2, )
 MT_ACT_BLOCKS_(avx512, __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))))
 #undef MT_ACT_BLOCKS_
 
-bool use_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  return yes;
-}
-
 // The compute type's loops: f32 through the build the CPU runs best, f64 the plain one.
 template <typename C>
 void act_values(Activation act, const C* x, C* y, int64_t n) {
   if constexpr (std::is_same_v<C, float>) {
-    (use_avx512() ? act_block_avx512 : act_block_avx2)(act, x, y, n);
+    (has_avx512_block_isa() ? act_block_avx512 : act_block_avx2)(act, x, y, n);
   } else {
     act_loop<C>(act, x, y, n);
   }
@@ -85,7 +80,7 @@ void act_values(Activation act, const C* x, C* y, int64_t n) {
 template <typename C>
 void grad_values(Activation act, const C* g, const C* s, C* dh, int64_t n) {
   if constexpr (std::is_same_v<C, float>) {
-    (use_avx512() ? grad_block_avx512 : grad_block_avx2)(act, g, s, dh, n);
+    (has_avx512_block_isa() ? grad_block_avx512 : grad_block_avx2)(act, g, s, dh, n);
   } else {
     grad_loop<C>(act, g, s, dh, n);
   }
@@ -162,46 +157,30 @@ void tile(const LinearActArgs<T>& a, const Tile& t, const compute_t<T>* bias, co
   }
   const double beta = bias != nullptr ? 1.0 : 0.0;
   const T* x = a.x + t.r0 * a.ldx;
+  // acc = x[tile rows] @ w[tile columns]^T (+ acc), operands of type A into an f32/f64 accumulator.
+  const auto product = [&]<typename A>(const A* xa, int64_t lda, const A* w) {
+    gemm(GemmArgs<A, C>{.trans_b = Trans::kYes,
+                        .m = t.rows,
+                        .n = t.cols,
+                        .k = in,
+                        .a = xa,
+                        .lda = lda,
+                        .b = w + t.c0 * in,
+                        .ldb = in,
+                        .c = acc,
+                        .ldc = ld,
+                        .beta = beta});
+  };
   if constexpr (kIs16<T>) {
     if (w_f32 != nullptr) {  // widened: the tile's rows of x to f32, w widened once by the caller
       float* x_f32 = scratch<float, 1>(t.rows * in);
       for (int64_t i = 0; i < t.rows; ++i) convert(x + i * a.ldx, x_f32 + i * in, in);
-      gemm(GemmArgs<float>{.trans_b = Trans::kYes,
-                           .m = t.rows,
-                           .n = t.cols,
-                           .k = in,
-                           .a = x_f32,
-                           .lda = in,
-                           .b = w_f32 + t.c0 * in,
-                           .ldb = in,
-                           .c = acc,
-                           .ldc = ld,
-                           .beta = beta});
+      product(static_cast<const float*>(x_f32), in, w_f32);
     } else if constexpr (std::is_same_v<T, BFloat16>) {  // bf16 dot products (oneDNN), f32 sums unrounded
-      gemm(GemmArgs<BFloat16, float>{.trans_b = Trans::kYes,
-                                     .m = t.rows,
-                                     .n = t.cols,
-                                     .k = in,
-                                     .a = x,
-                                     .lda = a.ldx,
-                                     .b = a.w + t.c0 * in,
-                                     .ldb = in,
-                                     .c = acc,
-                                     .ldc = ld,
-                                     .beta = beta});
+      product(x, a.ldx, a.w);
     }
   } else {
-    gemm(GemmArgs<T>{.trans_b = Trans::kYes,
-                     .m = t.rows,
-                     .n = t.cols,
-                     .k = in,
-                     .a = x,
-                     .lda = a.ldx,
-                     .b = a.w + t.c0 * in,
-                     .ldb = in,
-                     .c = acc,
-                     .ldc = ld,
-                     .beta = beta});
+    product(x, a.ldx, a.w);
   }
   if (kIs16<T> || a.act != Activation::kNone || a.pre != nullptr) epilogue(a, t, acc, ld);
 }

@@ -99,17 +99,19 @@ void add_layer_norm_forward(const LayerNormGeometry& g, const T* x, const D* del
   using C = compute_t<T>;
   const int64_t N = g.cols;
   parallel_for(g.rows, row_grain(N), [&](int64_t begin, int64_t end) {
-    std::vector<C> xs(static_cast<size_t>(N)), ds(static_cast<size_t>(N)), out(static_cast<size_t>(N));
-    std::vector<T> rounded(std::is_same_v<T, C> ? 0 : static_cast<size_t>(N));
+    std::vector<C> xs(static_cast<size_t>(N)), ds(std::is_same_v<D, C> ? 0 : static_cast<size_t>(N)),
+        out(static_cast<size_t>(N));
     for (int64_t r = begin; r < end; ++r) {
       // The sum as add computes it (both widened to C, one rounding to T), then normalized as stored.
       to_compute(x + r * N, xs.data(), N);
+      const C* dr = nullptr;
       if constexpr (std::is_same_v<D, C>) {
-        std::copy(delta + r * N, delta + (r + 1) * N, ds.data());
+        dr = delta + r * N;  // read in place
       } else {
         convert(delta + r * N, ds.data(), N);
+        dr = ds.data();
       }
-      for (int64_t j = 0; j < N; ++j) xs[j] += ds[j];
+      for (int64_t j = 0; j < N; ++j) xs[j] += dr[j];
       if constexpr (std::is_same_v<T, C>) {
         std::copy(xs.begin(), xs.end(), sum + r * N);
       } else {

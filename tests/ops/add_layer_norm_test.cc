@@ -10,6 +10,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/norm/norm.h"
 #include "ops/reduce/reduce.h"
+#include "tests/ops/nn_testing.h"
 #include "tests/support/gradcheck.h"
 
 namespace mantissa {
@@ -90,23 +91,16 @@ TEST(AddLayerNorm, OtherDtypePairsTakeTheTwoOps) {
 }
 
 TEST(AddLayerNorm, BadArgumentsAreNamed) {
-  const auto message = [](const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_NE(message([] {
+  using testing::error_of;
+  EXPECT_NE(error_of([] {
               add_layer_norm(ones({2, 4}), ones({1, 4}), {4});
             }).find("add_layer_norm: x [2, 4] and delta [1, 4] must have one shape"),
             std::string::npos);
-  EXPECT_NE(message([] {
+  EXPECT_NE(error_of([] {
               add_layer_norm(ones({2, 4}), ones({2, 4}), {3});
             }).find("add_layer_norm: normalized_shape [3] must be non-empty and equal the last dims"),
             std::string::npos);
-  EXPECT_NE(message([] {
+  EXPECT_NE(error_of([] {
               add_layer_norm(ones({2, 4}), ones({2, 4}), {4}, ones({3}));
             }).find("add_layer_norm"),
             std::string::npos);
