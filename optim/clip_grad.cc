@@ -86,6 +86,47 @@ Tensor enqueue_clip_grad_norm_(const std::vector<NamedTensor>& params, double ma
   return enqueue_clip_grad_norm_(tensors_of(params), max_norm, norm_type);
 }
 
+Tensor clip_sharded_grad_norm_(std::span<const GradSlice> slices, std::span<const int64_t> sizes, double max_norm,
+                               NormType norm_type, const std::function<void(const Tensor&)>& sum_over_ranks) {
+  const char* op = "clip_sharded_grad_norm_";
+  const cpu::NormPartial what = norm_type == NormType::kL2 ? cpu::NormPartial::kSumSquares : cpu::NormPartial::kMaxAbs;
+  const std::vector<int64_t> offsets = norm_order::partial_offsets(sizes);
+  Tensor partials = zeros({offsets.back()}, {.dtype = DType::kF64});
+  double* out = partials.data<double>();
+  for (const GradSlice& s : slices) {
+    const Tensor& g = s.grad;
+    MT_CHECK(s.param < sizes.size(), op, ": slice of parameter ", s.param, " but there are ", sizes.size());
+    MT_CHECK(g.defined() && g.device().is_cpu() && g.is_contiguous() &&
+                 (g.dtype() == DType::kF32 || g.dtype() == DType::kF64),
+             op, ": a slice's grad must be a contiguous CPU f32 or f64 tensor");
+    const int64_t end = s.begin + g.numel();
+    MT_CHECK(s.begin >= 0 && end <= sizes[s.param] && s.begin % norm_order::kBlock == 0 &&
+                 (end % norm_order::kBlock == 0 || end == sizes[s.param]),
+             op, ": slice [", s.begin, ", ", end, ") of parameter ", s.param, " (", sizes[s.param],
+             " elements) does not start and end on blocks of ", norm_order::kBlock);
+    double* at = out + offsets[s.param] + s.begin / norm_order::kBlock;
+    if (g.dtype() == DType::kF32) {
+      cpu::norm_partials(g.data<float>(), g.numel(), what, at);
+    } else {
+      cpu::norm_partials(g.data<double>(), g.numel(), what, at);
+    }
+  }
+  sum_over_ranks(partials);
+  const double combined = cpu::combine_partials(out, offsets.back(), what);
+  const double total = what == cpu::NormPartial::kSumSquares ? rn::sqrt(combined) : combined;
+  const double coef = norm_order::clip_coefficient(total, max_norm);
+  if (coef < 1.0) {
+    for (const GradSlice& s : slices) {
+      if (s.grad.dtype() == DType::kF32) {
+        cpu::scale(s.grad.data<float>(), s.grad.numel(), coef);
+      } else {
+        cpu::scale(s.grad.data<double>(), s.grad.numel(), coef);
+      }
+    }
+  }
+  return scalar_tensor(total, {.dtype = DType::kF64});
+}
+
 // The enqueued rule and one read: the host waits for the total here.
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, NormType norm_type) {
   return clip_grad_norm(params, max_norm, norm_type, "clip_grad_norm_").item();

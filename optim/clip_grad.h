@@ -3,6 +3,8 @@
 // (see below). Parameters without a grad are ignored.
 #pragma once
 
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "framework/module.h"
@@ -35,6 +37,22 @@ double clip_grad_norm_(const std::vector<NamedTensor>& params, double max_norm, 
 Tensor enqueue_clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, NormType norm_type = NormType::kL2);
 Tensor enqueue_clip_grad_norm_(const std::vector<NamedTensor>& params, double max_norm,
                                NormType norm_type = NormType::kL2);
+
+// clip_grad_norm_ over grads whose elements are spread over ranks (ZeRO-1, train/zero.h), with the bits the
+// whole grads would give. `sizes` are the whole parameters' element counts, in the order the unsharded call
+// would take them; this rank holds `slices`, each the elements [begin, begin + grad.numel()) of parameter
+// `param` (an index into `sizes`) as a contiguous CPU f32 or f64 grad, with begin a multiple of
+// norm_order::kBlock and the end a multiple of it or the parameter's end, so that a slice's blocks are the
+// whole parameter's. The f64 list of every block's partial is filled with this rank's and zeros elsewhere,
+// and `sum_over_ranks` must add the ranks' lists in place (adding zeros changes no bit, so every rank then
+// holds the unsharded list); the total and the rule are then clip_grad_norm_'s, applied to the slices.
+struct GradSlice {
+  Tensor grad;
+  size_t param = 0;
+  int64_t begin = 0;
+};
+Tensor clip_sharded_grad_norm_(std::span<const GradSlice> slices, std::span<const int64_t> sizes, double max_norm,
+                               NormType norm_type, const std::function<void(const Tensor&)>& sum_over_ranks);
 
 // Clamps every grad element to [-clip_value, clip_value]; nan stays nan (as torch.clamp).
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);

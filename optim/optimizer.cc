@@ -61,6 +61,33 @@ size_t Optimizer::add_group_params(std::vector<NamedTensor> params) {
   return groups_.size() - 1;
 }
 
+void Optimizer::shard(const std::map<std::string, OwnedRange>& owned) {
+  MT_CHECK(state_.empty(), type_name(), ".shard: the optimizer already holds state (", state_.size(),
+           " parameters). HINT: shard it before its first step and load state after");
+  MT_CHECK(working_copies_.empty(), type_name(),
+           ".shard: working copies are on. HINT: shard first; ZeRO-1 keeps "
+           "the working copies of the whole parameters itself");
+  std::set<std::string> known;
+  for (auto& group : groups_) {
+    std::vector<NamedTensor> mine;
+    for (const NamedTensor& p : group) {
+      known.insert(p.name);
+      const auto it = owned.find(p.name);
+      if (it == owned.end() || it->second.end == it->second.begin) continue;
+      const auto [begin, end] = it->second;
+      MT_CHECK(0 <= begin && begin < end && end <= p.tensor.numel(), type_name(), ".shard: range [", begin, ", ", end,
+               ") of parameter '", p.name, "' is outside its ", p.tensor.numel(), " elements");
+      // A view of the detached parameter has no history: a leaf, which the optimizer may own.
+      Tensor slice = p.tensor.detach().view({p.tensor.numel()}).narrow(0, begin, end - begin);
+      slice.set_requires_grad(true);
+      mine.push_back({p.name, slice});
+    }
+    group = std::move(mine);
+  }
+  for (const auto& [name, range] : owned)
+    MT_CHECK(known.count(name), type_name(), ".shard: no parameter '", name, "' in this optimizer");
+}
+
 const std::vector<NamedTensor>& Optimizer::group_params(size_t group) const {
   MT_CHECK(group < groups_.size(), type_name(), ": no param group ", group, " (there are ", groups_.size(), ")");
   return groups_[group];

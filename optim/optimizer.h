@@ -70,10 +70,24 @@ class Optimizer {
   // The working copy of parameter `name`; undefined when working copies are off.
   Tensor working_copy(const std::string& name) const;
 
+  // ZeRO-1 (train/zero.h): from now on this optimizer updates, and keeps state for, only the flat element
+  // range [begin, end) of each parameter named in `owned`; a parameter absent from it (or with an empty
+  // range) leaves its group. Each range becomes a parameter of its own: a 1-D leaf with the parameter's name
+  // that shares the parameter's storage, so a step updates those elements of the parameter in place and
+  // state_dict() holds 1-D state of the ranges. Groups keep their options and may become empty. Call it
+  // before the first step (the optimizer must hold no state) and with working copies off.
+  struct OwnedRange {
+    int64_t begin = 0, end = 0;
+  };
+  void shard(const std::map<std::string, OwnedRange>& owned);
+
   size_t num_param_groups() const { return groups_.size(); }
   const std::vector<NamedTensor>& group_params(size_t group) const;
   virtual double lr(size_t group) const = 0;
   virtual void set_lr(size_t group, double lr) = 0;
+
+  // The state tensors (besides "step") a parameter of group `group` has under its current options.
+  std::vector<std::string> state_names(size_t group) const { return state_buffers(group_hyperparameters(group)); }
 
   // The state of parameter `name`, or null before its first step (or if it is not optimized here).
   const ParamState* state(const std::string& name) const;

@@ -36,6 +36,8 @@ struct DistributedDataParallel::State {
   size_t next_launch = 0;         // buckets launch in index order on every rank (collectives must match)
   bool sync = true;               // false inside no_sync()
   bool any_ready = false;         // a synced backward has started since the last finish()
+  // ZeRO-1: per bucket, one count per rank for a reduce-scatter; empty: all-reduce.
+  std::vector<std::vector<int64_t>> scatter_counts;
 
   void reset() {
     for (Bucket& b : buckets) {
@@ -60,7 +62,9 @@ struct DistributedDataParallel::State {
     } else {
       copy_(b.flat, div(b.flat, static_cast<double>(n)));  // a GPU bucket: the same f32 division, on the device
     }
-    b.work = group->all_reduce_async(b.flat, ReduceOp::kSum);
+    const size_t index = static_cast<size_t>(&b - buckets.data());
+    b.work = scatter_counts.empty() ? group->all_reduce_async(b.flat, ReduceOp::kSum)
+                                    : group->reduce_scatter_async(b.flat, scatter_counts[index], ReduceOp::kSum);
   }
 
   // Every buffer of rank 0 into every other rank's, in one broadcast. The buffers are packed in registration
@@ -194,12 +198,35 @@ void DistributedDataParallel::finish() {
   // is_completed() would spin forever when a rank stops answering).
   for (Bucket& b : s.buckets) {
     b.work->wait();
+    if (!s.scatter_counts.empty()) continue;  // ZeRO-1 reads its region of the flat buffer
     for (size_t k = 0; k < b.params.size(); ++k) {
       const Tensor& p = s.params[b.params[k]].tensor;
       copy_(p.grad(), b.flat.narrow(0, b.offsets[k], p.numel()).view(p.shape()));
     }
   }
+  // ZeRO-1: the grads were packed into the buckets; the reduced values live in this rank's regions only.
+  if (!s.scatter_counts.empty()) {
+    for (const NamedTensor& p : s.params) Tensor(p.tensor).set_grad(Tensor());
+  }
   s.reset();
+}
+
+std::vector<DistributedDataParallel::BucketLayout> DistributedDataParallel::bucket_layout() const {
+  std::vector<BucketLayout> out;
+  for (const Bucket& b : state_->buckets) out.push_back({.params = b.params, .offsets = b.offsets, .flat = b.flat});
+  return out;
+}
+
+const std::vector<NamedTensor>& DistributedDataParallel::parameters() const { return state_->params; }
+
+void DistributedDataParallel::reduce_scatter_grads(std::vector<std::vector<int64_t>> counts) {
+  State& s = *state_;
+  MT_CHECK(counts.size() == s.buckets.size(), "DistributedDataParallel::reduce_scatter_grads: ", counts.size(),
+           " count lists for ", s.buckets.size(), " buckets");
+  MT_CHECK(!s.any_ready, "DistributedDataParallel::reduce_scatter_grads: a synced backward is in flight");
+  for (size_t b = 0; b < counts.size(); ++b)
+    dist_detail::check_regions(s.buckets[b].flat, counts[b], s.group->size(), "reduce_scatter_grads");
+  s.scatter_counts = std::move(counts);
 }
 
 void DistributedDataParallel::sync_buffers() {

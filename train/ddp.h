@@ -83,6 +83,20 @@ class DistributedDataParallel {
 
   // The dotted parameter names of each bucket, bucket 0 first (it holds the last-registered parameters).
   std::vector<std::vector<std::string>> bucket_names() const;
+
+  // What ZeRO-1 (train/zero.h) builds its shards on. Each bucket: its parameters (indices into
+  // parameters()), their element offsets in the bucket's flat f32 buffer, and the buffer.
+  struct BucketLayout {
+    std::vector<size_t> params;
+    std::vector<int64_t> offsets;
+    Tensor flat;
+  };
+  std::vector<BucketLayout> bucket_layout() const;
+  const std::vector<NamedTensor>& parameters() const;
+  // Reduce-scatter instead of all-reduce, with one count per rank for each bucket (bucket_layout()'s order):
+  // from now on finish() leaves this rank's region of each bucket's flat buffer holding the mean over the
+  // ranks (the rest of the buffer unspecified) and drops every parameter's grad (set to undefined).
+  void reduce_scatter_grads(std::vector<std::vector<int64_t>> counts);
   ProcessGroup& group() const;
 
   struct State;  // shared with the hooks (ddp.cc)

@@ -331,6 +331,7 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRe
                        .tensorboard_histogram_every = o.tensorboard_histogram_every,
                        .config_json = o.config_json.empty() ? to_json(o) : o.config_json,
                        .process_group = group->get(),
+                       .zero_stage = static_cast<int>(o.zero),
                        .stop = stop};
   if (o.precision == Precision::kF16) config.scaler = o.scaler;
   if (o.precision == Precision::kFp8)

@@ -73,6 +73,7 @@ struct RunOptions {
   int64_t dist_timeout_s = 1800;  // under mpirun: a collective waiting longer ends the job
   // Under mpirun: kShapes makes the ranks compare every collective (kind, shape, dtype) before they run it.
   CollectiveCheck collective_check = CollectiveCheck::kOff;
+  int64_t zero = 0;         // under mpirun: 1 shards the optimizer's state (ZeRO-1, train/zero.h)
   std::string config_json;  // stored in checkpoints; empty: to_json() of the options run() uses
 };
 

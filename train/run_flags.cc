@@ -191,6 +191,11 @@ void for_each_flag(Options& o, Visit&& visit) {
        "mismatch fails every rank naming both sides instead of a hang or an MPI error; one small all-gather more "
        "per collective, for finding what a hang or MPI_ERR_TRUNCATE comes from)",
        {.in_config = kNo});
+  // Not in the config: a run resumes with or without it (checkpoints hold the whole state either way).
+  flag(o.zero, "zero",
+       "under mpirun: 0 (each rank keeps the whole optimizer state) | 1 (ZeRO-1: each rank keeps the state of "
+       "its 1/N of the parameters; grads reduce-scattered, updated weights all-gathered; the same results)",
+       {.range = half_open(0, 2), .note = "(0 or 1)", .in_config = kNo});
   // cpu, cuda or cuda:N: validate() checks it. Under mpirun each rank may pick its own GPU (cuda:N); the
   // kind, cpu or cuda, is agreed apart (train/run_agreement.cc): a CUDA rank reduces over NCCL.
   flag(o.device, "device", "cpu | cuda | cuda:N: where the model trains (cuda: GPU 0)",

@@ -16,6 +16,7 @@
 #include "optim/clip_grad.h"
 #include "train/ddp.h"
 #include "train/rank_agreement.h"
+#include "train/zero.h"
 
 namespace mantissa {
 namespace {
@@ -98,6 +99,7 @@ Trainer::Trainer(TrainerConfig config, Module& model, Task task, Optimizer& opti
     // Before the working copies are made: the broadcast replaces the other ranks' initial weights.
     ddp_ = std::make_unique<DistributedDataParallel>(model_, *group,
                                                      DDPOptions{.bucket_cap_mb = config_.ddp_bucket_cap_mb});
+    if (config_.zero_stage == 1) zero_ = std::make_unique<ZeroRedundancy>(*ddp_, optimizer_);
   }
   pipeline_ = StepPipeline({.group = config_.process_group,
                             .world_size = world_size_,
@@ -111,7 +113,13 @@ Trainer::Trainer(TrainerConfig config, Module& model, Task task, Optimizer& opti
              "features that are multiples of 16, and TrainerConfig::fp8.exclude leaves some out). HINT: train "
              "in bf16, or widen the layers");
   }
-  if (config_.precision != Precision::kF32) optimizer_.enable_working_copies(precision_dtype(config_.precision));
+  if (config_.precision != Precision::kF32) {
+    if (zero_) {
+      zero_->enable_working_copies(precision_dtype(config_.precision));
+    } else {
+      optimizer_.enable_working_copies(precision_dtype(config_.precision));
+    }
+  }
   // Rank 0 alone writes the metrics and TensorBoard files (fit() opens them) and the checkpoints.
   if (rank_ == 0 && !config_.checkpoint_dir.empty()) {
     checkpoints_.emplace(config_.checkpoint_dir, config_.keep_checkpoints);
@@ -169,7 +177,11 @@ void Trainer::enqueue_step() {
       backward(scaler_.scale(share), ddp_.get(), i + 1 < micro ? GradSync::kLocalOnly : GradSync::kAllReduce);
     });
   }
-  if (ddp_) phase("all_reduce", [&] { ddp_->finish(); });  // the grads are now the mean over the ranks
+  if (zero_) {
+    phase("reduce_scatter", [&] { zero_->finish(); });  // this rank's shard of the mean grads
+  } else if (ddp_) {
+    phase("all_reduce", [&] { ddp_->finish(); });  // the grads are now the mean over the ranks
+  }
   NoGradGuard no_grad;
   end_micro_batches(step);
   // The scale this step used, copied before update() changes it.
@@ -179,11 +191,17 @@ void Trainer::enqueue_step() {
   // The histograms see the grads the optimizer would: unscaled, before clipping (rank 0 alone writes them,
   // and after DDP's all-reduce its grads are every rank's). They are read on the host: a synchronization
   // every tensorboard_histogram_every steps.
+  // With ZeRO-1 every rank gathers the whole grads for rank 0's histograms (the same steps on every rank).
+  if (zero_ && !config_.tensorboard_dir.empty() && config_.tensorboard_histogram_every > 0 &&
+      (step_ + 1) % config_.tensorboard_histogram_every == 0) {
+    zero_->gather_grads();
+  }
   if (sinks_.histograms_due(step_ + 1)) step.histograms = gradient_histograms(params_);
   // Without clipping the norm is still measured for the metrics (an infinite max_norm never scales).
-  step.values().grad_norm(enqueue_clip_grad_norm_(
-      params_, config_.clip_grad_norm > 0 ? config_.clip_grad_norm : std::numeric_limits<double>::infinity()));
+  const double max_norm = config_.clip_grad_norm > 0 ? config_.clip_grad_norm : std::numeric_limits<double>::infinity();
+  step.values().grad_norm(zero_ ? zero_->clip_grad_norm_(max_norm) : enqueue_clip_grad_norm_(params_, max_norm));
   scaler_.enqueue_step(optimizer_);
+  if (zero_) phase("all_gather", [&] { zero_->gather_parameters(); });  // the updated masters on every rank
   if (scaler_.is_enabled()) step.values().scaler(scale, scaler_.found_inf(optimizer_));
   scaler_.update();
   end_step(std::move(step));
@@ -249,7 +267,9 @@ absl::StatusOr<RunSummary> Trainer::fit() {
     enqueue_step();
     const bool epoch_done = train_.position().epoch != epoch;
     const bool eval_due = eval_ != nullptr && (config_.eval_every > 0 ? step_ % config_.eval_every == 0 : epoch_done);
-    const bool checkpoint_due = checkpoints_ && config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0;
+    // Every rank knows when rank 0 writes one (with ZeRO-1 they all take part).
+    const bool checkpoint_due =
+        !config_.checkpoint_dir.empty() && config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0;
     // The steps more than read_lag behind are read; before an evaluation, a checkpoint or the end, all of them.
     const auto due = eval_due || checkpoint_due || finished() ? StepPipeline::Due::kAll : StepPipeline::Due::kLagged;
     while (pipeline_.due(due)) emit(pipeline_.read());
@@ -274,7 +294,7 @@ absl::StatusOr<RunSummary> Trainer::fit() {
     summary.stopped = stop;
   } else {
     if (eval_ != nullptr && last_eval_step_ != step_) last_eval = evaluate();
-    if (checkpoints_ && last_checkpoint_step_ != step_) {
+    if (!config_.checkpoint_dir.empty() && last_checkpoint_step_ != step_) {
       if (absl::Status s = write_checkpoint(); !s.ok()) return s;
     }
   }

@@ -58,6 +58,7 @@
 namespace mantissa {
 
 class DistributedDataParallel;
+class ZeroRedundancy;
 
 // kYes: evaluate once before the first step of a fresh run (the baseline a language model's loss falls from).
 enum class EvalAtStart { kNo, kYes };
@@ -89,6 +90,11 @@ struct TrainerConfig {
   // process trains alone. See the top of this file.
   ProcessGroup* process_group = nullptr;
   double ddp_bucket_cap_mb = 25;  // DDPOptions::bucket_cap_mb
+  // 1: ZeRO stage 1 (train/zero.h): each rank keeps the optimizer's state for its shard of the parameters
+  // only (1/N of it), the grads are reduce-scattered and the updated masters all-gathered; results equal
+  // plain data parallelism's (bit for bit on 2 ranks). Checkpoints hold the whole state either way, so a run
+  // resumes with or without it. CPU parameters only; ignored in a world of one. 0: plain DDP.
+  int zero_stage = 0;
   // Read at step boundaries; a request ends the run (see the top of this file). Not owned, must outlive the
   // Trainer; null: the Trainer's own, set by request_stop(). Give one here to request a stop before the
   // Trainer exists (signal handlers installed at the start of a program: StopOnSignals).
@@ -148,7 +154,8 @@ class Trainer {
   const std::map<std::string, std::string>& data() const { return data_; }
 
   // The run's state as a checkpoint, and back. restore() validates everything (check_compatible) before
-  // it changes anything; `path` only names the source in errors.
+  // it changes anything; `path` only names the source in errors. With ZeRO-1, checkpoint() and
+  // save_checkpoint() gather the optimizer's state from every rank: every rank must call them together.
   Checkpoint checkpoint() const;
   absl::Status restore(const Checkpoint& checkpoint, const std::string& path = "checkpoint");
   absl::Status save_checkpoint(const std::string& path) const;
@@ -192,6 +199,7 @@ class Trainer {
   std::unique_ptr<amp::Fp8Context> fp8_;  // Precision::kFp8: the FP8 linears' scaling state
   int rank_ = 0, world_size_ = 1;
   std::unique_ptr<DistributedDataParallel> ddp_;  // set when world_size_ > 1
+  std::unique_ptr<ZeroRedundancy> zero_;          // set with ddp_ when config.zero_stage is 1
   std::optional<LRScheduler> scheduler_;
   std::vector<NamedTensor> params_;           // every group's parameters, for the grad norm and clipping
   Device device_ = kCPU;                      // the parameters' device, where batches are moved

@@ -14,6 +14,7 @@
 #include "framework/profiler/profiler.h"
 #include "train/rank_agreement.h"
 #include "train/trainer.h"
+#include "train/zero.h"
 
 namespace mantissa {
 namespace {
@@ -35,7 +36,7 @@ Checkpoint Trainer::checkpoint() const {
   Checkpoint c;
   c.model = deep_copy(model_.named_parameters());
   c.buffers = deep_copy(model_.named_buffers());
-  c.optimizer = optimizer_.state_dict();
+  c.optimizer = zero_ ? zero_->state_dict() : optimizer_.state_dict();  // ZeRO-1: the whole state, gathered
   if (scheduler_) c.schedule = scheduler_->state_dict();
   c.scaler = scaler_.state_dict();
   if (fp8_) c.fp8 = {.recipe = config_.fp8_recipe.str(), .tensors = fp8_->state_dict()};
@@ -51,9 +52,21 @@ Checkpoint Trainer::checkpoint() const {
   return c;
 }
 
-absl::Status Trainer::restore(const Checkpoint& c, const std::string& path) {
+absl::Status Trainer::restore(const Checkpoint& whole, const std::string& path) {
+  // With ZeRO-1 the optimizer holds this rank's slices: it takes its part of the whole state.
+  Checkpoint sharded;
+  absl::Status sharding;
+  if (zero_) {
+    sharded = whole;
+    try {
+      sharded.optimizer = zero_->shard_state(whole.optimizer);
+    } catch (const Error& e) {
+      sharding = absl::FailedPreconditionError(absl::StrCat(path, ": ", e.what()));
+    }
+  }
+  const Checkpoint& c = zero_ ? sharded : whole;
   // Everything is checked before anything changes.
-  const absl::Status compatible = check_compatible(path, c, model_, optimizer_);
+  const absl::Status compatible = sharding.ok() ? check_compatible(path, c, model_, optimizer_) : sharding;
   if (ddp_) {
     // Every rank read its own copy: they must agree on where the run stands (e.g. "latest" resolved in
     // different folders on different machines would silently train diverged replicas). A rank whose copy
@@ -136,6 +149,7 @@ absl::Status Trainer::restore(const Checkpoint& c, const std::string& path) {
   if (fp8) fp8_ = std::move(fp8);
   if (scheduler_) scheduler_->load_state_dict(*c.schedule);
   optimizer_.refresh_working_copies();
+  if (zero_) zero_->refresh_working_copies();
   train_.set_position({.epoch = c.trainer.epoch, .batch = c.trainer.batch});
   default_generator().set_state(generator->second);
   for (const auto& [name, blob] : c.data) data_[name] = blob;
@@ -149,6 +163,11 @@ absl::Status Trainer::restore(const Checkpoint& c, const std::string& path) {
 
 absl::Status Trainer::write_checkpoint() {
   profiler::RecordScope phase("checkpoint", profiler::Category::kPhase);
+  if (!checkpoints_) {  // not rank 0: with ZeRO-1 it hands rank 0 its shards of the optimizer's state
+    if (zero_) (void)zero_->state_dict();
+    last_checkpoint_step_ = step_;
+    return absl::OkStatus();
+  }
   absl::StatusOr<std::string> written = checkpoints_->write(checkpoint());
   if (!written.ok()) return written.status();
   last_checkpoint_step_ = step_;
@@ -159,7 +178,7 @@ absl::Status Trainer::write_checkpoint() {
 
 absl::StatusOr<std::string> Trainer::checkpoint_at_stop() {
   absl::Status written;
-  if (checkpoints_ && last_checkpoint_step_ != step_) written = write_checkpoint();
+  if (!config_.checkpoint_dir.empty() && last_checkpoint_step_ != step_) written = write_checkpoint();
   if (ddp_) {
     // The ranks wait for rank 0's checkpoint: none exits (and mpirun ends the job) while it is written, and
     // a failed write fails them all. Only rank 0 writes, so a rank whose status differs from its is rank 0

@@ -12,6 +12,8 @@ void check_trainer_config(const TrainerConfig& c) {
   MT_CHECK(c.epochs > 0 || c.max_steps > 0,
            "Trainer: neither epochs nor max_steps is set, the run would never end. HINT: set one of them");
   MT_CHECK(c.grad_accum >= 1, "Trainer: grad_accum must be >= 1, got ", c.grad_accum);
+  MT_CHECK(c.zero_stage == 0 || c.zero_stage == 1, "Trainer: zero_stage must be 0 (plain data parallelism) or 1 ",
+           "(ZeRO-1: sharded optimizer state), got ", c.zero_stage);
   MT_CHECK(c.clip_grad_norm >= 0 && std::isfinite(c.clip_grad_norm),
            "Trainer: clip_grad_norm must be finite and >= 0 (0: no clipping), got ", c.clip_grad_norm);
   MT_CHECK(c.eval_every >= 0 && c.eval_batches >= 0 && c.checkpoint_every >= 0 && c.warmup_steps >= 0,

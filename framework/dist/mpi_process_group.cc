@@ -11,6 +11,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cstring>
 #include <mpi.h>
 #include <stdlib.h>  // on_exit (glibc): unlike atexit, it is told the exit status
 #include <string>
@@ -276,9 +277,82 @@ class MpiAllReduceWork final : public Work {
   bool done_ = false;
 };
 
+// The MPI counts and displacements of `counts` (each checked to fit an int), and this rank's offset.
+struct MpiRegions {
+  std::vector<int> counts, displs;
+};
+MpiRegions mpi_regions(std::span<const int64_t> counts, const std::string& what) {
+  MpiRegions r;
+  int64_t offset = 0;
+  for (const int64_t c : counts) {
+    r.counts.push_back(checked_count(c, what, "elements"));
+    r.displs.push_back(checked_count(offset, what, "elements of offset"));
+    offset += c;
+  }
+  return r;
+}
+
+// A reduce-scatter in flight (MPI_Ireduce_scatter in place): MPI leaves this rank's result at the start of
+// the buffer; finish() moves it to the rank's region. The counts live here until the request completes.
+class MpiReduceScatterWork final : public Work {
+ public:
+  MpiReduceScatterWork(std::shared_ptr<GroupState> state, const Tensor& t, std::span<const int64_t> counts, ReduceOp op,
+                       std::string what)
+      : state_(std::move(state)), tensor_(t), what_(std::move(what)), regions_(mpi_regions(counts, what_)) {
+    profiler::RecordScope scope("reduce_scatter", profiler::Category::kCommunication);
+    if (scope.active()) scope.add_input(t);
+    const MPI_Datatype type = t.dtype() == DType::kF64 ? MPI_DOUBLE : MPI_FLOAT;
+    state_->check(MPI_Ireduce_scatter(MPI_IN_PLACE, t.data_ptr(), regions_.counts.data(), type,
+                                      op == ReduceOp::kMax ? MPI_MAX : MPI_SUM, state_->comm, &request_),
+                  what_, "MPI_Ireduce_scatter");
+  }
+  ~MpiReduceScatterWork() override {
+    if (done_) return;
+    if (!state_->broken.empty()) {
+      static auto* abandoned = new std::vector<std::pair<Tensor, MpiRegions>>();  // MPI may still write there
+      abandoned->emplace_back(std::move(tensor_), std::move(regions_));
+      return;
+    }
+    try {
+      wait();
+    } catch (const Error& e) {
+      std::fprintf(stderr, "mantissa: a Work destroyed before wait(): %s\n", e.what());
+    }
+  }
+  bool is_completed() override {
+    if (done_) return true;
+    int flag = 0;
+    state_->check(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), what_, "MPI_Test");
+    if (flag) finish();
+    return done_;
+  }
+  void wait() override {
+    if (done_) return;
+    profiler::RecordScope scope("reduce_scatter.wait", profiler::Category::kCommunication);
+    wait_request(*state_, request_, what_);
+    finish();
+  }
+
+ private:
+  void finish() {
+    done_ = true;
+    const auto r = static_cast<size_t>(state_->rank);
+    const size_t bytes = element_size(tensor_.dtype());
+    auto* base = static_cast<char*>(tensor_.data_ptr());
+    std::memmove(base + regions_.displs[r] * bytes, base, static_cast<size_t>(regions_.counts[r]) * bytes);
+  }
+
+  std::shared_ptr<GroupState> state_;
+  Tensor tensor_;
+  std::string what_;
+  MpiRegions regions_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  bool done_ = false;
+};
+
 // What the ranks compare in CollectiveCheck::kShapes: collective, argument (op or root), dtype, rank of the
 // shape, numel and the first kMetaDims sizes (-1 past the end).
-enum class Collective : int64_t { kAllReduce, kBroadcast, kAllGather, kBarrier };
+enum class Collective : int64_t { kAllReduce, kBroadcast, kAllGather, kBarrier, kReduceScatter, kAllGatherRegions };
 constexpr int kMetaDims = 6;
 using Meta = std::array<int64_t, 5 + kMetaDims>;
 
@@ -291,6 +365,10 @@ std::string describe_meta(const Meta& m) {
     case Collective::kBroadcast: call = detail::cat("broadcast(root ", m[1], ")"); break;
     case Collective::kAllGather: call = "all_gather"; break;
     case Collective::kBarrier: return "barrier";
+    case Collective::kReduceScatter:
+      call = detail::cat("reduce_scatter(", reduce_op_name(static_cast<ReduceOp>(m[1])), ")");
+      break;
+    case Collective::kAllGatherRegions: call = "all_gather_regions"; break;
   }
   Shape shape;
   for (int64_t d = 0; d < std::min<int64_t>(m[3], kMetaDims); ++d) shape.push_back(m[5 + d]);
@@ -363,6 +441,31 @@ class MpiProcessGroup final : public ProcessGroup {
         "MPI_Iallgather");
     wait_request(*state_, request, what);
     return out;
+  }
+
+  std::unique_ptr<Work> reduce_scatter_async(const Tensor& t, std::span<const int64_t> counts, ReduceOp op) override {
+    dist_detail::check_regions(t, counts, size(), "reduce_scatter");
+    MT_CHECK(op != ReduceOp::kAvg, "reduce_scatter: kAvg is not offered (DDP divides before the sum)");
+    const std::string what = describe(detail::cat("reduce_scatter(", reduce_op_name(op), ")"), t);
+    check_usable(what);
+    check_agreement(Collective::kReduceScatter, static_cast<int64_t>(op), t, what);
+    return std::make_unique<MpiReduceScatterWork>(state_, t, counts, op, what);
+  }
+
+  void all_gather_regions(const Tensor& t, std::span<const int64_t> counts) override {
+    dist_detail::check_regions(t, counts, size(), "all_gather_regions");
+    const std::string what = describe("all_gather_regions", t);
+    check_usable(what);
+    check_agreement(Collective::kAllGatherRegions, 0, t, what);
+    profiler::RecordScope scope("all_gather_regions", profiler::Category::kCommunication);
+    if (scope.active()) scope.add_input(t);
+    const MpiRegions regions = mpi_regions(counts, what);
+    MPI_Request request = MPI_REQUEST_NULL;
+    state_->check(
+        MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, t.data_ptr(), regions.counts.data(), regions.displs.data(),
+                        t.dtype() == DType::kF64 ? MPI_DOUBLE : MPI_FLOAT, state_->comm, &request),
+        what, "MPI_Iallgatherv");
+    wait_request(*state_, request, what);
   }
 
   void barrier() override {

@@ -20,6 +20,12 @@ class DeviceDispatchGroup final : public ProcessGroup {
   }
   void broadcast(const Tensor& t, int root) override { of(t).broadcast(t, root); }
   Tensor all_gather(const Tensor& t) override { return of(t).all_gather(t); }
+  std::unique_ptr<Work> reduce_scatter_async(const Tensor& t, std::span<const int64_t> counts, ReduceOp op) override {
+    return of(t).reduce_scatter_async(t, counts, op);
+  }
+  void all_gather_regions(const Tensor& t, std::span<const int64_t> counts) override {
+    of(t).all_gather_regions(t, counts);
+  }
   void barrier() override {
     gpu_->barrier();
     cpu_->barrier();

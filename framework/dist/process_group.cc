@@ -40,7 +40,36 @@ void check_reducible(const Tensor& t, ReduceOp reduce, std::string_view op) {
            ". HINT: reduce with kSum and divide, or convert to f64 first");
 }
 
+void check_regions(const Tensor& t, std::span<const int64_t> counts, int size, std::string_view op) {
+  check_tensor(t, op);
+  MT_CHECK(t.dim() == 1 && (t.dtype() == DType::kF32 || t.dtype() == DType::kF64), op,
+           ": expected a 1-D f32 or f64 tensor, got ", shape_str(t.shape()), " ", dtype_name(t.dtype()),
+           ". HINT: the regions are cut from a flat buffer (DDP's buckets)");
+  MT_CHECK(counts.size() == static_cast<size_t>(size), op, ": ", counts.size(), " counts for a world of ", size,
+           " ranks. HINT: one count per rank");
+  int64_t total = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    MT_CHECK(counts[r] >= 0, op, ": rank ", r, "'s count is ", counts[r], "; counts must be >= 0");
+    total += counts[r];
+  }
+  MT_CHECK(total == t.numel(), op, ": the counts add up to ", total, " but the tensor has ", t.numel(),
+           " elements. HINT: the regions must cover the tensor exactly");
+}
+
 }  // namespace dist_detail
+
+std::unique_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& t, std::span<const int64_t> counts,
+                                                         ReduceOp /*op*/) {
+  dist_detail::check_regions(t, counts, size(), "reduce_scatter");
+  MT_THROW("reduce_scatter: the '", backend(), "' process group does not implement it. HINT: ZeRO-1 runs over ",
+           "the MPI group (CPU tensors) or a world of one");
+}
+
+void ProcessGroup::all_gather_regions(const Tensor& t, std::span<const int64_t> counts) {
+  dist_detail::check_regions(t, counts, size(), "all_gather_regions");
+  MT_THROW("all_gather_regions: the '", backend(), "' process group does not implement it. HINT: ZeRO-1 runs ",
+           "over the MPI group (CPU tensors) or a world of one");
+}
 
 namespace {
 
@@ -64,6 +93,14 @@ class LocalProcessGroup final : public ProcessGroup {
   void broadcast(const Tensor& t, int root) override {
     dist_detail::check_tensor(t, "broadcast");
     MT_CHECK(root == 0, "broadcast: root ", root, " is not a rank of a world of 1. HINT: root must be 0");
+  }
+  std::unique_ptr<Work> reduce_scatter_async(const Tensor& t, std::span<const int64_t> counts, ReduceOp op) override {
+    dist_detail::check_regions(t, counts, 1, "reduce_scatter");
+    MT_CHECK(op != ReduceOp::kAvg, "reduce_scatter: kAvg is not offered (DDP divides before the sum)");
+    return std::make_unique<LocalWork>();  // one rank's region is the whole tensor, reduced over itself
+  }
+  void all_gather_regions(const Tensor& t, std::span<const int64_t> counts) override {
+    dist_detail::check_regions(t, counts, 1, "all_gather_regions");
   }
   Tensor all_gather(const Tensor& t) override {
     dist_detail::check_tensor(t, "all_gather");

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -74,6 +75,18 @@ class ProcessGroup {
   // Every rank's `t` stacked along a new dim 0 in rank order: [size(), ...t.shape()], t's dtype.
   virtual Tensor all_gather(const Tensor& t) = 0;
   virtual void barrier() = 0;
+
+  // The sharded collectives of ZeRO-1 (train/zero.h). `counts` has one entry per rank (each >= 0, together
+  // t.numel()) and cuts the 1-D contiguous f32 or f64 `t` into the ranks' regions, rank 0's first; every
+  // rank passes the same counts.
+  // reduce_scatter_async (kSum or kMax): `t` holds this rank's whole input; after wait() this rank's region
+  // of `t` holds the reduction of every rank's values there (as all_reduce would, same rules), and the rest
+  // of `t` holds unspecified values.
+  virtual std::unique_ptr<Work> reduce_scatter_async(const Tensor& t, std::span<const int64_t> counts,
+                                                     ReduceOp op = ReduceOp::kSum);
+  // Copies this rank's region of `t` into the same region of every other rank's `t`: afterwards every
+  // rank's `t` is the ranks' regions side by side.
+  virtual void all_gather_regions(const Tensor& t, std::span<const int64_t> counts);
 };
 
 // The default group of the job: the MPI world when mantissa is built with MPI (MPI is initialized here if
@@ -94,6 +107,9 @@ namespace dist_detail {
 // The argument checks every backend shares; `op` names the collective in the message.
 void check_tensor(const Tensor& t, std::string_view op);
 void check_reducible(const Tensor& t, ReduceOp reduce, std::string_view op);
+// The checks of reduce_scatter_async and all_gather_regions: `t` 1-D, f32 or f64, `counts` one per rank of
+// `size`, non-negative, summing to t.numel().
+void check_regions(const Tensor& t, std::span<const int64_t> counts, int size, std::string_view op);
 }  // namespace dist_detail
 
 }  // namespace mantissa

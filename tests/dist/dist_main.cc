@@ -22,6 +22,7 @@
 #include "tests/dist/dist_bench.h"
 #include "tests/dist/scaler_dist.h"
 #include "tests/dist/trainer_dist.h"
+#include "tests/dist/zero_dist.h"
 
 namespace mantissa {
 namespace {
@@ -305,6 +306,7 @@ int main(int argc, char** argv) {
     g_failures += run_scaler_checks(*pg, g_checks);
     g_failures += run_trainer_checks(*pg, g_checks);
     g_failures += run_batchnorm_checks(*pg, g_checks);
+    g_failures += run_zero_checks(*pg, g_checks);
     Tensor failures = full({1}, g_failures, {.dtype = DType::kI64});
     pg->all_reduce(failures);
     if (pg->rank() == 0) {
