@@ -19,6 +19,11 @@
 #           different steps, and where rank 1's `latest` names a missing file; and ranks with their own
 #           copies of the checkpoint in their own --checkpoint_dir resume together, and 2 ranks train with
 #           --collective_check=shapes.
+#   zero:   issue 34's ZeRO-1 (--zero=1): 2 and 3 ranks train bit for bit like plain data parallelism
+#           (every logged loss, norm and scale; the final checkpoint's /model and /optimizer, h5diff), the
+#           MLP in fp16 with clipping and bf16, the GPT in fp32 with AdamW, clipping and gradient histograms;
+#           a plain run's checkpoint resumes under --zero=1 and a ZeRO-1 one under --zero=0, both ending
+#           bit for bit like the unbroken run; --zero=2 is refused with one line and exit 2.
 #   signal: issue 15's stop under mpirun. (a) SIGUSR1 to rank 1 alone: both ranks stop after the same step
 #           and exit 75 (seen through a wrapper that records each rank's status), mpirun's status is 75;
 #           (b) SIGUSR1 to mpirun, which forwards it to the ranks at once: mpirun's status is 75;
@@ -31,7 +36,7 @@
 #           end bit for bit like the unbroken 2-rank run: final checkpoint (h5diff of every group but /meta)
 #           and metrics lines (timing fields removed, stopped/resumed events left out).
 set -u
-mpirun=$1 prog=$2 mode=${3:-all}  # mode: follow | resume | signal | agree | all
+mpirun=$1 prog=$2 mode=${3:-all}  # mode: follow | resume | signal | agree | zero | all
 want() { [ "$mode" = all ] || [ "$mode" = "$1" ]; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/train_dist_test.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -406,6 +411,53 @@ if "$mpirun" --allow-run-as-root --oversubscribe -np 1 "$prog" $auto --checkpoin
     -np 1 "$prog" $auto --checkpoint_dir="$a/r1-copy" >"$a/copy.out" 2>&1 && grep -q '^resumed at step 6$' "$a/copy.out"; then
   echo "ok: agree: ranks with their own copies of the checkpoint resumed at step 6 together"
 else fail "agree: ranks with their own copies of the checkpoint did not resume at step 6:"; tail -10 "$a/copy.out"; fi
+fi
+
+if want zero; then
+z="$work/zero"
+mkdir -p "$z"
+# same NAME NP FLAGS: --zero=0 and --zero=1 on NP ranks log the same lines (timing removed) and write the same
+# final /model and /optimizer.
+same() {
+  name=$1 np=$2 flags=$3
+  for zero in 0 1; do
+    # shellcheck disable=SC2086
+    mpi "$np" "$prog" $common $flags --zero=$zero --checkpoint_dir="$z/$name-$zero" --metrics="$z/$name-$zero.jsonl" \
+      >"$z/$name-$zero.out" 2>&1 || { fail "zero $name: --zero=$zero failed:"; tail -10 "$z/$name-$zero.out"; return; }
+    grep -v '"event": "summary"' "$z/$name-$zero.jsonl" | sed 's/, "samples_per_s": [^,}]*//; s/, "time_s": [^,}]*//' >"$z/$name-$zero.txt"
+  done
+  last=$(ls "$z/$name-0" | grep '^step_.*\.h5$' | sort -t_ -k2 -n | tail -1)
+  if ! cmp -s "$z/$name-0.txt" "$z/$name-1.txt"; then
+    fail "zero $name: the metrics differ:"; diff "$z/$name-0.txt" "$z/$name-1.txt" | head -6
+  elif ! h5diff "$z/$name-0/$last" "$z/$name-1/$last" /model /model >/dev/null 2>&1 ||
+       ! h5diff "$z/$name-0/$last" "$z/$name-1/$last" /optimizer /optimizer >/dev/null 2>&1; then
+    fail "zero $name: the final checkpoints' /model or /optimizer differ"
+  else echo "ok: zero $name: --zero=1 on $np ranks equals plain data parallelism bit for bit ($(grep -c '"step"' "$z/$name-0.txt") steps, $last)"; fi
+}
+same mlp-fp16 2 "--precision=fp16 --optimizer=adam --batch_size=32 --max_steps=30 --clip_grad_norm=0.5"
+same mlp-bf16 3 "--precision=bf16 --optimizer=sgd --lr=0.05 --batch_size=16 --max_steps=30"
+gpt="--model=gpt --n_layer=2 --n_embd=64 --block_size=32 --sample_chars=0 --precision=fp32 --optimizer=adamw --batch_size=4"
+same gpt-fp32 2 "$gpt --max_steps=20 --eval_every=10 --clip_grad_norm=0.3 --tensorboard=$z/tb --tensorboard_histogram_every=5"
+same gpt-fp32-3 3 "$gpt --max_steps=12 --eval_every=6 --clip_grad_norm=0.3"
+[ -n "$(ls "$z/tb" 2>/dev/null)" ] || fail "zero: no TensorBoard file with --zero=1"
+# Across the switch: stopped at step 12 by --max_steps with one setting, resumed to 30 with the other.
+for from in 0 1; do
+  to=$((1 - from)) d="$z/switch-$from"
+  args="$common --precision=fp16 --optimizer=adam --batch_size=32 --clip_grad_norm=0.5"
+  # shellcheck disable=SC2086
+  if mpi 2 "$prog" $args --max_steps=12 --zero=$from --checkpoint_dir="$d" >"$d.first.out" 2>&1 &&
+     mpi 2 "$prog" $args --max_steps=30 --zero=$to --checkpoint_dir="$d" --resume=latest >"$d.resumed.out" 2>&1; then
+    if h5diff "$z/mlp-fp16-0/step_30.h5" "$d/step_30.h5" /model /model >/dev/null 2>&1 &&
+       h5diff "$z/mlp-fp16-0/step_30.h5" "$d/step_30.h5" /optimizer /optimizer >/dev/null 2>&1; then
+      echo "ok: zero: a --zero=$from checkpoint of step 12 resumed under --zero=$to ends like the unbroken run"
+    else fail "zero: --zero=$from resumed under --zero=$to: step 30's /model or /optimizer differ"; fi
+  else fail "zero: --zero=$from then --zero=$to: a run failed:"; tail -10 "$d.first.out" "$d.resumed.out"; fi
+done
+# shellcheck disable=SC2086
+mpi 2 "$prog" $common --max_steps=2 --zero=2 >"$z/bad.out" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && grep -q -- "--zero" "$z/bad.out"; then echo "ok: zero: --zero=2 refused (status $rc): $(grep -m1 -- '--zero' "$z/bad.out")"
+else fail "zero: --zero=2: status $rc, output:"; tail -5 "$z/bad.out"; fi
 fi
 
 echo "$failures failure(s)"
