@@ -39,6 +39,7 @@
 #include "train/run_flags.h"
 #include "train/run_parts.h"
 #include "train/speed_report.h"
+#include "train/zero.h"
 
 namespace mantissa {
 
@@ -362,6 +363,10 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRe
                  for (const NamedTensor& p : model.module->named_parameters()) n += p.tensor.numel();
                  return n;
                }()));
+  if (const ZeroRedundancy* zero = trainer.zero()) {
+    std::fprintf(out, "ZeRO-1: rank %d keeps the optimizer state of %lld of the %lld elements of the parameters\n",
+                 rank, static_cast<long long>(zero->shard_numel()), static_cast<long long>(zero->total_numel()));
+  }
   const int64_t total = o.max_steps > 0 ? o.max_steps : o.epochs * trainer.steps_per_epoch();
   std::optional<ProgressReporter> progress;
   if (o.progress != ProgressMode::kNone && rank == 0) {

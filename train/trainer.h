@@ -168,7 +168,8 @@ class Trainer {
   int world_size() const { return world_size_; }
   const TrainerConfig& config() const { return config_; }
   amp::GradScaler& scaler() { return scaler_; }
-  amp::Fp8Context* fp8() { return fp8_.get(); }  // null unless the precision is fp8
+  amp::Fp8Context* fp8() { return fp8_.get(); }               // null unless the precision is fp8
+  const ZeroRedundancy* zero() const { return zero_.get(); }  // null unless ZeRO-1 runs
   // Steps per epoch: ceil(batches per epoch / grad_accum).
   int64_t steps_per_epoch() const;
 
