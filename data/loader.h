@@ -47,6 +47,8 @@ class DataLoader {
   // Samples this rank sees per epoch, and the batches they make.
   int64_t samples_per_epoch() const { return samples_; }
   int64_t batches_per_epoch() const;
+  int64_t batch_size() const { return options_.batch_size; }
+  const ShardOptions& shard() const { return options_.shard; }
 
   // The next batch of the current epoch, or nullopt when the epoch is done (the position then moves to
   // {epoch + 1, 0}, so `while (auto b = loader.next())` runs one epoch). Rethrows an error from the worker.

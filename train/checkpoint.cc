@@ -131,6 +131,16 @@ absl::Status write_layout(const h5::Writer& w, const Obj& root, const std::strin
     CK_RETURN_IF_ERROR(w.attr_i64(t, "step", c.trainer.step));
     CK_RETURN_IF_ERROR(w.attr_i64(t, "epoch", c.trainer.epoch));
     CK_RETURN_IF_ERROR(w.attr_i64(t, "batch", c.trainer.batch));
+    if (const std::optional<GlobalBatch>& g = c.trainer.global_batch) {
+      if (g->world_size < 1 || g->batch_size < 1 || g->grad_accum < 1) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": the global batch ", g->world_size, " ranks x ",
+                                                       g->batch_size, " per rank x grad_accum ", g->grad_accum,
+                                                       " has a factor below 1"));
+      }
+      CK_RETURN_IF_ERROR(w.attr_i64(t, "world_size", g->world_size));
+      CK_RETURN_IF_ERROR(w.attr_i64(t, "batch_size", g->batch_size));
+      CK_RETURN_IF_ERROR(w.attr_i64(t, "grad_accum", g->grad_accum));
+    }
     CK_ASSIGN_OR_RETURN(Obj gens, w.group(t, "generators"));
     for (const auto& [name, s] : c.trainer.generators) {
       CK_RETURN_IF_ERROR(check_name(path, gens.path, name));

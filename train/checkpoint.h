@@ -8,7 +8,8 @@
 //   /optimizer                  type, param groups (names, hyperparameters), per-parameter state tensors
 //   /schedule                   step and base lrs (absent without a schedule)
 //   /scaler                     the GradScalerState numbers (empty group when the scaler is disabled)
-//   /trainer                    global step, epoch, batch within the epoch, RNG states
+//   /trainer                    global step, epoch, batch within the epoch, RNG states, the global batch's
+//                               make-up (world size, batch per rank, grad_accum; absent in older files)
 //   /data/<name>                text blobs, e.g. the vocabulary of a text model
 //   /meta                       format version, library version, precision, config JSON, creation time,
 //                               wall time of the run so far (absent in older files: 0)
@@ -41,12 +42,29 @@ struct CheckpointMeta {
   double wall_s = 0.0;          // the run's wall time up to this checkpoint, its parts before resumes included
 };
 
+// The global batch of one optimizer step as the run that wrote a checkpoint made it: world_size ranks, each
+// taking batch_size samples per micro-batch, grad_accum micro-batches per step. A run resumed on another
+// number of ranks keeps samples() and splits it anew (train/trainer.h).
+struct GlobalBatch {
+  int64_t world_size = 1;
+  int64_t batch_size = 1;  // per rank and micro-batch: the training loader's batch size
+  int64_t grad_accum = 1;
+  int64_t samples() const { return world_size * batch_size * grad_accum; }
+  // The samples of one micro-batch over all ranks: the unit of TrainerProgress::batch.
+  int64_t micro_batch_samples() const { return world_size * batch_size; }
+  friend bool operator==(const GlobalBatch&, const GlobalBatch&) = default;
+};
+
 // Where the run stands: written only at a step boundary.
 struct TrainerProgress {
   int64_t step = 0;   // optimizer steps taken since the start of the run (skipped ones included)
-  int64_t epoch = 0;  // the loader position: the next batch is `batch` of `epoch`
+  int64_t epoch = 0;  // the loader position: the next batch is `batch` of `epoch` (each rank's batch index)
   int64_t batch = 0;
   std::map<std::string, GeneratorState> generators;  // every RNG the run draws from, e.g. "default"
+  // How the run made its global batch: /trainer attributes world_size, batch_size and grad_accum (all three
+  // or none). None in files written before they were recorded: such a file is taken to have been written
+  // with the world size, batch size and grad_accum of the run that resumes it (resume it on as many ranks).
+  std::optional<GlobalBatch> global_batch;
 };
 
 // FP8 training's scaling state (amp::Fp8Context::state_dict()): names are paths "<param>/<role>/<what>"

@@ -84,6 +84,30 @@ absl::StatusOr<TrainerProgress> read_trainer(const Reader& r, const Obj& root) {
     CK_ASSIGN_OR_RETURN(*field, r.attr_i64(g, name));
     if (*field < 0) return r.error(g.path, absl::StrCat("attribute '", name, "' is ", *field, ", expected >= 0"));
   }
+  // The global batch's make-up: all three attributes, or none in files written before they were recorded.
+  const char* const batch_names[] = {"world_size", "batch_size", "grad_accum"};
+  int present = 0;
+  for (const char* name : batch_names) present += r.has_attr(g, name) ? 1 : 0;
+  if (present > 0) {
+    GlobalBatch b;
+    int64_t* const batch_fields[] = {&b.world_size, &b.batch_size, &b.grad_accum};
+    for (size_t i = 0; i < 3; ++i) {
+      // A file with some of them lacks the others: the reader's error names the first one missing.
+      CK_ASSIGN_OR_RETURN(*batch_fields[i], r.attr_i64(g, batch_names[i]));
+      if (*batch_fields[i] < 1) {
+        return r.error(g.path,
+                       absl::StrCat("attribute '", batch_names[i], "' is ", *batch_fields[i], ", expected >= 1"));
+      }
+    }
+    int64_t product = 0;
+    if (__builtin_mul_overflow(b.world_size, b.batch_size, &product) ||
+        __builtin_mul_overflow(product, b.grad_accum, &product) ||
+        __builtin_mul_overflow(product, std::max<int64_t>(t.batch, 1), &product)) {
+      return r.error(g.path, absl::StrCat("global batch ", b.world_size, " x ", b.batch_size, " x ", b.grad_accum,
+                                          " at batch ", t.batch, " overflows 64 bits"));
+    }
+    t.global_batch = b;
+  }
   CK_ASSIGN_OR_RETURN(const Obj gens, r.group(g, "generators"));
   CK_ASSIGN_OR_RETURN(const std::vector<std::string> names, r.members(gens));
   for (const std::string& n : names) {

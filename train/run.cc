@@ -36,6 +36,7 @@
 #include "train/mpi_launcher_env.h"
 #include "train/profile_window.h"
 #include "train/progress.h"
+#include "train/rank_agreement.h"
 #include "train/run_flags.h"
 #include "train/run_parts.h"
 #include "train/speed_report.h"
@@ -261,6 +262,12 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRe
   if (absl::Status s = run_parts::agree_on_flags(**group, o); !s.ok()) return s;
   absl::StatusOr<run_parts::ResumePoint> start = run_parts::agree_on_resume(**group, o);
   if (!start.ok()) return start.status();
+  // The batch on each rank: --batch_size, or --global_batch over the ranks; a resumed run keeps the global
+  // batch of its checkpoint on any number of ranks (train/trainer.h).
+  absl::StatusOr<int64_t> batch_size =
+      run_parts::batch_size_per_rank(o, world, start->checkpoint ? &*start->checkpoint : nullptr, start->path);
+  if (!batch_size.ok()) return agreed_error(batch_size.status());
+  o.batch_size = *batch_size;
 
   absl::StatusOr<Data> data = load_data(o);
   if (!data.ok()) return data.status();
@@ -355,7 +362,9 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRe
   if (o.report == "memory") return run_parts::memory_report_run(o, *data, model, *optimizer, train, device, out);
   if (!o.report.empty()) return run_parts::precision_report_run(o, model, train, trainer, device, out);
 
-  const std::string ranks = world > 1 ? absl::StrCat(" per rank x ", world, " ranks (mpi)") : "";
+  const std::string ranks =
+      absl::StrCat(world > 1 ? absl::StrCat(" per rank x ", world, " ranks (mpi)") : "",
+                   o.global_batch > 0 ? absl::StrCat(" (--global_batch=", o.global_batch, ")") : "");
   std::fprintf(out, "mantissa-train: %s on %s, %s, %s lr %g, batch %lld%s, %lld parameters\n", choice_name(o.model),
                choice_name(effective_data(o)), precision_name(o.precision), choice_name(o.optimizer), o.lr,
                static_cast<long long>(o.batch_size), ranks.c_str(), static_cast<long long>([&] {

@@ -19,6 +19,7 @@
 #include "train/rank_agreement.h"
 #include "train/run_flags.h"
 #include "train/run_parts.h"
+#include "train/trainer.h"
 
 namespace mantissa::run_parts {
 namespace {
@@ -115,6 +116,36 @@ absl::StatusOr<ResumePoint> agree_on_resume(ProcessGroup& group, const RunOption
   return agreed_error(absl::InvalidArgumentError(absl::StrCat(
       "the ranks would not start from the same point: ", what,
       ". HINT: every rank must see the same checkpoints: a shared --checkpoint_dir, or a copy on every machine")));
+}
+
+absl::StatusOr<int64_t> batch_size_per_rank(const RunOptions& o, int world, const Checkpoint* checkpoint,
+                                            const std::string& path) {
+  // A file from before the global batch was recorded is taken as written by this run's (train/trainer.h).
+  const std::optional<GlobalBatch> written = checkpoint ? checkpoint->trainer.global_batch : std::nullopt;
+  const std::string accum = o.grad_accum == 1 ? "" : absl::StrCat(" x --grad_accum=", o.grad_accum);
+  const std::string ranks = absl::StrCat(world, world == 1 ? " rank" : " ranks");
+  if (!written) {
+    if (o.global_batch == 0) return o.batch_size;
+    if (o.global_batch % (world * o.grad_accum) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--global_batch=", o.global_batch, " does not split evenly over ",
+                                                     ranks, accum, " (it must be a multiple of ", world * o.grad_accum,
+                                                     ")"));
+    }
+    return o.global_batch / (world * o.grad_accum);
+  }
+  const std::string kept = absl::StrCat("checkpoint ", path, " was written by ", describe(*written));
+  if (o.global_batch > 0 && o.global_batch != written->samples()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--global_batch=", o.global_batch, ": ", kept, " (the global batch is kept across a resume)"));
+  }
+  const absl::StatusOr<int64_t> fits = mantissa::resume_batch_size(*written, world, o.grad_accum);
+  if (!fits.ok())
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " was ", fits.status().message()));
+  if (o.global_batch > 0 || o.batch_size == *fits) return *fits;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--batch_size=", o.batch_size, ": ", kept, "; ", ranks, accum, world == 1 ? " needs" : " need",
+      " --batch_size=", *fits, " (the global batch is kept across a resume; --global_batch=", written->samples(),
+      " splits itself over any number of ranks)"));
 }
 
 absl::Status agree_on_model(ProcessGroup& group, Module& model) {

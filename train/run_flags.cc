@@ -103,7 +103,13 @@ void for_each_flag(Options& o, Visit&& visit) {
   flag(o.lr, "lr", "learning rate", {.range = above(0)});
   flag(o.momentum, "momentum", "SGD momentum", {.range = half_open(0, 1)});
   flag(o.weight_decay, "weight_decay", "weight decay (default: 0; 0.01 for adamw)", {.range = at_least(0)});
-  flag(o.batch_size, "batch_size", "examples per micro-batch (gpt: 32 unless given)", {.range = above(0)});
+  flag(o.batch_size, "batch_size", "examples per micro-batch on each rank (gpt: 32 unless given)", {.range = above(0)});
+  // Split in run() over the ranks and --grad_accum, where the ranks are known (train/run_agreement.cc).
+  flag(o.global_batch, "global_batch",
+       "examples per optimizer step over all ranks, instead of --batch_size (which becomes this / (ranks x "
+       "--grad_accum)); 0: off. A resumed run keeps its checkpoint's global batch on any number of ranks: with "
+       "this flag it splits itself, with --batch_size that must fit",
+       {.range = at_least(0), .note = "(0: off)"});
   flag(o.epochs, "epochs", "passes over the training data (gpt: the run ends at --max_steps)", {.range = at_least(0)});
   flag(o.max_steps, "max_steps", "optimizer steps from the start of the run, 0: no limit (gpt: 2000)",
        {.range = at_least(0)});

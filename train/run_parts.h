@@ -46,6 +46,13 @@ struct ResumePoint {
   std::string path;
 };
 absl::StatusOr<ResumePoint> agree_on_resume(ProcessGroup& group, const RunOptions& o);
+// The training loader's batch size on each of `world` ranks: --batch_size, or --global_batch split over the
+// ranks and --grad_accum; resuming `checkpoint` (read from `path`; null: a fresh start), the checkpoint's
+// global batch so split (train/trainer.h). InvalidArgument naming the settings, and the --batch_size that
+// fits, when --batch_size or --global_batch asks for another global batch than the checkpoint's or the global
+// batch does not split evenly. Not a collective: every rank decides alike from the same flags and checkpoint.
+absl::StatusOr<int64_t> batch_size_per_rank(const RunOptions& o, int world, const Checkpoint* checkpoint,
+                                            const std::string& path);
 // The model's parameters: names, shapes and dtypes (parameters_disagree).
 absl::Status agree_on_model(ProcessGroup& group, Module& model);
 

@@ -61,6 +61,9 @@ RunOptions options_from_flags(int argc, char** argv) {
     if (absl::Status s = set_flag(o, name, value); !s.ok()) usage_error(std::string(s.message()));
     if (name == "batch_size") batch_size_given = true;
   }
+  if (batch_size_given && o.global_batch > 0) {
+    usage_error("--batch_size and --global_batch: give one (--global_batch sets the batch on each rank)");
+  }
   if (o.model == ModelKind::kGPT && !batch_size_given) o.batch_size = 32;  // 4,096 tokens per step
   return o;
 }

@@ -23,6 +23,34 @@
 // batches, samples/s of all ranks. Rank 0 alone writes the metrics and TensorBoard files and the
 // checkpoints; every rank reads the checkpoint it resumes from.
 //
+// Resuming on another number of ranks. The global batch of an optimizer step, G = W ranks x b (the training
+// loader's batch size, per rank) x A (grad_accum), belongs to the run: checkpoints record how it was made
+// (/trainer world_size, batch_size, grad_accum: GlobalBatch), and restore() keeps it. On W' ranks each
+// rank's loader must take b' = G / (W' x A') (resume_batch_size(); mantissa-train sets it itself); restore()
+// refuses another global batch, naming the batch size that fits, and a G that W' x A' does not divide. The
+// steps then see the same samples at any W. Each epoch's permutation depends on the data set's size N, the
+// seed and the epoch only, and rank r takes its positions r, r + W, r + 2W, ... (PyTorch's DistributedSampler:
+// data/dataset.h shard_order), so rank r's batch j is positions (j b + i) W + r, i < b, the W ranks' batch j
+// together is positions [j bW, (j + 1) bW), and step k takes positions [k G, (k + 1) G) whatever W and A are
+// (tests/train/trainer_ranks_test.cc checks it at 1, 2 and 3 ranks). The checkpoint's position {epoch,
+// batch} counts micro-batches of bW samples: it carries over unchanged when only W changes (bW = G / A), and
+// is rescaled to this run's micro-batches (exact at a step's end) when grad_accum changes too. What W does
+// change:
+// - The epoch's tail. Unsharded drop_last (ShardOptions::drop_last kNo) pads the permutation to a multiple of
+//   W with its first positions again, so the epoch's last step takes its remaining samples (the same at any
+//   W) plus (W - N mod W) mod W repeats of the epoch's first ones: their number depends on W, none when W
+//   divides N. The steps per epoch, ceil(N / G), do not. With ShardOptions::drop_last kYes the last N mod W
+//   samples are left out instead, and with DataLoaderOptions::drop_last a padded tail can fill a last batch
+//   that fewer ranks would drop: there the epoch's last step (or its count of steps) depends on W.
+// - Rounding. A rank's loss is the mean over its b samples and DDP averages the ranks' grads: the mean over
+//   the G samples, as on any W, but summed in other groups: the losses follow the run on W ranks to rounding
+//   (tests/dist/train_dist_test.sh `ranks` measures it), not bit for bit.
+// - Dropout. Every rank draws from the same default generator state (restored from the checkpoint) for its
+//   own rows, so the mask a sample gets depends on its place in its rank's batch.
+// The rest carries over as on a resume on as many ranks: step count, lr schedule, loss scaler, generators,
+// the metrics file (appended), and the evaluation (split over the W' ranks, sums added: the same numbers).
+// The optimizer state is the whole state in the checkpoint whoever wrote it, so it needs no conversion.
+//
 // Stopping early (train/stop.h): request_stop(), from any thread or a signal handler, ends fit() after the
 // optimizer step in progress: a checkpoint is written (with checkpoint_dir), the metrics file gets a
 // {"event": "stopped"} line and the summary comes back with `stopped` set. With several ranks a request on
@@ -115,6 +143,14 @@ struct TrainerConfig {
   amp::Fp8Options fp8;
 };
 
+// "2 ranks x 48 per rank = 96 per step" (" x grad_accum A" before the "=" when A > 1).
+std::string describe(const GlobalBatch& batch);
+// The training loader's batch size per rank that keeps `written`'s global batch on `world_size` ranks with
+// `grad_accum` micro-batches per step (see the top of this file). InvalidArgument naming both when
+// world_size x grad_accum does not divide it: "written by 2 ranks x 48 per rank = 96 per step, which 5 ranks
+// cannot split evenly (...)".
+absl::StatusOr<int64_t> resume_batch_size(const GlobalBatch& written, int64_t world_size, int64_t grad_accum);
+
 // Throws mantissa::Error naming the first TrainerConfig field out of range (the Trainer's constructor calls it).
 void check_trainer_config(const TrainerConfig& c);
 // The GradScaler's options for `c` (its own, or fp16's defaults), with the run's process group so that the
@@ -153,9 +189,10 @@ class Trainer {
   void set_data(const std::string& name, std::string blob);
   const std::map<std::string, std::string>& data() const { return data_; }
 
-  // The run's state as a checkpoint, and back. restore() validates everything (check_compatible) before
-  // it changes anything; `path` only names the source in errors. With ZeRO-1, checkpoint() and
-  // save_checkpoint() gather the optimizer's state from every rank: every rank must call them together.
+  // The run's state as a checkpoint, and back. restore() validates everything (check_compatible, the global
+  // batch: see the top of this file) before it changes anything; `path` only names the source in errors.
+  // With ZeRO-1, checkpoint() and save_checkpoint() gather the optimizer's state from every rank: every
+  // rank must call them together.
   Checkpoint checkpoint() const;
   absl::Status restore(const Checkpoint& checkpoint, const std::string& path = "checkpoint");
   absl::Status save_checkpoint(const std::string& path) const;
@@ -166,6 +203,8 @@ class Trainer {
   int64_t step() const { return step_; }
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
+  // This run's global batch: world_size() x the training loader's batch size x grad_accum.
+  GlobalBatch global_batch() const;
   const TrainerConfig& config() const { return config_; }
   amp::GradScaler& scaler() { return scaler_; }
   amp::Fp8Context* fp8() { return fp8_.get(); }               // null unless the precision is fp8

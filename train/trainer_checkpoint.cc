@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "framework/autograd.h"
@@ -30,7 +31,34 @@ std::vector<NamedTensor> deep_copy(const std::vector<NamedTensor>& tensors) {
 // What a rank that cannot restore its checkpoint holds in the ranks' agreement on the step (steps are >= 0).
 constexpr int64_t kCannotRestore = std::numeric_limits<int64_t>::min();
 
+std::string ranks_text(int64_t n) { return absl::StrCat(n, n == 1 ? " rank" : " ranks"); }
+std::string accum_text(int64_t grad_accum) {
+  return grad_accum == 1 ? std::string() : absl::StrCat(" x grad_accum ", grad_accum);
+}
+
 }  // namespace
+
+std::string describe(const GlobalBatch& b) {
+  return absl::StrCat(ranks_text(b.world_size), " x ", b.batch_size, " per rank", accum_text(b.grad_accum), " = ",
+                      b.samples(), " per step");
+}
+
+absl::StatusOr<int64_t> resume_batch_size(const GlobalBatch& written, int64_t world_size, int64_t grad_accum) {
+  MT_CHECK(world_size >= 1 && grad_accum >= 1, "resume_batch_size: world_size ", world_size, " and grad_accum ",
+           grad_accum, " must be >= 1");
+  const int64_t split = world_size * grad_accum;
+  if (written.samples() % split != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("written by ", describe(written), ", which ", ranks_text(world_size), accum_text(grad_accum),
+                     " cannot split evenly (the global batch is kept across a resume: resume on a number of ranks that",
+                     grad_accum == 1 ? "" : ", times grad_accum,", " divides ", written.samples(), ")"));
+  }
+  return written.samples() / split;
+}
+
+GlobalBatch Trainer::global_batch() const {
+  return {.world_size = world_size_, .batch_size = train_.batch_size(), .grad_accum = config_.grad_accum};
+}
 
 Checkpoint Trainer::checkpoint() const {
   Checkpoint c;
@@ -44,6 +72,7 @@ Checkpoint Trainer::checkpoint() const {
   c.trainer.step = step_;
   c.trainer.epoch = position.epoch;
   c.trainer.batch = position.batch;
+  c.trainer.global_batch = global_batch();
   c.trainer.generators["default"] = default_generator().state();
   c.data = data_;
   c.meta.precision = precision_name(config_.precision);
@@ -101,8 +130,32 @@ absl::Status Trainer::restore(const Checkpoint& whole, const std::string& path) 
                                                       " base lrs, the optimizer has ", optimizer_.num_param_groups(),
                                                       " param groups"));
   }
-  if (c.trainer.step < 0 || c.trainer.epoch < 0 || c.trainer.batch < 0 ||
-      c.trainer.batch > train_.batches_per_epoch()) {
+  // The global batch is kept across a resume, on any number of ranks; the position is counted in micro-batches
+  // of the run that wrote it, which on another split of the same global batch are another number of this
+  // run's (see the top of trainer.h). A file without the global batch is taken as written by this run's.
+  LoaderPosition position{.epoch = c.trainer.epoch, .batch = c.trainer.batch};
+  if (const std::optional<GlobalBatch>& written = c.trainer.global_batch) {
+    const GlobalBatch here = global_batch();
+    if (written->samples() != here.samples()) {
+      absl::StatusOr<int64_t> fits = resume_batch_size(*written, here.world_size, here.grad_accum);
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, ": ",
+          fits.ok() ? absl::StrCat("written by ", describe(*written), "; this run makes ", describe(here),
+                                   ". The global batch is kept across a resume: give the training loader "
+                                   "batch_size ",
+                                   *fits, " (", ranks_text(here.world_size), accum_text(here.grad_accum), ")")
+                    : fits.status().message()));
+    }
+    const int64_t samples = c.trainer.batch * written->micro_batch_samples();
+    if (samples % here.micro_batch_samples() != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, ": /trainer position {epoch ", c.trainer.epoch, ", batch ", c.trainer.batch, "} is ", samples,
+          " samples into the epoch, not a whole number of this run's micro-batches of ", here.micro_batch_samples(),
+          " (", ranks_text(here.world_size), " x ", here.batch_size, "): not at an optimizer step's end"));
+    }
+    position.batch = samples / here.micro_batch_samples();
+  }
+  if (c.trainer.step < 0 || position.epoch < 0 || position.batch < 0 || position.batch > train_.batches_per_epoch()) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": /trainer position {epoch ", c.trainer.epoch, ", batch ",
                                                       c.trainer.batch, "} does not fit a loader of ",
                                                       train_.batches_per_epoch(),
@@ -150,13 +203,13 @@ absl::Status Trainer::restore(const Checkpoint& whole, const std::string& path) 
   if (scheduler_) scheduler_->load_state_dict(*c.schedule);
   optimizer_.refresh_working_copies();
   if (zero_) zero_->refresh_working_copies();
-  train_.set_position({.epoch = c.trainer.epoch, .batch = c.trainer.batch});
+  train_.set_position(position);
   default_generator().set_state(generator->second);
   for (const auto& [name, blob] : c.data) data_[name] = blob;
   step_ = c.trainer.step;
   wall_before_ = c.meta.wall_s;
   resumed_ = true;
-  last_epoch_ = c.trainer.batch > 0 ? c.trainer.epoch : std::max<int64_t>(0, c.trainer.epoch - 1);
+  last_epoch_ = position.batch > 0 ? position.epoch : std::max<int64_t>(0, position.epoch - 1);
   last_eval_step_ = -1;
   return absl::OkStatus();
 }

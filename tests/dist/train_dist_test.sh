@@ -1,6 +1,6 @@
 #!/bin/sh
 # mantissa-train under mpirun (issue 8), end to end.
-# Usage: train_dist_test.sh MPIRUN PATH/TO/mantissa-train [follow | resume | signal | agree | all] (default all)
+# Usage: train_dist_test.sh MPIRUN PATH/TO/mantissa-train [follow | resume | signal | ranks | agree | all] (default all)
 #   follow: 2 ranks with --batch_size=B log the same losses (the mean over the ranks) and evaluation losses
 #           as one process with 2B, for 50 steps, SGD and Adam, fp32 and fp16 (and with accumulation, the
 #           GPT, and 10 steps of the CNN with --batchnorm=sync), within float32 tolerance (fp16: see below);
@@ -11,6 +11,12 @@
 #           a non-zero status and the message within 30 s.  kill: one rank SIGKILLed ends the job likewise.
 #   (mode "resume" runs resume, stop and kill: ctest runs the two halves as two tests.) In "stop", the
 #           waiting rank must not spin a core: under 0.5 s of CPU in 2 s of waiting (it took 1.99 s before).
+#   ranks:  issue 34: a run stopped at step N on 2 ranks and resumed on 1 or 3 (and 1 -> 2) keeps its global
+#           batch (--global_batch splits itself; --batch_size is set by hand) and follows the unbroken run
+#           (losses, evaluations within the tolerances measured below; steps, epochs, lr, scales and skips
+#           equal; one metrics file), also with --grad_accum=2 on 1 rank; 3 ranks' padded end of the epoch is
+#           seen; a global batch the new ranks cannot split, or a --batch_size that does not fit, exits 2 with
+#           one line and the checkpoint folder unchanged.
 #   agree:  issue 34: ranks started differently (mpirun's MPMD form, `-np 1 A : -np 1 B`) stop before their
 #           first collective with one line on rank 0 that names what differs and which rank holds what, and
 #           every rank exits 2 (1 for a checkpoint it cannot read), with no crash and no MPI abort: another
@@ -36,7 +42,7 @@
 #           end bit for bit like the unbroken 2-rank run: final checkpoint (h5diff of every group but /meta)
 #           and metrics lines (timing fields removed, stopped/resumed events left out).
 set -u
-mpirun=$1 prog=$2 mode=${3:-all}  # mode: follow | resume | signal | agree | zero | all
+mpirun=$1 prog=$2 mode=${3:-all}  # mode: follow | resume | signal | ranks | agree | zero | all
 want() { [ "$mode" = all ] || [ "$mode" = "$1" ]; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/train_dist_test.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -329,6 +335,120 @@ for case in "usr1-rank1 USR1 rank1 latest 3" "usr1-mpirun USR1 mpirun latest 5" 
   fi
 done
 echo "signal: wall time $(($(date +%s) - started)) s"
+fi
+
+if want ranks; then
+# --- ranks: a run resumed on another number of ranks keeps its global batch and follows the unbroken run ---
+# The unbroken run on FROM ranks to step TOTAL; the same run stopped at step STOP (--max_steps), resumed on TO
+# ranks (--resume=latest) to TOTAL. The resumed part's losses and evaluations follow the unbroken run's
+# within TOL; its step numbers, epochs, lr, loss scale and skips equal them; the metrics file holds every step
+# once (appended, with its "resumed" line); the final checkpoint records the TO ranks' split of the same
+# global batch (/trainer world_size, batch_size, grad_accum).
+ranks_args="--data=synthetic --mlp_hidden=64,32 --eval_every=20 --eval_batches=4 --progress=none --threads=1"
+# step loss epoch/lr/scale/skipped: the loss apart, for compare's tolerance; the rest must be equal.
+ranks_steps() {
+  grep '^{"step"' "$1" | sed 's/^{"step": \([0-9]*\), "epoch": \([0-9]*\), "loss": \([^,]*\), "lr": \([^,]*\), "scale": \([^,]*\), "skipped": \([a-z]*\),.*/\1 \3 e\2\/lr\4\/s\5\/\6/'
+}
+on_ranks() {  # on_ranks N ARGS...: one process without mpirun for N = 1
+  n=$1
+  shift
+  if [ "$n" -eq 1 ]; then "$prog" "$@"; else mpi "$n" "$prog" "$@"; fi
+}
+trainer_attr() {  # trainer_attr FILE NAME: an attribute of /trainer
+  h5dump -a "/trainer/$2" "$1" 2>/dev/null | sed -n 's/^ *(0): \([0-9]*\).*/\1/p'
+}
+# TAIL (optional): the step that ends epoch 0 where TO ranks pad it and FROM ranks do not: the losses follow
+# within TOL up to the step before; that step's loss must differ by more than 1e-4 (the padded sample) and the
+# steps after it (trained on from other weights) only share the other columns; both differences are printed.
+ranks_case() {  # ranks_case NAME TOL STOP TOTAL FROM FROM-FLAGS TO TO-FLAGS WANT-SPLIT ("W B A" at TO) [TAIL]
+  name=$1 tol=$2 stop=$3 total=$4 from=$5 from_flags=$6 to=$7 to_flags=$8 split=$9 tail=${10:-0}
+  d="$work/ranks-$name"
+  mkdir -p "$d"
+  # shellcheck disable=SC2086
+  if ! on_ranks "$from" $ranks_args $from_flags --max_steps="$total" --metrics="$d/full.jsonl" >"$d/full.out" 2>&1 ||
+     ! on_ranks "$from" $ranks_args $from_flags --max_steps="$stop" --checkpoint_dir="$d/ck" --metrics="$d/m.jsonl" \
+       >"$d/first.out" 2>&1 ||
+     ! on_ranks "$to" $ranks_args $to_flags --max_steps="$total" --checkpoint_dir="$d/ck" --resume=latest \
+       --metrics="$d/m.jsonl" >"$d/resumed.out" 2>&1; then
+    fail "ranks $name: a run failed"; tail -5 "$d/full.out" "$d/first.out" "$d/resumed.out" 2>/dev/null; return
+  fi
+  [ "$tail" -gt 0 ] || tail=$((total + 1))
+  ranks_steps "$d/full.jsonl" | awk -v s="$stop" -v t="$tail" '$1 > s && $1 < t' >"$d/full.txt"
+  ranks_steps "$d/m.jsonl" | awk -v s="$stop" -v t="$tail" '$1 > s && $1 < t' >"$d/resumed.txt"
+  evals_of "$d/full.jsonl" | awk -v s="$stop" -v t="$tail" '$1 > s && $1 < t' >"$d/full.eval"
+  evals_of "$d/m.jsonl" | awk -v s="$stop" -v t="$tail" '$1 > s && $1 < t' >"$d/resumed.eval"
+  # From the tail on: the padded step alone, then the rest.
+  ranks_steps "$d/full.jsonl" | awk -v t="$tail" '$1 == t' >"$d/full.tail"
+  ranks_steps "$d/m.jsonl" | awk -v t="$tail" '$1 == t' >"$d/resumed.tail"
+  ranks_steps "$d/full.jsonl" | awk -v t="$tail" '$1 > t' >"$d/full.after"
+  ranks_steps "$d/m.jsonl" | awk -v t="$tail" '$1 > t' >"$d/resumed.after"
+  tail_said=""
+  if [ "$tail" -le "$total" ]; then
+    padded=$(compare "$d/full.tail" "$d/resumed.tail" 1)
+    if ! after=$(compare "$d/full.after" "$d/resumed.after" 1); then
+      fail "ranks $name: after step $tail the steps, epochs, lr, scales or skips differ: $after"; return
+    fi
+    tail_said="; step $tail (the epoch's padded end): ${padded#worst relative difference }, after it: ${after#worst relative difference }"
+    if ! awk -v r="${padded#worst relative difference }" 'BEGIN { exit !(r > 1e-4) }'; then
+      fail "ranks $name: step $tail on $to ranks must hold the padded sample (a loss more than 1e-4 off): $padded $after"
+      return
+    fi
+  fi
+  got_split="$(trainer_attr "$d/ck/step_$total.h5" world_size) $(trainer_attr "$d/ck/step_$total.h5" batch_size)"
+  got_split="$got_split $(trainer_attr "$d/ck/step_$total.h5" grad_accum)"
+  steps=$(ranks_steps "$d/m.jsonl" | awk '{ print $1 }' | tr '\n' ' ')
+  if ! grep -q "^resumed at step $stop\$" "$d/resumed.out"; then fail "ranks $name: not resumed at step $stop:"; cat "$d/resumed.out"
+  elif [ "$steps" != "$(seq -s ' ' 1 "$total") " ] || [ "$(grep -c '"event": "resumed"' "$d/m.jsonl")" -ne 1 ]; then
+    fail "ranks $name: the metrics file must hold steps 1-$total once and one resumed line: $steps"
+  elif ! result=$(compare "$d/full.txt" "$d/resumed.txt" "$tol"); then fail "ranks $name losses: $result"
+  elif ! eresult=$(compare "$d/full.eval" "$d/resumed.eval" "$tol"); then fail "ranks $name eval: $eresult"
+  elif [ "$got_split" != "$split" ]; then
+    fail "ranks $name: step_$total.h5 records world_size batch_size grad_accum '$got_split', want '$split'"
+  else
+    echo "ok: ranks $name: stopped at $stop on $from, resumed on $to to $total ($got_split):" \
+      "$(wc -l <"$d/resumed.txt") steps follow the unbroken run, losses: $result; eval: $eresult$tail_said"
+  fi
+}
+# Tolerances (worst relative difference over the resumed steps' losses and evaluations), measured: see below.
+# 2 -> 1 with the flags unchanged (--global_batch splits itself), SGD, across the end of epoch 0 (step 86 of
+# 8,192 samples in steps of 96: its last, of 32 samples; 2 divides 8,192, so no rank pads).
+ranks_case 2to1 1e-5 60 100 2 "--global_batch=96 --precision=fp32 --optimizer=sgd --lr=0.01" \
+  1 "--global_batch=96 --precision=fp32 --optimizer=sgd --lr=0.01" "1 96 1"
+# 1 -> 2 with --batch_size halved by hand, fp16 (the loss scaler's state carries over: equal scales and skips).
+ranks_case 1to2 1e-3 60 100 1 "--batch_size=96 --precision=fp16 --optimizer=adam" \
+  2 "--batch_size=48 --precision=fp16 --optimizer=adam" "2 48 1"
+# 2 -> 3, Adam, across the end of epoch 0: 3 ranks pad its 8,192 samples to 8,193 with the epoch's first
+# sample again (DistributedSampler), so step 86 takes 32 samples on 2 ranks and 33 on 3 (measured: 2.5e-3
+# off), and Adam carries that on (steps 87-100: up to 4e-4). Up to step 85 rounding alone: 7e-8.
+ranks_case 2to3 1e-5 30 100 2 "--global_batch=96 --precision=fp32 --optimizer=adam" \
+  3 "--global_batch=96 --precision=fp32 --optimizer=adam" "3 32 1" 86
+# 2 -> 1 keeping the batch per rank with 2 micro-batches: the position is rescaled (batch 60 of 96 samples is
+# batch 120 of 48), across the end of epoch 0.
+ranks_case 2to1-accum 1e-5 60 100 2 "--batch_size=48 --precision=fp32 --optimizer=sgd --lr=0.01" \
+  1 "--batch_size=48 --grad_accum=2 --precision=fp32 --optimizer=sgd --lr=0.01" "1 48 2"
+
+# Refused: the 3-rank checkpoint of 2to3 (3 x 32 = 96 per step) on 5 ranks, which cannot split 96, and on 2
+# ranks with its --batch_size=32 (64 per step): every rank exits 2 before it trains, rank 0 prints one line,
+# and the checkpoint folder is as it was.
+ck="$work/ranks-2to3/ck"
+before=$(cd "$ck" && md5sum latest step_*.h5)
+# ranks_refused NAME N LINE FLAGS
+ranks_refused() {
+  name=$1 n=$2 line=$3 flags=$4
+  # shellcheck disable=SC2086
+  mpi "$n" "$prog" $ranks_args --precision=fp32 --optimizer=adam $flags --max_steps=100 --checkpoint_dir="$ck" \
+    --resume=latest >"$work/ranks-$name.out" 2>"$work/ranks-$name.err"
+  rc=$?
+  said=$(grep -c '^mantissa-train: ' "$work/ranks-$name.err")
+  if [ "$rc" -ne 2 ] || [ "$said" -ne 1 ] || ! grep -qF "mantissa-train: $line" "$work/ranks-$name.err"; then
+    fail "ranks $name: want exit 2 and one line 'mantissa-train: $line', got $rc:"; grep '^mantissa' "$work/ranks-$name.err"
+  elif [ "$(cd "$ck" && md5sum latest step_*.h5)" != "$before" ]; then fail "ranks $name: the checkpoint folder changed"
+  else echo "ok: ranks $name: exit 2, $(grep '^mantissa-train: ' "$work/ranks-$name.err")"; fi
+}
+ranks_refused 5-ranks 5 "checkpoint $ck/step_100.h5 was written by 3 ranks x 32 per rank = 96 per step, which 5 ranks cannot split evenly (the global batch is kept across a resume: resume on a number of ranks that divides 96)" \
+  "--global_batch=96"
+ranks_refused batch-size 2 "--batch_size=32: checkpoint $ck/step_100.h5 was written by 3 ranks x 32 per rank = 96 per step; 2 ranks need --batch_size=48 (the global batch is kept across a resume; --global_batch=96 splits itself over any number of ranks)" \
+  "--batch_size=32"
 fi
 
 if want agree; then

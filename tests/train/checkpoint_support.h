@@ -80,7 +80,8 @@ inline Checkpoint make_checkpoint(const Module& model, const Optimizer& opt) {
   c.trainer = {.step = 2,
                .epoch = 1,
                .batch = 3,
-               .generators = {{"data", data.state()}, {"dropout", dropout.state()}, {"fresh", Generator(3).state()}}};
+               .generators = {{"data", data.state()}, {"dropout", dropout.state()}, {"fresh", Generator(3).state()}},
+               .global_batch = GlobalBatch{.world_size = 3, .batch_size = 16, .grad_accum = 2}};
   c.data = {{"vocab", std::string("ab\0c\xce\xbb\n", 7)}, {"empty", ""}, {"trailing_nuls", std::string("x\0\0", 3)}};
   c.meta = {.precision = "bf16", .config_json = R"({"model": "mlp", "lr": 0.0003, "note": "caf\u00e9"})"};
   return c;
@@ -140,6 +141,7 @@ inline void expect_same_checkpoint(const Checkpoint& saved, const Checkpoint& lo
   EXPECT_EQ(saved.trainer.epoch, loaded.trainer.epoch);
   EXPECT_EQ(saved.trainer.batch, loaded.trainer.batch);
   EXPECT_EQ(saved.trainer.generators, loaded.trainer.generators);
+  EXPECT_EQ(saved.trainer.global_batch, loaded.trainer.global_batch);
   EXPECT_EQ(saved.data, loaded.data);
   EXPECT_EQ(saved.meta.format_version, loaded.meta.format_version);
   EXPECT_EQ(saved.meta.precision, loaded.meta.precision);

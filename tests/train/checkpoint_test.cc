@@ -296,6 +296,51 @@ TEST_F(CheckpointStructure, MissingAttribute) {
   EXPECT_EQ(after([](hid_t f) { H5Adelete_by_name(f, "/trainer", "epoch", H5P_DEFAULT); }),
             path + ": /trainer has no attribute 'epoch'");
 }
+// The global batch's make-up (issue 34): files written before it have none of its three attributes and load
+// without it (restore() then takes the resuming run's); one without the others, or below 1, is an error.
+TEST_F(CheckpointStructure, AFileWithoutTheGlobalBatchLoadsWithoutIt) {
+  const absl::StatusOr<Checkpoint> with = load_checkpoint(path);
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_EQ(with->trainer.global_batch, (GlobalBatch{.world_size = 3, .batch_size = 16, .grad_accum = 2}));
+  testing::edit_with_hdf5(path, [](hid_t f) {
+    for (const char* name : {"world_size", "batch_size", "grad_accum"})
+      H5Adelete_by_name(f, "/trainer", name, H5P_DEFAULT);
+  });
+  const absl::StatusOr<Checkpoint> old = load_checkpoint(path);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_FALSE(old->trainer.global_batch.has_value());
+  EXPECT_EQ(old->trainer.step, 2);
+  EXPECT_EQ(old->trainer.batch, 3);
+}
+TEST_F(CheckpointStructure, PartOfTheGlobalBatch) {
+  EXPECT_EQ(after([](hid_t f) { H5Adelete_by_name(f, "/trainer", "grad_accum", H5P_DEFAULT); }),
+            path + ": /trainer has no attribute 'grad_accum'");
+}
+TEST_F(CheckpointStructure, AGlobalBatchOfNoRanks) {
+  EXPECT_EQ(after([](hid_t f) {
+              H5Adelete_by_name(f, "/trainer", "world_size", H5P_DEFAULT);
+              const hid_t space = H5Screate(H5S_SCALAR);
+              const hid_t a = H5Acreate_by_name(f, "/trainer", "world_size", H5T_STD_I64LE, space, H5P_DEFAULT,
+                                                H5P_DEFAULT, H5P_DEFAULT);
+              const int64_t v = 0;
+              H5Awrite(a, H5T_NATIVE_INT64, &v);
+              H5Aclose(a);
+              H5Sclose(space);
+            }),
+            path + ": /trainer attribute 'world_size' is 0, expected >= 1");
+}
+TEST(Checkpoint, AGlobalBatchWithAFactorBelowOneIsNotWritten) {
+  SmallRun run;
+  ScratchDir dir;
+  Checkpoint c = run.checkpoint();
+  c.trainer.global_batch->batch_size = 0;
+  const std::string path = dir.file("step_2.h5");
+  const absl::Status s = save_checkpoint(path, c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("the global batch 3 ranks x 0 per rank x grad_accum 2 has a factor below 1"));
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
 TEST_F(CheckpointStructure, MissingDataset) {
   EXPECT_EQ(after([](hid_t f) { H5Ldelete(f, "/optimizer/groups/0/params", H5P_DEFAULT); }),
             path + ": /optimizer/groups/0 has no dataset 'params'");

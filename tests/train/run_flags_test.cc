@@ -41,6 +41,7 @@ const std::map<std::string, std::string>& other_values() {
                                                                      {"momentum", "0.5"},
                                                                      {"weight_decay", "0.05"},
                                                                      {"batch_size", "16"},
+                                                                     {"global_batch", "96"},
                                                                      {"epochs", "2"},
                                                                      {"max_steps", "100"},
                                                                      {"grad_accum", "4"},
@@ -257,8 +258,8 @@ TEST(RunFlags, PrecisionChoicesAreTheTrainersNames) {
 }
 
 // The JSON checkpoints hold in /meta/config_json, as runs wrote it before the table existed (--batchnorm
-// came later and is recorded after --dropout, --fp8_recipe after --precision): old and new checkpoints must
-// read the same.
+// came later and is recorded after --dropout, --fp8_recipe after --precision, --global_batch after
+// --batch_size): old and new checkpoints must read the same.
 TEST(RunFlagsConfigJson, TheDefaultsAsCheckpointsKeepThem) {
   const std::string head = R"({"model": "mlp", "data": "fashion-mnist", "data_path": "", "mlp_hidden": [1024, 1024], )"
                            R"("n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 128, "dropout": 0, )";
@@ -268,10 +269,12 @@ TEST(RunFlagsConfigJson, TheDefaultsAsCheckpointsKeepThem) {
       R"("batch_size": 128, "epochs": 5, "max_steps": 0, "grad_accum": 1, "clip_grad_norm": 0, )"
       R"("init_scale": 65536, "growth_factor": 2, "backoff_factor": 0.5, "growth_interval": 2000, )"
       R"("hysteresis": 1, "hysteresis_refill": "clean_step", "min_scale": 0, "seed": 1, "eval_every": 0, "eval_batches": 0})";
+  std::string new_tail = tail;
+  new_tail.insert(new_tail.find(R"("epochs")"), R"("global_batch": 0, )");
   EXPECT_EQ(to_json(RunOptions{}),
-            head + R"("batchnorm": "local", )" + precision + R"("fp8_recipe": "delayed", )" + tail);
-  // A checkpoint written before --batchnorm and --fp8_recipe existed reads as their defaults (local
-  // statistics, the delayed recipe).
+            head + R"("batchnorm": "local", )" + precision + R"("fp8_recipe": "delayed", )" + new_tail);
+  // A checkpoint written before --batchnorm, --fp8_recipe and --global_batch existed reads as their defaults
+  // (local statistics, the delayed recipe, --batch_size per rank).
   absl::StatusOr<RunOptions> old = options_from_json(head + precision + tail);
   ASSERT_TRUE(old.ok()) << old.status();
   EXPECT_EQ(to_json(*old), to_json(RunOptions{}));
