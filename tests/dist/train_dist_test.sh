@@ -29,7 +29,8 @@
 #           (every logged loss, norm and scale; the final checkpoint's /model and /optimizer, h5diff), the
 #           MLP in fp16 with clipping and bf16, the GPT in fp32 with AdamW, clipping and gradient histograms;
 #           a plain run's checkpoint resumes under --zero=1 and a ZeRO-1 one under --zero=0, both ending
-#           bit for bit like the unbroken run; --zero=2 is refused with one line and exit 2.
+#           bit for bit like the unbroken run; --zero=2 is refused with one line and exit 2. (Resuming on
+#           another number of ranks under --zero=1: mode `ranks`.)
 #   signal: issue 15's stop under mpirun. (a) SIGUSR1 to rank 1 alone: both ranks stop after the same step
 #           and exit 75 (seen through a wrapper that records each rank's status), mpirun's status is 75;
 #           (b) SIGUSR1 to mpirun, which forwards it to the ranks at once: mpirun's status is 75;
@@ -449,6 +450,23 @@ ranks_refused 5-ranks 5 "checkpoint $ck/step_100.h5 was written by 3 ranks x 32 
   "--global_batch=96"
 ranks_refused batch-size 2 "--batch_size=32: checkpoint $ck/step_100.h5 was written by 3 ranks x 32 per rank = 96 per step; 2 ranks need --batch_size=48 (the global batch is kept across a resume; --global_batch=96 splits itself over any number of ranks)" \
   "--batch_size=32"
+
+# With ZeRO-1 (--zero=1 wherever there are several ranks): the same three changes; the checkpoints hold the
+# whole optimizer state, so the runs must log exactly what the plain runs above logged.
+ranks_case zero-2to1 1e-5 60 100 2 "--global_batch=96 --precision=fp32 --optimizer=sgd --lr=0.01 --zero=1" \
+  1 "--global_batch=96 --precision=fp32 --optimizer=sgd --lr=0.01" "1 96 1"
+ranks_case zero-1to2 1e-3 60 100 1 "--batch_size=96 --precision=fp16 --optimizer=adam" \
+  2 "--batch_size=48 --precision=fp16 --optimizer=adam --zero=1" "2 48 1"
+ranks_case zero-2to3 1e-5 30 100 2 "--global_batch=96 --precision=fp32 --optimizer=adam --zero=1" \
+  3 "--global_batch=96 --precision=fp32 --optimizer=adam --zero=1" "3 32 1" 86
+for case in 2to1 1to2 2to3; do
+  ranks_steps "$work/ranks-$case/m.jsonl" >"$work/ranks-$case.all"
+  ranks_steps "$work/ranks-zero-$case/m.jsonl" >"$work/ranks-zero-$case.all"
+  if cmp -s "$work/ranks-$case.all" "$work/ranks-zero-$case.all" && [ -s "$work/ranks-$case.all" ]; then
+    echo "ok: ranks zero-$case: every step's line equals the plain run's bit for bit"
+  else fail "ranks zero-$case: the --zero=1 run's lines differ from the plain run's:"
+    diff "$work/ranks-$case.all" "$work/ranks-zero-$case.all" | head -4; fi
+done
 fi
 
 if want agree; then
