@@ -19,8 +19,8 @@
 #   kill:      SIGKILL of rank 1 (in namespace B) mid-run with --checkpoint_every: mpirun exits non-zero
 #              within 30 s, nothing left; --resume=auto on the two hosts then ends bit for bit like the
 #              unbroken two-host run (metrics lines and final checkpoint).
-# bench: the step time over the veth against one host (shared memory, and TCP over loopback), 2000 steps
-#   of the MLP 784-1024-1024-10 and of the small MLP (bench/RESULTS.md).
+# bench: the median step time over the veth against one host (shared memory, and TCP over loopback), two
+#   small MLPs, three rounds (bench/RESULTS.md).
 # Exit 77 (skipped, with the reason) without MPI, as a non-root user, or where `ip netns add` is refused
 # (a container without CAP_NET_ADMIN / CAP_SYS_ADMIN). Needs iproute2 (scripts/install-deps.sh installs it):
 # without `ip` it skips, except under CI=true, where that fails.
@@ -100,8 +100,10 @@ chmod +x "$work/agent.sh"
 failures=0
 fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
 # mpirun in namespace A, one slot on each host: rank 0 on A (started by mpirun itself), rank 1 on B.
+# --bind-to none: each "host" would bind its one rank to its first core, the same core of this machine for
+# both (the step took twice as long).
 two_hosts() {
-  ip netns exec "$ns_a" "$mpirun" --allow-run-as-root --oversubscribe --mca plm_rsh_agent "$work/agent.sh" \
+  ip netns exec "$ns_a" "$mpirun" --allow-run-as-root --oversubscribe --bind-to none --mca plm_rsh_agent "$work/agent.sh" \
     --host "$ip_a,$ip_b" -np 2 --mca btl tcp,self --mca oob_tcp_if_include "$net" --mca btl_tcp_if_include "$net" "$@"
 }
 one_host() { "$mpirun" --allow-run-as-root --oversubscribe -np 2 "$@"; }
@@ -160,18 +162,21 @@ wait_step() {  # wait_step JOB METRICS STEP
 small="--data=synthetic --mlp_hidden=64,32 --batch_size=32 --eval_every=25 --eval_batches=4 --progress=none --threads=1"
 
 if [ "$mode" = bench ]; then
-  # One line per model: the median step time on one host (shared memory), one host over TCP (loopback) and
-  # the two namespaces (veth), 2000 steps each, fp32 Adam.
-  for model in "--mlp_hidden=64,32" "--mlp_hidden=1024,1024"; do
-    args="--data=synthetic $model --batch_size=32 --epochs=0 --max_steps=2000 --eval_every=100000 --eval_batches=1"
-    args="$args --progress=none --threads=1 --optimizer=adam"
-    line="bench $model:"
-    for where in one_host one_host_tcp two_hosts; do
-      # shellcheck disable=SC2086
-      $where "$prog" $args --metrics="$work/bench.jsonl" >"$work/bench.out" 2>&1 || { fail "bench $where"; tail "$work/bench.out"; }
-      line="$line $where $(step_ms "$work/bench.jsonl" 64) ms;"
+  # The median step time (fp32 Adam) on one host (shared memory), one host over TCP (loopback) and the two
+  # namespaces (veth), three rounds: the MLP 784-64-32-10 (52,650 parameters, 2000 steps) and 784-256-256-10
+  # (269,322 parameters, 500 steps).
+  for round in 1 2 3; do
+    for model in "--mlp_hidden=64,32 --max_steps=2000" "--mlp_hidden=256,256 --max_steps=500"; do
+      args="--data=synthetic $model --batch_size=32 --epochs=0 --eval_every=100000 --eval_batches=1"
+      args="$args --progress=none --threads=1 --optimizer=adam"
+      line="bench round $round ${model%% *}:"
+      for where in one_host one_host_tcp two_hosts; do
+        # shellcheck disable=SC2086
+        $where "$prog" $args --metrics="$work/bench.jsonl" >"$work/bench.out" 2>&1 || { fail "bench $where"; tail "$work/bench.out"; }
+        line="$line $where $(step_ms "$work/bench.jsonl" 64) ms;"
+      done
+      echo "$line load $(cut -d' ' -f1 /proc/loadavg)"
     done
-    echo "$line"
   done
   exit "$((failures > 0))"
 fi
