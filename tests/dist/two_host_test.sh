@@ -50,7 +50,10 @@ for ns in $(ip netns list 2>/dev/null | sed -n 's/^\(mt2h-[ab]-[0-9]*\).*/\1/p')
 done
 
 ns_a=mt2h-a-$$ ns_b=mt2h-b-$$
-veth_a=mt2ha$$ veth_b=mt2hb$$  # at most 15 characters
+# The veth pair is created in this namespace, which clean rooms (their own process ids) may share: a random
+# name, at most 15 characters.
+tag=$(od -An -N4 -tx4 /dev/urandom | tr -d ' \n')
+veth_a=mt2ha$tag veth_b=mt2hb$tag
 ip_a=10.231.0.1 ip_b=10.231.0.2 net=10.231.0.0/24
 work=$(mktemp -d "${TMPDIR:-/tmp}/two_host_test.XXXXXX")
 # Every process left in the namespaces (only this test's job runs there) is killed, then the namespaces
