@@ -19,6 +19,8 @@ packages=(
   python3-h5py python3-torch      # test: checkpoint.md's PyTorch lines load a checkpoint (Debian's torch
                                   # 1.13: 165 packages, 133 MB to download, ~80 s to install on 2 cores)
   clang-format                    # ctest format: the tree stays as .clang-format writes it
+  iproute2                        # ctest dist_two_host: `ip netns`, two hosts as two network namespaces
+                                  # (not in debootstrap's minbase, so the clean room needs it named)
 )
 bench_packages=(python3-venv time)  # time: /usr/bin/time, the peak memory of bench/recompute_gpt.sh
 # The PyTorch the comparisons run against: today's release, pinned so that figures stay comparable; and
