@@ -31,7 +31,8 @@ std::optional<TimeBucket> own_bucket(const Event& e) {
     case Category::kRange: return std::nullopt;                 // what it runs is nested inside
     case Category::kPhase:
       if (n == "data") return TimeBucket::kLoader;
-      if (n == "all_reduce") return TimeBucket::kCommunication;
+      if (n == "all_reduce" || n == "reduce_scatter" || n == "all_gather")
+        return TimeBucket::kCommunication;  // DDP, ZeRO-1
       if (n == "unscale") return TimeBucket::kScaler;
       if (n == "optimizer") return TimeBucket::kOptimizer;
       if (n == "checkpoint" || n == "eval") return TimeBucket::kOther;

@@ -54,8 +54,9 @@ class ZeroRedundancy {
   // Casts the whole masters into the working copies again (after loading weights).
   void refresh_working_copies();
 
-  // After the backward: ddp.finish(), then the optimizer's parameters (this rank's slices) get their grads,
-  // views of the reduced bucket buffers. The model's parameters have no grads after it.
+  // After a synced backward (not one inside ddp.no_sync()): ddp.finish(), then the optimizer's parameters
+  // (this rank's slices) get their grads, views of the reduced bucket buffers. The model's parameters have
+  // no grads after it.
   void finish();
   // clip_grad_norm_ over the whole, reduced grads (a collective): the same total and the same scaled bits
   // as on the unsharded grads. Returns the total as an f64 scalar tensor.

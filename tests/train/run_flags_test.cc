@@ -74,6 +74,7 @@ const std::map<std::string, std::string>& other_values() {
                                                                      {"progress", "lines"},
                                                                      {"dist_timeout", "60"},
                                                                      {"collective_check", "shapes"},
+                                                                     {"zero", "1"},
                                                                      {"device", "cuda:1"}};
   return *values;
 }
@@ -335,7 +336,8 @@ std::vector<std::string> flag_docs() {
 TEST(RunFlagsDocs, MentionOnlyFlagsThatExist) {
   std::set<std::string> flags = {"help"};
   for (const FlagInfo& f : flag_infos()) flags.insert(f.name);
-  const std::set<std::string> mpirun_flags = {"allow-run-as-root", "oversubscribe", "mca"};  // the docs say whose
+  const std::set<std::string> mpirun_flags = {"allow-run-as-root", "oversubscribe", "mca",   "bind-to",
+                                              "hostfile",          "host",          "map-by"};  // the docs say whose
   const std::regex flag("--([a-z][a-z0-9_-]*)");
   int mentions = 0;
   for (const std::string& doc : flag_docs()) {

@@ -225,6 +225,8 @@ TEST(TrainerTest, BadConfigurationIsRefusedWithTheReason) {
   EXPECT_NE(message({.max_steps = 1, .keep_checkpoints = 0}).find("keep_checkpoints"), std::string::npos);
   EXPECT_NE(message({.max_steps = 1, .step_read_lag = -2}).find("step_read_lag must be >= 0, or -1"),
             std::string::npos);
+  EXPECT_NE(message({.max_steps = 1, .zero_stage = 2}).find("zero_stage must be 0 (plain data parallelism) or 1"),
+            std::string::npos);
 }
 
 // An uninterrupted run against one stopped at step `stop` (inside an epoch) and continued by a new
