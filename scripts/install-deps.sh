@@ -27,7 +27,8 @@ bench_packages=(python3-venv time)  # time: /usr/bin/time, the peak memory of be
 # TensorBoard, whose own reader scripts/tensorboard_check.py loads mantissa-train's --tensorboard files with;
 # Holistic Trace Analysis, which bench/pytorch/hta_read_trace.py loads mantissa-train --profile's traces with.
 bench_pip=(torch==2.15.0 numpy==2.4.6 h5py==3.16.0 tensorboard==2.21.0
-           HolisticTraceAnalysis==0.5.0)  # the independent reader of the profiler's traces
+           HolisticTraceAnalysis==0.5.0  # the independent reader of the profiler's traces
+           torchao==0.18.0)              # scripts/golden/mx.py: the reference MX casts
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${MANTISSA_BENCH_VENV:-$repo/build/bench-venv}
 

@@ -1,0 +1,63 @@
+// OCP Microscaling (MX v1.0) block scaling for FP8 elements (MXFP8 E4M3 and E5M2): every block of
+// `block_size` consecutive values along the last dimension shares one E8M0 scale, a power of two stored as its
+// biased exponent (0..254: 2^(e - 127); 255: nan), and each value is stored as an FP8 element of x / scale.
+// The scale is the specification's rule (section 6.3) as torchao's reference to_mx computes it with its
+// default scaling mode (FLOOR): e = floor(log2(amax of the block)) - emax of the element format (8 for E4M3,
+// 15 for E5M2), read off amax's f32 exponent field, clamped to [-127, 128] and biased by 127; a block holding
+// a nan gets 255. Elements are x / scale (an f32 division; a scale of 2^-127 divides by 2^-126, as torchao's
+// clamp to the smallest normal does), clamped to the format's maximum and rounded to nearest even.
+// dequantize_mx multiplies back in f32 (a scale of 255 gives nan). Both bit for bit against torchao 0.18
+// (tests/golden/mx.h5, scripts/golden/mx.py).
+//
+// This is the first part of issue 35's block-scaled recipes: the cast and its scale rule. The scaled GEMM
+// that applies the scales per block, the recipes around it and the accumulator model come on top of it.
+#pragma once
+
+#include <cstdint>
+
+#include "framework/float8.h"
+#include "framework/host_device.h"
+#include "framework/tensor.h"
+
+namespace mantissa::amp {
+
+// The largest power of two an element format holds (emax): 8 for E4M3 (448 = 1.75 x 2^8), 15 for E5M2.
+constexpr int mx_element_emax(DType element) { return element == DType::kF8E4M3 ? 8 : 15; }
+
+// The biased E8M0 scale of a block whose largest |value| is `amax` (nan when a value is nan), for an element
+// format of emax `emax`: the FLOOR rule above.
+MT_HD inline uint8_t mx_scale_floor(float amax, int emax) {
+  if (amax != amax) return 255;
+  const uint32_t bits = __builtin_bit_cast(uint32_t, amax);
+  int e = static_cast<int>((bits >> 23) & 0xffu) - 127 - emax;
+  e = e < -127 ? -127 : (e > 128 ? 128 : e);
+  return static_cast<uint8_t>(e + 127);
+}
+
+// What x is divided by for scale `s`: 2^(s - 127) as f32 bits, at least the smallest normal (s = 0), +inf
+// for 255 (torchao's scale_fp32).
+MT_HD inline float mx_division_scale(uint8_t s) {
+  const float f = __builtin_bit_cast(float, static_cast<uint32_t>(s) << 23);
+  return f < 1.17549435e-38f ? 1.17549435e-38f : f;
+}
+
+// What an element is multiplied by for scale `s`: 2^(s - 127) (2^-127 is an f32 subnormal), nan for 255.
+MT_HD inline float mx_dequant_scale(uint8_t s) {
+  if (s == 255) return __builtin_nanf("");
+  return s == 0 ? __builtin_bit_cast(float, uint32_t{1} << 22)
+                : __builtin_bit_cast(float, static_cast<uint32_t>(s) << 23);
+}
+
+struct MxTensor {
+  Tensor data;    // the elements: kF8E4M3 or kF8E5M2, x's shape
+  Tensor scales;  // the blocks' biased E8M0 exponents (0..255) as kI32: [..., last dim / block_size]
+  int64_t block_size = 32;
+};
+
+// x: a CPU f32 or bf16 tensor whose last dimension is a multiple of block_size (no ragged tail: a block
+// size that does not divide it is refused naming both); element: kF8E4M3 or kF8E5M2.
+MxTensor quantize_mx(const Tensor& x, DType element, int64_t block_size = 32);
+// The f32 values q stands for: element x 2^(scale - 127).
+Tensor dequantize_mx(const MxTensor& q);
+
+}  // namespace mantissa::amp
