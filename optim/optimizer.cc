@@ -27,6 +27,13 @@ std::vector<std::string> names_of(const std::vector<NamedTensor>& params) {
 
 }  // namespace
 
+StateKey split_state_key(const char* optimizer, const std::string& key) {
+  const size_t slash = key.rfind('/');
+  MT_CHECK(slash != std::string::npos, optimizer, ".load_state_dict: unexpected entry '", key,
+           "' (entries are '<param name>/<state name>')");
+  return {key.substr(0, slash), key.substr(slash + 1)};
+}
+
 void check_hyperparameter_names(const char* optimizer, const std::map<std::string, double>& h,
                                 const std::vector<std::string>& names) {
   for (const auto& name : names)
@@ -257,10 +264,7 @@ void Optimizer::load_state_dict(const OptimizerState& in) {
   }
   std::map<std::string, ParamState> loaded;
   for (const auto& [key, t] : in.tensors) {
-    const size_t slash = key.rfind('/');
-    MT_CHECK(slash != std::string::npos, type, ".load_state_dict: unexpected entry '", key,
-             "' (entries are '<param name>/<state name>')");
-    const std::string name = key.substr(0, slash), what = key.substr(slash + 1);
+    const auto [name, what] = split_state_key(type, key);
     auto it = expected.find(name);
     MT_CHECK(it != expected.end(), type, ".load_state_dict: unexpected entry '", key, "': no parameter '", name,
              "' in this optimizer");

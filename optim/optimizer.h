@@ -140,6 +140,13 @@ class Optimizer {
   std::map<std::string, Tensor> working_copies_;  // by parameter name
 };
 
+// An OptimizerState entry's key "<param name>/<state name>" in its two parts; a key without '/' throws
+// mantissa::Error naming `optimizer` and the key.
+struct StateKey {
+  std::string param, state;
+};
+StateKey split_state_key(const char* optimizer, const std::string& key);
+
 // Checks that a hyperparameter map has exactly `names`; the error names `optimizer` and the entry.
 void check_hyperparameter_names(const char* optimizer, const std::map<std::string, double>& h,
                                 const std::vector<std::string>& names);

@@ -100,6 +100,16 @@ ZeroRedundancy::ZeroRedundancy(DistributedDataParallel& ddp, Optimizer& optimize
   optimizer_.shard(owned);
   for (size_t g = 0; g < optimizer_.num_param_groups(); ++g)
     for (const NamedTensor& p : optimizer_.group_params(g)) leaves_[p.name] = p.tensor;
+  // The clipping norm's layout: the whole parameters in the optimizer's order, this rank's slices of them.
+  for (const auto& names : group_names_) {
+    for (const std::string& name : names) {
+      if (auto it = slice_of_.find(name); it != slice_of_.end()) {
+        norm_slices_.push_back(
+            {.leaf = leaves_.at(name), .param = norm_sizes_.size(), .begin = slices_[it->second].begin});
+      }
+      norm_sizes_.push_back(params[param_index_.at(name)].tensor.numel());
+    }
+  }
   ddp_.reduce_scatter_grads(counts_);
 }
 
@@ -131,20 +141,12 @@ void ZeroRedundancy::finish() {
 }
 
 Tensor ZeroRedundancy::clip_grad_norm_(double max_norm, NormType norm_type) {
-  const std::vector<NamedTensor>& params = ddp_.parameters();
-  std::vector<int64_t> sizes;
   std::vector<GradSlice> mine;
-  for (const auto& names : group_names_) {
-    for (const std::string& name : names) {
-      if (auto it = slice_of_.find(name); it != slice_of_.end()) {
-        const Slice& s = slices_[it->second];
-        const Tensor& grad = leaves_.at(name).grad();
-        if (grad.defined()) mine.push_back({.grad = grad, .param = sizes.size(), .begin = s.begin});
-      }
-      sizes.push_back(params[param_index_.at(name)].tensor.numel());
-    }
+  for (const NormSlice& s : norm_slices_) {
+    if (const Tensor& grad = s.leaf.grad(); grad.defined())
+      mine.push_back({.grad = grad, .param = s.param, .begin = s.begin});
   }
-  return clip_sharded_grad_norm_(mine, sizes, max_norm, norm_type,
+  return clip_sharded_grad_norm_(mine, norm_sizes_, max_norm, norm_type,
                                  [&](const Tensor& partials) { ddp_.group().all_reduce(partials, ReduceOp::kSum); });
 }
 
@@ -188,9 +190,8 @@ OptimizerState ZeroRedundancy::state_dict() const {
   // The steps of every parameter: its owners' (all of a parameter's owners step together), 0 for none.
   Tensor steps = zeros({static_cast<int64_t>(params.size())}, {.dtype = DType::kI64});
   for (const auto& [key, t] : local.tensors) {
-    const size_t slash = key.rfind('/');
-    if (key.substr(slash + 1) == "step")
-      steps.data<int64_t>()[param_index_.at(key.substr(0, slash))] = t.item<int64_t>();
+    const StateKey k = split_state_key(local.optimizer.c_str(), key);
+    if (k.state == "step") steps.data<int64_t>()[param_index_.at(k.param)] = t.item<int64_t>();
   }
   ddp_.group().all_reduce(steps, ReduceOp::kMax);
   std::set<std::string> buffers;  // every group's state names (the same hyperparameters on every rank)
@@ -253,10 +254,7 @@ OptimizerState ZeroRedundancy::shard_state(const OptimizerState& whole) const {
     for (const NamedTensor& p : optimizer_.group_params(g)) mine.params.push_back(p.name);
   }
   for (const auto& [key, t] : whole.tensors) {
-    const size_t slash = key.rfind('/');
-    MT_CHECK(slash != std::string::npos, type, ".load_state_dict: unexpected entry '", key,
-             "' (entries are '<param name>/<state name>')");
-    const std::string name = key.substr(0, slash), what = key.substr(slash + 1);
+    const auto [name, what] = split_state_key(type, key);
     auto index = param_index_.find(name);
     MT_CHECK(index != param_index_.end(), type, ".load_state_dict: unexpected entry '", key, "': no parameter '", name,
              "' in this optimizer");

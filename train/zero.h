@@ -97,6 +97,15 @@ class ZeroRedundancy {
   std::map<std::string, Tensor> leaves_;       // the optimizer's parameters (this rank's slices) by name
   // The optimizer's parameters before sharding, group by group: the order of the clipping norm's blocks.
   std::vector<std::vector<std::string>> group_names_;
+  // What clip_grad_norm_ hands clip_sharded_grad_norm_, fixed at construction: the whole parameters' sizes in
+  // that order, and this rank's slices (the optimizer's leaves, whose grads are read at each call).
+  struct NormSlice {
+    Tensor leaf;
+    size_t param = 0;
+    int64_t begin = 0;
+  };
+  std::vector<int64_t> norm_sizes_;
+  std::vector<NormSlice> norm_slices_;
   std::vector<NamedTensor> working_copies_;  // {name, copy}, parallel to ddp.parameters(); empty when off
 };
 

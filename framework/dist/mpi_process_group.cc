@@ -6,6 +6,7 @@
 
 #if MANTISSA_WITH_MPI
 #include <algorithm>
+#include <any>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -180,12 +181,70 @@ int checked_count(int64_t count, std::string_view what, std::string_view unit) {
   return static_cast<int>(count);
 }
 
+// What MPI's collectives in flight share: the request, its test and its wait (with the group's timeout), and
+// what becomes of one destroyed before wait(). A derived work starts its collective in its constructor, says
+// in complete() what follows its completion, and calls settle() first thing in its destructor, handing it
+// the buffers MPI may still write into.
+class MpiRequestWork : public Work {
+ public:
+  bool is_completed() final {
+    if (done_) return true;
+    int flag = 0;
+    state_->check(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), what_, "MPI_Test");
+    if (flag) finish();
+    return done_;
+  }
+
+  void wait() final {
+    if (done_) return;
+    profiler::RecordScope scope(wait_event_, profiler::Category::kCommunication);
+    wait_request(*state_, request_, what_);
+    finish();
+  }
+
+ protected:
+  MpiRequestWork(std::shared_ptr<GroupState> state, std::string what, const char* wait_event)
+      : state_(std::move(state)), what_(std::move(what)), wait_event_(wait_event) {}
+
+  // Waits for a request still in flight (errors are printed: a destructor cannot throw). On a broken group
+  // the request never completes and MPI may still write into `keep`: they are kept allocated for good.
+  template <typename... Keep>
+  void settle(Keep&&... keep) noexcept {
+    if (done_) return;
+    if (!state_->broken.empty()) {
+      static auto* abandoned = new std::vector<std::any>();
+      (abandoned->emplace_back(std::forward<Keep>(keep)), ...);
+      return;
+    }
+    try {
+      wait();
+    } catch (const Error& e) {
+      std::fprintf(stderr, "mantissa: a Work destroyed before wait(): %s\n", e.what());
+    }
+  }
+
+  virtual void complete() = 0;
+
+  std::shared_ptr<GroupState> state_;
+  std::string what_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+
+ private:
+  void finish() {
+    done_ = true;
+    complete();
+  }
+
+  const char* wait_event_;
+  bool done_ = false;
+};
+
 // An all-reduce in flight. 16-bit tensors are widened into `staging_` (f32, at least numel long) before
-// the reduction and rounded back once in finish(); kAvg divides the sum by the world size in finish() too.
-class MpiAllReduceWork final : public Work {
+// the reduction and rounded back once in complete(); kAvg divides the sum by the world size there too.
+class MpiAllReduceWork final : public MpiRequestWork {
  public:
   MpiAllReduceWork(std::shared_ptr<GroupState> state, const Tensor& t, ReduceOp op, std::string what)
-      : state_(std::move(state)), tensor_(t), op_(op), what_(std::move(what)) {
+      : MpiRequestWork(std::move(state), std::move(what), "all_reduce.wait"), tensor_(t), op_(op) {
     profiler::RecordScope scope("all_reduce", profiler::Category::kCommunication);
     if (scope.active()) scope.add_input(t);
     const int count = checked_count(t.numel(), what_, "elements");
@@ -212,39 +271,10 @@ class MpiAllReduceWork final : public Work {
                   "MPI_Iallreduce");
   }
 
-  ~MpiAllReduceWork() override {
-    if (done_) return;
-    if (!state_->broken.empty()) {
-      // MPI may still write into the buffers of a request that never completed: keep them allocated.
-      static auto* abandoned = new std::vector<std::pair<Tensor, std::vector<float>>>();
-      abandoned->emplace_back(std::move(tensor_), std::move(staging_));
-      return;
-    }
-    try {
-      wait();
-    } catch (const Error& e) {
-      std::fprintf(stderr, "mantissa: a Work destroyed before wait(): %s\n", e.what());
-    }
-  }
-
-  bool is_completed() override {
-    if (done_) return true;
-    int flag = 0;
-    state_->check(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), what_, "MPI_Test");
-    if (flag) finish();
-    return done_;
-  }
-
-  void wait() override {
-    if (done_) return;
-    profiler::RecordScope scope("all_reduce.wait", profiler::Category::kCommunication);
-    wait_request(*state_, request_, what_);
-    finish();
-  }
+  ~MpiAllReduceWork() override { settle(std::move(tensor_), std::move(staging_)); }
 
  private:
-  void finish() {
-    done_ = true;
+  void complete() override {
     const int64_t n = tensor_.numel();
     const bool avg = op_ == ReduceOp::kAvg;
     if (is_low_precision(tensor_.dtype())) {
@@ -268,13 +298,9 @@ class MpiAllReduceWork final : public Work {
     }
   }
 
-  std::shared_ptr<GroupState> state_;
   Tensor tensor_;
   ReduceOp op_;
-  std::string what_;
   std::vector<float> staging_;
-  MPI_Request request_ = MPI_REQUEST_NULL;
-  bool done_ = false;
 };
 
 // The MPI counts and displacements of `counts` (each checked to fit an int), and this rank's offset.
@@ -293,12 +319,14 @@ MpiRegions mpi_regions(std::span<const int64_t> counts, const std::string& what)
 }
 
 // A reduce-scatter in flight (MPI_Ireduce_scatter in place): MPI leaves this rank's result at the start of
-// the buffer; finish() moves it to the rank's region. The counts live here until the request completes.
-class MpiReduceScatterWork final : public Work {
+// the buffer; complete() moves it to the rank's region. The counts live here until the request completes.
+class MpiReduceScatterWork final : public MpiRequestWork {
  public:
   MpiReduceScatterWork(std::shared_ptr<GroupState> state, const Tensor& t, std::span<const int64_t> counts, ReduceOp op,
                        std::string what)
-      : state_(std::move(state)), tensor_(t), what_(std::move(what)), regions_(mpi_regions(counts, what_)) {
+      : MpiRequestWork(std::move(state), std::move(what), "reduce_scatter.wait"),
+        tensor_(t),
+        regions_(mpi_regions(counts, what_)) {
     profiler::RecordScope scope("reduce_scatter", profiler::Category::kCommunication);
     if (scope.active()) scope.add_input(t);
     const MPI_Datatype type = t.dtype() == DType::kF64 ? MPI_DOUBLE : MPI_FLOAT;
@@ -306,48 +334,18 @@ class MpiReduceScatterWork final : public Work {
                                       op == ReduceOp::kMax ? MPI_MAX : MPI_SUM, state_->comm, &request_),
                   what_, "MPI_Ireduce_scatter");
   }
-  ~MpiReduceScatterWork() override {
-    if (done_) return;
-    if (!state_->broken.empty()) {
-      static auto* abandoned = new std::vector<std::pair<Tensor, MpiRegions>>();  // MPI may still write there
-      abandoned->emplace_back(std::move(tensor_), std::move(regions_));
-      return;
-    }
-    try {
-      wait();
-    } catch (const Error& e) {
-      std::fprintf(stderr, "mantissa: a Work destroyed before wait(): %s\n", e.what());
-    }
-  }
-  bool is_completed() override {
-    if (done_) return true;
-    int flag = 0;
-    state_->check(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), what_, "MPI_Test");
-    if (flag) finish();
-    return done_;
-  }
-  void wait() override {
-    if (done_) return;
-    profiler::RecordScope scope("reduce_scatter.wait", profiler::Category::kCommunication);
-    wait_request(*state_, request_, what_);
-    finish();
-  }
+  ~MpiReduceScatterWork() override { settle(std::move(tensor_), std::move(regions_)); }
 
  private:
-  void finish() {
-    done_ = true;
+  void complete() override {
     const auto r = static_cast<size_t>(state_->rank);
     const size_t bytes = element_size(tensor_.dtype());
     auto* base = static_cast<char*>(tensor_.data_ptr());
     std::memmove(base + regions_.displs[r] * bytes, base, static_cast<size_t>(regions_.counts[r]) * bytes);
   }
 
-  std::shared_ptr<GroupState> state_;
   Tensor tensor_;
-  std::string what_;
   MpiRegions regions_;
-  MPI_Request request_ = MPI_REQUEST_NULL;
-  bool done_ = false;
 };
 
 // What the ranks compare in CollectiveCheck::kShapes: collective, argument (op or root), dtype, rank of the

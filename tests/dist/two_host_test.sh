@@ -131,16 +131,7 @@ step_ms() {  # step_ms METRICS GLOBAL_BATCH
   sed -n 's/^{"step": \([0-9]*\),.*"samples_per_s": \([0-9.e+]*\).*/\1 \2/p' "$1" | awk -v b="$2" '$1 > 1 { print 1000 * b / $2 }' |
     sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "?"; else printf "%.3f", v[int((NR + 1) / 2)] }'
 }
-# Every group of two checkpoints but /meta (creation time, wall time) identical, attributes included.
-same_state() {  # same_state A B OUT
-  ga=$(h5ls "$1" 2>/dev/null | awk '$2 == "Group" && $1 != "meta" { print $1 }' | sort | tr '\n' ' ')
-  gb=$(h5ls "$2" 2>/dev/null | awk '$2 == "Group" && $1 != "meta" { print $1 }' | sort | tr '\n' ' ')
-  if [ -z "$ga" ] || [ "$ga" != "$gb" ]; then echo "groups differ: '$ga' vs '$gb'" >"$3"; return 1; fi
-  for g in $ga; do
-    h5diff "$1" "$2" "/$g" "/$g" >"$3" 2>&1 || { echo "(/$g)" >>"$3"; return 1; }
-  done
-  echo "$ga" >"$3"
-}
+. "$(dirname "$0")/../support/same_state.sh"  # same_state A B OUT
 # A watchdog: a hang must not hang the test (its output goes nowhere, so that ctest does not wait for it).
 # fired() says whether it killed the job (mpirun's own status is 137 when a rank was SIGKILLed);
 # end_watchdog ends it and its sleep.

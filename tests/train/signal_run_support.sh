@@ -59,14 +59,4 @@ finish() {  # finish LIMIT
 normalized() {
   grep -v '^{"event": "\(stopped\|resumed\)"' "$1" | sed -e 's/, "samples_per_s": [^,}]*//' -e 's/, "wall_s": [^,}]*//'
 }
-# Every group of two checkpoints but /meta (creation time, wall time) is identical, attributes included.
-same_state() {  # same_state A B OUT
-  local ga gb g
-  ga=$(h5ls "$1" 2>/dev/null | awk '$2 == "Group" && $1 != "meta" { print $1 }' | sort | tr '\n' ' ')
-  gb=$(h5ls "$2" 2>/dev/null | awk '$2 == "Group" && $1 != "meta" { print $1 }' | sort | tr '\n' ' ')
-  if [ -z "$ga" ] || [ "$ga" != "$gb" ]; then echo "groups differ: '$ga' vs '$gb'" >"$3"; return 1; fi
-  for g in $ga; do
-    h5diff "$1" "$2" "/$g" "/$g" >"$3" 2>&1 || { echo "(/$g)" >>"$3"; return 1; }
-  done
-  echo "$ga" >"$3"
-}
+. "$(dirname "$0")/../support/same_state.sh"  # same_state A B OUT (the caller's $0)
