@@ -33,7 +33,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 all_parts=(unit memcheck racecheck synccheck curves nccl step gemm)
 # Seconds each part may take at most (the --budget caps it further).
 declare -A limit=([unit]=300 [memcheck]=480 [racecheck]=300 [synccheck]=240 [curves]=300 [nccl]=120 [step]=540
-                  [gemm]=240)
+                  [gemm]=300)
 declare -A title=([unit]="CUDA unit tests" [memcheck]="compute-sanitizer memcheck, CUDA unit tests"
                   [racecheck]="compute-sanitizer racecheck, kernel tests"
                   [synccheck]="compute-sanitizer synccheck, kernel tests" [curves]="MLP and GPT loss curves on the GPU"
@@ -336,7 +336,7 @@ part_step() {
 part_gemm() {
   local t rc_m rc_p
   t=$(allowed gemm)
-  run_bench cuda_gemm_bench $((t / 2)) "$bin/cuda_gemm_bench" --benchmark_min_time=0.2 \
+  run_bench cuda_gemm_bench $((t / 2)) "$bin/cuda_gemm_bench" --benchmark_min_time=0.05 \
     --benchmark_out="$logs/cuda_gemm.json" --benchmark_out_format=json
   rc_m=$?
   run_bench gpu_gemm_py $((t / 2)) "$python" "$root/bench/pytorch/gpu_gemm.py" --mantissa-json "$logs/cuda_gemm.json"

@@ -18,6 +18,7 @@
 #include "ops/conv/conv_cuda.h"
 #include "ops/conv/conv_launch.h"
 #include "ops/conv/conv_plan.h"
+#include "ops/cuda/device_types.cuh"
 #include "ops/cuda/library_check.h"
 #include "ops/cuda/library_handles.h"
 #include "ops/matmul/tf32.h"
@@ -254,18 +255,31 @@ void conv2d_backward_filter(const cpu::Conv2dGeometry& g, const T* x, const T* d
                                                 plan->workspace, &zero, plan->w, dw));
 }
 
+// db[o] = the sum of dy[n, o, p] over the samples n and output pixels p: one block per channel, the sum in
+// the compute type (f32; f64 for double) in an order fixed by the geometry, rounded once. Not cuDNN's
+// cudnnConvolutionBackwardBias: cuDNN 9.19 answered CUDNN_STATUS_NOT_SUPPORTED for bf16 on the first GPU
+// run (an H200, bench/gpu/2026-11-28), and a plain column sum is all it is.
+template <typename D>
+__global__ void conv_bias_grad_kernel(const D* dy, int64_t n, int64_t channels, int64_t plane, D* db) {
+  using A = compute_t<D>;
+  __shared__ A scratch[32];
+  const int64_t o = blockIdx.x;
+  A sum = 0;
+  for (int64_t i = threadIdx.x; i < n * plane; i += blockDim.x) {
+    const int64_t sample = i / plane, p = i % plane;
+    sum += load(dy[(sample * channels + o) * plane + p]);
+  }
+  sum = block_sum(sum, scratch);
+  if (threadIdx.x == 0) db[o] = store<D>(sum);
+}
+
 template <typename T>
 void conv2d_backward_bias(const cpu::Conv2dGeometry& g, const T* dy, T* db, int device, cudaStream_t stream) {
   DeviceGuard guard(device);
-  if (g.n == 0) {
-    MT_CUDA_CHECK(cudaMemsetAsync(db, 0, static_cast<size_t>(g.o) * sizeof(T), stream));
-    return;
-  }
-  cudnnHandle_t h = handle_on(device, stream);
-  // The forward plan has the y and bias descriptors this needs (and is cached already after a forward).
-  const std::shared_ptr<const ConvPlan> plan = plan_for<T>(g, ConvDirection::kForward, device, h);
-  const Scale<T> one = 1, zero = 0;
-  MT_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, plan->y, dy, &zero, plan->bias, db));
+  if (g.o == 0) return;
+  // n == 0: each block's sum is empty and stores +0.
+  conv_bias_grad_kernel<<<static_cast<unsigned>(g.o), 256, 0, stream>>>(dev(dy), g.n, g.o, g.out_plane(), dev(db));
+  MT_CUDA_LAUNCH_CHECK("conv_bias_grad_kernel");
 }
 
 ConvStats conv_stats() {

@@ -228,16 +228,48 @@ std::string_view bf16_gemm_path_name(Bf16GemmPath path) {
   return path == Bf16GemmPath::kNative ? "native (oneDNN bf16 matmul)" : "widened (to f32, oneDNN sgemm)";
 }
 
+namespace {
+
+// oneDNN's native bf16 matmul with B always in its plain [k, n] layout. Debian's oneDNN 2.6.3 on a CPU with
+// AMX and AVX512_BF16 (the Sapphire Rapids host of the first lent GPU, bench/gpu/2026-11-28) returned wrong
+// products, every element, for a transposed B with a tight leading dimension (m 37, n 53, k 29, ldb = k),
+// where the same shapes with B untransposed, and every padded layout, were right. So a transposed B is
+// copied into [k, n] first: k * n element moves against the product's 2 m n k flops.
+template <typename Out>
+void native_bf16(const BatchedGemmArgs<BFloat16, Out>& bg, MatmulType type) {
+  const GemmArgs<BFloat16, Out>& g = bg.gemm;
+  if (g.trans_b == Trans::kNo) return onednn_matmul(problem(bg, type), g.a, g.b, g.c);
+  const int64_t nb = bg.stride_b == 0 ? 1 : bg.batch, plain = g.k * g.n;
+  CachedBuffer<BFloat16> b(nb * plain);
+  BFloat16* dst = b.get();
+  parallel_for(nb * g.k, std::max<int64_t>(1, 16384 / std::max<int64_t>(g.n, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t z = r / g.k, l = r % g.k;
+      const BFloat16* src = g.b + z * bg.stride_b + l;
+      BFloat16* row = dst + z * plain + l * g.n;
+      for (int64_t j = 0; j < g.n; ++j) row[j] = src[j * g.ldb];
+    }
+  });
+  BatchedGemmArgs<BFloat16, Out> packed = bg;
+  packed.gemm.trans_b = Trans::kNo;
+  packed.gemm.b = dst;
+  packed.gemm.ldb = g.n;
+  packed.stride_b = bg.stride_b == 0 ? 0 : plain;
+  onednn_matmul(problem(packed, type), packed.gemm.a, packed.gemm.b, packed.gemm.c);
+}
+
+}  // namespace
+
 void gemm_batched(const BatchedGemmArgs<BFloat16>& bg) {
   if (trivial(bg)) return;
   if (bf16_gemm_path() == Bf16GemmPath::kWidened) return gemm_widened(bg);
-  onednn_matmul(problem(bg, MatmulType::kBF16), bg.gemm.a, bg.gemm.b, bg.gemm.c);
+  native_bf16(bg, MatmulType::kBF16);
 }
 
 void gemm_batched(const BatchedGemmArgs<BFloat16, float>& bg) {
   if (trivial(bg)) return;
   if (bf16_gemm_path() == Bf16GemmPath::kWidened) return gemm_widened(bg);
-  onednn_matmul(problem(bg, MatmulType::kBF16F32Out), bg.gemm.a, bg.gemm.b, bg.gemm.c);
+  native_bf16(bg, MatmulType::kBF16F32Out);
 }
 
 void gemm(const GemmArgs<float>& g) { gemm_batched(single(g)); }

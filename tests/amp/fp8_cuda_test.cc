@@ -55,8 +55,10 @@ TEST(CudaFp8, DelayedScalesMatchTheCpu) {
       y_gpu = gpu_model.forward(peaked(64, 32, amaxes[step], cuda(0)));
     }
     ASSERT_EQ(y_gpu.device(), cuda(0));
-    // The same FP8 operands; f32 accumulation of 32 products in another order.
-    EXPECT_LT(relative_difference(y_gpu, y_cpu), 1e-5);
+    // The same FP8 operands, but the FP8 tensor core does not keep an f32 running sum (about 14 bits on
+    // Hopper, DeepSeek-V3 sec. 3.3): the H200 of 2026-11-28 was 8e-5 off (bench/gpu/2026-11-28), where the
+    // CPU's f32 sums alone would be under 1e-6. 2^-12, as tests/cuda/fp8_cuda_test.cc's bound.
+    EXPECT_LT(relative_difference(y_gpu, y_cpu), std::ldexp(1.0, -12));
     y_cpu.backward(peaked(64, 16, amaxes[step] / 4, kCPU));
     y_gpu.backward(peaked(64, 16, amaxes[step] / 4, cuda(0)));
     cpu_fp8.step();

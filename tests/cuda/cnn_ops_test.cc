@@ -76,8 +76,12 @@ TEST(CudaBatchNorm, TrainAndEvalForwardBackwardMatchCpu) {
         if (mode == BatchNormMode::kEval) {
           // The same statistics (f64, rounded once) and the same per-element operations; the CPU build
           // (x86-64-v3, GCC's default fp-contract for C++) may fuse (x - mean) * invstd * w + b into an fma
-          // where the GPU rounds the product (mul_rn): one f32 ulp, which may move a 16-bit rounding by one.
-          EXPECT_TRUE(within_ulps(y, yd, 1)) << what;
+          // where the GPU rounds the product (mul_rn): one f32 ulp of the product (|product| < 8 here), which
+          // may move a 16-bit rounding by one. Not one ulp of the output: where + b cancels the product, the
+          // output is small and that ulp is many of its own (1.7 million on the first GPU run, an H200,
+          // bench/gpu/2026-11-28).
+          const double u_out = dt == DType::kF32 ? std::ldexp(1.0, -23) : output_tol(dt).rtol;
+          EXPECT_TRUE(within_rel(y, yd, u_out, 8.0 * std::ldexp(1.0, -23))) << what;
         } else {
           EXPECT_TRUE(within_rel(y, yd, t.rtol, t.atol)) << what;
         }
@@ -186,11 +190,17 @@ void compare_cnn(DType autocast_dtype, double loss_rtol, Tol grad_tol) {
   loss_d.backward();
   const auto pc = cpu_model.named_parameters(), pg = gpu_model.named_parameters();
   ASSERT_EQ(pc.size(), pg.size());
+  // The absolute tolerance is a fraction of the largest gradient of the model, not of each tensor's: the
+  // convolutions' biases feed batch norms, which subtract any per-channel constant, so their exact gradient
+  // is zero and both backends return rounding noise of the sum over N*H*W (1.8e-8 against 2.1e-8 on the
+  // first GPU run, an H200, bench/gpu/2026-11-28).
+  double largest = 0;
+  for (const auto& p : pc) largest = std::max(largest, max_abs(p.tensor.grad()));
   for (size_t i = 0; i < pc.size(); ++i) {
     ASSERT_TRUE(pg[i].tensor.grad().defined()) << pg[i].name;
     EXPECT_TRUE(pg[i].tensor.grad().device().is_cuda()) << pg[i].name;
     const Tensor& g = pc[i].tensor.grad();
-    EXPECT_TRUE(within_rel(g, pg[i].tensor.grad(), grad_tol.rtol, grad_tol.atol * max_abs(g)))
+    EXPECT_TRUE(within_rel(g, pg[i].tensor.grad(), grad_tol.rtol, grad_tol.atol * largest))
         << dtype_name(autocast_dtype) << " " << pc[i].name;
   }
   const auto bc = cpu_model.named_buffers(), bg = gpu_model.named_buffers();

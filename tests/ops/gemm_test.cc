@@ -58,59 +58,64 @@ using DTypes = ::testing::Types<GemmTypes<float>, GemmTypes<double>, GemmTypes<H
 TYPED_TEST_SUITE(GemmKernel, DTypes);
 
 // C_b = 0.5 op(A_b) op(B) + 2 C_b for 3 batches (B broadcast with stride 0), all four transpose
-// combinations, every leading dim padded. Bound: one rounding of the output plus k u_acc sum|terms|
-// (the standard dot-product bound; fp32 accumulation for all but f64). Padding must stay untouched.
-// The larger size is split over threads (f64: row blocks that cross batch boundaries).
+// combinations, every leading dim padded; and C = op(A) op(B) with tight leading dims and beta 0 (nan in C,
+// never read), the layout oneDNN and cuBLAS take other kernels for. Bound: one rounding of the output plus k u_acc
+// sum|terms| (the standard dot-product bound; fp32 accumulation for all but f64). Padding must stay untouched. The
+// larger size is split over threads (f64: row blocks that cross batch boundaries).
 TYPED_TEST(GemmKernel, MatchesNaiveReference) {
   using T = typename TypeParam::T;
   using C = typename TypeParam::C;
   const DType dt = dtype_v<C>;
   const double u_acc = dt == DType::kF64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
-  const int64_t batch = 3, pad = 3;
   struct Size {
     int64_t m, n, k;
   };
-  for (const Size size : {Size{13, 11, 17}, Size{301, 64, 70}}) {
-    for (Trans ta : {Trans::kNo, Trans::kYes}) {
-      for (Trans tb : {Trans::kNo, Trans::kYes}) {
-        const int64_t m = size.m, n = size.n, k = size.k;
-        SCOPED_TRACE("m " + std::to_string(m) + " trans " + std::to_string(static_cast<int>(ta)) +
-                     std::to_string(static_cast<int>(tb)));
-        const bool at = ta == Trans::kYes, bt = tb == Trans::kYes;
-        const Stored<T> a = random_stored<T>(at ? k : m, at ? m : k, (at ? m : k) + pad, batch, 1);
-        const Stored<T> b = random_stored<T>(bt ? n : k, bt ? k : n, (bt ? k : n) + pad, 1, 2);
-        Stored<C> c = random_stored<C>(m, n, n + pad, batch, 3);
-        const Stored<C> c0 = c;
-        const GemmArgs<T, C> g{.trans_a = ta,
-                               .trans_b = tb,
-                               .m = m,
-                               .n = n,
-                               .k = k,
-                               .a = a.data.data(),
-                               .lda = a.ld,
-                               .b = b.data.data(),
-                               .ldb = b.ld,
-                               .c = c.data.data(),
-                               .ldc = c.ld,
-                               .alpha = 0.5,
-                               .beta = 2.0};
-        gemm_batched(BatchedGemmArgs<T, C>{
-            .gemm = g, .batch = batch, .stride_a = a.rows * a.ld, .stride_b = 0, .stride_c = c.rows * c.ld});
-        for (int64_t z = 0; z < batch; ++z) {
-          for (int64_t i = 0; i < m; ++i) {
-            for (int64_t j = 0; j < n + pad; ++j) {
-              if (j >= n) {  // padding
-                ASSERT_EQ(c.at(z, i, j), c0.at(z, i, j));
-                continue;
+  for (const bool padded : {true, false}) {
+    const int64_t batch = padded ? 3 : 1, pad = padded ? 3 : 0;
+    const double alpha = padded ? 0.5 : 1.0, beta = padded ? 2.0 : 0.0;
+    for (const Size size : {Size{13, 11, 17}, Size{301, 64, 70}, Size{37, 53, 29}}) {
+      for (Trans ta : {Trans::kNo, Trans::kYes}) {
+        for (Trans tb : {Trans::kNo, Trans::kYes}) {
+          const int64_t m = size.m, n = size.n, k = size.k;
+          SCOPED_TRACE(std::string(padded ? "padded" : "tight, beta 0") + " m " + std::to_string(m) + " trans " +
+                       std::to_string(static_cast<int>(ta)) + std::to_string(static_cast<int>(tb)));
+          const bool at = ta == Trans::kYes, bt = tb == Trans::kYes;
+          const Stored<T> a = random_stored<T>(at ? k : m, at ? m : k, (at ? m : k) + pad, batch, 1);
+          const Stored<T> b = random_stored<T>(bt ? n : k, bt ? k : n, (bt ? k : n) + pad, 1, 2);
+          Stored<C> c = random_stored<C>(m, n, n + pad, batch, 3);
+          if (!padded) std::fill(c.data.begin(), c.data.end(), C(std::numeric_limits<float>::quiet_NaN()));
+          const Stored<C> c0 = c;
+          const GemmArgs<T, C> g{.trans_a = ta,
+                                 .trans_b = tb,
+                                 .m = m,
+                                 .n = n,
+                                 .k = k,
+                                 .a = a.data.data(),
+                                 .lda = a.ld,
+                                 .b = b.data.data(),
+                                 .ldb = b.ld,
+                                 .c = c.data.data(),
+                                 .ldc = c.ld,
+                                 .alpha = alpha,
+                                 .beta = beta};
+          gemm_batched(BatchedGemmArgs<T, C>{
+              .gemm = g, .batch = batch, .stride_a = a.rows * a.ld, .stride_b = 0, .stride_c = c.rows * c.ld});
+          for (int64_t z = 0; z < batch; ++z) {
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t j = 0; j < n + pad; ++j) {
+                if (j >= n) {  // padding
+                  ASSERT_EQ(c.at(z, i, j), c0.at(z, i, j));
+                  continue;
+                }
+                double want = beta == 0.0 ? 0.0 : beta * c0.at(z, i, j), mag = std::abs(want);
+                for (int64_t l = 0; l < k; ++l) {
+                  const double p = alpha * (at ? a.at(z, l, i) : a.at(z, i, l)) * (bt ? b.at(0, j, l) : b.at(0, l, j));
+                  want += p;
+                  mag += std::abs(p);
+                }
+                ASSERT_LE(std::abs(c.at(z, i, j) - want), unit_roundoff(dt) * std::abs(want) + (k + 1) * u_acc * mag)
+                    << "batch " << z << " (" << i << ", " << j << ")";
               }
-              double want = 2.0 * c0.at(z, i, j), mag = std::abs(want);
-              for (int64_t l = 0; l < k; ++l) {
-                const double p = 0.5 * (at ? a.at(z, l, i) : a.at(z, i, l)) * (bt ? b.at(0, j, l) : b.at(0, l, j));
-                want += p;
-                mag += std::abs(p);
-              }
-              ASSERT_LE(std::abs(c.at(z, i, j) - want), unit_roundoff(dt) * std::abs(want) + (k + 1) * u_acc * mag)
-                  << "batch " << z << " (" << i << ", " << j << ")";
             }
           }
         }
