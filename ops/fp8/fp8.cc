@@ -6,7 +6,9 @@
 #include <cmath>
 
 #include "framework/device_kernels.h"
+#include "framework/parallel.h"
 #include "ops/autocast.h"
+#include "ops/fp8/accumulator.h"
 #include "ops/fp8/fp8_cpu.h"
 #include "ops/fp8/fp8_cuda.h"
 #include "ops/fp8/fp8_math.h"
@@ -116,21 +118,37 @@ void cpu_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_inv_a, 
                    const Tensor& bias, const Tensor& out) {
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   if (m == 0 || n == 0) return;
-  const DecodedOperand da = decode_operand(a), db = decode_operand(b);
   const Tensor acc = out.dtype() == DType::kF32 ? out : empty({m, n});
-  cpu::gemm(cpu::GemmArgs<BFloat16, float>{.trans_a = da.trans,
-                                           .trans_b = db.trans,
-                                           .m = m,
-                                           .n = n,
-                                           .k = k,
-                                           .a = da.values.data<BFloat16>(),
-                                           .lda = da.ld,
-                                           .b = db.values.data<BFloat16>(),
-                                           .ldb = db.ld,
-                                           .c = acc.data<float>(),
-                                           .ldc = n,
-                                           .alpha = 1.0,
-                                           .beta = 0.0});
+  const Fp8Accumulator model = cpu_fp8_accumulator();
+  if (model.kind == Fp8Accumulation::kTensorCore) {
+    // The tensor core's sums, bit for bit (ops/fp8/accumulator.h): one scalar dot product per output, about
+    // 20 times the bf16 GEMM's time, for judging a recipe, not for speed.
+    const uint8_t *pa = bytes_of(a), *pb = bytes_of(b);
+    const int64_t sa0 = a.stride(0), sa1 = a.stride(1), sb0 = b.stride(0), sb1 = b.stride(1);
+    float* c = acc.data<float>();
+    parallel_for(m, std::max<int64_t>(1, 4096 / std::max<int64_t>(n * k, 1)), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          c[i * n + j] = cpu::tensor_core_dot(pa + i * sa0, sa1, a.dtype(), pb + j * sb1, sb0, b.dtype(), k, model);
+        }
+      }
+    });
+  } else {
+    const DecodedOperand da = decode_operand(a), db = decode_operand(b);
+    cpu::gemm(cpu::GemmArgs<BFloat16, float>{.trans_a = da.trans,
+                                             .trans_b = db.trans,
+                                             .m = m,
+                                             .n = n,
+                                             .k = k,
+                                             .a = da.values.data<BFloat16>(),
+                                             .lda = da.ld,
+                                             .b = db.values.data<BFloat16>(),
+                                             .ldb = db.ld,
+                                             .c = acc.data<float>(),
+                                             .ldc = n,
+                                             .alpha = 1.0,
+                                             .beta = 0.0});
+  }
   const float scale = *scale_inv_a.data<float>() * *scale_inv_b.data<float>();
   const Tensor bias32 = bias.defined() ? bias.to(DType::kF32).contiguous() : Tensor();
   const float* bias_ptr = bias32.defined() ? bias32.data<float>() : nullptr;

@@ -7,8 +7,10 @@
 // CPU: exact emulation of the casts. The quantized values are the bits framework/float8.h defines (PyTorch's);
 // the matmul decodes the FP8 operands exactly to bf16 (operand layouts kept) and runs ops/matmul/gemm_cpu.h's bf16
 // GEMM into an f32 accumulator (AMX / AVX512_BF16: each product of two FP8 values is exact in f32, and the
-// products are summed in full f32, more precisely than an FP8 tensor core sums them: Hopper's keeps about 14
-// bits of the running sum (DeepSeek-V3's report), so the CPU's FP8 accuracy is a best case), then applies the
+// products are summed in full f32, more precisely than an FP8 tensor core sums them: Hopper's keeps 14 bits
+// of the running sum, so the CPU's default FP8 accuracy is a best case; under Fp8AccumulatorScope(
+// Fp8Accumulator::hopper()) the CPU sums as the H200's tensor core did, bit for bit: ops/fp8/accumulator.h),
+// then applies the
 // epilogue in f32: fma(acc, scale_inv_a * scale_inv_b, bias) (one f32 rounding; acc * (scale_inv_a *
 // scale_inv_b) without a bias), rounded once to the output dtype (ops/fp8/fp8_math.h).
 // CUDA (written, not yet run on a GPU): one fused quantize kernel (amax, cast, overflow count in one pass;
