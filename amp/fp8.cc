@@ -63,7 +63,7 @@ class Fp8Context::Override final : public LinearOverride {
 };
 
 Fp8Context::Fp8Context(const Module& model, Fp8Recipe recipe, Fp8Options options)
-    : recipe_(std::move(recipe)), override_(std::make_unique<Override>(*this)) {
+    : recipe_(std::move(recipe)), accumulator_(options.accumulator), override_(std::make_unique<Override>(*this)) {
   check_fp8_recipe(recipe_);
   const std::vector<NamedTensor> params = model.named_parameters();
   for (const std::string& pattern : options.exclude) {
@@ -232,7 +232,8 @@ void Fp8Context::to(Device device) {
     for (Fp8TensorState& r : s->roles) r.to(device);
 }
 
-Fp8Guard::Fp8Guard(Fp8Context& context) : previous_(set_linear_override(context.override_.get())) {}
+Fp8Guard::Fp8Guard(Fp8Context& context)
+    : previous_(set_linear_override(context.override_.get())), accumulator_(context.accumulator_) {}
 
 Fp8Guard::~Fp8Guard() { set_linear_override(previous_); }
 

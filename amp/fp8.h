@@ -40,6 +40,7 @@
 #include "amp/fp8_linear.h"
 #include "amp/fp8_recipe.h"
 #include "framework/module.h"
+#include "ops/fp8/accumulator.h"
 #include "ops/fp8/fp8.h"
 
 namespace mantissa::amp {
@@ -48,6 +49,9 @@ struct Fp8Options {
   // Parameter names or dotted prefixes ("head", "blocks.0.mlp") whose linears stay off FP8. Each must name
   // something in the model: a typo is an error, not a silently included layer.
   std::vector<std::string> exclude;
+  // How the CPU's FP8 GEMMs sum their products while an Fp8Guard of the context lives (ops/fp8/accumulator.h:
+  // full f32, or Hopper's tensor core bit for bit). A GPU's scaled_mm runs its tensor core and ignores it.
+  Fp8Accumulator accumulator = Fp8Accumulator::f32();
 };
 
 class Fp8Context {
@@ -59,6 +63,7 @@ class Fp8Context {
   Fp8Context& operator=(const Fp8Context&) = delete;
 
   const Fp8Recipe& recipe() const { return recipe_; }
+  const Fp8Accumulator& accumulator() const { return accumulator_; }
   // Parameter names of the FP8 linears' weights, in the model's parameter order.
   const std::vector<std::string>& managed() const { return managed_; }
   bool manages(const Tensor& weight) const;
@@ -98,6 +103,7 @@ class Fp8Context {
   class Override;
 
   Fp8Recipe recipe_;
+  Fp8Accumulator accumulator_;
   std::vector<std::string> managed_;
   std::vector<std::shared_ptr<Fp8LinearState>> states_;  // parallel to managed_
   std::vector<Tensor> weights_;                          // held, so that no other tensor takes their address
@@ -117,6 +123,7 @@ class Fp8Guard {
 
  private:
   LinearOverride* previous_;
+  Fp8AccumulatorScope accumulator_;
 };
 
 }  // namespace mantissa::amp

@@ -6,7 +6,8 @@
 // its cost is the decode and the epilogue around that GEMM. Counter GFLOP = 2 m n k per call. bench/compare_fp8.sh runs
 // this beside bench/pytorch/fp8_gemm.py (torch._scaled_mm). The cast cases time one cast as fp8_linear makes it
 // (amp::fp8_cast on a bf16 [m, k] input: the quantize pass and the scaling-state ops around it), delayed and
-// dynamic.
+// dynamic. The scaled_mm_e4m3_hopper cases sum as Hopper's FP8 tensor core does, bit for bit
+// (ops/fp8/accumulator.h): what judging a recipe under the real accumulator costs on the CPU.
 //   ./build/bench/fp8_gemm_bench --benchmark_filter=1024
 #include <benchmark/benchmark.h>
 
@@ -17,6 +18,7 @@
 
 #include "amp/fp8_linear.h"
 #include "framework/tensor.h"
+#include "ops/fp8/accumulator.h"
 #include "ops/fp8/fp8.h"
 #include "ops/matmul/matmul.h"
 
@@ -54,7 +56,8 @@ void BM_mm(benchmark::State& state, Shape3 s, DType dtype) {
   set_flops(state, s);
 }
 
-void BM_scaled_mm(benchmark::State& state, Shape3 s) {
+void BM_scaled_mm(benchmark::State& state, Shape3 s, Fp8Accumulator accumulator) {
+  Fp8AccumulatorScope model(accumulator);
   const Tensor one = scalar_tensor(1.0, {.dtype = DType::kF32});
   const Tensor x = quantize_fp8(values(s.m, s.k, 1.0f), one, DType::kF8E4M3, Fp8Overflow::kSaturate).data;
   const Tensor w = quantize_fp8(values(s.n, s.k, 0.5f), one, DType::kF8E4M3, Fp8Overflow::kSaturate).data;
@@ -92,7 +95,9 @@ void register_all() {
     for (benchmark::internal::Benchmark* b :
          {benchmark::RegisterBenchmark(("mm_f32/" + shape).c_str(), BM_mm, s, DType::kF32),
           benchmark::RegisterBenchmark(("mm_bf16/" + shape).c_str(), BM_mm, s, DType::kBF16),
-          benchmark::RegisterBenchmark(("scaled_mm_e4m3/" + shape).c_str(), BM_scaled_mm, s),
+          benchmark::RegisterBenchmark(("scaled_mm_e4m3/" + shape).c_str(), BM_scaled_mm, s, Fp8Accumulator::f32()),
+          benchmark::RegisterBenchmark(("scaled_mm_e4m3_hopper/" + shape).c_str(), BM_scaled_mm, s,
+                                       Fp8Accumulator::hopper()),
           benchmark::RegisterBenchmark(("quantize_e4m3/" + shape).c_str(), BM_quantize, s, DType::kF32),
           benchmark::RegisterBenchmark(("quantize_e4m3_bf16/" + shape).c_str(), BM_quantize, s, DType::kBF16),
           benchmark::RegisterBenchmark(("cast_delayed/" + shape).c_str(), BM_fp8_cast, s, amp::Fp8Scaling::kDelayed),

@@ -28,6 +28,7 @@
 #include "models/gpt.h"
 #include "models/layers/sync_batch_norm.h"
 #include "models/mlp.h"
+#include "ops/fp8/accumulator.h"
 #include "ops/shape/shape.h"
 #include "optim/adam.h"
 #include "optim/lion.h"
@@ -226,6 +227,14 @@ absl::Status validate(const RunOptions& o) {
   if (absl::StatusOr<amp::Fp8Recipe> r = amp::parse_fp8_recipe(o.fp8_recipe); !r.ok()) {
     return bad("--fp8_recipe=", o.fp8_recipe, ": ", r.status().message());
   }
+  if (o.fp8_accumulator != "f32" && o.fp8_accumulator != "hopper" && o.fp8_accumulator != "hopper-fast") {
+    return bad("--fp8_accumulator=", o.fp8_accumulator,
+               ": expected f32, hopper or hopper-fast (how the CPU's FP8 GEMMs sum their products)");
+  }
+  if (o.precision == Precision::kFp8 && o.fp8_accumulator != "f32" && o.device != "cpu") {
+    return bad("--fp8_accumulator=", o.fp8_accumulator, " models the tensor core on the CPU; on --device=", o.device,
+               " the GPU's own tensor core sums. HINT: leave it at f32 there");
+  }
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty()) return bad("--checkpoint_every needs --checkpoint_dir");
   if ((o.resume == "latest" || o.resume == "auto") && o.checkpoint_dir.empty()) {
     return bad("--resume=", o.resume, " needs --checkpoint_dir");
@@ -342,8 +351,10 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRe
                        .zero_stage = static_cast<int>(o.zero),
                        .stop = stop};
   if (o.precision == Precision::kF16) config.scaler = o.scaler;
-  if (o.precision == Precision::kFp8)
+  if (o.precision == Precision::kFp8) {
     config.fp8_recipe = *amp::parse_fp8_recipe(o.fp8_recipe);  // validate() checked it
+    config.fp8.accumulator = parse_fp8_accumulator(o.fp8_accumulator);
+  }
   Trainer trainer(config, *model.module, model.task, *optimizer, train, &eval);
   if (data->vocab) trainer.set_data("vocabulary", data->vocab->serialize());
   if (start->checkpoint) {

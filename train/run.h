@@ -51,6 +51,8 @@ struct RunOptions {
   double clip_grad_norm = 0.0;
   amp::GradScalerOptions scaler = amp::scaler_defaults_for(DType::kF16);  // used when precision is fp16
   std::string fp8_recipe = "delayed";                                     // precision fp8: amp::parse_fp8_recipe's text
+  std::string fp8_accumulator =
+      "f32";  // precision fp8 on the CPU: parse_fp8_accumulator's text (ops/fp8/accumulator.h)
   uint64_t seed = 1;
   std::string device = "cpu";  // cpu | cuda | cuda:N (cuda: GPU 0)
   int64_t threads = 0;         // 0: all cores (under mpirun: the cores / the ranks on this machine)

@@ -99,6 +99,10 @@ void for_each_flag(Options& o, Visit&& visit) {
   flag(o.fp8_recipe, "fp8_recipe",
        "fp8: how the scales are chosen: delayed (amax history of 16 steps, its max, margin 0) | dynamic (each "
        "tensor's own amax) | delayed:history=N,algo=max|most_recent,margin=M");
+  flag(o.fp8_accumulator, "fp8_accumulator",
+       "fp8 on the CPU: how the FP8 GEMMs sum their products: f32 (full f32, a best case) | hopper (as Hopper's FP8 "
+       "tensor core through cuBLASLt, bit for bit: 14-bit partial sums promoted to f32 every 128 products) | "
+       "hopper-fast (the same without promotion: cuBLASLt's fast accumulation). On a GPU the tensor core sums");
   flag(o.optimizer, "optimizer", "sgd | adam | adamw | lion (lion: try a 3-10x smaller --lr than adam's)");
   flag(o.lr, "lr", "learning rate", {.range = above(0)});
   flag(o.momentum, "momentum", "SGD momentum", {.range = half_open(0, 1)});

@@ -1,14 +1,16 @@
 // The CPU's FP8 accumulator models (ops/fp8/accumulator.h).
 #include "ops/fp8/accumulator.h"
 
-#include <atomic>
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <vector>
 
 #include "framework/error.h"
+#include "framework/parallel.h"
 
 namespace mantissa {
 namespace {
@@ -45,15 +47,6 @@ float fp8_value(uint8_t bits, DType fp8) {
     return std::numeric_limits<float>::quiet_NaN();
   }
   return std::ldexp(static_cast<float>(f.sig), f.exp - f.mbits);
-}
-
-// x cut toward zero to a multiple of 2^q (as a count of 2^q), x = sig * 2^e exactly.
-int64_t units(int64_t sig, int e, int q) {
-  const int shift = e - q;
-  if (shift >= 0) return sig * (int64_t{1} << shift);  // |sig| < 2^8, shift small: see the anchor
-  if (shift <= -62) return 0;
-  const int64_t magnitude = (sig < 0 ? -sig : sig) >> -shift;
-  return sig < 0 ? -magnitude : magnitude;
 }
 
 }  // namespace
@@ -96,43 +89,50 @@ Fp8Accumulator cpu_fp8_accumulator() {
 }
 
 namespace cpu {
+namespace {
 
-float tensor_core_dot(const uint8_t* a, int64_t a_stride, DType a_fp8, const uint8_t* b, int64_t b_stride, DType b_fp8,
-                      int64_t k, const Fp8Accumulator& model) {
-  constexpr int kNone = std::numeric_limits<int>::min() / 2;
+// An operand's K values decoded for the dot product: sig (signed, with the hidden bit) and exp (unbiased,
+// subnormals at the minimum; kZero for a zero, so that it never sets the anchor).
+constexpr int32_t kZero = -100000;
+
+void decode(const uint8_t* x, int64_t stride, DType fp8, int64_t k, int32_t* sig, int32_t* exp, bool* finite) {
+  for (int64_t l = 0; l < k; ++l) {
+    const Factor f = factor(x[l * stride], fp8);
+    *finite = *finite && f.finite;
+    sig[l] = f.sig;
+    exp[l] = f.sig == 0 ? kZero : f.exp;
+  }
+}
+
+// The dot product over decoded, finite operands. mbits: the two formats' fraction bits together.
+float dot(const int32_t* sa, const int32_t* ea, const int32_t* sb, const int32_t* eb, int64_t k, int mbits,
+          const Fp8Accumulator& model) {
+  constexpr int kBias = 40;  // units = (|p| << (shift + kBias)) >> kBias: the right shift cuts toward zero
   float total = 0.0f, acc = 0.0f;
   for (int64_t start = 0; start < k; start += model.group) {
     const int64_t end = std::min<int64_t>(k, start + model.group);
-    // The anchor: the products' largest exponent sum and the running sum's exponent.
-    int anchor = kNone;
-    for (int64_t l = start; l < end; ++l) {
-      const Factor fa = factor(a[l * a_stride], a_fp8), fb = factor(b[l * b_stride], b_fp8);
-      if (!fa.finite || !fb.finite) {  // inf or nan: the plain f32 sum carries it as the hardware's does
-        float plain = 0.0f;
-        for (int64_t i = 0; i < k; ++i) plain += fp8_value(a[i * a_stride], a_fp8) * fp8_value(b[i * b_stride], b_fp8);
-        return plain;
-      }
-      if (fa.sig != 0 && fb.sig != 0) anchor = std::max(anchor, fa.exp + fb.exp);
-    }
-    int acc_exp = kNone;
+    int32_t anchor = kZero;
+    for (int64_t l = start; l < end; ++l) anchor = std::max(anchor, ea[l] + eb[l]);
     if (acc != 0.0f) {
       int e = 0;
       std::frexp(acc, &e);
-      acc_exp = e - 1;
-      anchor = std::max(anchor, acc_exp);
+      anchor = std::max(anchor, e - 1);
     }
-    if (anchor != kNone) {
-      const int q = anchor - model.retained_bits;  // the quantum's exponent
+    if (anchor > kZero / 2) {
+      const int32_t q = anchor - model.retained_bits;  // the quantum's exponent
+      // A product sa sb 2^(ea + eb - mbits), in quanta 2^q: shifted by ea + eb - mbits - q <= retained_bits.
+      const int32_t offset = kBias - mbits - q;
       int64_t sum = 0;
       for (int64_t l = start; l < end; ++l) {
-        const Factor fa = factor(a[l * a_stride], a_fp8), fb = factor(b[l * b_stride], b_fp8);
-        sum += units(int64_t{fa.sig} * fb.sig, fa.exp + fb.exp - fa.mbits - fb.mbits, q);
+        const int32_t p = sa[l] * sb[l];
+        const int32_t shift = std::clamp(ea[l] + eb[l] + offset, 0, 62);
+        const int64_t units = (static_cast<int64_t>(p < 0 ? -p : p) << shift) >> kBias;
+        sum += p < 0 ? -units : units;
       }
       if (acc != 0.0f) sum += static_cast<int64_t>(std::trunc(std::ldexp(static_cast<double>(acc), -q)));
       // The sum cut toward zero to retained_bits + 1 significant bits, then exact in an f32.
       const uint64_t magnitude = static_cast<uint64_t>(sum < 0 ? -sum : sum);
-      const int width = static_cast<int>(std::bit_width(magnitude));
-      const int drop = std::max(0, width - (model.retained_bits + 1));
+      const int drop = std::max(0, static_cast<int>(std::bit_width(magnitude)) - (model.retained_bits + 1));
       const int64_t kept = static_cast<int64_t>(magnitude >> drop);
       acc = std::ldexp(static_cast<float>(sum < 0 ? -kept : kept), q + drop);
     }
@@ -142,6 +142,60 @@ float tensor_core_dot(const uint8_t* a, int64_t a_stride, DType a_fp8, const uin
     }
   }
   return model.promotion_interval > 0 ? total : acc;
+}
+
+// inf or nan among the operands: the plain f32 sum carries it, as the hardware's does.
+float plain_dot(const uint8_t* a, int64_t a_stride, DType a_fp8, const uint8_t* b, int64_t b_stride, DType b_fp8,
+                int64_t k) {
+  float s = 0.0f;
+  for (int64_t l = 0; l < k; ++l) s += fp8_value(a[l * a_stride], a_fp8) * fp8_value(b[l * b_stride], b_fp8);
+  return s;
+}
+
+int fraction_bits(DType fp8) { return fp8 == DType::kF8E5M2 ? 2 : 3; }
+
+}  // namespace
+
+float tensor_core_dot(const uint8_t* a, int64_t a_stride, DType a_fp8, const uint8_t* b, int64_t b_stride, DType b_fp8,
+                      int64_t k, const Fp8Accumulator& model) {
+  std::vector<int32_t> sa(static_cast<size_t>(k)), ea(sa.size()), sb(sa.size()), eb(sa.size());
+  bool finite = true;
+  decode(a, a_stride, a_fp8, k, sa.data(), ea.data(), &finite);
+  decode(b, b_stride, b_fp8, k, sb.data(), eb.data(), &finite);
+  if (!finite) return plain_dot(a, a_stride, a_fp8, b, b_stride, b_fp8, k);
+  return dot(sa.data(), ea.data(), sb.data(), eb.data(), k, fraction_bits(a_fp8) + fraction_bits(b_fp8), model);
+}
+
+void tensor_core_gemm(const uint8_t* a, int64_t a_row, int64_t a_col, DType a_fp8, const uint8_t* b, int64_t b_row,
+                      int64_t b_col, DType b_fp8, int64_t m, int64_t n, int64_t k, const Fp8Accumulator& model,
+                      float* c) {
+  // A's rows and B's columns, each as k contiguous (sig, exp) pairs, and which of them hold an inf or a nan.
+  std::vector<int32_t> sa(static_cast<size_t>(m * k)), ea(sa.size()), sb(static_cast<size_t>(n * k)), eb(sb.size());
+  std::vector<uint8_t> a_finite(static_cast<size_t>(m)), b_finite(static_cast<size_t>(n));
+  parallel_for(m, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      bool finite = true;
+      decode(a + i * a_row, a_col, a_fp8, k, &sa[i * k], &ea[i * k], &finite);
+      a_finite[i] = finite;
+    }
+  });
+  parallel_for(n, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) {
+      bool finite = true;
+      decode(b + j * b_col, b_row, b_fp8, k, &sb[j * k], &eb[j * k], &finite);
+      b_finite[j] = finite;
+    }
+  });
+  const int mbits = fraction_bits(a_fp8) + fraction_bits(b_fp8);
+  parallel_for(m, std::max<int64_t>(1, 65536 / std::max<int64_t>(n * k, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        c[i * n + j] = a_finite[i] && b_finite[j]
+                           ? dot(&sa[i * k], &ea[i * k], &sb[j * k], &eb[j * k], k, mbits, model)
+                           : plain_dot(a + i * a_row, a_col, a_fp8, b + j * b_col, b_row, b_fp8, k);
+      }
+    }
+  });
 }
 
 }  // namespace cpu

@@ -78,5 +78,12 @@ namespace cpu {
 float tensor_core_dot(const uint8_t* a, int64_t a_stride, DType a_fp8, const uint8_t* b, int64_t b_stride, DType b_fp8,
                       int64_t k, const Fp8Accumulator& model);
 
+// C [m, n] (dense, f32) = A [m, k] B [k, n] under a tensor-core model, element (i, l) of A at
+// a[i * a_row + l * a_col] and (l, j) of B at b[l * b_row + j * b_col]: each operand decoded once, then one
+// dot product per output (parallel over rows).
+void tensor_core_gemm(const uint8_t* a, int64_t a_row, int64_t a_col, DType a_fp8, const uint8_t* b, int64_t b_row,
+                      int64_t b_col, DType b_fp8, int64_t m, int64_t n, int64_t k, const Fp8Accumulator& model,
+                      float* c);
+
 }  // namespace cpu
 }  // namespace mantissa

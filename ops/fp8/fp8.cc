@@ -121,18 +121,10 @@ void cpu_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_inv_a, 
   const Tensor acc = out.dtype() == DType::kF32 ? out : empty({m, n});
   const Fp8Accumulator model = cpu_fp8_accumulator();
   if (model.kind == Fp8Accumulation::kTensorCore) {
-    // The tensor core's sums, bit for bit (ops/fp8/accumulator.h): one scalar dot product per output, about
-    // 20 times the bf16 GEMM's time, for judging a recipe, not for speed.
-    const uint8_t *pa = bytes_of(a), *pb = bytes_of(b);
-    const int64_t sa0 = a.stride(0), sa1 = a.stride(1), sb0 = b.stride(0), sb1 = b.stride(1);
-    float* c = acc.data<float>();
-    parallel_for(m, std::max<int64_t>(1, 4096 / std::max<int64_t>(n * k, 1)), [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        for (int64_t j = 0; j < n; ++j) {
-          c[i * n + j] = cpu::tensor_core_dot(pa + i * sa0, sa1, a.dtype(), pb + j * sb1, sb0, b.dtype(), k, model);
-        }
-      }
-    });
+    // The tensor core's sums, bit for bit (ops/fp8/accumulator.h): a scalar dot product per output, for
+    // judging a recipe, not for speed (bench/fp8_gemm_bench's scaled_mm_e4m3_hopper cases).
+    cpu::tensor_core_gemm(bytes_of(a), a.stride(0), a.stride(1), a.dtype(), bytes_of(b), b.stride(0), b.stride(1),
+                          b.dtype(), m, n, k, model, acc.data<float>());
   } else {
     const DecodedOperand da = decode_operand(a), db = decode_operand(b);
     cpu::gemm(cpu::GemmArgs<BFloat16, float>{.trans_a = da.trans,

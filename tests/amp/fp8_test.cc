@@ -105,6 +105,33 @@ TEST(Fp8Context, GuardRoutesOnlyManagedWeightsAndOnlyWhileItLives) {
   EXPECT_EQ(linear_override(), nullptr);
 }
 
+// Fp8Options::accumulator holds while the context's guard lives (nested guards each bring theirs), and the
+// tensor-core model changes the forward's sums: a 2^16 product beside ones.
+TEST(Fp8Context, GuardSetsTheCpuAccumulatorOfItsOptions) {
+  Generator gen(3);
+  Sequential model(std::make_shared<Linear>(256, 16, LinearOptions{.generator = &gen}));
+  Fp8Context plain(model, Fp8Recipe::dynamic());
+  Fp8Context hopper(model, Fp8Recipe::dynamic(), {.accumulator = Fp8Accumulator::hopper(true)});
+  EXPECT_EQ(hopper.accumulator(), Fp8Accumulator::hopper(true));
+  const Tensor x = peaked(4, 256, 448.0f);
+  Tensor y_plain, y_hopper;
+  {
+    Fp8Guard guard(hopper);
+    EXPECT_EQ(cpu_fp8_accumulator(), Fp8Accumulator::hopper(true));
+    y_hopper = model.forward(x);
+    {
+      Fp8Guard inner(plain);
+      EXPECT_EQ(cpu_fp8_accumulator(), Fp8Accumulator::f32());
+      y_plain = model.forward(x);
+    }
+    EXPECT_EQ(cpu_fp8_accumulator(), Fp8Accumulator::hopper(true));
+  }
+  EXPECT_EQ(cpu_fp8_accumulator(), Fp8Accumulator::f32());
+  ASSERT_EQ(y_plain.numel(), y_hopper.numel());
+  const Tensor a = y_plain.contiguous(), b = y_hopper.contiguous();
+  EXPECT_NE(std::memcmp(a.data<float>(), b.data<float>(), sizeof(float) * a.numel()), 0);
+}
+
 // One step of the hand-computed sequence: the amax of each micro-batch's input and grad_output, the weight's
 // amax for the whole step, and the scales step() must produce from them.
 struct HandStep {

@@ -36,6 +36,7 @@ const std::map<std::string, std::string>& other_values() {
                                                                      {"recompute", "blocks"},
                                                                      {"precision", "bf16"},
                                                                      {"fp8_recipe", "dynamic"},
+                                                                     {"fp8_accumulator", "hopper"},
                                                                      {"optimizer", "adamw"},
                                                                      {"lr", "0.0003"},
                                                                      {"momentum", "0.5"},
@@ -210,6 +211,11 @@ TEST(RunFlags, OutOfRangeValuesAreRefusedNamingTheFlag) {
       {{{"recompute", "blocks"}}, "--recompute=blocks needs --model=gpt (the only model with blocks to recompute)"},
       {{{"min_scale", "1e6"}}, "--min_scale must be in [0, --init_scale], got 1e+06"},
       {{{"device", "gpu"}}, "--device=gpu: expected cpu, cuda or cuda:N"},
+      {{{"fp8_accumulator", "h100"}},
+       "--fp8_accumulator=h100: expected f32, hopper or hopper-fast (how the CPU's FP8 GEMMs sum their products)"},
+      {{{"precision", "fp8"}, {"fp8_accumulator", "hopper"}, {"device", "cuda"}},
+       "--fp8_accumulator=hopper models the tensor core on the CPU; on --device=cuda the GPU's own tensor core "
+       "sums. HINT: leave it at f32 there"},
   };
   for (const auto& [flags, message] : cases) {
     RunOptions o;
@@ -272,8 +278,8 @@ TEST(RunFlagsConfigJson, TheDefaultsAsCheckpointsKeepThem) {
       R"("hysteresis": 1, "hysteresis_refill": "clean_step", "min_scale": 0, "seed": 1, "eval_every": 0, "eval_batches": 0})";
   std::string new_tail = tail;
   new_tail.insert(new_tail.find(R"("epochs")"), R"("global_batch": 0, )");
-  EXPECT_EQ(to_json(RunOptions{}),
-            head + R"("batchnorm": "local", )" + precision + R"("fp8_recipe": "delayed", )" + new_tail);
+  EXPECT_EQ(to_json(RunOptions{}), head + R"("batchnorm": "local", )" + precision +
+                                       R"("fp8_recipe": "delayed", "fp8_accumulator": "f32", )" + new_tail);
   // A checkpoint written before --batchnorm, --fp8_recipe and --global_batch existed reads as their defaults
   // (local statistics, the delayed recipe, --batch_size per rank).
   absl::StatusOr<RunOptions> old = options_from_json(head + precision + tail);
