@@ -12,6 +12,8 @@
 #   nccl       the NCCL world-of-one tests
 #   step       bench/gpu_step_bench beside bench/pytorch/gpu_step.py (eager; compiled if time is left)
 #   gemm       bench/cuda_gemm_bench beside cuBLAS through PyTorch (bench/pytorch/gpu_gemm.py)
+#   fp8acc     the FP8 tensor core's own sums (bench/gpu/fp8_accum_probe.py) against the CPU's model of them
+#              (bench/gpu/fp8_accum_fit.py, ops/fp8/accumulator.h): every output bit for bit
 # and writes one markdown report, $OUT/device_check.md (date, GPU, driver and library versions, every gtest
 # summary line, the sanitizers' verdicts, the benchmark tables with their ratios), and the raw logs,
 # $OUT/device_check_logs.tar.gz. Where there is no GPU (a rehearsal), the GPU parts say that they skipped
@@ -19,7 +21,7 @@
 #
 #   scripts/device_check.sh [--budget=SECONDS] [--also="PROGRAM ARGS"]... [PART|GROUP]...
 #       PARTs as above (default: all); GROUPs name the three calls that fit the run tool's 10-minute limit:
-#       tests = unit memcheck, checks = racecheck synccheck curves nccl, bench = step gemm. --budget (default
+#       tests = unit memcheck, checks = racecheck synccheck curves nccl, bench = step gemm fp8acc. --budget (default
 #       1500) caps the whole call: a part gets its own limit or what is left, whichever is less, and is not
 #       started with under 30 s left. --also runs a program of the bundle's bin/ after the parts (the old
 #       scripts/device_run.sh's benchmarks), e.g. --also="cuda_kernels_bench --benchmark_min_time=0.2".
@@ -30,15 +32,16 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-all_parts=(unit memcheck racecheck synccheck curves nccl step gemm)
+all_parts=(unit memcheck racecheck synccheck curves nccl step gemm fp8acc)
 # Seconds each part may take at most (the --budget caps it further).
 declare -A limit=([unit]=300 [memcheck]=480 [racecheck]=300 [synccheck]=240 [curves]=300 [nccl]=120 [step]=540
-                  [gemm]=300)
+                  [gemm]=300 [fp8acc]=120)
 declare -A title=([unit]="CUDA unit tests" [memcheck]="compute-sanitizer memcheck, CUDA unit tests"
                   [racecheck]="compute-sanitizer racecheck, kernel tests"
                   [synccheck]="compute-sanitizer synccheck, kernel tests" [curves]="MLP and GPT loss curves on the GPU"
                   [nccl]="NCCL world-of-one tests" [step]="training step: gpu_step_bench beside PyTorch"
-                  [gemm]="GEMM: cuda_gemm_bench beside cuBLAS")
+                  [gemm]="GEMM: cuda_gemm_bench beside cuBLAS"
+                  [fp8acc]="FP8 tensor-core sums against the CPU's accumulator model")
 # Test filters. The GPU tests are the suites named Cuda*/*Cuda*/*Gpu*/Nccl* (tests/cuda) and the pinned
 # DataLoader test; the curves and NCCL have parts of their own. The kernel tests leave out the suites whose
 # work is cuBLAS and cuDNN (GEMM, matmul, convolution, the composed attention, the CNN) and the host-only plan
@@ -81,7 +84,7 @@ for arg in "$@"; do
     --also=*) also+=("${arg#--also=}") ;;
     tests) parts+=(unit memcheck) ;;
     checks) parts+=(racecheck synccheck curves nccl) ;;
-    bench) parts+=(step gemm) ;;
+    bench) parts+=(step gemm fp8acc) ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *)
       if [[ -n ${limit[$arg]:-} ]]; then
@@ -361,6 +364,33 @@ part_gemm() {
     verdict[gemm]="FAIL (a cuda_gemm_bench case reported an error)"
   else
     verdict[gemm]=PASS
+  fi
+}
+
+part_fp8acc() {
+  local t rc_p rc_f
+  t=$(allowed fp8acc)
+  if [[ $gpu -eq 0 ]]; then
+    verdict[fp8acc]="SKIPPED (no GPU)"
+    detail[fp8acc]=$no_gpu_reason
+    say "skipped: $no_gpu_reason."
+    return
+  fi
+  # The record goes to $OUT too (about 11 MB), so that a new GPU's can be kept beside bench/gpu/2026-11-28's.
+  run_bench fp8_accum_probe $((t * 2 / 3)) "$python" "$root/bench/gpu/fp8_accum_probe.py" --out "$out"
+  rc_p=$?
+  run_bench fp8_accum_fit $((t / 3)) "$python" "$root/bench/gpu/fp8_accum_fit.py" "$out"
+  rc_f=$?
+  say ""
+  tail -n 3 "$logs/fp8_accum_probe.log" | fence
+  fence <"$logs/fp8_accum_fit.log"
+  detail[fp8acc]="$(tail -n 1 "$logs/fp8_accum_fit.log")"
+  if [[ $rc_p -ne 0 ]]; then
+    verdict[fp8acc]="FAIL (fp8_accum_probe.py exit $rc_p)"
+  elif [[ $rc_f -ne 0 ]]; then
+    verdict[fp8acc]="FAIL (the model differs: see the mismatched cases)"
+  else
+    verdict[fp8acc]=PASS
   fi
 }
 
