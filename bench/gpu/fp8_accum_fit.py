@@ -11,8 +11,13 @@ bits (13 below its leading one) and kept in an f32 register. With cuBLASLt's fas
 products the running sum is added into a plain f32 total (round to nearest even) and restarts from zero; with
 it on, never. Other numbers can be tried with the flags, to see how the record refutes them.
 
-    python3 bench/gpu/fp8_accum_fit.py DIR [--group 32] [--bits 13] [--sum-bits 13] [--promote 128]
-        (DIR holds fp8_accum_probe.npz and .json; prints each f32-output case and its mismatched outputs)
+The bf16-output cases check the scales too: tensorwise and rowwise outputs are the model's sum times the two
+scales, rounded once to bf16; 1x128 (and 128x128) block scales multiply each 128-product block's sum (one
+promotion interval) and the blocks are summed in f32, then rounded to bf16.
+
+    python3 bench/gpu/fp8_accum_fit.py DIR [--corner 64] [--group 32] [--bits 13] [--sum-bits 13] [--promote 128]
+        (DIR holds fp8_accum_probe.npz and .json; prints each case and its mismatched outputs; --corner checks
+        the top-left corner of each output, 0 for all of it)
 """
 import argparse
 import json
@@ -66,9 +71,34 @@ def model(a, ea, bt, eb, group=32, bits=13, sum_bits=13, promote=128):
     return total if promote else acc.astype(np.float32)
 
 
+def bf16(x):
+    """f32 -> bf16 (round to nearest even) -> f32."""
+    b = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return (((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+
+
+def scaled(c, arrays, a, ea, bt, eb, args):
+    """A bf16-output case: the model's sums with the scales applied as cuBLASLt does, rounded to bf16."""
+    sa, sb = arrays[c["name"] + "/scale_a"], arrays[c["name"] + "/scale_b"]
+    promote = 0 if c["use_fast_accum"] else args.promote
+    m, n = a.shape[0], bt.shape[0]
+    if not c["name"].startswith("block"):  # tensorwise (1 x 1) or rowwise (M x 1 and 1 x N)
+        acc = model(a, ea, bt, eb, args.group, args.bits, args.sum_bits, promote)
+        return bf16(acc * sa.reshape(-1, 1)[:m].astype(np.float32) * sb.reshape(1, -1)[:, :n].astype(np.float32))
+    blocks = a.shape[1] // 128
+    sb_n = sb if sb.shape[1] == c["n"] else np.repeat(sb, 128, axis=1)
+    total = np.zeros((m, n), np.float32)
+    for i in range(blocks):
+        k = slice(128 * i, 128 * (i + 1))
+        part = model(a[:, k], ea[:, k], bt[:, k], eb[:, k], args.group, args.bits, args.sum_bits, 0)
+        total = (total + part * (sa[:m, i:i + 1] * sb_n[i:i + 1, :n]).astype(np.float32)).astype(np.float32)
+    return bf16(total)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("dir")
+    p.add_argument("--corner", type=int, default=64)
     p.add_argument("--group", type=int, default=32)
     p.add_argument("--bits", type=int, default=13)
     p.add_argument("--sum-bits", type=int, default=13)
@@ -79,12 +109,19 @@ def main():
     print(f"record: {index['gpu']}, torch {index['torch']}, CUDA {index['cuda']}")
     bad_total = elements = 0
     for c in index["cases"]:
-        if not c["ok"] or c["out_dtype"] != "torch.float32" or np.any(arrays[c["name"] + "/scale_a"] != 1):
+        if not c["ok"]:
             continue
-        a, ea = fp8_decode(arrays[c["inputs"] + "/a"], c["a_dtype"])
-        bt, eb = fp8_decode(arrays[c["inputs"] + "/bt"], c["b_dtype"])
-        got = arrays[c["name"] + "/out"].astype(np.float32)
-        want = model(a, ea, bt, eb, args.group, args.bits, args.sum_bits, 0 if c["use_fast_accum"] else args.promote)
+        rows = cols = args.corner or max(c["m"], c["n"])
+        a, ea = fp8_decode(arrays[c["inputs"] + "/a"][:rows], c["a_dtype"])
+        bt, eb = fp8_decode(arrays[c["inputs"] + "/bt"][:cols], c["b_dtype"])
+        got = arrays[c["name"] + "/out"][:rows, :cols].astype(np.float32)
+        if c["out_dtype"] == "torch.float32" and np.all(arrays[c["name"] + "/scale_a"] == 1):
+            want = model(a, ea, bt, eb, args.group, args.bits, args.sum_bits,
+                         0 if c["use_fast_accum"] else args.promote)
+        elif c["out_dtype"] == "torch.bfloat16":
+            want = scaled(c, arrays, a, ea, bt, eb, args)
+        else:
+            continue
         bad = int(np.sum(want.view(np.uint32) != got.view(np.uint32)))
         bad_total += bad
         elements += got.size

@@ -114,42 +114,134 @@ DecodedOperand decode_operand(const Tensor& x) {
 // tensor core's arithmetic: Hopper's keeps about 14 bits of the running sum (DeepSeek-V3's report), so this
 // is the best case of FP8 accuracy. Then the epilogue in f32 with one rounding to out's dtype. bias is f32 or
 // out's dtype, or undefined.
+enum class ScaleLayout : uint8_t { kTensor, kRow, kBlock };
+void check_scale(std::string_view op, const char* what, const Tensor& s, Device device);
+
+// The scales' shapes say the recipe, as torch._scaled_mm reads them: both 0-d (per tensor); a [M] or [M, 1]
+// and b [N] or [1, N] (rowwise: torchao's); a [M, K/128] and b [K/128, ceil(N/128)] (DeepSeek-V3's 1x128
+// activations and 128x128 weights) or [K/128, N] (1x128 on both, as the weight gradient takes them). Checked
+// here: f32, on the operands' device, and K a multiple of 128 for blocks (no ragged tail: the last block
+// would have no scale of its own in cuBLASLt's layout either).
+ScaleLayout scale_layout(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb) {
+  MT_CHECK(sa.defined() && sb.defined(), "scaled_mm: scale_inv_a or scale_inv_b is an undefined tensor");
+  if (sa.dim() == 0 && sb.dim() == 0) {
+    check_scale("scaled_mm", "scale_inv_a", sa, a.device());
+    check_scale("scaled_mm", "scale_inv_b", sb, a.device());
+    return ScaleLayout::kTensor;
+  }
+  for (const auto& [name, s] : {std::pair{"scale_inv_a", &sa}, std::pair{"scale_inv_b", &sb}}) {
+    MT_CHECK(s->dtype() == DType::kF32, "scaled_mm: expected ", name, " in f32, got ", dtype_name(s->dtype()),
+             ". HINT: cast it with .to(kF32)");
+    MT_CHECK(s->device() == a.device(), "scaled_mm: expected ", name, " on ", a.device().str(),
+             " with the operands, got ", s->device().str());
+  }
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1), kb = (k + 127) / 128;
+  const bool a_rows = sa.numel() == m && (sa.dim() == 1 || (sa.dim() == 2 && sa.size(1) == 1));
+  const bool b_cols = sb.numel() == n && (sb.dim() == 1 || (sb.dim() == 2 && sb.size(0) == 1));
+  if (a_rows && b_cols) return ScaleLayout::kRow;  // with K <= 128 the same as one block
+  const bool a_blocks = sa.dim() == 2 && sa.size(0) == m && sa.size(1) == kb;
+  const bool b_blocks = sb.dim() == 2 && sb.size(0) == kb && (sb.size(1) == (n + 127) / 128 || sb.size(1) == n);
+  if (a_blocks && b_blocks) {
+    MT_CHECK(k % 128 == 0, "scaled_mm: block scales need K a multiple of 128 (one scale per 128 of K), got K = ", k,
+             ". HINT: pad K to ", kb * 128, " with zeros, or use rowwise or per-tensor scales");
+    return ScaleLayout::kBlock;
+  }
+  MT_THROW("scaled_mm: scale_inv_a ", shape_str(sa.shape()), " and scale_inv_b ", shape_str(sb.shape()),
+           " fit no scaling for a ", shape_str(a.shape()), " by ", shape_str(b.shape()),
+           " product: per tensor both 0-d; rowwise a [", m, "] or [", m, ", 1] and b [", n, "] or [1, ", n,
+           "]; blocks a [", m, ", ", kb, "] (1x128) and b [", kb, ", ", (n + 127) / 128, "] (128x128) or [", kb, ", ",
+           n, "] (1x128)");
+}
+
+// The product of block `blk` of K (128 wide) into the dense f32 c [m, n]: the tensor-core model on the FP8
+// bytes, or the bf16 GEMM on the decoded operands.
+void block_product(const Tensor& a, const Tensor& b, const DecodedOperand& da, const DecodedOperand& db,
+                   const Fp8Accumulator& model, int64_t blk, int64_t width, float* c) {
+  const int64_t m = a.size(0), n = b.size(1), l0 = blk * width;
+  if (model.kind == Fp8Accumulation::kTensorCore) {
+    cpu::tensor_core_gemm(bytes_of(a) + l0 * a.stride(1), a.stride(0), a.stride(1), a.dtype(),
+                          bytes_of(b) + l0 * b.stride(0), b.stride(0), b.stride(1), b.dtype(), m, n, width, model, c);
+    return;
+  }
+  const BFloat16* pa = da.values.data<BFloat16>() + (da.trans == cpu::Trans::kYes ? l0 * da.ld : l0);
+  const BFloat16* pb = db.values.data<BFloat16>() + (db.trans == cpu::Trans::kYes ? l0 : l0 * db.ld);
+  cpu::gemm(cpu::GemmArgs<BFloat16, float>{.trans_a = da.trans,
+                                           .trans_b = db.trans,
+                                           .m = m,
+                                           .n = n,
+                                           .k = width,
+                                           .a = pa,
+                                           .lda = da.ld,
+                                           .b = pb,
+                                           .ldb = db.ld,
+                                           .c = c,
+                                           .ldc = n,
+                                           .alpha = 1.0,
+                                           .beta = 0.0});
+}
+
+// Block scales: each 128-wide block of K summed on its own (for the tensor-core model, one promotion interval),
+// times its two scales, the blocks summed in f32 in K's order; what the H200's cuBLASLt computed (bench/gpu/
+// 2026-11-28, bf16 outputs bit for bit).
+void block_scaled_sum(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb, const Fp8Accumulator& model,
+                      float* total) {
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1), kb = k / 128;
+  const Tensor sa_c = sa.contiguous(), sb_c = sb.contiguous();
+  const float *pa = sa_c.data<float>(), *pb = sb_c.data<float>();
+  const bool b_per_column = sb.size(1) == n && n != (n + 127) / 128;
+  const int64_t b_cols = sb.size(1);
+  const bool tc = model.kind == Fp8Accumulation::kTensorCore;
+  const DecodedOperand da = tc ? DecodedOperand{} : decode_operand(a), db = tc ? DecodedOperand{} : decode_operand(b);
+  std::fill(total, total + m * n, 0.0f);
+  std::vector<float> part(static_cast<size_t>(m * n));
+  for (int64_t blk = 0; blk < kb; ++blk) {
+    block_product(a, b, da, db, model, blk, 128, part.data());
+    parallel_for(m, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float s_row = pa[i * kb + blk];
+        for (int64_t j = 0; j < n; ++j) {
+          const float s_col = pb[blk * b_cols + (b_per_column ? j : j / 128)];
+          total[i * n + j] += part[i * n + j] * (s_row * s_col);
+        }
+      }
+    });
+  }
+}
+
 void cpu_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_inv_a, const Tensor& scale_inv_b,
                    const Tensor& bias, const Tensor& out) {
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   if (m == 0 || n == 0) return;
   const Tensor acc = out.dtype() == DType::kF32 ? out : empty({m, n});
   const Fp8Accumulator model = cpu_fp8_accumulator();
-  if (model.kind == Fp8Accumulation::kTensorCore) {
+  const ScaleLayout layout = scale_layout(a, b, scale_inv_a, scale_inv_b);
+  if (layout == ScaleLayout::kBlock) {
+    block_scaled_sum(a, b, scale_inv_a, scale_inv_b, model, acc.data<float>());
+  } else if (model.kind == Fp8Accumulation::kTensorCore) {
     // The tensor core's sums, bit for bit (ops/fp8/accumulator.h): a scalar dot product per output, for
     // judging a recipe, not for speed (bench/fp8_gemm_bench's scaled_mm_e4m3_hopper cases).
     cpu::tensor_core_gemm(bytes_of(a), a.stride(0), a.stride(1), a.dtype(), bytes_of(b), b.stride(0), b.stride(1),
                           b.dtype(), m, n, k, model, acc.data<float>());
   } else {
     const DecodedOperand da = decode_operand(a), db = decode_operand(b);
-    cpu::gemm(cpu::GemmArgs<BFloat16, float>{.trans_a = da.trans,
-                                             .trans_b = db.trans,
-                                             .m = m,
-                                             .n = n,
-                                             .k = k,
-                                             .a = da.values.data<BFloat16>(),
-                                             .lda = da.ld,
-                                             .b = db.values.data<BFloat16>(),
-                                             .ldb = db.ld,
-                                             .c = acc.data<float>(),
-                                             .ldc = n,
-                                             .alpha = 1.0,
-                                             .beta = 0.0});
+    block_product(a, b, da, db, model, 0, k, acc.data<float>());
   }
-  const float scale = *scale_inv_a.data<float>() * *scale_inv_b.data<float>();
+  // Per tensor: acc * (scale_inv_a * scale_inv_b); rowwise: acc * (scale_inv_a[i] * scale_inv_b[j]); blocks:
+  // scaled already. Then the bias, one rounding to out's dtype.
+  const Tensor row = layout == ScaleLayout::kRow ? scale_inv_a.contiguous() : Tensor();
+  const Tensor col = layout == ScaleLayout::kRow ? scale_inv_b.contiguous() : Tensor();
+  const float scale = layout == ScaleLayout::kTensor ? *scale_inv_a.data<float>() * *scale_inv_b.data<float>() : 1.0f;
+  const cpu::RowColScales rc{.row = row.defined() ? row.data<float>() : nullptr,
+                             .col = col.defined() ? col.data<float>() : nullptr};
   const Tensor bias32 = bias.defined() ? bias.to(DType::kF32).contiguous() : Tensor();
   const float* bias_ptr = bias32.defined() ? bias32.data<float>() : nullptr;
   switch (out.dtype()) {
     case DType::kF32:
-      return cpu::scaled_mm_epilogue<float>(acc.data<float>(), m, n, scale, bias_ptr, out.data<float>());
+      return cpu::scaled_mm_epilogue<float>(acc.data<float>(), m, n, scale, bias_ptr, out.data<float>(), rc);
     case DType::kBF16:
-      return cpu::scaled_mm_epilogue<BFloat16>(acc.data<float>(), m, n, scale, bias_ptr, out.data<BFloat16>());
-    case DType::kF16: return cpu::scaled_mm_epilogue<Half>(acc.data<float>(), m, n, scale, bias_ptr, out.data<Half>());
+      return cpu::scaled_mm_epilogue<BFloat16>(acc.data<float>(), m, n, scale, bias_ptr, out.data<BFloat16>(), rc);
+    case DType::kF16:
+      return cpu::scaled_mm_epilogue<Half>(acc.data<float>(), m, n, scale, bias_ptr, out.data<Half>(), rc);
     default: MT_ASSERT(false, "scaled_mm kernel called with an unchecked out dtype ", dtype_name(out.dtype()));
   }
 }
@@ -260,8 +352,11 @@ Tensor scaled_mm(const Tensor& a_in, const Tensor& b_in, const Tensor& scale_inv
            ". HINT: move both to one device with .to(device)");
   MT_CHECK(a.size(1) == b.size(0), "scaled_mm: cannot multiply a ", shape_str(a.shape()), " by b ",
            shape_str(b.shape()), ": inner sizes ", a.size(1), " and ", b.size(0), " differ");
-  check_scale("scaled_mm", "scale_inv_a", scale_inv_a, a.device());
-  check_scale("scaled_mm", "scale_inv_b", scale_inv_b, a.device());
+  const ScaleLayout layout = scale_layout(a, b, scale_inv_a, scale_inv_b);
+  MT_CHECK(layout == ScaleLayout::kTensor || a.device().is_cpu(),
+           "scaled_mm: ", layout == ScaleLayout::kRow ? "rowwise" : "block", " scales (scale_inv_a ",
+           shape_str(scale_inv_a.shape()), ", scale_inv_b ", shape_str(scale_inv_b.shape()),
+           ") run on the CPU only so far; on ", a.device().str(), " give 0-d (per-tensor) scales");
   MT_CHECK(out_dtype == DType::kF32 || out_dtype == DType::kBF16 || out_dtype == DType::kF16,
            "scaled_mm: expected out_dtype f32, bf16 or f16, got ", dtype_name(out_dtype));
   const int64_t n = b.size(1);

@@ -80,9 +80,14 @@ MT_OP(amax, kNone, kNone);
 Tensor amax(const Tensor& x);
 
 // out[M, N] = (a[M, K] @ b[K, N]) * scale_inv_a * scale_inv_b (+ bias[N]), a and b FP8 (any strides; E4M3 or
-// E5M2 each, not both E5M2, as cuBLASLt), scale_inv_* 0-d f32 tensors (the dequantization factors, 1 / the
+// E5M2 each, not both E5M2, as cuBLASLt), scale_inv_* f32 tensors (the dequantization factors, 1 / the
 // quantization scale), bias 1-D f32 or out_dtype, out_dtype f32, bf16 or f16; everything on one device.
-// Returns a new contiguous tensor. Not differentiable.
+// Returns a new contiguous tensor. Not differentiable. The scales' shapes choose the scaling, as
+// torch._scaled_mm reads them: both 0-d (per tensor); a [M] or [M, 1] with b [N] or [1, N] (rowwise:
+// out[i, j] = acc * (a_i * b_j)); a [M, K/128] with b [K/128, ceil(N/128)] (DeepSeek-V3's 1x128 activations
+// and 128x128 weights) or [K/128, N] (1x128 both), K a multiple of 128: each 128-wide block of K summed on its
+// own, times its scales, the blocks summed in f32, as the H200's cuBLASLt did bit for bit (bench/gpu/
+// 2026-11-28). Rowwise and block scales run on the CPU only so far.
 MT_OP(scaled_mm, kNone, kNone);
 Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_inv_a, const Tensor& scale_inv_b,
                  DType out_dtype, const Tensor& bias = Tensor());

@@ -148,18 +148,24 @@ void decode_fp8(const uint8_t* src, int64_t rows, int64_t cols, int64_t row_stri
 }
 
 template <typename Out>
-void scaled_mm_epilogue(const float* acc, int64_t m, int64_t n, float scale, const float* bias, Out* out) {
+void scaled_mm_epilogue(const float* acc, int64_t m, int64_t n, float scale, const float* bias, Out* out,
+                        RowColScales rowcol) {
+  const bool vectors = rowcol.row != nullptr || rowcol.col != nullptr;
   parallel_for(m, std::max<int64_t>(1, kGrain / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
     float r[kBlock];
     for (int64_t i = begin; i < end; ++i) {
       for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
         const int64_t len = std::min(kBlock, n - j0);
         const float* a = acc + i * n + j0;
+        float s[kBlock];
+        for (int64_t j = 0; j < len; ++j) {
+          s[j] = vectors ? (rowcol.row ? rowcol.row[i] : 1.0f) * (rowcol.col ? rowcol.col[j0 + j] : 1.0f) : scale;
+        }
         if (bias != nullptr) {
           const float* b = bias + j0;
-          for (int64_t j = 0; j < len; ++j) r[j] = fp8::epilogue(a[j], scale, b[j]);
+          for (int64_t j = 0; j < len; ++j) r[j] = fp8::epilogue(a[j], s[j], b[j]);
         } else {
-          for (int64_t j = 0; j < len; ++j) r[j] = fp8::epilogue(a[j], scale);
+          for (int64_t j = 0; j < len; ++j) r[j] = fp8::epilogue(a[j], s[j]);
         }
         Out* o = out + i * n + j0;
         if constexpr (std::is_same_v<Out, float>) {
@@ -178,8 +184,9 @@ template Fp8PassStats quantize_fp8<BFloat16>(const BFloat16*, int64_t, float, DT
 template uint32_t amax_bits<float>(const float*, int64_t);
 template uint32_t amax_bits<Half>(const Half*, int64_t);
 template uint32_t amax_bits<BFloat16>(const BFloat16*, int64_t);
-template void scaled_mm_epilogue<float>(const float*, int64_t, int64_t, float, const float*, float*);
-template void scaled_mm_epilogue<Half>(const float*, int64_t, int64_t, float, const float*, Half*);
-template void scaled_mm_epilogue<BFloat16>(const float*, int64_t, int64_t, float, const float*, BFloat16*);
+template void scaled_mm_epilogue<float>(const float*, int64_t, int64_t, float, const float*, float*, RowColScales);
+template void scaled_mm_epilogue<Half>(const float*, int64_t, int64_t, float, const float*, Half*, RowColScales);
+template void scaled_mm_epilogue<BFloat16>(const float*, int64_t, int64_t, float, const float*, BFloat16*,
+                                           RowColScales);
 
 }  // namespace mantissa::cpu

@@ -42,7 +42,14 @@ void decode_fp8(const uint8_t* src, int64_t rows, int64_t cols, int64_t row_stri
 // The scaled matmul's epilogue over the dense f32 accumulator acc [m, n]: out[i, j] =
 // fp8::epilogue(acc[i, j], scale, bias[j]) (no bias when bias is null), rounded once to Out (float, Half or
 // BFloat16); out is dense [m, n] and may be acc itself when Out is float.
+// rowwise scales: row [m] and col [n] (each may be null: 1), out[i, j] = epilogue(acc, row[i] * col[j], bias),
+// which replaces `scale`.
+struct RowColScales {
+  const float* row = nullptr;
+  const float* col = nullptr;
+};
 template <typename Out>
-void scaled_mm_epilogue(const float* acc, int64_t m, int64_t n, float scale, const float* bias, Out* out);
+void scaled_mm_epilogue(const float* acc, int64_t m, int64_t n, float scale, const float* bias, Out* out,
+                        RowColScales rowcol = {});
 
 }  // namespace mantissa::cpu

@@ -22,9 +22,10 @@ namespace {
 TEST(Fp8Accumulator, MatchesTheH200TensorCoreBitForBit) {
   testing::GoldenFile g("fp8_accum_h200.h5");
   const std::vector<std::string> cases = g.members("/");
-  ASSERT_GE(cases.size(), 16u);
+  ASSERT_GE(cases.size(), 17u);
   int64_t outputs = 0;
   for (const std::string& name : cases) {
+    if (name == "scaled") continue;  // the next test's
     const std::vector<uint32_t> meta = g.u32("/" + name + "/meta");
     const int64_t m = meta[0], n = meta[1], k = meta[2];
     const DType fa = meta[3] ? DType::kF8E5M2 : DType::kF8E4M3, fb = meta[4] ? DType::kF8E5M2 : DType::kF8E4M3;
@@ -50,6 +51,85 @@ TEST(Fp8Accumulator, MatchesTheH200TensorCoreBitForBit) {
     }
   }
   EXPECT_EQ(outputs, 77824);  // 16 input sets, both modes
+}
+
+Tensor from_bits(const std::vector<uint8_t>& bytes, Shape shape, DType dtype) {
+  Tensor t = empty(std::move(shape), {.dtype = dtype});
+  std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  return t;
+}
+Tensor f32_from_bits(const std::vector<uint32_t>& bits, Shape shape) {
+  Tensor t = empty(std::move(shape));
+  std::memcpy(t.data_ptr(), bits.data(), bits.size() * sizeof(uint32_t));
+  return t;
+}
+
+// scaled_mm on the CPU with the tensor-core model against the H200's scaled GEMMs (bf16 outputs): per-row
+// scales (torchao's rowwise), and DeepSeek-V3's 1x128 x 128x128 and 1x128 x 1x128 block scales, which
+// cuBLASLt applies to each 128-wide block's sum; the scales as torch._scaled_mm took them.
+TEST(Fp8Accumulator, ScaledMmMatchesTheH200WithRowAndBlockScales) {
+  testing::GoldenFile g("fp8_accum_h200.h5");
+  const std::vector<std::string> cases = g.members("/scaled");
+  ASSERT_GE(cases.size(), 10u);
+  for (const std::string& name : cases) {
+    const std::string at = "/scaled/" + name;
+    const std::vector<uint32_t> meta = g.u32(at + "/meta");
+    const int64_t m = meta[0], n = meta[1], k = meta[2];
+    const Tensor a = from_bits(g.u8(at + "/a"), {m, k}, DType::kF8E4M3);
+    const Tensor b = from_bits(g.u8(at + "/bt"), {n, k}, DType::kF8E4M3).t();  // [k, n], column-major
+    const Tensor sa = f32_from_bits(g.u32(at + "/scale_a"), g.shape(at + "/scale_a"));
+    const Tensor sb = f32_from_bits(g.u32(at + "/scale_b"), g.shape(at + "/scale_b"));
+    const std::vector<uint32_t> want = g.u32(at + "/out");
+    Fp8AccumulatorScope scope(Fp8Accumulator::hopper(meta[3] != 0));
+    const Tensor out = scaled_mm(a, b, sa, sb, DType::kBF16).to(DType::kF32).contiguous();
+    int64_t bad = 0;
+    for (int64_t i = 0; i < m * n; ++i) {
+      const uint32_t got = std::bit_cast<uint32_t>(out.data<float>()[i]);
+      if (got != want[static_cast<size_t>(i)] && bad++ < 3) {
+        ADD_FAILURE() << name << " element " << i << ": " << out.data<float>()[i] << ", H200 "
+                      << std::bit_cast<float>(want[static_cast<size_t>(i)]);
+      }
+    }
+    EXPECT_EQ(bad, 0) << name;
+  }
+}
+
+// Block scales with the f32 model: each block's exact sum (small integers here) times its scales.
+TEST(Fp8Accumulator, BlockScalesWeighEachBlockOfK) {
+  const Tensor one = scalar_tensor(1.0f);
+  const Tensor a = quantize_fp8(full({2, 256}, 1.0f), one, DType::kF8E4M3, Fp8Overflow::kSaturate).data;
+  const Tensor b = quantize_fp8(full({256, 3}, 2.0f), one, DType::kF8E4M3, Fp8Overflow::kSaturate).data;
+  const Tensor sa = from_vector<float>({1.0f, 0.5f, 2.0f, 4.0f}, {2, 2});  // [m, K/128]
+  const Tensor sb = from_vector<float>({1.0f, 3.0f}, {2, 1});              // [K/128, ceil(n/128)]
+  const Tensor out = scaled_mm(a, b, sa, sb, DType::kF32);
+  // Row 0: 256 * 1 + 256 * 0.5 * 3 = 640; row 1: 256 * 2 + 256 * 4 * 3 = 3584.
+  EXPECT_EQ(out.to(DType::kF64).contiguous().data<double>()[0], 640.0);
+  EXPECT_EQ(out.to(DType::kF64).contiguous().data<double>()[3], 3584.0);
+  // Rowwise: row and column factors.
+  const Tensor r = scaled_mm(a, b, from_vector<float>({2.0f, 3.0f}, {2, 1}),
+                             from_vector<float>({1.0f, 0.5f, 4.0f}, {1, 3}), DType::kF32);
+  EXPECT_EQ(r.to(DType::kF64).contiguous().data<double>()[5], 512.0 * 3.0 * 4.0);
+}
+
+TEST(Fp8Accumulator, ScaleShapesThatFitNoRecipeAreRefused) {
+  const Tensor one = scalar_tensor(1.0f);
+  const Tensor a = quantize_fp8(full({4, 200}, 1.0f), one, DType::kF8E4M3, Fp8Overflow::kSaturate).data;
+  const Tensor b = quantize_fp8(full({200, 8}, 1.0f), one, DType::kF8E4M3, Fp8Overflow::kSaturate).data;
+  auto error_of = [&](const Tensor& sa, const Tensor& sb) {
+    try {
+      scaled_mm(a, b, sa, sb, DType::kF32);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // K = 200 is not a multiple of 128: no block scales.
+  EXPECT_NE(error_of(full({4, 2}, 1.0f), full({2, 1}, 1.0f)).find("block scales need K a multiple of 128"),
+            std::string::npos);
+  const std::string wrong = error_of(full({3}, 1.0f), full({8}, 1.0f));
+  EXPECT_NE(wrong.find("fit no scaling for a [4, 200] by [200, 8] product"), std::string::npos) << wrong;
+  EXPECT_NE(error_of(full({4}, 1.0f).to(DType::kF64), full({8}, 1.0f)).find("expected scale_inv_a in f32"),
+            std::string::npos);
 }
 
 // The ladder's lesson in two lines: after a product of 2^16, one of 2^3 (2^-13 of it) survives a K step, and

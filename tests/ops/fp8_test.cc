@@ -322,7 +322,8 @@ TEST(ScaledMm, Errors) {
   EXPECT_THAT(error_of(call(a, b.t(), s, s, kFloat32)),
               HasSubstr("scaled_mm: cannot multiply a [4, 8] by b [2, 8]: inner sizes 8 and 2 differ"));
   EXPECT_THAT(error_of(call(a, b, ones({1}), s, kFloat32)),
-              HasSubstr("scaled_mm: expected scale_inv_a to be a 0-d f32 tensor"));
+              HasSubstr("scaled_mm: scale_inv_a [1] and scale_inv_b [] fit no scaling for a [4, 8] by [8, 2] product: "
+                        "per tensor both 0-d; rowwise a [4] or [4, 1] and b [2] or [1, 2]"));
   EXPECT_THAT(error_of(call(a, b, s, scalar_tensor(1.0, {.dtype = kFloat16}), kFloat32)),
               HasSubstr("expected scale_inv_b to be a 0-d f32 tensor (one per-tensor factor), got f16 []"));
   EXPECT_THAT(error_of(call(a, b, s, s, kFloat64)),
