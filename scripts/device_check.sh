@@ -35,7 +35,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 all_parts=(unit memcheck racecheck synccheck curves nccl step gemm fp8acc)
 # Seconds each part may take at most (the --budget caps it further).
 declare -A limit=([unit]=300 [memcheck]=480 [racecheck]=300 [synccheck]=240 [curves]=300 [nccl]=120 [step]=540
-                  [gemm]=300 [fp8acc]=120)
+                  [gemm]=300 [fp8acc]=180)
 declare -A title=([unit]="CUDA unit tests" [memcheck]="compute-sanitizer memcheck, CUDA unit tests"
                   [racecheck]="compute-sanitizer racecheck, kernel tests"
                   [synccheck]="compute-sanitizer synccheck, kernel tests" [curves]="MLP and GPT loss curves on the GPU"
@@ -377,9 +377,9 @@ part_fp8acc() {
     return
   fi
   # The record goes to $OUT too (about 11 MB), so that a new GPU's can be kept beside bench/gpu/2026-11-28's.
-  run_bench fp8_accum_probe $((t * 2 / 3)) "$python" "$root/bench/gpu/fp8_accum_probe.py" --out "$out"
+  run_bench fp8_accum_probe $((t / 2)) "$python" "$root/bench/gpu/fp8_accum_probe.py" --out "$out"
   rc_p=$?
-  run_bench fp8_accum_fit $((t / 3)) "$python" "$root/bench/gpu/fp8_accum_fit.py" "$out"
+  run_bench fp8_accum_fit $((t / 2)) "$python" "$root/bench/gpu/fp8_accum_fit.py" "$out"
   rc_f=$?
   say ""
   tail -n 3 "$logs/fp8_accum_probe.log" | fence
