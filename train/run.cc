@@ -227,7 +227,7 @@ absl::Status validate(const RunOptions& o) {
   if (absl::StatusOr<amp::Fp8Recipe> r = amp::parse_fp8_recipe(o.fp8_recipe); !r.ok()) {
     return bad("--fp8_recipe=", o.fp8_recipe, ": ", r.status().message());
   }
-  if (o.fp8_accumulator != "f32" && o.fp8_accumulator != "hopper" && o.fp8_accumulator != "hopper-fast") {
+  if (!find_fp8_accumulator(o.fp8_accumulator)) {
     return bad("--fp8_accumulator=", o.fp8_accumulator,
                ": expected f32, hopper or hopper-fast (how the CPU's FP8 GEMMs sum their products)");
   }

@@ -60,10 +60,15 @@ std::string Fp8Accumulator::name() const {
                      promotion_interval, ")");
 }
 
-Fp8Accumulator parse_fp8_accumulator(std::string_view text) {
+std::optional<Fp8Accumulator> find_fp8_accumulator(std::string_view text) {
   if (text == "f32") return Fp8Accumulator::f32();
   if (text == "hopper") return Fp8Accumulator::hopper(false);
   if (text == "hopper-fast") return Fp8Accumulator::hopper(true);
+  return std::nullopt;
+}
+
+Fp8Accumulator parse_fp8_accumulator(std::string_view text) {
+  if (std::optional<Fp8Accumulator> model = find_fp8_accumulator(text)) return *model;
   MT_THROW("unknown FP8 accumulator '", text,
            "': expected f32 (full f32 sums), hopper (Hopper's FP8 tensor core, promoted to f32 every 128 products) "
            "or hopper-fast (the same with cuBLASLt's fast accumulation: never promoted)");

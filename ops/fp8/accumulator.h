@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -47,8 +48,9 @@ struct Fp8Accumulator {
   bool operator==(const Fp8Accumulator&) const = default;
 };
 
-// "f32", "hopper" or "hopper-fast" (what --fp8_accumulator takes); anything else throws, naming the value and
-// the three that exist.
+// "f32", "hopper" or "hopper-fast" (what --fp8_accumulator takes); nullopt for anything else.
+std::optional<Fp8Accumulator> find_fp8_accumulator(std::string_view text);
+// The same, throwing on anything else, naming the value and the three that exist.
 Fp8Accumulator parse_fp8_accumulator(std::string_view text);
 
 // The model the CPU's scaled_mm uses (process-wide, f32 until set; CUDA's scaled_mm runs the real tensor core

@@ -9,7 +9,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/support/golden.h"
@@ -93,22 +95,25 @@ TEST(Mx, RefusesRaggedBlocksOtherElementsAndDtypes) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message([] {
-              quantize_mx(zeros({4, 48}), DType::kF8E4M3, 32);
-            }).find("the last dimension of [4, 48] is not a multiple of block_size 32"),
-            std::string::npos);
-  EXPECT_NE(message([] {
-              quantize_mx(zeros({4, 32}), DType::kBF16, 32);
-            }).find("element must be f8e4m3 or f8e5m2"),
-            std::string::npos);
-  EXPECT_NE(message([] {
-              quantize_mx(zeros({4, 32}, {.dtype = DType::kF64}), DType::kF8E4M3, 32);
-            }).find("x must be a CPU f32 or bf16 tensor, got f64"),
-            std::string::npos);
-  EXPECT_NE(message([] {
-              quantize_mx(zeros({4, 32}), DType::kF8E4M3, 0);
-            }).find("block_size must be positive"),
-            std::string::npos);
+  const std::pair<std::function<void()>, const char*> cases[] = {
+      {[] {
+         quantize_mx(zeros({4, 48}), DType::kF8E4M3, 32);
+       },
+       "the last dimension of [4, 48] is not a multiple of block_size 32"},
+      {[] {
+         quantize_mx(zeros({4, 32}), DType::kBF16, 32);
+       },
+       "element must be f8e4m3 or f8e5m2"},
+      {[] {
+         quantize_mx(zeros({4, 32}, {.dtype = DType::kF64}), DType::kF8E4M3, 32);
+       },
+       "x must be a CPU f32 or bf16 tensor, got f64"},
+      {[] {
+         quantize_mx(zeros({4, 32}), DType::kF8E4M3, 0);
+       },
+       "block_size must be positive"},
+  };
+  for (const auto& [call, text] : cases) EXPECT_NE(message(call).find(text), std::string::npos) << text;
 }
 
 }  // namespace
