@@ -86,7 +86,11 @@ Fp8Context::Fp8Context(const Module& model, Fp8Recipe recipe, Fp8Options options
     by_weight_[p.tensor.impl()] = managed_.size();
     managed_.push_back(p.name);
     weights_.push_back(p.tensor);
-    states_.push_back(Fp8LinearState::make(p.name, recipe_, p.tensor.device()));
+    // A key per linear: the seed and the linear's index mixed (splitmix64's finalizer).
+    uint64_t key = options.seed + 0x9e3779b97f4a7c15ull * (managed_.size());
+    key = (key ^ (key >> 30)) * 0xbf58476d1ce4e5b9ull;
+    key = (key ^ (key >> 27)) * 0x94d049bb133111ebull;
+    states_.push_back(Fp8LinearState::make(p.name, recipe_, p.tensor.device(), key ^ (key >> 31)));
   }
 }
 
@@ -126,6 +130,12 @@ std::vector<NamedTensor> Fp8Context::state_dict() const {
       out.push_back({state_key(s->name, role, "amax_history"), fp8_history_newest_first(r)});
       out.push_back({state_key(s->name, role, "scale"), r.scale.clone()});
       out.push_back({state_key(s->name, role, "overflow"), r.overflow_count.clone()});
+      if (recipe_.block_scaled()) out.push_back({state_key(s->name, role, "underflow"), r.underflow_count.clone()});
+    }
+  for (const auto& s : states_)
+    if (rounds()) {
+      out.push_back({detail::cat(s->name, "/rounding"),
+                     from_vector(std::vector<int64_t>{static_cast<int64_t>(s->rounding_seed), s->rounding_calls})});
     }
   out.push_back({kStepKey, scalar_tensor(static_cast<double>(steps_), {.dtype = DType::kI64})});
   return out;
@@ -175,7 +185,26 @@ void Fp8Context::load_state_dict(const std::vector<NamedTensor>& state) {
                  shape_str(o->shape()));
         MT_CHECK(o->item() >= 0, "Fp8Context.load_state_dict: '", okey, "' is negative (", o->item(), ")");
       }
+      if (recipe_.block_scaled()) {
+        const std::string ukey = state_key(s->name, role, "underflow");
+        if (const Tensor* u = expect(ukey)) {
+          MT_CHECK(u->numel() == 1 && (is_floating(u->dtype()) || u->dtype() == DType::kI64) && u->item() >= 0,
+                   "Fp8Context.load_state_dict: '", ukey, "' must be one count >= 0, got ", dtype_name(u->dtype()), " ",
+                   shape_str(u->shape()));
+        }
+      }
     }
+  for (const auto& s : states_) {
+    if (!rounds()) break;
+    const std::string rkey = detail::cat(s->name, "/rounding");
+    if (const Tensor* t = expect(rkey)) {
+      MT_CHECK(t->dim() == 1 && t->size(0) == 2 && t->dtype() == DType::kI64, "Fp8Context.load_state_dict: '", rkey,
+               "' must be [2] i64 (the rounding key and the casts rounded), got ", dtype_name(t->dtype()), " ",
+               shape_str(t->shape()));
+      MT_CHECK(t->to(kCPU).data<int64_t>()[1] >= 0, "Fp8Context.load_state_dict: '", rkey,
+               "' counts a negative number of casts");
+    }
+  }
   std::vector<std::string> unexpected;
   std::set<std::string> known{kStepKey};
   for (const auto& s : states_)
@@ -183,7 +212,10 @@ void Fp8Context::load_state_dict(const std::vector<NamedTensor>& state) {
       known.insert(state_key(s->name, role, "amax_history"));
       known.insert(state_key(s->name, role, "scale"));
       known.insert(state_key(s->name, role, "overflow"));
+      if (recipe_.block_scaled()) known.insert(state_key(s->name, role, "underflow"));
     }
+  if (rounds())
+    for (const auto& s : states_) known.insert(detail::cat(s->name, "/rounding"));
   for (const auto& [name, t] : given)
     if (!known.contains(name)) unexpected.push_back(name);
   if (!missing.empty() || !unexpected.empty()) {
@@ -209,7 +241,18 @@ void Fp8Context::load_state_dict(const std::vector<NamedTensor>& state) {
       r.scale_inv = fp8_reciprocal(r.scale);
       r.overflow_count =
           given.at(state_key(s->name, role, "overflow")).to(DType::kF64).reshape({}).to(r.device()).clone();
+      if (recipe_.block_scaled()) {
+        r.underflow_count =
+            given.at(state_key(s->name, role, "underflow")).to(DType::kF64).reshape({}).to(r.device()).clone();
+      }
     }
+  if (rounds()) {
+    for (const auto& s : states_) {
+      const Tensor t = given.at(detail::cat(s->name, "/rounding")).to(kCPU).contiguous();
+      s->rounding_seed = static_cast<uint64_t>(t.data<int64_t>()[0]);
+      s->rounding_calls = t.data<int64_t>()[1];
+    }
+  }
 }
 
 std::vector<Fp8Context::TensorStats> Fp8Context::stats() const {
@@ -222,7 +265,8 @@ std::vector<Fp8Context::TensorStats> Fp8Context::stats() const {
                      .scale = r.scale.item(),
                      .amax = r.amax.item(),
                      .overflow = static_cast<int64_t>(r.overflow_count.item()),
-                     .dtype = r.dtype});
+                     .dtype = r.dtype,
+                     .underflow = static_cast<int64_t>(r.underflow_count.item())});
     }
   return out;
 }

@@ -23,7 +23,9 @@
 // State for checkpoints: per managed weight and role "<param name>/<role>/amax_history" ([N] f32, newest
 // first: entry 0 is the current step's, entry k the step k before), "<param name>/<role>/scale" (0-d f32) and
 // "<param name>/<role>/overflow" (0-d f64: the role's overflowed elements in the run so far), roles input,
-// weight, grad_output, on the state's device; and "step" (0-d i64 on the CPU, the steps taken). Loading it
+// weight, grad_output, on the state's device; and "step" (0-d i64 on the CPU, the steps taken). Block-scaled
+// recipes add "<param name>/<role>/underflow" (0-d f64), and those that round stochastically
+// "<param name>/rounding" ([2] i64 on the CPU: the Philox key and the casts rounded so far). Loading it
 // continues the run bit for bit, its overflow statistics included.
 //
 // Decided here where TE and torchao leave room: a forward with grad mode off (evaluation) leaves the state
@@ -52,6 +54,9 @@ struct Fp8Options {
   // How the CPU's FP8 GEMMs sum their products while an Fp8Guard of the context lives (ops/fp8/accumulator.h:
   // full f32, or Hopper's tensor core bit for bit). A GPU's scaled_mm runs its tensor core and ignores it.
   Fp8Accumulator accumulator = Fp8Accumulator::f32();
+  // Stochastic rounding's Philox key (nvfp4 and mxfp4 with sr=1): linear i of the model draws from a key made of
+  // this seed and i (mantissa-train passes --seed). Saved in state_dict with the count of rounded casts.
+  uint64_t seed = 0;
 };
 
 class Fp8Context {
@@ -63,6 +68,8 @@ class Fp8Context {
   Fp8Context& operator=(const Fp8Context&) = delete;
 
   const Fp8Recipe& recipe() const { return recipe_; }
+  // Whether the recipe rounds stochastically (its state then carries each linear's rounding key and count).
+  bool rounds() const { return recipe_.fp4() && recipe_.stochastic_rounding; }
   const Fp8Accumulator& accumulator() const { return accumulator_; }
   // Parameter names of the FP8 linears' weights, in the model's parameter order.
   const std::vector<std::string>& managed() const { return managed_; }
@@ -85,12 +92,13 @@ class Fp8Context {
   void load_state_dict(const std::vector<NamedTensor>& state);
 
   struct TensorStats {
-    std::string name;  // the weight's parameter name
-    std::string role;  // input, weight, grad_output
-    double scale;      // what the next cast multiplies by (delayed); the last cast's (dynamic)
-    double amax;       // the amax the last step() used (the history's max, or the current entry)
-    int64_t overflow;  // overflowed elements in the run (since construction, plus a loaded state's)
-    DType dtype;       // the role's FP8 format
+    std::string name;       // the weight's parameter name
+    std::string role;       // input, weight, grad_output
+    double scale;           // what the next cast multiplies by (delayed); the last cast's (dynamic)
+    double amax;            // the amax the last step() used (the history's max, or the current entry)
+    int64_t overflow;       // overflowed elements in the run (since construction, plus a loaded state's)
+    DType dtype;            // the role's FP8 format (FP4 recipes: E4M3, the storage of their E2M1 values)
+    int64_t underflow = 0;  // finite non-zero elements cast to 0 (counted by block-scaled recipes only)
   };
   // Host reads: for reports, logs and tests.
   std::vector<TensorStats> stats() const;

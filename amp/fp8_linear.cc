@@ -8,6 +8,8 @@
 #include "framework/autocast_state.h"
 #include "framework/autograd.h"
 #include "framework/error.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/fp8/blocks.h"
 #include "ops/fp8/fp8.h"
 #include "ops/function.h"
 #include "ops/reduce/reduce.h"
@@ -58,6 +60,148 @@ struct Fp8LinearFunction : Function<Fp8LinearFunction> {
   }
 };
 
+// ---- block-scaled recipes ----
+
+// One operand of a block-scaled GEMM, quantized along its columns (the GEMM's K): scale [R, blocks] (rowwise:
+// [R, 1]), or [ceil(R / b), ceil(C / b)] for square blocks, which may be transposed as a whole.
+struct BlockOperand {
+  Tensor data;
+  Tensor scale;
+  Tensor tensor_scale;  // NVFP4's per-tensor decode scale; undefined otherwise
+  bool square = false;
+  BlockOperand t() const { return {data.t(), scale.t(), tensor_scale, square}; }
+};
+
+// NVIDIA's fixed random signs for the 16x16 Hadamard transform (Transformer Engine's NVFP4 recipe,
+// transformer_engine/pytorch/tensor/nvfp4_tensor.py: one sign vector shared by every layer for the whole run).
+const Tensor& hadamard_signs() {
+  static const Tensor signs = from_vector(std::vector<float>{1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1});
+  return signs;
+}
+
+// The quantization of role r's operand for the recipe: 1-D tiles along the columns, or square ones.
+BlockQuantOptions cast_options(const Fp8Recipe& r, Fp8Role role, bool square, bool stochastic) {
+  BlockQuantOptions o{.element = r.fp4()
+                                     ? BlockElement::kE2M1
+                                     : (r.dtype(role) == DType::kF8E5M2 ? BlockElement::kE5M2 : BlockElement::kE4M3),
+                      .margin = r.role(role).margin,
+                      .overflow = r.overflow(role),
+                      .stochastic = stochastic};
+  const int64_t b = r.block_k();
+  o.block_cols = b;  // 0 for rowwise: whole rows
+  o.block_rows = square ? b : 1;
+  switch (r.granularity) {
+    case Fp8Granularity::kRowwise:
+    case Fp8Granularity::kBlockwise: o.rule = r.pow2_scales ? BlockScaleRule::kF32Pow2 : BlockScaleRule::kF32; break;
+    case Fp8Granularity::kMxfp8:
+    case Fp8Granularity::kMxfp4: o.rule = BlockScaleRule::kE8M0; break;
+    case Fp8Granularity::kNvfp4: o.rule = BlockScaleRule::kNvfp4; break;
+    case Fp8Granularity::kTensor: MT_ASSERT(false, "a per-tensor recipe in the block-scaled path");
+  }
+  return o;
+}
+
+// Whether the recipe's weights take square blocks (one quantization serves the forward and the dgrad).
+bool square_weights(const Fp8Recipe& r) {
+  return r.granularity == Fp8Granularity::kBlockwise || (r.granularity == Fp8Granularity::kNvfp4 && r.weight_2d);
+}
+
+// Casts x2d [R, C] along C for role r and records the cast into the role's state when `update` says so.
+BlockOperand block_cast(Fp8LinearState& state, Fp8Role role, const Tensor& x2d, bool square, bool gradient,
+                        Fp8StateUpdate update) {
+  const Fp8Recipe& r = state.recipe;
+  const bool stochastic = gradient && r.fp4() && r.stochastic_rounding;
+  BlockQuantOptions o = cast_options(r, role, square, stochastic);
+  if (stochastic) {
+    o.seed = state.rounding_seed;
+    o.offset = static_cast<uint64_t>(state.rounding_calls++);
+  }
+  BlockQuantized q = quantize_blocks(x2d, o);
+  if (update == Fp8StateUpdate::kRecord) {
+    Fp8TensorState& s = state.role(role);
+    fp8_record(s, q.amax, q.overflow);
+    s.underflow_count = add(s.underflow_count, q.underflow.to(DType::kF64));
+  }
+  return {std::move(q.data), std::move(q.scale_inv), std::move(q.tensor_scale_inv), square};
+}
+
+// a [M, K] and b [N, K], both quantized along K: out [M, N] = a b^T, scaled per row or per block.
+Tensor block_gemm(const Fp8Recipe& r, const BlockOperand& a, const BlockOperand& b, DType out_dtype,
+                  const Tensor& bias) {
+  if (r.granularity == Fp8Granularity::kRowwise)  // torchao's rowwise scaled_mm: one fused epilogue
+    return scaled_mm(a.data, b.data.t(), a.scale.reshape({-1}), b.scale.reshape({-1}), out_dtype, bias);
+  const Tensor alpha = a.tensor_scale.defined() ? mul(a.tensor_scale, b.tensor_scale) : Tensor();
+  return block_scaled_mm(a.data, b.data.t(), a.scale, b.scale.t(),
+                         {.block_k = r.block_k(), .out_dtype = out_dtype, .bias = bias, .alpha = alpha});
+}
+
+struct Fp8BlockLinearFunction : Function<Fp8BlockLinearFunction> {
+  static constexpr std::string_view name = "Fp8BlockLinear";
+  static constexpr FunctionOptions options{.once_differentiable = true};
+
+  static Tensor forward(FunctionContext& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const std::shared_ptr<Fp8LinearState>& state, Fp8StateUpdate update, DType out_dtype) {
+    const Fp8Recipe& r = state->recipe;
+    const int64_t k = weight.size(1), n = weight.size(0);
+    const Tensor x2 = x.reshape({-1, k});  // [M, K]
+    const bool square = square_weights(r);
+    const BlockOperand qx = block_cast(*state, Fp8Role::kInput, x2, false, false, update);
+    const BlockOperand qw = block_cast(*state, Fp8Role::kWeight, weight, square, false, update);
+    const Tensor b =
+        !bias.defined() || bias.dtype() == DType::kF32 || bias.dtype() == out_dtype ? bias : bias.to(DType::kF32);
+    const Tensor y = block_gemm(r, qx, qw, out_dtype, b);
+    // The backward re-quantizes x along M, and w along N unless its square blocks serve transposed.
+    if (square) {
+      ctx.save_for_backward({x2, qw.data, qw.scale, qw.tensor_scale});
+    } else {
+      ctx.save_for_backward({x2, weight});
+    }
+    ctx.saved_data["state"] = state;
+    ctx.saved_data["update"] = update;
+    ctx.saved_data["x_shape"] = x.shape();
+    ctx.saved_data["x_dtype"] = x.dtype();
+    Shape out_shape = x.shape();
+    out_shape.back() = n;
+    return y.view(out_shape);
+  }
+
+  static std::vector<Tensor> backward(FunctionContext& ctx, std::vector<Tensor> grads) {
+    const std::vector<Tensor> saved = ctx.saved_tensors();
+    const auto& state = std::any_cast<const std::shared_ptr<Fp8LinearState>&>(ctx.saved_data.at("state"));
+    const auto update = std::any_cast<Fp8StateUpdate>(ctx.saved_data.at("update"));
+    const auto& x_shape = std::any_cast<const Shape&>(ctx.saved_data.at("x_shape"));
+    const auto x_dtype = std::any_cast<DType>(ctx.saved_data.at("x_dtype"));
+    const Fp8Recipe& r = state->recipe;
+    const bool square = square_weights(r);
+    const Tensor& x2 = saved[0];
+    const int64_t n = saved[1].size(0);          // w [N, K], or its square-block FP8 data
+    const Tensor g = grads[0].reshape({-1, n});  // [M, N]
+    Tensor dx, dw, db;
+    if (ctx.needs_input_grad(0)) {
+      const BlockOperand qg = block_cast(*state, Fp8Role::kGradOutput, g, false, true, update);
+      // w along N: [K, N] quantized along N.
+      const BlockOperand qw =
+          square ? BlockOperand{saved[1], saved[2], saved[3], true}.t()
+                 : block_cast(*state, Fp8Role::kWeight, saved[1].t().contiguous(), false, false, update);
+      dx = block_gemm(r, qg, qw, x_dtype, Tensor()).view(x_shape);
+    }
+    if (ctx.needs_input_grad(1)) {
+      Tensor gt = g.t().contiguous(), xt = x2.t().contiguous();  // [N, M], [K, M]: along the batch
+      if (r.fp4() && r.hadamard) {
+        const Tensor& signs = hadamard_signs();
+        const Tensor on_device = signs.to(g.device());
+        gt = hadamard16(gt, on_device);
+        xt = hadamard16(xt, on_device);
+      }
+      const BlockOperand qgt = block_cast(*state, Fp8Role::kGradOutput, gt, false, true, update);
+      const BlockOperand qxt = block_cast(*state, Fp8Role::kInput, xt, false, false, update);
+      dw = block_gemm(r, qgt, qxt, DType::kF32, Tensor());
+    }
+    if (ctx.needs_input_grad(2)) db = sum(g.to(DType::kF32), {0});
+    return {dx, dw, db, Tensor(), Tensor(), Tensor()};
+  }
+};
+
 DType output_dtype(const Tensor& x) {
   const int device = static_cast<int>(x.device().type);
   return autocast_tls().enabled[device] ? autocast_tls().dtype[device] : x.dtype();
@@ -65,9 +209,12 @@ DType output_dtype(const Tensor& x) {
 
 }  // namespace
 
-std::shared_ptr<Fp8LinearState> Fp8LinearState::make(std::string name, const Fp8Recipe& recipe, Device device) {
+std::shared_ptr<Fp8LinearState> Fp8LinearState::make(std::string name, const Fp8Recipe& recipe, Device device,
+                                                     uint64_t rounding_seed) {
   auto state = std::make_shared<Fp8LinearState>();
   state->name = std::move(name);
+  state->recipe = recipe;
+  state->rounding_seed = rounding_seed;
   for (Fp8Role r : kFp8Roles)
     state->role(r) = Fp8TensorState::make(recipe.role(r), recipe.dtype(r), recipe.overflow(r), device);
   return state;
@@ -112,6 +259,8 @@ Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
     MT_CHECK(t->dtype() == DType::kF32 || t->dtype() == DType::kF16 || t->dtype() == DType::kBF16,
              "fp8_linear: casts f32, f16 or bf16 to FP8, got a ", dtype_name(t->dtype()), " ",
              t == &x ? "input" : "weight");
+  if (state->recipe.block_scaled())
+    return Fp8BlockLinearFunction::apply(x, weight, bias, state, update, output_dtype(x));
   return Fp8LinearFunction::apply(x, weight, bias, state, update, output_dtype(x));
 }
 

@@ -38,7 +38,8 @@ std::optional<int64_t> integer_from(std::string_view s) {
 absl::Status bad(std::string_view text, const std::string& what) {
   return absl::InvalidArgumentError(detail::cat(
       "FP8 recipe \"", text, "\": ", what,
-      ". HINT: \"delayed\", \"dynamic\" or e.g. \"delayed:history=16,algo=max,margin=0,format=hybrid\"; keys: "
+      ". HINT: \"delayed\", \"dynamic\", \"rowwise\", \"blockwise\", \"mxfp8\", \"nvfp4\", \"mxfp4\" or e.g. "
+      "\"delayed:history=16,algo=max,margin=0,format=hybrid\"; keys: "
       "history, algo (max|most_recent), margin, scaling (delayed|dynamic), format (hybrid|e4m3), "
       "forward_overflow, backward_overflow (saturate|no_saturate), each of the first four optionally prefixed "
       "by input., weight. or grad_output."));
@@ -53,6 +54,29 @@ std::string range_problem(const Fp8Recipe& r) {
     if (s.margin < 0 || s.margin > kMaxMargin)
       return detail::cat(fp8_role_name(role), ".margin is ", s.margin, ", expected 0 to ", kMaxMargin);
   }
+  if (r.block_scaled()) {
+    const char* head = fp8_granularity_name(r.granularity);
+    for (Fp8Role role : kFp8Roles) {
+      if (r.role(role).scaling != Fp8Scaling::kDynamic)
+        return detail::cat("the ", head, " recipe scales every role from the values it casts, but ",
+                           fp8_role_name(role), " is set to delayed scaling");
+      if (r.role(role).margin != r.input.margin)
+        return detail::cat("the ", head, " recipe takes one margin for every role, got ", r.input.margin, " and ",
+                           r.role(role).margin);
+    }
+  }
+  const bool f32_blocks = r.granularity == Fp8Granularity::kRowwise || r.granularity == Fp8Granularity::kBlockwise;
+  if (r.pow2_scales && !f32_blocks)
+    return detail::cat("pow2 scales apply to the rowwise and blockwise recipes, not ",
+                       fp8_granularity_name(r.granularity));
+  if ((r.stochastic_rounding || r.hadamard) && !r.fp4())
+    return detail::cat("stochastic rounding and the Hadamard transform apply to the nvfp4 and mxfp4 recipes, not ",
+                       fp8_granularity_name(r.granularity));
+  if (r.weight_2d && r.granularity != Fp8Granularity::kNvfp4)
+    return detail::cat("weight_2d applies to the nvfp4 recipe, not ", fp8_granularity_name(r.granularity));
+  if (r.block_scaled() && !f32_blocks && r.input.margin != 0)
+    return detail::cat("the ", fp8_granularity_name(r.granularity),
+                       " recipe's scales follow its format's rule and take no margin, got ", r.input.margin);
   return "";
 }
 
@@ -78,6 +102,58 @@ Fp8Recipe Fp8Recipe::dynamic() {
   return Fp8Recipe{.input = s, .weight = s, .grad_output = s};
 }
 
+namespace {
+// A block-scaled recipe: every role scaled from the values it casts (a one-entry history, for statistics).
+Fp8Recipe block_recipe(Fp8Granularity g, Fp8Format format) {
+  Fp8Recipe r = Fp8Recipe::dynamic();
+  r.granularity = g;
+  r.format = format;
+  return r;
+}
+}  // namespace
+
+Fp8Recipe Fp8Recipe::rowwise() {
+  Fp8Recipe r = block_recipe(Fp8Granularity::kRowwise, Fp8Format::kE4M3);
+  r.pow2_scales = true;  // torchao's rowwise recipe: round_scales_to_power_of_2=True
+  return r;
+}
+Fp8Recipe Fp8Recipe::blockwise() { return block_recipe(Fp8Granularity::kBlockwise, Fp8Format::kE4M3); }
+Fp8Recipe Fp8Recipe::mxfp8() { return block_recipe(Fp8Granularity::kMxfp8, Fp8Format::kE4M3); }
+Fp8Recipe Fp8Recipe::nvfp4() {
+  Fp8Recipe r = block_recipe(Fp8Granularity::kNvfp4, Fp8Format::kE4M3);
+  r.stochastic_rounding = r.hadamard = r.weight_2d = true;
+  return r;
+}
+Fp8Recipe Fp8Recipe::mxfp4() {
+  Fp8Recipe r = block_recipe(Fp8Granularity::kMxfp4, Fp8Format::kE4M3);
+  r.stochastic_rounding = r.hadamard = true;
+  return r;
+}
+
+int64_t Fp8Recipe::block_k() const {
+  switch (granularity) {
+    case Fp8Granularity::kTensor:
+    case Fp8Granularity::kRowwise: return 0;
+    case Fp8Granularity::kBlockwise: return 128;
+    case Fp8Granularity::kMxfp8:
+    case Fp8Granularity::kMxfp4: return 32;
+    case Fp8Granularity::kNvfp4: return 16;
+  }
+  return 0;
+}
+
+const char* fp8_granularity_name(Fp8Granularity g) {
+  switch (g) {
+    case Fp8Granularity::kTensor: return "tensor";
+    case Fp8Granularity::kRowwise: return "rowwise";
+    case Fp8Granularity::kBlockwise: return "blockwise";
+    case Fp8Granularity::kMxfp8: return "mxfp8";
+    case Fp8Granularity::kNvfp4: return "nvfp4";
+    case Fp8Granularity::kMxfp4: return "mxfp4";
+  }
+  return "?";
+}
+
 const Fp8TensorScaling& Fp8Recipe::role(Fp8Role r) const {
   return r == Fp8Role::kInput ? input : r == Fp8Role::kWeight ? weight : grad_output;
 }
@@ -94,6 +170,19 @@ Fp8Overflow Fp8Recipe::overflow(Fp8Role r) const {
 }
 
 std::string Fp8Recipe::str() const {
+  if (block_scaled()) {
+    const char* head = fp8_granularity_name(granularity);
+    auto flag = [](bool b) { return b ? "1" : "0"; };
+    if (fp4()) {
+      std::string out = detail::cat(head, ":sr=", flag(stochastic_rounding), ",hadamard=", flag(hadamard));
+      if (granularity == Fp8Granularity::kNvfp4) out += detail::cat(",weight_2d=", flag(weight_2d));
+      return out;
+    }
+    if (granularity == Fp8Granularity::kMxfp8) return detail::cat(head, ":format=", format_name(format));
+    return detail::cat(head, ":format=", format_name(format), ",margin=", input.margin, ",pow2=", flag(pow2_scales),
+                       ",forward_overflow=", overflow_name(forward_overflow),
+                       ",backward_overflow=", overflow_name(backward_overflow));
+  }
   // A per-role field is printed once without a prefix when the roles that use it agree, else once per role.
   std::vector<std::string> opts;
   opts.push_back(detail::cat("format=", format_name(format)));
@@ -128,11 +217,91 @@ std::string Fp8Recipe::str() const {
   return detail::cat(scaling_name(head), ":", absl::StrJoin(opts, ","));
 }
 
+namespace {
+
+// The options of a block-scaled recipe (no role prefixes, no history or algo: every role is scaled from the
+// values it casts). The keys each head word takes are in amp/fp8_recipe.h.
+absl::StatusOr<Fp8Recipe> parse_block_recipe(std::string_view text, Fp8Recipe r, std::string_view rest) {
+  const std::string_view head = fp8_granularity_name(r.granularity);
+  const bool fp4 = r.fp4(),
+             scaled_f32 = r.granularity == Fp8Granularity::kRowwise || r.granularity == Fp8Granularity::kBlockwise;
+  std::vector<std::string_view> seen;
+  for (size_t start = 0;;) {
+    const size_t comma = rest.find(',', start);
+    const std::string_view item =
+        rest.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0 || eq + 1 == item.size())
+      return bad(text, detail::cat("\"", item, "\" is not key=value"));
+    const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+    for (std::string_view k : seen)
+      if (k == key) return bad(text, detail::cat("\"", key, "\" is given twice"));
+    seen.push_back(key);
+    auto boolean = [&](bool& field) -> absl::Status {
+      if (value != "0" && value != "1") return bad(text, detail::cat(key, "=", value, ", expected 0 or 1"));
+      field = value == "1";
+      return absl::OkStatus();
+    };
+    absl::Status status = absl::OkStatus();
+    if (key == "format" && !fp4) {
+      if (value != "hybrid" && value != "e4m3")
+        return bad(text, detail::cat("format=", value, ", expected hybrid or e4m3"));
+      r.format = value == "hybrid" ? Fp8Format::kHybrid : Fp8Format::kE4M3;
+    } else if (key == "margin" && scaled_f32) {
+      const std::optional<int64_t> v = integer_from(value);
+      if (!v) return bad(text, detail::cat(key, "=", value, " is not an integer"));
+      for (Fp8Role role : kFp8Roles) r.role(role).margin = *v;
+    } else if (key == "pow2" && scaled_f32) {
+      status = boolean(r.pow2_scales);
+    } else if ((key == "forward_overflow" || key == "backward_overflow") && scaled_f32) {
+      if (value != "saturate" && value != "no_saturate")
+        return bad(text, detail::cat(key, "=", value, ", expected saturate or no_saturate"));
+      (key == "forward_overflow" ? r.forward_overflow : r.backward_overflow) =
+          value == "saturate" ? Fp8Overflow::kSaturate : Fp8Overflow::kNoSaturate;
+    } else if (key == "sr" && fp4) {
+      status = boolean(r.stochastic_rounding);
+    } else if (key == "hadamard" && fp4) {
+      status = boolean(r.hadamard);
+    } else if (key == "weight_2d" && r.granularity == Fp8Granularity::kNvfp4) {
+      status = boolean(r.weight_2d);
+    } else {
+      const char* keys = fp4 ? (r.granularity == Fp8Granularity::kNvfp4 ? "sr, hadamard, weight_2d" : "sr, hadamard")
+                         : scaled_f32 ? "format, margin, pow2, forward_overflow, backward_overflow"
+                                      : "format";
+      return bad(text, detail::cat("\"", key, "\" is not an option of the ", head, " recipe (it takes ", keys,
+                                   "; its roles are all scaled from the values they cast)"));
+    }
+    if (!status.ok()) return status;
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  if (const std::string problem = range_problem(r); !problem.empty()) return bad(text, problem);
+  return r;
+}
+
+std::optional<Fp8Recipe> block_preset(std::string_view head) {
+  if (head == "rowwise") return Fp8Recipe::rowwise();
+  if (head == "blockwise") return Fp8Recipe::blockwise();
+  if (head == "mxfp8") return Fp8Recipe::mxfp8();
+  if (head == "nvfp4") return Fp8Recipe::nvfp4();
+  if (head == "mxfp4") return Fp8Recipe::mxfp4();
+  return std::nullopt;
+}
+
+}  // namespace
+
 absl::StatusOr<Fp8Recipe> parse_fp8_recipe(std::string_view text) {
   const size_t colon = text.find(':');
   const std::string_view head_word = text.substr(0, colon);
+  if (const std::optional<Fp8Recipe> preset = block_preset(head_word)) {
+    if (colon == std::string_view::npos) return *preset;
+    if (colon + 1 == text.size()) return bad(text, "nothing after ':'");
+    return parse_block_recipe(text, *preset, text.substr(colon + 1));
+  }
   const std::optional<Fp8Scaling> head = scaling_from(head_word);
-  if (!head) return bad(text, detail::cat("unknown scaling \"", head_word, "\", expected delayed or dynamic"));
+  if (!head)
+    return bad(text, detail::cat("unknown recipe \"", head_word,
+                                 "\", expected delayed, dynamic, rowwise, blockwise, mxfp8, nvfp4 or mxfp4"));
   Fp8Recipe r = *head == Fp8Scaling::kDelayed ? Fp8Recipe::delayed() : Fp8Recipe::dynamic();
   // Which roles had history/algo set by a prefixed key (a dynamic role must not be), and whether an
   // unprefixed one was given (some role must then be delayed).

@@ -6,6 +6,20 @@
 //                          it, margin 0); the scale of step t comes from the amaxes of the steps before it.
 //   Fp8Recipe::dynamic()   torchao's tensorwise dynamic scaling: the amax of the tensor being cast.
 //
+// Block-scaled recipes (issue 35) scale each operand of each GEMM along that GEMM's K, from the values being cast
+// (no history), re-quantizing from the high-precision tensors in the backward where the K changes
+// (amp/fp8_linear.h says which cast each GEMM takes and what it costs):
+//   Fp8Recipe::rowwise()   torchao's "rowwise": a scale per row of each operand, E4M3 everywhere, scales rounded
+//                          down to powers of two (pow2=1).
+//   Fp8Recipe::blockwise() DeepSeek-V3's: 1x128 tiles for activations and gradients, 128x128 blocks for weights
+//                          (the backward reuses the weight's blocks transposed), f32 scales, E4M3 everywhere.
+//   Fp8Recipe::mxfp8()     OCP MXFP8: blocks of 32 along K with E8M0 (power-of-two) scales, E4M3.
+//   Fp8Recipe::nvfp4()     NVIDIA's NVFP4 training recipe: E2M1 values in blocks of 16 with E4M3 scales under a
+//                          per-tensor f32 scale, 16x16 blocks for weights, gradients rounded stochastically, a
+//                          16x16 random Hadamard transform on the weight gradient's operands.
+//   Fp8Recipe::mxfp4()     OCP MXFP4: E2M1 values in blocks of 32 with E8M0 scales; stochastic rounding and the
+//                          Hadamard transform as nvfp4's.
+//
 // Formats: kHybrid (TE's HYBRID) casts input and weight to E4M3 and grad_output to E5M2; kE4M3 casts all
 // three to E4M3. Overflow: forward casts (input, weight) use forward_overflow, the backward's (grad_output)
 // backward_overflow; both saturate by default (framework/float8.h defines the modes).
@@ -18,6 +32,12 @@
 // A key prefixed by a role ("grad_output.margin=1", "weight.scaling=dynamic") sets that role only; without
 // a prefix it sets all three. str() prints a recipe in this form, and parse_fp8_recipe(r.str()) gives r back
 // (history and algo are printed only for delayed roles: dynamic roles do not read them).
+// Block-scaled recipes take no role prefixes, history, algo or scaling:
+//   "rowwise:format=e4m3,margin=0,pow2=1"  (and blockwise): format=hybrid|e4m3, margin 0 to 64, pow2=0|1, and
+//                                           the two overflow keys
+//   "mxfp8:format=e4m3"                     format=hybrid|e4m3
+//   "nvfp4:sr=1,hadamard=1,weight_2d=1"     sr (gradients rounded stochastically), hadamard, weight_2d: 0|1
+//   "mxfp4:sr=1,hadamard=1"
 #pragma once
 
 #include <cstdint>
@@ -48,23 +68,46 @@ struct Fp8TensorScaling {
 
 enum class Fp8Format : uint8_t { kHybrid, kE4M3 };
 
+// How finely a recipe scales: one scale per tensor (delayed and dynamic), or per row or block (the head words
+// rowwise, blockwise, mxfp8, nvfp4, mxfp4).
+enum class Fp8Granularity : uint8_t { kTensor, kRowwise, kBlockwise, kMxfp8, kNvfp4, kMxfp4 };
+const char* fp8_granularity_name(Fp8Granularity g);  // "tensor", "rowwise", "blockwise", "mxfp8", "nvfp4", "mxfp4"
+
 // The three roles of an FP8 linear, in the order their state is listed (stats(), state_dict()).
 enum class Fp8Role : uint8_t { kInput, kWeight, kGradOutput };
 inline constexpr Fp8Role kFp8Roles[] = {Fp8Role::kInput, Fp8Role::kWeight, Fp8Role::kGradOutput};
 const char* fp8_role_name(Fp8Role role);  // "input", "weight", "grad_output"
 
 struct Fp8Recipe {
+  Fp8Granularity granularity = Fp8Granularity::kTensor;
   Fp8Format format = Fp8Format::kHybrid;
   Fp8TensorScaling input, weight, grad_output;
   Fp8Overflow forward_overflow = Fp8Overflow::kSaturate;
   Fp8Overflow backward_overflow = Fp8Overflow::kSaturate;
+  // Block-scaled recipes only (each refused elsewhere):
+  bool pow2_scales = false;          // rowwise, blockwise: scales rounded down to a power of two
+  bool stochastic_rounding = false;  // nvfp4, mxfp4: grad_output's casts rounded stochastically
+  bool hadamard = false;             // nvfp4, mxfp4: the weight gradient's two operands rotated along the batch
+  bool weight_2d = false;            // nvfp4: 16x16 weight blocks (one quantization serves both weight GEMMs)
 
   static Fp8Recipe delayed(int64_t history_len = 16, AmaxCompute amax_compute = AmaxCompute::kMax, int64_t margin = 0);
   static Fp8Recipe dynamic();
+  static Fp8Recipe rowwise();
+  static Fp8Recipe blockwise();
+  static Fp8Recipe mxfp8();
+  static Fp8Recipe nvfp4();
+  static Fp8Recipe mxfp4();
+
+  bool block_scaled() const { return granularity != Fp8Granularity::kTensor; }
+  // E2M1 elements (nvfp4, mxfp4), stored as E4M3 bytes (ops/fp8/block_math.h).
+  bool fp4() const { return granularity == Fp8Granularity::kNvfp4 || granularity == Fp8Granularity::kMxfp4; }
+  // The width of a scale's block along a GEMM's K: 0 for per tensor and rowwise (one block), else 128, 32 or 16.
+  int64_t block_k() const;
 
   const Fp8TensorScaling& role(Fp8Role r) const;
   Fp8TensorScaling& role(Fp8Role r);
-  // The FP8 dtype role r is cast to: E4M3, except grad_output in kHybrid (E5M2).
+  // The FP8 dtype role r is cast to: E4M3, except grad_output in kHybrid (E5M2); FP4 recipes' E2M1 values are
+  // stored as E4M3.
   DType dtype(Fp8Role r) const;
   Fp8Overflow overflow(Fp8Role r) const;  // forward_overflow for input and weight, backward_overflow else
   // One line for logs and README, in the form parse_fp8_recipe reads.

@@ -33,11 +33,12 @@ Fp8TensorState Fp8TensorState::make(const Fp8TensorScaling& scaling, DType dtype
   s.scale_inv = f32_scalar(1.0, device);
   s.amax = f32_scalar(0.0, device);
   s.overflow_count = zeros({}, {.dtype = DType::kF64, .device = device});
+  s.underflow_count = zeros({}, {.dtype = DType::kF64, .device = device});
   return s;
 }
 
 void Fp8TensorState::to(Device device) {
-  for (Tensor* t : {&amax_history, &scale, &scale_inv, &amax, &overflow_count}) *t = t->to(device);
+  for (Tensor* t : {&amax_history, &scale, &scale_inv, &amax, &overflow_count, &underflow_count}) *t = t->to(device);
 }
 
 void fp8_record(Fp8TensorState& s, const Tensor& amax, const Tensor& overflow) {

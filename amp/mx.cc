@@ -1,4 +1,4 @@
-// quantize_mx and dequantize_mx (amp/mx.h): the CPU loops over blocks; the per-block rule is mx.h's.
+// quantize_mx (ops/fp8/blocks.h's quantize_blocks in MX form) and dequantize_mx (amp/mx.h).
 #include "amp/mx.h"
 
 #include <algorithm>
@@ -6,34 +6,9 @@
 #include <cmath>
 
 #include "framework/error.h"
+#include "ops/fp8/blocks.h"
 
 namespace mantissa::amp {
-namespace {
-
-template <typename Format>
-void quantize_blocks(const float* x, int64_t blocks, int64_t block, int emax, float max_pos, uint8_t* out,
-                     int32_t* scales) {
-  for (int64_t b = 0; b < blocks; ++b) {
-    const float* v = x + b * block;
-    float amax = 0.0f;
-    bool nan = false;
-    for (int64_t i = 0; i < block; ++i) {
-      const float a = std::fabs(v[i]);
-      nan = nan || a != a;
-      amax = a > amax ? a : amax;
-    }
-    const uint8_t s = mx_scale_floor(nan ? std::nanf("") : amax, emax);
-    scales[b] = s;
-    const float divide_by = mx_division_scale(s);
-    for (int64_t i = 0; i < block; ++i) {
-      float q = v[i] / divide_by;
-      if (q == q) q = std::clamp(q, -max_pos, max_pos);  // nan stays nan, as torch.clamp
-      out[b * block + i] = Format::from_f32_bits(std::bit_cast<uint32_t>(q), Fp8Overflow::kSaturate);
-    }
-  }
-}
-
-}  // namespace
 
 MxTensor quantize_mx(const Tensor& x, DType element, int64_t block_size) {
   MT_CHECK(element == DType::kF8E4M3 || element == DType::kF8E5M2, "quantize_mx: element must be f8e4m3 or f8e5m2 ",
@@ -45,22 +20,14 @@ MxTensor quantize_mx(const Tensor& x, DType element, int64_t block_size) {
   MT_CHECK(x.dim() >= 1 && x.size(-1) % block_size == 0, "quantize_mx: the last dimension of ", shape_str(x.shape()),
            " is not a multiple of block_size ", block_size,
            ". HINT: MX blocks run along the last dimension (the GEMM's K) and have no ragged tail; pad K");
-  const Tensor xf = x.to(DType::kF32).contiguous();
+  const BlockQuantized q = quantize_blocks(
+      x.reshape({-1, x.size(-1)}), {.element = element == DType::kF8E4M3 ? BlockElement::kE4M3 : BlockElement::kE5M2,
+                                    .rule = BlockScaleRule::kE8M0,
+                                    .block_rows = 1,
+                                    .block_cols = block_size});
   Shape scale_shape = x.shape();
   scale_shape.back() /= block_size;
-  MxTensor q{.data = empty(x.shape(), {.dtype = element}),
-             .scales = empty(scale_shape, {.dtype = DType::kI32}),
-             .block_size = block_size};
-  const int64_t blocks = x.numel() / block_size;
-  auto* out = static_cast<uint8_t*>(q.data.data_ptr());
-  int32_t* scales = q.scales.data<int32_t>();
-  if (element == DType::kF8E4M3) {
-    quantize_blocks<Fp8E4M3Format>(xf.data<float>(), blocks, block_size, mx_element_emax(element), 448.0f, out, scales);
-  } else {
-    quantize_blocks<Fp8E5M2Format>(xf.data<float>(), blocks, block_size, mx_element_emax(element), 57344.0f, out,
-                                   scales);
-  }
-  return q;
+  return {.data = q.data.view(x.shape()), .scales = q.scale_bits.view(scale_shape), .block_size = block_size};
 }
 
 Tensor dequantize_mx(const MxTensor& q) {

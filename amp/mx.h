@@ -9,44 +9,25 @@
 // dequantize_mx multiplies back in f32 (a scale of 255 gives nan). Both bit for bit against torchao 0.18
 // (tests/golden/mx.h5, scripts/golden/mx.py).
 //
-// This is the first part of issue 35's block-scaled recipes: the cast and its scale rule. The scaled GEMM
-// that applies the scales per block, the recipes around it and the accumulator model come on top of it.
+// quantize_mx is ops/fp8/blocks.h's quantize_blocks with the E8M0 rule in 1 x block_size tiles, in the
+// shape torchao's MXTensor has (any leading dims, blocks along the last).
 #pragma once
 
 #include <cstdint>
 
 #include "framework/float8.h"
-#include "framework/host_device.h"
 #include "framework/tensor.h"
+#include "ops/fp8/block_math.h"
 
 namespace mantissa::amp {
 
 // The largest power of two an element format holds (emax): 8 for E4M3 (448 = 1.75 x 2^8), 15 for E5M2.
 constexpr int mx_element_emax(DType element) { return element == DType::kF8E4M3 ? 8 : 15; }
 
-// The biased E8M0 scale of a block whose largest |value| is `amax` (nan when a value is nan), for an element
-// format of emax `emax`: the FLOOR rule above.
-MT_HD inline uint8_t mx_scale_floor(float amax, int emax) {
-  if (amax != amax) return 255;
-  const uint32_t bits = __builtin_bit_cast(uint32_t, amax);
-  int e = static_cast<int>((bits >> 23) & 0xffu) - 127 - emax;
-  e = e < -127 ? -127 : (e > 128 ? 128 : e);
-  return static_cast<uint8_t>(e + 127);
-}
-
-// What x is divided by for scale `s`: 2^(s - 127) as f32 bits, at least the smallest normal (s = 0), +inf
-// for 255 (torchao's scale_fp32).
-MT_HD inline float mx_division_scale(uint8_t s) {
-  const float f = __builtin_bit_cast(float, static_cast<uint32_t>(s) << 23);
-  return f < 1.17549435e-38f ? 1.17549435e-38f : f;
-}
-
-// What an element is multiplied by for scale `s`: 2^(s - 127) (2^-127 is an f32 subnormal), nan for 255.
-MT_HD inline float mx_dequant_scale(uint8_t s) {
-  if (s == 255) return __builtin_nanf("");
-  return s == 0 ? __builtin_bit_cast(float, uint32_t{1} << 22)
-                : __builtin_bit_cast(float, static_cast<uint32_t>(s) << 23);
-}
+// The E8M0 scale rule and its two readings (ops/fp8/block_math.h, shared with the block-scaled recipes).
+using fp8::mx_dequant_scale;
+using fp8::mx_division_scale;
+using fp8::mx_scale_floor;
 
 struct MxTensor {
   Tensor data;    // the elements: kF8E4M3 or kF8E5M2, x's shape

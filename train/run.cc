@@ -231,6 +231,13 @@ absl::Status validate(const RunOptions& o) {
     return bad("--fp8_accumulator=", o.fp8_accumulator,
                ": expected f32, hopper or hopper-fast (how the CPU's FP8 GEMMs sum their products)");
   }
+  if (const auto r = amp::parse_fp8_recipe(o.fp8_recipe); r.ok() && r->block_k() != 0 && r->block_k() != 128 &&
+                                                          o.precision == Precision::kFp8 &&
+                                                          o.fp8_accumulator != "f32") {
+    return bad("--fp8_accumulator=", o.fp8_accumulator, " models Hopper's FP8 tensor core, which has no ", r->block_k(),
+               "-element block scaling for --fp8_recipe=", amp::fp8_granularity_name(r->granularity),
+               " (MX and NVFP4 are Blackwell formats). HINT: --fp8_accumulator=f32");
+  }
   if (o.precision == Precision::kFp8 && o.fp8_accumulator != "f32" && o.device != "cpu") {
     return bad("--fp8_accumulator=", o.fp8_accumulator, " models the tensor core on the CPU; on --device=", o.device,
                " the GPU's own tensor core sums. HINT: leave it at f32 there");
@@ -354,6 +361,7 @@ absl::StatusOr<RunSummary> run(const RunOptions& options, std::FILE* out, StopRe
   if (o.precision == Precision::kFp8) {
     config.fp8_recipe = *amp::parse_fp8_recipe(o.fp8_recipe);  // validate() checked it
     config.fp8.accumulator = parse_fp8_accumulator(o.fp8_accumulator);
+    config.fp8.seed = o.seed;  // stochastic rounding's key (FP4 recipes)
   }
   Trainer trainer(config, *model.module, model.task, *optimizer, train, &eval);
   if (data->vocab) trainer.set_data("vocabulary", data->vocab->serialize());

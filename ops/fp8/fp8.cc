@@ -9,6 +9,7 @@
 #include "framework/parallel.h"
 #include "ops/autocast.h"
 #include "ops/fp8/accumulator.h"
+#include "ops/fp8/blocks_kernels.h"
 #include "ops/fp8/fp8_cpu.h"
 #include "ops/fp8/fp8_cuda.h"
 #include "ops/fp8/fp8_math.h"
@@ -153,11 +154,11 @@ ScaleLayout scale_layout(const Tensor& a, const Tensor& b, const Tensor& sa, con
            n, "] (1x128)");
 }
 
-// The product of block `blk` of K (128 wide) into the dense f32 c [m, n]: the tensor-core model on the FP8
+// The product of K's columns [l0, l0 + width) into the dense f32 c [m, n]: the tensor-core model on the FP8
 // bytes, or the bf16 GEMM on the decoded operands.
 void block_product(const Tensor& a, const Tensor& b, const DecodedOperand& da, const DecodedOperand& db,
-                   const Fp8Accumulator& model, int64_t blk, int64_t width, float* c) {
-  const int64_t m = a.size(0), n = b.size(1), l0 = blk * width;
+                   const Fp8Accumulator& model, int64_t l0, int64_t width, float* c) {
+  const int64_t m = a.size(0), n = b.size(1);
   if (model.kind == Fp8Accumulation::kTensorCore) {
     cpu::tensor_core_gemm(bytes_of(a) + l0 * a.stride(1), a.stride(0), a.stride(1), a.dtype(),
                           bytes_of(b) + l0 * b.stride(0), b.stride(0), b.stride(1), b.dtype(), m, n, width, model, c);
@@ -180,31 +181,50 @@ void block_product(const Tensor& a, const Tensor& b, const DecodedOperand& da, c
                                            .beta = 0.0});
 }
 
-// Block scales: each 128-wide block of K summed on its own (for the tensor-core model, one promotion interval),
-// times its two scales, the blocks summed in f32 in K's order; what the H200's cuBLASLt computed (bench/gpu/
-// 2026-11-28, bf16 outputs bit for bit).
-void block_scaled_sum(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb, const Fp8Accumulator& model,
-                      float* total) {
-  const int64_t m = a.size(0), k = a.size(1), n = b.size(1), kb = k / 128;
+// Block scales: each block_k-wide block of K (the last one may be shorter) summed on its own (for the tensor-core
+// model, one promotion interval), times its two scales, the blocks summed in f32 in K's order; what the H200's
+// cuBLASLt computed for 128-wide blocks (bench/gpu/2026-11-28, bf16 outputs bit for bit). sb holds a scale per
+// column ([blocks, n]) or per block_k columns ([blocks, ceil(n / block_k)]).
+void block_scaled_sum(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb, int64_t block_k,
+                      const Fp8Accumulator& model, float* total) {
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1), blocks = (k + block_k - 1) / block_k;
   const Tensor sa_c = sa.contiguous(), sb_c = sb.contiguous();
   const float *pa = sa_c.data<float>(), *pb = sb_c.data<float>();
-  const bool b_per_column = sb.size(1) == n && n != (n + 127) / 128;
   const int64_t b_cols = sb.size(1);
+  const bool b_per_column = b_cols == n && n != (n + block_k - 1) / block_k;
   const bool tc = model.kind == Fp8Accumulation::kTensorCore;
   const DecodedOperand da = tc ? DecodedOperand{} : decode_operand(a), db = tc ? DecodedOperand{} : decode_operand(b);
   std::fill(total, total + m * n, 0.0f);
   std::vector<float> part(static_cast<size_t>(m * n));
-  for (int64_t blk = 0; blk < kb; ++blk) {
-    block_product(a, b, da, db, model, blk, 128, part.data());
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t l0 = blk * block_k;
+    block_product(a, b, da, db, model, l0, std::min(block_k, k - l0), part.data());
     parallel_for(m, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        const float s_row = pa[i * kb + blk];
+        const float s_row = pa[i * blocks + blk];
         for (int64_t j = 0; j < n; ++j) {
-          const float s_col = pb[blk * b_cols + (b_per_column ? j : j / 128)];
+          const float s_col = pb[blk * b_cols + (b_per_column ? j : j / block_k)];
           total[i * n + j] += part[i * n + j] * (s_row * s_col);
         }
       }
     });
+  }
+}
+
+// The epilogue of every CPU scaled GEMM: out = epilogue(acc, scale or row[i] * col[j], bias[j]) rounded once to
+// out's dtype.
+void epilogue_into(const Tensor& acc, float scale, cpu::RowColScales rc, const Tensor& bias, const Tensor& out) {
+  const int64_t m = out.size(0), n = out.size(1);
+  const Tensor bias32 = bias.defined() ? bias.to(DType::kF32).contiguous() : Tensor();
+  const float* bias_ptr = bias32.defined() ? bias32.data<float>() : nullptr;
+  switch (out.dtype()) {
+    case DType::kF32:
+      return cpu::scaled_mm_epilogue<float>(acc.data<float>(), m, n, scale, bias_ptr, out.data<float>(), rc);
+    case DType::kBF16:
+      return cpu::scaled_mm_epilogue<BFloat16>(acc.data<float>(), m, n, scale, bias_ptr, out.data<BFloat16>(), rc);
+    case DType::kF16:
+      return cpu::scaled_mm_epilogue<Half>(acc.data<float>(), m, n, scale, bias_ptr, out.data<Half>(), rc);
+    default: MT_ASSERT(false, "scaled GEMM kernel called with an unchecked out dtype ", dtype_name(out.dtype()));
   }
 }
 
@@ -216,7 +236,7 @@ void cpu_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_inv_a, 
   const Fp8Accumulator model = cpu_fp8_accumulator();
   const ScaleLayout layout = scale_layout(a, b, scale_inv_a, scale_inv_b);
   if (layout == ScaleLayout::kBlock) {
-    block_scaled_sum(a, b, scale_inv_a, scale_inv_b, model, acc.data<float>());
+    block_scaled_sum(a, b, scale_inv_a, scale_inv_b, 128, model, acc.data<float>());
   } else if (model.kind == Fp8Accumulation::kTensorCore) {
     // The tensor core's sums, bit for bit (ops/fp8/accumulator.h): a scalar dot product per output, for
     // judging a recipe, not for speed (bench/fp8_gemm_bench's scaled_mm_e4m3_hopper cases).
@@ -231,19 +251,10 @@ void cpu_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_inv_a, 
   const Tensor row = layout == ScaleLayout::kRow ? scale_inv_a.contiguous() : Tensor();
   const Tensor col = layout == ScaleLayout::kRow ? scale_inv_b.contiguous() : Tensor();
   const float scale = layout == ScaleLayout::kTensor ? *scale_inv_a.data<float>() * *scale_inv_b.data<float>() : 1.0f;
-  const cpu::RowColScales rc{.row = row.defined() ? row.data<float>() : nullptr,
-                             .col = col.defined() ? col.data<float>() : nullptr};
-  const Tensor bias32 = bias.defined() ? bias.to(DType::kF32).contiguous() : Tensor();
-  const float* bias_ptr = bias32.defined() ? bias32.data<float>() : nullptr;
-  switch (out.dtype()) {
-    case DType::kF32:
-      return cpu::scaled_mm_epilogue<float>(acc.data<float>(), m, n, scale, bias_ptr, out.data<float>(), rc);
-    case DType::kBF16:
-      return cpu::scaled_mm_epilogue<BFloat16>(acc.data<float>(), m, n, scale, bias_ptr, out.data<BFloat16>(), rc);
-    case DType::kF16:
-      return cpu::scaled_mm_epilogue<Half>(acc.data<float>(), m, n, scale, bias_ptr, out.data<Half>(), rc);
-    default: MT_ASSERT(false, "scaled_mm kernel called with an unchecked out dtype ", dtype_name(out.dtype()));
-  }
+  epilogue_into(
+      acc, scale,
+      {.row = row.defined() ? row.data<float>() : nullptr, .col = col.defined() ? col.data<float>() : nullptr}, bias,
+      out);
 }
 
 constexpr DeviceKernels<decltype(cpu_quantize_fp8)> kQuantize{.cpu = &cpu_quantize_fp8,
@@ -283,6 +294,22 @@ void check_fp8_operand(const char* name, const Tensor& t) {
 }
 
 }  // namespace
+
+void cpu_block_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb, int64_t block_k,
+                         const Tensor& alpha, const Tensor& bias, const Tensor& out) {
+  const int64_t m = a.size(0), n = b.size(1);
+  if (m == 0 || n == 0) return;
+  const Fp8Accumulator model = cpu_fp8_accumulator();
+  MT_CHECK(model.kind != Fp8Accumulation::kTensorCore || block_k == 128,
+           "block_scaled_mm: the CPU's accumulator "
+           "model is ",
+           model.name(), ", which models Hopper's FP8 tensor core: it has no ", block_k,
+           "-wide block scaling to model (its block scales are 128 wide). HINT: use the f32 accumulator "
+           "(Fp8Accumulator::f32(), --fp8_accumulator=f32) for MX and NVFP4 blocks");
+  const Tensor acc = out.dtype() == DType::kF32 ? out : empty({m, n});
+  block_scaled_sum(a, b, sa, sb, block_k, model, acc.data<float>());
+  epilogue_into(acc, alpha.defined() ? *alpha.data<float>() : 1.0f, {}, bias, out);
+}
 
 Fp8Quantized quantize_fp8(const Tensor& x_in, const Tensor& scale_in, DType fp8, Fp8Overflow overflow) {
   const std::vector<Tensor> in = amp::cast_inputs(ops::quantize_fp8, {x_in, scale_in});
@@ -353,10 +380,10 @@ Tensor scaled_mm(const Tensor& a_in, const Tensor& b_in, const Tensor& scale_inv
   MT_CHECK(a.size(1) == b.size(0), "scaled_mm: cannot multiply a ", shape_str(a.shape()), " by b ",
            shape_str(b.shape()), ": inner sizes ", a.size(1), " and ", b.size(0), " differ");
   const ScaleLayout layout = scale_layout(a, b, scale_inv_a, scale_inv_b);
-  MT_CHECK(layout == ScaleLayout::kTensor || a.device().is_cpu(),
-           "scaled_mm: ", layout == ScaleLayout::kRow ? "rowwise" : "block", " scales (scale_inv_a ",
+  MT_CHECK(layout != ScaleLayout::kBlock || a.device().is_cpu(), "scaled_mm: block scales (scale_inv_a ",
            shape_str(scale_inv_a.shape()), ", scale_inv_b ", shape_str(scale_inv_b.shape()),
-           ") run on the CPU only so far; on ", a.device().str(), " give 0-d (per-tensor) scales");
+           ") run on the CPU only; on ", a.device().str(),
+           " use block_scaled_mm (ops/fp8/blocks.h), which takes them on both devices");
   MT_CHECK(out_dtype == DType::kF32 || out_dtype == DType::kBF16 || out_dtype == DType::kF16,
            "scaled_mm: expected out_dtype f32, bf16 or f16, got ", dtype_name(out_dtype));
   const int64_t n = b.size(1);

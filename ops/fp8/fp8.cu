@@ -99,10 +99,13 @@ __global__ void fold_stats_kernel(const float* amax, const int64_t* count, float
 template <typename O>
 __global__ void __launch_bounds__(kThreads)
     epilogue_kernel(const float* acc, int64_t total, int64_t n, const float* __restrict__ scale_inv_a,
-                    const float* __restrict__ scale_inv_b, const float* __restrict__ bias, O* out) {
+                    const float* __restrict__ scale_inv_b, const float* __restrict__ bias, O* out, bool rowwise) {
   // acc and out may be one buffer (an f32 output): no __restrict__ on them; each element is read, then written.
-  const float s = (scale_inv_a != nullptr ? *scale_inv_a : 1.0f) * (scale_inv_b != nullptr ? *scale_inv_b : 1.0f);
+  // Rowwise: scale_inv_a [m] and scale_inv_b [n], the product per element (the CPU's RowColScales).
+  const float tensor =
+      rowwise ? 1.0f : (scale_inv_a != nullptr ? *scale_inv_a : 1.0f) * (scale_inv_b != nullptr ? *scale_inv_b : 1.0f);
   for (int64_t i = global_thread(); i < total; i += grid_threads()) {
+    const float s = rowwise ? scale_inv_a[i / n] * scale_inv_b[i % n] : tensor;
     const float v = bias != nullptr ? fp8::epilogue(acc[i], s, bias[i % n]) : fp8::epilogue(acc[i], s);
     out[i] = narrow<O>(v);
   }
@@ -162,12 +165,13 @@ void launch_fp8_fold_stats(const float* amax, const int64_t* count, float* amax_
 
 template <typename Out>
 void launch_scaled_mm_epilogue(const float* acc, int64_t m, int64_t n, const float* scale_inv_a,
-                               const float* scale_inv_b, const float* bias, Out* out, int device, cudaStream_t stream) {
+                               const float* scale_inv_b, const float* bias, Out* out, int device, cudaStream_t stream,
+                               bool rowwise) {
   const int64_t total = m * n;
   if (total == 0) return;
   using O = storage_t<Out>;
   epilogue_kernel<O><<<static_cast<unsigned>(grid_for(total, device)), kThreads, 0, stream>>>(
-      acc, total, n, scale_inv_a, scale_inv_b, bias, reinterpret_cast<O*>(out));
+      acc, total, n, scale_inv_a, scale_inv_b, bias, reinterpret_cast<O*>(out), rowwise);
   MT_CUDA_LAUNCH_CHECK("scaled_mm epilogue kernel");
 }
 
@@ -181,11 +185,11 @@ template void launch_amax<float>(const float*, int64_t, float*, int, cudaStream_
 template void launch_amax<Half>(const Half*, int64_t, float*, int, cudaStream_t);
 template void launch_amax<BFloat16>(const BFloat16*, int64_t, float*, int, cudaStream_t);
 template void launch_scaled_mm_epilogue<float>(const float*, int64_t, int64_t, const float*, const float*, const float*,
-                                               float*, int, cudaStream_t);
+                                               float*, int, cudaStream_t, bool);
 template void launch_scaled_mm_epilogue<Half>(const float*, int64_t, int64_t, const float*, const float*, const float*,
-                                              Half*, int, cudaStream_t);
+                                              Half*, int, cudaStream_t, bool);
 template void launch_scaled_mm_epilogue<BFloat16>(const float*, int64_t, int64_t, const float*, const float*,
-                                                  const float*, BFloat16*, int, cudaStream_t);
+                                                  const float*, BFloat16*, int, cudaStream_t, bool);
 
 }  // namespace mantissa::gpu
 
@@ -221,20 +225,20 @@ gpu::Fp8Operand operand_of(const Tensor& t) {
 
 // out = epilogue(acc, ...) rounded once to out's dtype; acc f32 [m, n] (may be out itself).
 void launch_epilogue(const Tensor& acc, const float* scale_inv_a, const float* scale_inv_b, const Tensor& bias32,
-                     const Tensor& out, cudaStream_t stream) {
+                     const Tensor& out, cudaStream_t stream, bool rowwise = false) {
   const int64_t m = out.size(0), n = out.size(1);
   const float* bias = bias32.defined() ? bias32.data<float>() : nullptr;
   const int device = out.device().index;
   switch (out.dtype()) {
     case DType::kF32:
       return gpu::launch_scaled_mm_epilogue<float>(acc.data<float>(), m, n, scale_inv_a, scale_inv_b, bias,
-                                                   out.data<float>(), device, stream);
+                                                   out.data<float>(), device, stream, rowwise);
     case DType::kBF16:
       return gpu::launch_scaled_mm_epilogue<BFloat16>(acc.data<float>(), m, n, scale_inv_a, scale_inv_b, bias,
-                                                      out.data<BFloat16>(), device, stream);
+                                                      out.data<BFloat16>(), device, stream, rowwise);
     case DType::kF16:
       return gpu::launch_scaled_mm_epilogue<Half>(acc.data<float>(), m, n, scale_inv_a, scale_inv_b, bias,
-                                                  out.data<Half>(), device, stream);
+                                                  out.data<Half>(), device, stream, rowwise);
     default: MT_THROW("scaled_mm: unexpected out dtype ", dtype_name(out.dtype()));
   }
 }
@@ -267,7 +271,9 @@ void decode_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_inv_
                                           .batch = 1,
                                           .stride_c = m * n}},
             out.device().index, stream);
-  launch_epilogue(acc, scale_inv_a.data<float>(), scale_inv_b.data<float>(), bias32, out, stream);
+  const bool rowwise = scale_inv_a.dim() != 0;
+  const Tensor sa = scale_inv_a.contiguous(), sb = scale_inv_b.contiguous();
+  launch_epilogue(acc, sa.data<float>(), sb.data<float>(), bias32, out, stream, rowwise);
   gpu::count_scaled_mm({.fallbacks = 1});
 }
 
@@ -340,6 +346,9 @@ void cuda_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_inv_a,
   const Tensor bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
   const Tensor bias32 = bias.defined() ? bias.to(DType::kF32) : Tensor();                    // for the epilogue kernel
   if (k == 0) return decode_scaled_mm(a, b, scale_inv_a, scale_inv_b, bias32, out, stream);  // the bias alone
+  // Rowwise scales: the decode path with a per-element epilogue (cuBLASLt's OUTER_VEC_32F mode, sm_90 only, is not
+  // wired yet).
+  if (scale_inv_a.dim() != 0) return decode_scaled_mm(a, b, scale_inv_a, scale_inv_b, bias32, out, stream);
 
   gpu::ScaledMmPlan plan = gpu::plan_scaled_mm({.a = operand_of(a),
                                                 .b = operand_of(b),

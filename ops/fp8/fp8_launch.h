@@ -35,11 +35,13 @@ void launch_fp8_fold_stats(const float* amax, const int64_t* count, float* amax_
                            cudaStream_t stream);
 
 // out[i, j] = fp8::epilogue(acc[i, j], s, bias[j]) rounded once to Out (float, Half, BFloat16), s = *scale_inv_a *
-// *scale_inv_b read on the device (a null pointer counts as 1), no bias when bias is null. acc and out are
-// dense [m, n] and may be the same memory when Out is float.
+// *scale_inv_b read on the device (a null pointer counts as 1), no bias when bias is null; with `rowwise`,
+// s = scale_inv_a[i] * scale_inv_b[j] (vectors [m] and [n]). acc and out are dense [m, n] and may be the same
+// memory when Out is float.
 template <typename Out>
 void launch_scaled_mm_epilogue(const float* acc, int64_t m, int64_t n, const float* scale_inv_a,
-                               const float* scale_inv_b, const float* bias, Out* out, int device, cudaStream_t stream);
+                               const float* scale_inv_b, const float* bias, Out* out, int device, cudaStream_t stream,
+                               bool rowwise = false);
 
 // cuBLASLt's FP8 GEMM: d[m, n] (row-major, dtype key.d) = a[m, k] @ b[k, n] * *scale_inv_a * *scale_inv_b (+ bias
 // [n] of key.bias_dtype when key.bias is kEpilogue), a given K-contiguous with row stride key.lda, b given as its

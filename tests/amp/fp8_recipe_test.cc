@@ -115,8 +115,8 @@ TEST(Fp8Recipe, StrIsReadBack) {
 }
 
 TEST(Fp8Recipe, RefusesWhatItCannotRead) {
-  EXPECT_NE(refusal("delay").find("unknown scaling \"delay\""), std::string::npos);
-  EXPECT_NE(refusal("").find("unknown scaling"), std::string::npos);
+  EXPECT_NE(refusal("delay").find("unknown recipe \"delay\""), std::string::npos);
+  EXPECT_NE(refusal("").find("unknown recipe"), std::string::npos);
   EXPECT_NE(refusal("delayed:").find("nothing after ':'"), std::string::npos);
   EXPECT_NE(refusal("delayed:history").find("\"history\" is not key=value"), std::string::npos);
   EXPECT_NE(refusal("delayed:history=").find("not key=value"), std::string::npos);

@@ -1,0 +1,265 @@
+// The CUDA kernels of the block-scaled ops (ops/fp8/blocks.h, ops/fp8/blocks_kernels.h): written to compute the
+// CPU kernels' bits with ops/fp8/block_math.h's functions, never yet run on a GPU.
+//
+// quantize_blocks: the tensor's amax first (ops/fp8's amax kernel), then one thread block per tile: its threads
+// fold the tile's max |x| as float bits (a maximum: the order does not matter), thread 0 computes the tile's
+// scale into shared memory, and every thread casts its elements, each with the random word of its flat index
+// (stochastic rounding needs no state shared between threads). The counts join the totals with one atomicAdd per
+// tile. hadamard16: one thread per 16-element block, the CPU's butterfly sequence. block_scaled_mm: the f32
+// path, block by block of K: both operands decoded to f32 (exact), the f32 GEMM of the block, and a kernel that
+// adds part * scale_a * scale_b into the f32 total (the CPU's order of operations per element), then the
+// epilogue (alpha, bias, one rounding). cuBLASLt's block-scaled FP8 modes (Hopper's 1x128 / 128x128 f32 scales,
+// Blackwell's MX and NVFP4) are not wired yet: this path is the reference a faster one will be checked against.
+#include <algorithm>
+#include <cmath>
+
+#include "framework/cuda/check.h"
+#include "framework/cuda/copy_math.h"
+#include "framework/cuda/stream.h"
+#include "ops/cuda/device_types.cuh"
+#include "ops/fp8/block_math.h"
+#include "ops/fp8/blocks_kernels.h"
+#include "ops/fp8/fp8_cuda.h"
+#include "ops/matmul/gemm_launch.h"
+
+namespace mantissa::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+
+// BlockQuantOptions without its tensor (a kernel argument must be trivially copyable).
+struct TileParams {
+  BlockElement element;
+  BlockScaleRule rule;
+  Fp8Overflow overflow;
+  bool tensor_scale;
+  bool stochastic;
+  int64_t block_rows;
+  int64_t block_cols;
+  uint64_t seed;
+  uint64_t offset;
+};
+
+template <typename S>
+__global__ void __launch_bounds__(kThreads)
+    quantize_tiles_kernel(const S* __restrict__ x, int64_t rows, int64_t cols, TileParams o, float pow2_margin,
+                          const float* __restrict__ tensor_amax, const float* __restrict__ given_tensor_decode,
+                          uint8_t* __restrict__ out, float* __restrict__ scale_inv, int32_t* __restrict__ scale_bits,
+                          float* __restrict__ tensor_scale_inv, unsigned long long* __restrict__ overflow,
+                          unsigned long long* __restrict__ underflow) {
+  const int64_t tile_cols = (cols + o.block_cols - 1) / o.block_cols;
+  const int64_t t = blockIdx.x / tile_cols, u = blockIdx.x % tile_cols;
+  const int64_t r0 = t * o.block_rows, r1 = min(rows, r0 + o.block_rows);
+  const int64_t c0 = u * o.block_cols, c1 = min(cols, c0 + o.block_cols);
+  const int64_t width = c1 - c0, count = (r1 - r0) * width;
+  __shared__ uint32_t scratch[32];
+  __shared__ fp8::BlockScale shared_scale;
+  uint32_t m = 0;
+  for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
+    const int64_t i = (r0 + e / width) * cols + c0 + e % width;
+    m = max(m, fp8::abs_bits(float_to_bits(widen(x[i]))));
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = m;
+  __syncthreads();
+  const bool nvfp4_tensor = o.rule == BlockScaleRule::kNvfp4 && o.tensor_scale;
+  const float tensor_decode = !nvfp4_tensor                    ? 1.0f
+                              : given_tensor_decode != nullptr ? *given_tensor_decode
+                                                               : fp8::nvfp4_tensor_decode(*tensor_amax);
+  if (threadIdx.x == 0) {
+    uint32_t tile = 0;
+    for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) tile = max(tile, scratch[w]);
+    shared_scale = fp8::block_scale(o.rule, o.element, fp8::float_of(tile), pow2_margin, nvfp4_tensor, tensor_decode);
+    scale_inv[blockIdx.x] = shared_scale.dequant;
+    if (scale_bits != nullptr) scale_bits[blockIdx.x] = static_cast<int32_t>(shared_scale.stored);
+    if (nvfp4_tensor && blockIdx.x == 0) *tensor_scale_inv = tensor_decode;
+  }
+  __syncthreads();
+  const fp8::BlockScale s = shared_scale;
+  fp8::ElementStats stats;
+  for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
+    const int64_t i = (r0 + e / width) * cols + c0 + e % width;
+    const uint32_t random = o.stochastic ? fp8::rounding_bits(o.seed, o.offset, static_cast<uint64_t>(i)) : 0u;
+    out[i] = fp8::cast_element(widen(x[i]), s, o.element, o.overflow, o.stochastic, random, stats);
+  }
+  const uint32_t over = block_sum(stats.overflow, scratch);
+  const uint32_t under = block_sum(stats.underflow, scratch);
+  if (threadIdx.x == 0) {
+    if (over != 0u) atomicAdd(overflow, static_cast<unsigned long long>(over));
+    if (under != 0u) atomicAdd(underflow, static_cast<unsigned long long>(under));
+  }
+}
+
+template <typename S>
+__global__ void __launch_bounds__(kThreads)
+    hadamard16_kernel(const S* __restrict__ x, int64_t rows, int64_t cols, const float* __restrict__ signs,
+                      float* __restrict__ out) {
+  const int64_t per_row = (cols + 15) / 16;
+  for (int64_t g = global_thread(); g < rows * per_row; g += grid_threads()) {
+    const int64_t r = g / per_row, c = (g % per_row) * 16;
+    const int64_t i = r * cols + c;
+    if (c + 16 > cols) {  // the short last block: copied
+      for (int64_t j = 0; c + j < cols; ++j) out[i + j] = widen(x[i + j]);
+      continue;
+    }
+    float v[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) v[j] = widen(x[i + j]) * signs[j];
+#pragma unroll
+    for (int h = 1; h < 16; h <<= 1) {
+#pragma unroll
+      for (int a = 0; a < 16; a += 2 * h) {
+#pragma unroll
+        for (int j = a; j < a + h; ++j) {
+          const float p = v[j], q = v[j + h];
+          v[j] = p + q;
+          v[j + h] = p - q;
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 16; ++j) out[i + j] = v[j] * 0.25f;
+  }
+}
+
+// total[i, j] += part[i, j] * (sa[i * blocks + blk] * sb[blk * b_cols + (per_column ? j : j / block_k)]).
+__global__ void __launch_bounds__(kThreads)
+    add_block_kernel(const float* __restrict__ part, int64_t m, int64_t n, const float* __restrict__ sa,
+                     const float* __restrict__ sb, int64_t blocks, int64_t blk, int64_t b_cols, bool per_column,
+                     int64_t block_k, float* __restrict__ total) {
+  for (int64_t e = global_thread(); e < m * n; e += grid_threads()) {
+    const int64_t i = e / n, j = e % n;
+    const float s_col = sb[blk * b_cols + (per_column ? j : j / block_k)];
+    total[e] += part[e] * (sa[i * blocks + blk] * s_col);
+  }
+}
+
+template <typename O>
+__global__ void __launch_bounds__(kThreads)
+    alpha_epilogue_kernel(const float* acc, int64_t total, int64_t n, const float* __restrict__ alpha,
+                          const float* __restrict__ bias, O* out) {
+  const float s = alpha != nullptr ? *alpha : 1.0f;
+  for (int64_t e = global_thread(); e < total; e += grid_threads()) {
+    const float v = bias != nullptr ? fp8::epilogue(acc[e], s, bias[e % n]) : fp8::epilogue(acc[e], s);
+    out[e] = narrow<O>(v);
+  }
+}
+
+unsigned grid_for(int64_t work, int device) {
+  const int64_t limit = int64_t{multiprocessor_count(device)} * 8;
+  return static_cast<unsigned>(std::clamp<int64_t>(ceil_div(work, kThreads), 1, limit));
+}
+
+template <typename F>
+decltype(auto) dispatch_input(DType d, F&& f) {
+  switch (d) {
+    case DType::kF32: return f.template operator()<float>();
+    case DType::kF16: return f.template operator()<Half>();
+    case DType::kBF16: return f.template operator()<BFloat16>();
+    default: break;
+  }
+  MT_THROW("block-scaled CUDA kernel: unexpected input dtype ", dtype_name(d));
+}
+
+}  // namespace
+}  // namespace mantissa::gpu
+
+namespace mantissa {
+
+void cuda_quantize_blocks(const Tensor& x, const BlockQuantOptions& o, const BlockQuantized& q) {
+  gpu::DeviceGuard guard(x.device());
+  const cudaStream_t stream = gpu::current_stream(x.device());
+  const int64_t rows = x.size(0), cols = x.size(1);
+  cuda_amax(x, q.amax);
+  MT_CUDA_CHECK(cudaMemsetAsync(q.overflow.data_ptr(), 0, sizeof(int64_t), stream));
+  MT_CUDA_CHECK(cudaMemsetAsync(q.underflow.data_ptr(), 0, sizeof(int64_t), stream));
+  const int64_t tiles = q.scale_inv.numel();
+  if (rows == 0 || cols == 0 || tiles == 0) return;
+  const float pow2_margin = static_cast<float>(std::ldexp(1.0, static_cast<int>(o.margin)));
+  const gpu::TileParams params{.element = o.element,
+                               .rule = o.rule,
+                               .overflow = o.overflow,
+                               .tensor_scale = o.tensor_scale,
+                               .stochastic = o.stochastic,
+                               .block_rows = o.block_rows,
+                               .block_cols = o.block_cols,
+                               .seed = o.seed,
+                               .offset = o.offset};
+  gpu::dispatch_input(x.dtype(), [&]<typename T>() {
+    using S = gpu::storage_t<T>;
+    gpu::quantize_tiles_kernel<S><<<static_cast<unsigned>(tiles), gpu::kThreads, 0, stream>>>(
+        reinterpret_cast<const S*>(x.data<T>()), rows, cols, params, pow2_margin, q.amax.data<float>(),
+        o.tensor_scale_inv.defined() ? o.tensor_scale_inv.data<float>() : nullptr,
+        static_cast<uint8_t*>(q.data.data_ptr()), q.scale_inv.data<float>(),
+        q.scale_bits.defined() ? q.scale_bits.data<int32_t>() : nullptr,
+        q.tensor_scale_inv.defined() ? q.tensor_scale_inv.data<float>() : nullptr,
+        reinterpret_cast<unsigned long long*>(q.overflow.data_ptr()),
+        reinterpret_cast<unsigned long long*>(q.underflow.data_ptr()));
+  });
+  MT_CUDA_LAUNCH_CHECK("quantize_blocks kernel");
+}
+
+void cuda_hadamard16(const Tensor& x, const Tensor& signs, const Tensor& out) {
+  gpu::DeviceGuard guard(x.device());
+  const cudaStream_t stream = gpu::current_stream(x.device());
+  const int64_t rows = x.size(0), cols = x.size(1);
+  if (rows == 0 || cols == 0) return;
+  gpu::dispatch_input(x.dtype(), [&]<typename T>() {
+    using S = gpu::storage_t<T>;
+    gpu::hadamard16_kernel<S><<<gpu::grid_for(rows * ((cols + 15) / 16), x.device().index), gpu::kThreads, 0, stream>>>(
+        reinterpret_cast<const S*>(x.data<T>()), rows, cols, signs.data<float>(), out.data<float>());
+  });
+  MT_CUDA_LAUNCH_CHECK("hadamard16 kernel");
+}
+
+void cuda_block_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& sa_in, const Tensor& sb_in, int64_t block_k,
+                          const Tensor& alpha, const Tensor& bias, const Tensor& out) {
+  const int device = a.device().index;
+  gpu::DeviceGuard guard(device);
+  const cudaStream_t stream = gpu::current_stream(a.device());
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1), blocks = (k + block_k - 1) / block_k;
+  if (m == 0 || n == 0) return;
+  const Tensor sa = sa_in.contiguous(), sb = sb_in.contiguous();
+  const Tensor af = a.to(DType::kF32), bf = b.to(DType::kF32);  // exact, dense row-major
+  const Tensor total = zeros({m, n}, {.device = a.device()});
+  const Tensor part = empty({m, n}, {.device = a.device()});
+  const int64_t b_cols = sb.size(1);
+  const bool per_column = b_cols == n && n != (n + block_k - 1) / block_k;
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t l0 = blk * block_k, width = std::min(block_k, k - l0);
+    gpu::gemm(gpu::GemmArgs<float>{.gemm = {.gemm = {.m = m,
+                                                     .n = n,
+                                                     .k = width,
+                                                     .a = af.data<float>() + l0,
+                                                     .lda = k,
+                                                     .b = bf.data<float>() + l0 * n,
+                                                     .ldb = n,
+                                                     .c = part.data<float>(),
+                                                     .ldc = n,
+                                                     .alpha = 1.0,
+                                                     .beta = 0.0},
+                                            .batch = 1,
+                                            .stride_c = m * n}},
+              device, stream);
+    gpu::add_block_kernel<<<gpu::grid_for(m * n, device), gpu::kThreads, 0, stream>>>(
+        part.data<float>(), m, n, sa.data<float>(), sb.data<float>(), blocks, blk, b_cols, per_column, block_k,
+        total.data<float>());
+    MT_CUDA_LAUNCH_CHECK("block_scaled_mm add kernel");
+  }
+  const Tensor bias32 = bias.defined() ? bias.to(DType::kF32).contiguous() : Tensor();
+  const float* alpha_ptr = alpha.defined() ? alpha.data<float>() : nullptr;
+  const float* bias_ptr = bias32.defined() ? bias32.data<float>() : nullptr;
+  auto epilogue = [&]<typename O>(O* o) {
+    gpu::alpha_epilogue_kernel<O><<<gpu::grid_for(m * n, device), gpu::kThreads, 0, stream>>>(
+        total.data<float>(), m * n, n, alpha_ptr, bias_ptr, o);
+    MT_CUDA_LAUNCH_CHECK("block_scaled_mm epilogue kernel");
+  };
+  switch (out.dtype()) {
+    case DType::kF32: return epilogue(out.data<float>());
+    case DType::kBF16: return epilogue(reinterpret_cast<gpu::storage_t<BFloat16>*>(out.data<BFloat16>()));
+    case DType::kF16: return epilogue(reinterpret_cast<gpu::storage_t<Half>*>(out.data<Half>()));
+    default: MT_THROW("block_scaled_mm: unexpected out dtype ", dtype_name(out.dtype()));
+  }
+}
+
+}  // namespace mantissa
