@@ -106,12 +106,18 @@ bool square_weights(const Fp8Recipe& r) {
   return r.granularity == Fp8Granularity::kBlockwise || (r.granularity == Fp8Granularity::kNvfp4 && r.weight_2d);
 }
 
-// Casts x2d [R, C] along C for role r and records the cast into the role's state when `update` says so.
+// Casts x2d for role r and records the cast into the role's state when `update` says so. Along its columns
+// (x2d [R, C] quantized along C: the operand [R, C]), or, with `along_rows`, along its rows in b x 1 tiles, read
+// in place (x2d [C, R] quantized along C: the operand is its transpose, [R, C], with no transposed copy made).
 BlockOperand block_cast(Fp8LinearState& state, Fp8Role role, const Tensor& x2d, bool square, bool gradient,
-                        Fp8StateUpdate update) {
+                        Fp8StateUpdate update, bool along_rows = false) {
   const Fp8Recipe& r = state.recipe;
   const bool stochastic = gradient && r.fp4() && r.stochastic_rounding;
   BlockQuantOptions o = cast_options(r, role, square, stochastic);
+  if (along_rows) {
+    o.block_rows = o.block_cols == 0 ? std::max<int64_t>(x2d.size(0), 1) : o.block_cols;
+    o.block_cols = 1;
+  }
   if (stochastic) {
     o.seed = state.rounding_seed;
     o.offset = static_cast<uint64_t>(state.rounding_calls++);
@@ -122,6 +128,7 @@ BlockOperand block_cast(Fp8LinearState& state, Fp8Role role, const Tensor& x2d, 
     fp8_record(s, q.amax, q.overflow);
     s.underflow_count = add(s.underflow_count, q.underflow.to(DType::kF64));
   }
+  if (along_rows) return {q.data.t(), q.scale_inv.t(), std::move(q.tensor_scale_inv), false};
   return {std::move(q.data), std::move(q.scale_inv), std::move(q.tensor_scale_inv), square};
 }
 
@@ -186,15 +193,17 @@ struct Fp8BlockLinearFunction : Function<Fp8BlockLinearFunction> {
       dx = block_gemm(r, qg, qw, x_dtype, Tensor()).view(x_shape);
     }
     if (ctx.needs_input_grad(1)) {
-      Tensor gt = g.t().contiguous(), xt = x2.t().contiguous();  // [N, M], [K, M]: along the batch
+      // The operands g^T [N, M] and x^T [K, M], quantized along the batch M. Read in place from g and x; with the
+      // Hadamard transform, which runs along rows, from rotated transposed copies.
+      BlockOperand qgt, qxt;
       if (r.fp4() && r.hadamard) {
-        const Tensor& signs = hadamard_signs();
-        const Tensor on_device = signs.to(g.device());
-        gt = hadamard16(gt, on_device);
-        xt = hadamard16(xt, on_device);
+        const Tensor signs = hadamard_signs().to(g.device());
+        qgt = block_cast(*state, Fp8Role::kGradOutput, hadamard16(g.t().contiguous(), signs), false, true, update);
+        qxt = block_cast(*state, Fp8Role::kInput, hadamard16(x2.t().contiguous(), signs), false, false, update);
+      } else {
+        qgt = block_cast(*state, Fp8Role::kGradOutput, g, false, true, update, true);
+        qxt = block_cast(*state, Fp8Role::kInput, x2, false, false, update, true);
       }
-      const BlockOperand qgt = block_cast(*state, Fp8Role::kGradOutput, gt, false, true, update);
-      const BlockOperand qxt = block_cast(*state, Fp8Role::kInput, xt, false, false, update);
       dw = block_gemm(r, qgt, qxt, DType::kF32, Tensor());
     }
     if (ctx.needs_input_grad(2)) db = sum(g.to(DType::kF32), {0});

@@ -81,39 +81,42 @@ MT_HD inline float mx_dequant_scale(uint8_t s) {
 
 // ---- E2M1 rounding ----
 
-// y rounded to the nearest E2M1 value, ties to even, saturated at +-6; nan stays nan (torchao clamps to +-6
-// before its cast; a nan passes the clamp). Within each binade the E2M1 grid is uniform (steps 0.5 below 2, 1
-// below 4, 2 up to 6) and an even multiple of the step is an even mantissa, so rint on y / step is the rule.
+// y rounded to the nearest E2M1 value, ties to even, saturated at +-6 (+-inf too); nan stays nan (torchao clamps
+// to +-6 before its cast; a nan passes the clamp). Within each binade the E2M1 grid is uniform (steps 0.5 below
+// 2, 1 below 4, 2 up to 6) and an even multiple of the step is an even mantissa, so rounding |y| / step (exact:
+// the step is a power of two) to the nearest integer, ties to even, is the rule: (q + 2^23) - 2^23 in f32 does it
+// for 0 <= q < 2^23. The comparisons are on the bits (|y| orders like its bits, nan above inf) and the rest is
+// arithmetic and selects: float comparisons would keep GCC from vectorizing the CPU's loops (-ftrapping-math).
 MT_HD inline float round_e2m1(float y) {
-  const float a = fabsf(y);
-  if (a != a) return y;
-  float r;
-  if (a >= kE2M1Max) {
-    r = kE2M1Max;
-  } else if (a < 2.0f) {
-    r = rintf(a * 2.0f) * 0.5f;
-  } else if (a < 4.0f) {
-    r = rintf(a);
-  } else {
-    r = rintf(a * 0.5f) * 2.0f;
-  }
-  return copysignf(r, y);
+  const uint32_t ab = bits_of(y) & kAbsMask;
+  const float a = float_of(ab);
+  const float inv = ab < 0x40000000u ? 2.0f : (ab < 0x40800000u ? 1.0f : 0.5f);  // 1 / step: |y| < 2, < 4
+  const float q = ab < 0x40c00000u ? a * inv : 0.0f;                             // |y| < 6; the rest replaced
+  uint32_t r = bits_of(((q + 8388608.0f) - 8388608.0f) / inv);
+  r = ab >= 0x40c00000u ? 0x40c00000u : r;  // 6
+  r = ab > kInfBits ? ab : r;               // nan
+  return float_of(r | (bits_of(y) & 0x80000000u));
 }
 
 // y rounded stochastically to one of its two E2M1 neighbours: up with probability (|y| - lower) / step, from
 // 24 random bits (the top of `random`): unbiased to within 2^-24 of a step. Saturated at +-6, nan stays nan.
-// The NVFP4 training recipe rounds gradients this way (Blackwell's cvt.rs adds random bits below the kept
-// mantissa and truncates: the same distribution).
+// The NVFP4 training recipe rounds gradients this way (Blackwell's cvt.rs adds 8 random bits below the kept
+// mantissa and truncates: the same distribution, to within 2^-8 of a step; Transformer Engine's fallback,
+// transformer_engine/common/util/ptx.cuh). Bit comparisons as round_e2m1's.
 MT_HD inline float round_e2m1_stochastic(float y, uint32_t random) {
-  const float a = fabsf(y);
-  if (a != a) return y;
-  if (a >= kE2M1Max) return copysignf(kE2M1Max, y);
-  const float step = a < 2.0f ? 0.5f : (a < 4.0f ? 1.0f : 2.0f);
-  const float q = a / step;  // exact: step is a power of two
-  const float lower = floorf(q);
-  const float frac = q - lower;                                               // exact
-  const float r = static_cast<float>(random >> 8) * 5.9604644775390625e-08f;  // [0, 1) in steps of 2^-24
-  return copysignf((lower + (r < frac ? 1.0f : 0.0f)) * step, y);
+  const uint32_t ab = bits_of(y) & kAbsMask;
+  const float a = float_of(ab);
+  const float inv = ab < 0x40000000u ? 2.0f : (ab < 0x40800000u ? 1.0f : 0.5f);
+  const float q = ab < 0x40c00000u ? a * inv : 0.0f;                // exact; below 12
+  const float lower = static_cast<float>(static_cast<int32_t>(q));  // floor: q >= 0
+  const float frac = q - lower;                                     // exact
+  const float r =
+      static_cast<float>(static_cast<int32_t>(random >> 8)) * 5.9604644775390625e-08f;  // [0, 1), 2^-24 steps
+  const float up = bits_of(r) < bits_of(frac) ? 1.0f : 0.0f;                            // r < frac, both >= 0
+  uint32_t v = bits_of((lower + up) / inv);
+  v = ab >= 0x40c00000u ? 0x40c00000u : v;
+  v = ab > kInfBits ? ab : v;
+  return float_of(v | (bits_of(y) & 0x80000000u));
 }
 
 // The 4-bit E2M1 code of an E2M1 value (sign bit 3, exponent bits 2-1, mantissa bit 0): for golden files.
@@ -213,32 +216,43 @@ struct ElementStats {
   uint32_t underflow = 0;  // x finite and not 0, its element 0
 };
 
-// One element of a block cast: y from x and the block's scale, rounded (stochastically from `random` when
-// `stochastic`, E2M1 only) and encoded as the element's byte (E2M1 as the E4M3 byte of its value). MX and NVFP4
-// clamp y to +-max before the cast, as torchao does (the same byte as a saturating cast).
-MT_HD inline uint8_t cast_element(float x, const BlockScale& s, BlockElement element, Fp8Overflow overflow,
-                                  bool stochastic, uint32_t random, ElementStats& stats) {
-  const float y = s.divide ? x / s.div : x * s.mul;
-  const float ay = fabsf(y);
+// y of one element: x * mul, or x / div for the rules that divide.
+MT_HD inline float scaled(float x, const BlockScale& s) { return s.divide ? x / s.div : x * s.mul; }
+
+// One element of a block cast from x and its scaled y: rounded (stochastically from `random` when `stochastic`,
+// E2M1 only) and encoded as the element's byte (E2M1 as the E4M3 byte of its value). MX and NVFP4 clamp y to
+// +-max before the cast, as torchao does (the same byte as a saturating cast). Branch-free apart from the
+// element format and `stochastic`, which are constant over a loop, so the CPU's loops vectorize it.
+MT_HD inline uint8_t encode_element(float x, float y, BlockElement element, Fp8Overflow overflow, bool stochastic,
+                                    uint32_t random, ElementStats& stats) {
   uint8_t byte;
   bool zero;
+  // Bitwise & on the conditions (no short circuits: no control flow in a vectorized loop).
   if (element == BlockElement::kE2M1) {
     const float v = stochastic ? round_e2m1_stochastic(y, random) : round_e2m1(y);
-    stats.overflow += ay > kE2M1Max && ay == ay ? 1u : 0u;
+    const uint32_t aby = bits_of(y) & kAbsMask;
+    stats.overflow += static_cast<uint32_t>(aby > 0x40c00000u) & static_cast<uint32_t>(aby <= kInfBits);  // > 6
     byte = Fp8E4M3Format::from_f32_bits(bits_of(v), Fp8Overflow::kSaturate);
-    zero = v == 0.0f;
+    zero = (bits_of(v) & kAbsMask) == 0u;
   } else if (element == BlockElement::kE4M3) {
-    stats.overflow += overflows<Fp8E4M3Format>(bits_of(y)) ? 1u : 0u;
+    stats.overflow += static_cast<uint32_t>(overflows<Fp8E4M3Format>(bits_of(y)));
     byte = Fp8E4M3Format::from_f32_bits(bits_of(y), overflow);
     zero = (byte & 0x7fu) == 0u;
   } else {
-    stats.overflow += overflows<Fp8E5M2Format>(bits_of(y)) ? 1u : 0u;
+    stats.overflow += static_cast<uint32_t>(overflows<Fp8E5M2Format>(bits_of(y)));
     byte = Fp8E5M2Format::from_f32_bits(bits_of(y), overflow);
     zero = (byte & 0x7fu) == 0u;
   }
-  const float ax = fabsf(x);
-  stats.underflow += zero && ax > 0.0f && ax < float_of(kInfBits) ? 1u : 0u;
+  const uint32_t ax = bits_of(x) & kAbsMask;
+  stats.underflow +=
+      static_cast<uint32_t>(zero) & static_cast<uint32_t>(ax != 0u) & static_cast<uint32_t>(ax < kInfBits);
   return byte;
+}
+
+// One element of a block cast: encode_element of x scaled by its block's scale.
+MT_HD inline uint8_t cast_element(float x, const BlockScale& s, BlockElement element, Fp8Overflow overflow,
+                                  bool stochastic, uint32_t random, ElementStats& stats) {
+  return encode_element(x, scaled(x, s), element, overflow, stochastic, random, stats);
 }
 
 }  // namespace mantissa::fp8

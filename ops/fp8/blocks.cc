@@ -9,10 +9,12 @@
 #include <bit>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "framework/device_kernels.h"
 #include "framework/error.h"
 #include "framework/parallel.h"
+#include "framework/philox.h"
 #include "ops/autocast.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/fp8/blocks_kernels.h"
@@ -37,6 +39,68 @@ const char* rule_name(BlockScaleRule r) {
 
 // ---- CPU kernels ----
 
+// One row of len elements: y = x * f (x / f for the dividing rules) with f = factors[j], its tile's factor, then
+// encode_element. The element format and the modes are template arguments, so the loop has no branches left
+// but the element's own selects, and vectorizes (stochastic rounding's Philox blocks excepted).
+template <BlockElement kElement, bool kDivide, bool kStochastic>
+void cast_run(const float* __restrict x, int64_t len, const float* __restrict factors, Fp8Overflow overflow,
+              uint64_t seed, uint64_t offset, uint64_t index0, uint8_t* __restrict out, fp8::ElementStats& stats) {
+  constexpr int64_t kChunk = 256;
+  uint32_t random[kChunk];  // stochastic rounding: one Philox block gives the words of 4 consecutive indices
+  uint32_t over = 0, under = 0;
+  for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
+    const int64_t n = std::min(kChunk, len - c0);
+    if constexpr (kStochastic) {
+      const uint64_t first = index0 + static_cast<uint64_t>(c0);
+      for (uint64_t i = first & ~uint64_t{3}; i < first + static_cast<uint64_t>(n); i += 4) {
+        const Philox4 p = philox4x32_10(static_cast<uint32_t>(i >> 2), static_cast<uint32_t>(i >> 34),
+                                        static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32),
+                                        static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+        for (uint64_t w = 0; w < 4; ++w)  // fp8::rounding_bits(seed, offset, i + w), the block computed once
+          if (i + w >= first && i + w < first + static_cast<uint64_t>(n)) random[i + w - first] = p.v[w];
+      }
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const float f = factors[c0 + j];
+      const float y = kDivide ? x[c0 + j] / f : x[c0 + j] * f;
+      fp8::ElementStats st;
+      out[c0 + j] =
+          fp8::encode_element(x[c0 + j], y, kElement, overflow, kStochastic, kStochastic ? random[j] : 0u, st);
+      over += st.overflow;
+      under += st.underflow;
+    }
+  }
+  stats.overflow += over;
+  stats.underflow += under;
+}
+
+using CastRun = void (*)(const float*, int64_t, const float*, Fp8Overflow, uint64_t, uint64_t, uint64_t, uint8_t*,
+                         fp8::ElementStats&);
+
+CastRun pick_run(BlockElement element, bool divide, bool stochastic) {
+  switch (element) {
+    case BlockElement::kE4M3:
+      return divide ? &cast_run<BlockElement::kE4M3, true, false> : &cast_run<BlockElement::kE4M3, false, false>;
+    case BlockElement::kE5M2:
+      return divide ? &cast_run<BlockElement::kE5M2, true, false> : &cast_run<BlockElement::kE5M2, false, false>;
+    case BlockElement::kE2M1:
+      if (stochastic)
+        return divide ? &cast_run<BlockElement::kE2M1, true, true> : &cast_run<BlockElement::kE2M1, false, true>;
+      return divide ? &cast_run<BlockElement::kE2M1, true, false> : &cast_run<BlockElement::kE2M1, false, false>;
+  }
+  return nullptr;
+}
+
+// max |x| over a run, as float bits (nan's bits lie above inf's: the integer maximum propagates a nan).
+inline uint32_t amax_run(const float* __restrict x, int64_t len) {
+  uint32_t m = 0;
+  for (int64_t j = 0; j < len; ++j) m = std::max(m, fp8::abs_bits(std::bit_cast<uint32_t>(x[j])));
+  return m;
+}
+
+// One pass per tile row: the amaxes of its tiles (for column tiles, br x 1, all columns at once, row by row), their
+// scales, each spread over its tile's columns as a row of factors, then every row of the tile row cast in one run
+// with those factors. The rows are read contiguously whatever the tile's shape.
 void cpu_quantize_blocks(const Tensor& x_in, const BlockQuantOptions& o, const BlockQuantized& q) {
   const Tensor x = x_in.dtype() == DType::kF32 ? x_in : x_in.to(DType::kF32);
   const int64_t rows = x.size(0), cols = x.size(1), br = o.block_rows, bc = o.block_cols;
@@ -45,11 +109,9 @@ void cpu_quantize_blocks(const Tensor& x_in, const BlockQuantOptions& o, const B
   auto* out = static_cast<uint8_t*>(q.data.data_ptr());
   float* scale_inv = q.scale_inv.data<float>();
   int32_t* scale_bits = q.scale_bits.defined() ? q.scale_bits.data<int32_t>() : nullptr;
-  // max |x| as bits: nan's bits lie above inf's, so the integer maximum propagates a nan (ops/fp8/fp8_math.h).
   std::atomic<uint32_t> amax{0};
   parallel_for(rows, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
-    uint32_t m = 0;
-    for (int64_t i = r0 * cols; i < r1 * cols; ++i) m = std::max(m, fp8::abs_bits(std::bit_cast<uint32_t>(px[i])));
+    const uint32_t m = amax_run(px + r0 * cols, (r1 - r0) * cols);
     uint32_t seen = amax.load(std::memory_order_relaxed);
     while (m > seen && !amax.compare_exchange_weak(seen, m, std::memory_order_relaxed)) {
     }
@@ -62,31 +124,37 @@ void cpu_quantize_blocks(const Tensor& x_in, const BlockQuantOptions& o, const B
                                                              : fp8::nvfp4_tensor_decode(tensor_amax);
   if (nvfp4_tensor) *q.tensor_scale_inv.data<float>() = tensor_decode;
   const float pow2_margin = static_cast<float>(std::ldexp(1.0, static_cast<int>(o.margin)));
+  const bool divide = fp8::block_scale(o.rule, o.element, 1.0f, pow2_margin, nvfp4_tensor, tensor_decode).divide;
+  const CastRun run = pick_run(o.element, divide, o.stochastic);
   std::atomic<int64_t> overflow{0}, underflow{0};
   parallel_for(
       tile_rows, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(br * cols, 1)), [&](int64_t t0, int64_t t1) {
         fp8::ElementStats stats;
+        std::vector<uint32_t> tile_amax(static_cast<size_t>(tile_cols));
+        std::vector<float> factors(static_cast<size_t>(cols));
         for (int64_t t = t0; t < t1; ++t) {
-          const int64_t r_end = std::min(rows, (t + 1) * br);
-          for (int64_t u = 0; u < tile_cols; ++u) {
-            const int64_t c0 = u * bc, c_end = std::min(cols, c0 + bc);
-            uint32_t m = 0;
-            for (int64_t r = t * br; r < r_end; ++r)
-              for (int64_t c = c0; c < c_end; ++c)
-                m = std::max(m, fp8::abs_bits(std::bit_cast<uint32_t>(px[r * cols + c])));
-            const fp8::BlockScale s =
-                fp8::block_scale(o.rule, o.element, std::bit_cast<float>(m), pow2_margin, nvfp4_tensor, tensor_decode);
-            scale_inv[t * tile_cols + u] = s.dequant;
-            if (scale_bits != nullptr) scale_bits[t * tile_cols + u] = static_cast<int32_t>(s.stored);
-            for (int64_t r = t * br; r < r_end; ++r) {
-              for (int64_t c = c0; c < c_end; ++c) {
-                const int64_t i = r * cols + c;
-                const uint32_t random =
-                    o.stochastic ? fp8::rounding_bits(o.seed, o.offset, static_cast<uint64_t>(i)) : 0u;
-                out[i] = fp8::cast_element(px[i], s, o.element, o.overflow, o.stochastic, random, stats);
-              }
+          const int64_t r_begin = t * br, r_end = std::min(rows, r_begin + br);
+          std::fill(tile_amax.begin(), tile_amax.end(), 0u);
+          for (int64_t r = r_begin; r < r_end; ++r) {
+            const float* xr = px + r * cols;
+            if (bc == 1) {
+              for (int64_t c = 0; c < cols; ++c)
+                tile_amax[c] = std::max(tile_amax[c], fp8::abs_bits(std::bit_cast<uint32_t>(xr[c])));
+            } else {
+              for (int64_t u = 0; u < tile_cols; ++u)
+                tile_amax[u] = std::max(tile_amax[u], amax_run(xr + u * bc, std::min(bc, cols - u * bc)));
             }
           }
+          for (int64_t u = 0; u < tile_cols; ++u) {
+            const fp8::BlockScale s = fp8::block_scale(o.rule, o.element, std::bit_cast<float>(tile_amax[u]),
+                                                       pow2_margin, nvfp4_tensor, tensor_decode);
+            scale_inv[t * tile_cols + u] = s.dequant;
+            if (scale_bits != nullptr) scale_bits[t * tile_cols + u] = static_cast<int32_t>(s.stored);
+            std::fill(factors.begin() + u * bc, factors.begin() + std::min(cols, (u + 1) * bc), divide ? s.div : s.mul);
+          }
+          for (int64_t r = r_begin; r < r_end; ++r)
+            run(px + r * cols, cols, factors.data(), o.overflow, o.seed, o.offset, static_cast<uint64_t>(r * cols),
+                out + r * cols, stats);
         }
         overflow.fetch_add(stats.overflow, std::memory_order_relaxed);
         underflow.fetch_add(stats.underflow, std::memory_order_relaxed);

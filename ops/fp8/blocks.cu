@@ -8,8 +8,9 @@
 // tile. hadamard16: one thread per 16-element block, the CPU's butterfly sequence. block_scaled_mm: the f32
 // path, block by block of K: both operands decoded to f32 (exact), the f32 GEMM of the block, and a kernel that
 // adds part * scale_a * scale_b into the f32 total (the CPU's order of operations per element), then the
-// epilogue (alpha, bias, one rounding). cuBLASLt's block-scaled FP8 modes (Hopper's 1x128 / 128x128 f32 scales,
-// Blackwell's MX and NVFP4) are not wired yet: this path is the reference a faster one will be checked against.
+// epilogue (alpha, bias, one rounding). On Hopper, 128-wide blocks go to cuBLASLt's block-scaled FP8 GEMM first
+// (hopper_block_gemm, below); Blackwell's MX and NVFP4 modes (VEC32_UE8M0, VEC16_UE4M3 with their swizzled scale
+// layouts) are not wired: those blocks take the f32 path on every GPU.
 #include <algorithm>
 #include <cmath>
 
@@ -20,7 +21,10 @@
 #include "ops/fp8/block_math.h"
 #include "ops/fp8/blocks_kernels.h"
 #include "ops/fp8/fp8_cuda.h"
+#include "ops/fp8/fp8_launch.h"
+#include "ops/fp8/fp8_plan.h"
 #include "ops/matmul/gemm_launch.h"
+#include "ops/matmul/gemm_plan.h"
 
 namespace mantissa::gpu {
 namespace {
@@ -165,6 +169,90 @@ decltype(auto) dispatch_input(DType d, F&& f) {
 }  // namespace mantissa::gpu
 
 namespace mantissa {
+namespace {
+
+int alignment_of(const Tensor& t) { return gpu::alignment_bytes(reinterpret_cast<uintptr_t>(t.data_ptr()), 0); }
+
+gpu::Fp8Operand operand_of(const Tensor& t) {
+  return {.dtype = t.dtype(),
+          .rows = t.size(0),
+          .cols = t.size(1),
+          .stride0 = t.stride(0),
+          .stride1 = t.stride(1),
+          .align = alignment_of(t)};
+}
+
+// Hopper (sm_90): cuBLASLt's block-scaled FP8 GEMM with DeepSeek-V3's scales, as torch._scaled_mm runs it (a's
+// 1x128 scales as VEC128_32F, b's 1x128 or 128x128 as VEC128_32F or BLK128x128_32F; cuBLAS's A is our b). The scale
+// layouts are cuBLASLt's (its documentation, "Block Scaling Factors Layout"): VEC128 M-major (offset row + block *
+// rows), BLK128x128 K-major with the column stride padded to a multiple of 4. Returns false, having done nothing,
+// where this path does not apply (another GPU or block width, alpha, shapes cuBLASLt's FP8 GEMM does not take: M
+// and N multiples of 4, K of 16) or cuBLASLt declines: the f32 path runs then. Written, compiled, never run.
+bool hopper_block_gemm(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb, int64_t block_k,
+                       const Tensor& alpha, const Tensor& bias, const Tensor& out, cudaStream_t stream) {
+  const int device = a.device().index;
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1), blocks = (k + 127) / 128;
+  if (block_k != 128 || alpha.defined() || gpu::compute_capability(device) != 90 || m % 4 != 0 || n % 4 != 0)
+    return false;
+  const bool b_per_column = sb.size(1) == n && n != (n + 127) / 128;
+  gpu::ScaledMmPlan plan = gpu::plan_scaled_mm(
+      {.a = operand_of(a), .b = operand_of(b), .out = out.dtype(), .sm = gpu::compute_capability(device)});
+  if (plan.path != gpu::ScaledMmPath::kCublasLtFp8) return false;
+  const Tensor sa_layout = sa.t().contiguous();  // [blocks, M]: offset row + block * M
+  Tensor sb_layout;
+  if (b_per_column) {
+    sb_layout = sb.contiguous();  // [blocks, N]: offset column + block * N
+  } else {
+    const int64_t padded = (blocks + 3) / 4 * 4, col_blocks = sb.size(1);
+    sb_layout = zeros({col_blocks, padded}, {.device = a.device()});  // offset block + column block * padded
+    copy_(sb_layout.slice(1, 0, blocks), sb.t());
+  }
+  const Tensor a_k = plan.copy_a ? a.clone() : a;
+  const Tensor bt = plan.copy_b ? b.t().clone() : b.t();
+  const Tensor d = bias.defined() && out.dtype() != DType::kF32 ? empty({m, n}, {.device = out.device()}) : out;
+  const gpu::Fp8GemmKey key{.device = device,
+                            .scale_a = gpu::Fp8ScaleMode::kVec128,
+                            .scale_b = b_per_column ? gpu::Fp8ScaleMode::kVec128 : gpu::Fp8ScaleMode::kBlock128x128,
+                            .a = a_k.dtype(),
+                            .b = bt.dtype(),
+                            .d = d.dtype(),
+                            .m = m,
+                            .n = n,
+                            .k = k,
+                            .lda = plan.lda,
+                            .ldb = plan.ldb,
+                            .align_a = alignment_of(a_k),
+                            .align_b = alignment_of(bt),
+                            .align_d = alignment_of(d)};
+  if (!gpu::fp8_gemm({.key = key,
+                      .a = a_k.data_ptr(),
+                      .bt = bt.data_ptr(),
+                      .scale_inv_a = sa_layout.data<float>(),
+                      .scale_inv_b = sb_layout.data<float>(),
+                      .d = d.data_ptr()},
+                     stream))
+    return false;
+  if (bias.defined()) {  // the bias after, with the one rounding to out's dtype
+    const Tensor bias32 = bias.to(DType::kF32).contiguous();
+    switch (out.dtype()) {
+      case DType::kF32:
+        gpu::launch_scaled_mm_epilogue<float>(d.data<float>(), m, n, nullptr, nullptr, bias32.data<float>(),
+                                              out.data<float>(), device, stream);
+        break;
+      case DType::kBF16:
+        gpu::launch_scaled_mm_epilogue<BFloat16>(d.data<float>(), m, n, nullptr, nullptr, bias32.data<float>(),
+                                                 out.data<BFloat16>(), device, stream);
+        break;
+      default:
+        gpu::launch_scaled_mm_epilogue<Half>(d.data<float>(), m, n, nullptr, nullptr, bias32.data<float>(),
+                                             out.data<Half>(), device, stream);
+    }
+  }
+  gpu::count_scaled_mm({.fp8_gemms = 1});
+  return true;
+}
+
+}  // namespace
 
 void cuda_quantize_blocks(const Tensor& x, const BlockQuantOptions& o, const BlockQuantized& q) {
   gpu::DeviceGuard guard(x.device());
@@ -219,6 +307,7 @@ void cuda_block_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& sa_in,
   const cudaStream_t stream = gpu::current_stream(a.device());
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1), blocks = (k + block_k - 1) / block_k;
   if (m == 0 || n == 0) return;
+  if (k > 0 && hopper_block_gemm(a, b, sa_in, sb_in, block_k, alpha, bias, out, stream)) return;
   const Tensor sa = sa_in.contiguous(), sb = sb_in.contiguous();
   const Tensor af = a.to(DType::kF32), bf = b.to(DType::kF32);  // exact, dense row-major
   const Tensor total = zeros({m, n}, {.device = a.device()});

@@ -2,8 +2,9 @@
 // blocks, MXFP8/MXFP4's 32-element E8M0 blocks, NVFP4's 16-element E4M3 blocks under a per-tensor f32 scale),
 // the 16x16 random Hadamard transform the NVFP4 recipe applies before a weight-gradient GEMM, and the GEMM
 // that applies the scales per block of K. amp/fp8_linear.h builds the recipes from these; the per-element math
-// is ops/fp8/block_math.h's, shared by the CPU kernels (blocks.cc) and the CUDA kernels (blocks.cu, written,
-// never run on a GPU).
+// is ops/fp8/block_math.h's, shared by the CPU kernels (blocks.cc) and the CUDA kernels (blocks.cu: written,
+// compiled, never run on a GPU; block_scaled_mm there takes cuBLASLt's block-scaled FP8 GEMM on Hopper for 128-wide
+// blocks and an f32 path block by block otherwise, Blackwell's MX and NVFP4 GEMM modes not wired).
 //
 // Layout. x is read as a 2-D [R, C] matrix (row-major after .contiguous()), cut into tiles of block_rows x
 // block_cols from the top left; the last tile of a row or column of tiles may be shorter (the ragged edge: its
@@ -83,11 +84,14 @@ struct BlockScaledMmOptions {
 // out[M, N] = sum over the blocks b of K (block_k wide) of (a[:, b] @ b[b, :]) * scale_a[i, b] * scale_b[b, j],
 // times alpha, plus bias, rounded once to out_dtype. a [M, K], b [K, N] FP8 (any strides; not both E5M2);
 // scale_a [M, ceil(K / block_k)] f32; scale_b [ceil(K / block_k), N] (a scale per column) or
-// [ceil(K / block_k), ceil(N / block_k)] (square blocks: 128x128 weights, NVFP4's 16x16). Each block's products
-// are summed on its own (in f32, or by the CPU's tensor-core model for 128-wide blocks: ops/fp8/accumulator.h),
-// times its two scales in f32, and the blocks summed in f32 in K's order: what the H200's cuBLASLt computed
-// for 1x128 and 128x128 scales (bench/gpu/2026-11-28, bit for bit). The tensor-core model is refused for
-// other widths (Hopper has no 32- or 16-wide block scaling to model). Not differentiable.
+// [ceil(K / block_k), ceil(N / block_k)] (square blocks: 128x128 weights, NVFP4's 16x16). On the CPU, each block's
+// products are summed on its own (in f32, or by the tensor-core model for 128-wide blocks: ops/fp8/accumulator.h),
+// times its two scales in f32, and the blocks summed in f32 in K's order: what the H200's cuBLASLt computed for
+// 1x128 and 128x128 scales (bench/gpu/2026-11-28, bit for bit). Scales that fold into the FP8 values exactly (E8M0
+// powers of two, NVFP4's E4M3 block scales: at most 4 significant bits) are folded into the operands instead and
+// all K exact products summed in f32 by one GEMM: the same sum in another order (no GPU's order for MX or NVFP4 has
+// been recorded), one GEMM instead of K / 16. The tensor-core model is refused for other widths (Hopper has no 32-
+// or 16-wide block scaling to model). Not differentiable.
 MT_OP(block_scaled_mm, kNone, kNone);
 Tensor block_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b,
                        const BlockScaledMmOptions& options);

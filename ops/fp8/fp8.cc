@@ -2,8 +2,10 @@
 // ops/fp8/fp8_cuda.h) and the CPU emulation of the scaled matmul; and this thread's LinearOverride.
 #include "ops/fp8/fp8.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <vector>
 
 #include "framework/device_kernels.h"
 #include "framework/parallel.h"
@@ -181,10 +183,54 @@ void block_product(const Tensor& a, const Tensor& b, const DecodedOperand& da, c
                                            .beta = 0.0});
 }
 
+// Whether v times any FP8 value is exact in bf16: v has at most 4 significant bits (an E8M0 power of two, an E4M3
+// value: NVFP4's block scales) and an exponent far from bf16's range limits, or is 0. An FP8 value has at most 4,
+// so the product has at most 8: bf16's precision.
+bool folds_exactly(float v) {
+  const uint32_t bits = std::bit_cast<uint32_t>(v), exponent = (bits >> 23) & 0xffu;
+  if ((bits & 0x7fffffffu) == 0u) return true;
+  return (bits & 0x000fffffu) == 0u && exponent >= 127u - 100u && exponent <= 127u + 100u;
+}
+
+// The FP8 matrix x [rows, cols] (any strides) times its scales, exactly, into a dense row-major bf16 matrix:
+// element (i, l) times the scale row_scales(i) fills for row i (a vector of cols; rows that share their
+// scales are filled once: row_key(i) says which).
+template <typename RowKey, typename RowScales>
+Tensor decode_scaled(const Tensor& x, RowKey&& row_key, RowScales&& row_scales) {
+  const int64_t rows = x.size(0), cols = x.size(1), s0 = x.stride(0), s1 = x.stride(1);
+  Tensor out = empty({rows, cols}, {.dtype = DType::kBF16});
+  const uint8_t* src = bytes_of(x);
+  BFloat16* dst = out.data<BFloat16>();
+  const bool e4m3 = x.dtype() == DType::kF8E4M3;
+  parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
+    std::vector<float> scales(static_cast<size_t>(cols)), values(static_cast<size_t>(cols));
+    int64_t filled = -1;
+    for (int64_t i = begin; i < end; ++i) {
+      if (const int64_t key = row_key(i); key != filled) {
+        row_scales(i, scales.data());
+        filled = key;
+      }
+      const uint8_t* row = src + i * s0;
+      for (int64_t l = 0; l < cols; ++l) {
+        const uint8_t byte = row[l * s1];
+        values[l] = std::bit_cast<float>(e4m3 ? Fp8E4M3Format::to_f32_bits(byte) : Fp8E5M2Format::to_f32_bits(byte));
+      }
+      // Exact (folds_exactly): the bf16 is the f32's upper half.
+      uint16_t* d = reinterpret_cast<uint16_t*>(dst + i * cols);
+      for (int64_t l = 0; l < cols; ++l)
+        d[l] = static_cast<uint16_t>(std::bit_cast<uint32_t>(values[l] * scales[l]) >> 16);
+    }
+  });
+  return out;
+}
+
 // Block scales: each block_k-wide block of K (the last one may be shorter) summed on its own (for the tensor-core
 // model, one promotion interval), times its two scales, the blocks summed in f32 in K's order; what the H200's
 // cuBLASLt computed for 128-wide blocks (bench/gpu/2026-11-28, bf16 outputs bit for bit). sb holds a scale per
 // column ([blocks, n]) or per block_k columns ([blocks, ceil(n / block_k)]).
+// With the f32 model and scales that fold into the operands exactly (E8M0 powers of two, NVFP4's E4M3 block
+// scales: folds_exactly), the operands are scaled first and one GEMM sums all K exact products in f32: the same
+// sum in another order, one GEMM instead of one per block (a 16-wide block would otherwise cost K / 16 GEMMs).
 void block_scaled_sum(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb, int64_t block_k,
                       const Fp8Accumulator& model, float* total) {
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1), blocks = (k + block_k - 1) / block_k;
@@ -193,18 +239,56 @@ void block_scaled_sum(const Tensor& a, const Tensor& b, const Tensor& sa, const 
   const int64_t b_cols = sb.size(1);
   const bool b_per_column = b_cols == n && n != (n + block_k - 1) / block_k;
   const bool tc = model.kind == Fp8Accumulation::kTensorCore;
+  if (!tc && blocks > 1 && std::all_of(pa, pa + sa.numel(), folds_exactly) &&
+      std::all_of(pb, pb + sb.numel(), folds_exactly)) {
+    const Tensor af = decode_scaled(
+        a, [](int64_t i) { return i; },
+        [&](int64_t i, float* s) {
+          for (int64_t blk = 0; blk < blocks; ++blk)
+            std::fill(s + blk * block_k, s + std::min(k, (blk + 1) * block_k), pa[i * blocks + blk]);
+        });
+    const Tensor bf = decode_scaled(
+        b, [&](int64_t l) { return l / block_k; },
+        [&](int64_t l, float* s) {
+          const float* row = pb + (l / block_k) * b_cols;
+          if (b_per_column) {
+            std::copy(row, row + n, s);
+          } else {
+            for (int64_t u = 0; u < b_cols; ++u) std::fill(s + u * block_k, s + std::min(n, (u + 1) * block_k), row[u]);
+          }
+        });
+    cpu::gemm(cpu::GemmArgs<BFloat16, float>{.m = m,
+                                             .n = n,
+                                             .k = k,
+                                             .a = af.data<BFloat16>(),
+                                             .lda = std::max<int64_t>(k, 1),
+                                             .b = bf.data<BFloat16>(),
+                                             .ldb = std::max<int64_t>(n, 1),
+                                             .c = total,
+                                             .ldc = n,
+                                             .alpha = 1.0,
+                                             .beta = 0.0});
+    return;
+  }
   const DecodedOperand da = tc ? DecodedOperand{} : decode_operand(a), db = tc ? DecodedOperand{} : decode_operand(b);
-  std::fill(total, total + m * n, 0.0f);
-  std::vector<float> part(static_cast<size_t>(m * n));
+  std::vector<float> part(static_cast<size_t>(blocks > 1 ? m * n : 0));
+  std::vector<float> col_scale(static_cast<size_t>(n));
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const int64_t l0 = blk * block_k;
-    block_product(a, b, da, db, model, l0, std::min(block_k, k - l0), part.data());
+    // The first block's sum goes straight into the total, to be scaled in place.
+    float* sum = blk == 0 ? total : part.data();
+    block_product(a, b, da, db, model, l0, std::min(block_k, k - l0), sum);
+    for (int64_t j = 0; j < n; ++j) col_scale[j] = pb[blk * b_cols + (b_per_column ? j : j / block_k)];
     parallel_for(m, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const float s_row = pa[i * blocks + blk];
-        for (int64_t j = 0; j < n; ++j) {
-          const float s_col = pb[blk * b_cols + (b_per_column ? j : j / block_k)];
-          total[i * n + j] += part[i * n + j] * (s_row * s_col);
+        const float* __restrict cs = col_scale.data();
+        const float* p = sum + i * n;  // the total itself for the first block
+        float* t = total + i * n;
+        if (blk == 0) {  // 0 + ..., as the running sum from zero: a -0 product gives +0
+          for (int64_t j = 0; j < n; ++j) t[j] = 0.0f + p[j] * (s_row * cs[j]);
+        } else {
+          for (int64_t j = 0; j < n; ++j) t[j] += p[j] * (s_row * cs[j]);
         }
       }
     });

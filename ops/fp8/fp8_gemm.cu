@@ -36,6 +36,17 @@ cudaDataType cuda_type(DType d) {
 
 using Plan = LtPlan;
 
+// cuBLASLt's name for a scale mode (cublasLt.h, cublasLtMatmulMatrixScale_t).
+int32_t lt_scale_mode(Fp8ScaleMode mode) {
+  switch (mode) {
+    case Fp8ScaleMode::kTensor: return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+    case Fp8ScaleMode::kOuterVector: return CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    case Fp8ScaleMode::kVec128: return CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    case Fp8ScaleMode::kBlock128x128: return CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  }
+  return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+}
+
 struct ThreadCache {
   std::unordered_map<Fp8GemmKey, std::unique_ptr<Plan>, Fp8GemmKeyHash> plans;
   ScaledMmStats stats;
@@ -61,6 +72,11 @@ std::unique_ptr<Plan> build_plan(const Fp8GemmArgs& args, cublasLtHandle_t handl
   MT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
   set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  // cuBLAS's A is our b, its B our a (the file's header). Set only when not per tensor (the default).
+  if (key.scale_b != Fp8ScaleMode::kTensor)
+    set_desc(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, lt_scale_mode(key.scale_b));
+  if (key.scale_a != Fp8ScaleMode::kTensor)
+    set_desc(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, lt_scale_mode(key.scale_a));
   if (key.bias == BiasPath::kEpilogue) {
     set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
     set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(cuda_type(key.bias_dtype)));

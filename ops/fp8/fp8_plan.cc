@@ -86,7 +86,8 @@ std::string fallback_notice(int device, const ScaledMmPlan& plan) {
 
 size_t Fp8GemmKeyHash::operator()(const Fp8GemmKey& key) const {
   return static_cast<size_t>(
-      hash_fields({key.device, static_cast<int64_t>(key.a), static_cast<int64_t>(key.b), static_cast<int64_t>(key.d),
+      hash_fields({key.device, static_cast<int64_t>(key.scale_a), static_cast<int64_t>(key.scale_b),
+                   static_cast<int64_t>(key.a), static_cast<int64_t>(key.b), static_cast<int64_t>(key.d),
                    static_cast<int64_t>(key.bias), static_cast<int64_t>(key.bias_dtype), key.m, key.n, key.k, key.lda,
                    key.ldb, key.align_a, key.align_b, key.align_d, key.align_bias}));
 }
@@ -98,7 +99,10 @@ std::string describe(const Fp8GemmKey& key) {
       ", read as b^T with row stride ", key.ldb, ")",
       key.bias == BiasPath::kEpilogue ? detail::cat(", bias epilogue ", dtype_name(key.bias_dtype)) : std::string(),
       "; aligned a ", key.align_a, " B, b ", key.align_b, " B, out ", key.align_d, " B",
-      key.bias == BiasPath::kEpilogue ? detail::cat(", bias ", key.align_bias, " B") : std::string());
+      key.bias == BiasPath::kEpilogue ? detail::cat(", bias ", key.align_bias, " B") : std::string(),
+      key.scale_a != Fp8ScaleMode::kTensor || key.scale_b != Fp8ScaleMode::kTensor
+          ? detail::cat("; scale modes a ", static_cast<int>(key.scale_a), ", b ", static_cast<int>(key.scale_b))
+          : std::string());
 }
 
 }  // namespace mantissa::gpu

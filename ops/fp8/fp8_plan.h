@@ -72,8 +72,15 @@ std::string fallback_notice(int device, const ScaledMmPlan& plan);
 // What cuBLASLt's FP8 descriptors and the heuristic's choice depend on (the pointers only through their
 // alignment, which goes into the heuristic's preferences: it assumes 256 bytes otherwise): equal keys may share
 // one cached plan. a, b, d and bias are our operands (cuBLAS's B, A, D and bias).
+// How cuBLASLt reads an operand's dequantization factors (cublasLtMatmulMatrixScale_t, CUDA 12.9+): one f32 per
+// tensor; a vector over the rows of a / the columns of b (OUTER_VEC_32F); one f32 per 128 of K per row or column
+// (VEC128_32F); one per 128x128 block (BLK128x128_32F). The last three are Hopper's (sm_90) only, per NVIDIA's
+// cuBLAS documentation; with them the output must be f32, bf16 or f16 and fast accumulation off.
+enum class Fp8ScaleMode : uint8_t { kTensor, kOuterVector, kVec128, kBlock128x128 };
+
 struct Fp8GemmKey {
   int device = 0;
+  Fp8ScaleMode scale_a = Fp8ScaleMode::kTensor, scale_b = Fp8ScaleMode::kTensor;  // our a's and our b's
   DType a = DType::kF8E4M3, b = DType::kF8E4M3, d = DType::kF32;
   BiasPath bias = BiasPath::kNone;  // kEpilogue or kNone: a separate bias is not cuBLASLt's business
   DType bias_dtype = DType::kF32;

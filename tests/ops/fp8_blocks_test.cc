@@ -207,6 +207,31 @@ TEST(BlockQuant, SquareTilesShareOneScaleAndRaggedEdgesScaleWhatTheyHold) {
   EXPECT_EQ(q.amax.item<float>(), 100.0f);
 }
 
+// Column tiles (b x 1: the weight gradient's scaling along the batch, read row by row) are the row tiles of the
+// transpose, bit for bit, for every rule; stochastic rounding draws by the element's own index, so it differs.
+TEST(BlockQuant, ColumnTilesAreTheTransposesRowTiles) {
+  Generator gen(8);
+  const Tensor x = randn({70, 24}, {}, &gen);  // 70: two blocks of 32 and a ragged 6
+  for (const BlockQuantOptions& o :
+       {BlockQuantOptions{.rule = BlockScaleRule::kF32}, BlockQuantOptions{.rule = BlockScaleRule::kF32Pow2},
+        BlockQuantOptions{.rule = BlockScaleRule::kE8M0},
+        BlockQuantOptions{.element = BlockElement::kE2M1, .rule = BlockScaleRule::kNvfp4},
+        BlockQuantOptions{.element = BlockElement::kE2M1, .rule = BlockScaleRule::kE8M0}}) {
+    BlockQuantOptions rows = o, cols = o;
+    rows.block_rows = 1;
+    rows.block_cols = 32;
+    cols.block_rows = 32;
+    cols.block_cols = 1;
+    const BlockQuantized a = quantize_blocks(x.t().contiguous(), rows), b = quantize_blocks(x, cols);
+    ASSERT_EQ(b.scale_inv.shape(), (Shape{3, 24}));
+    const Tensor bt = b.data.t().contiguous(), st = b.scale_inv.t().contiguous();
+    EXPECT_EQ(std::memcmp(a.data.data_ptr(), bt.data_ptr(), 70 * 24), 0);
+    EXPECT_EQ(std::memcmp(a.scale_inv.data_ptr(), st.data_ptr(), 3 * 24 * sizeof(float)), 0);
+    EXPECT_EQ(a.overflow.item(), b.overflow.item());
+    EXPECT_EQ(a.underflow.item(), b.underflow.item());
+  }
+}
+
 TEST(BlockQuant, CountsOverflowAndUnderflow) {
   // MXFP8 E4M3: a block whose max is 500 gets scale 2^0 (floor(log2 500) - 8 = 0): 500 saturates to 448; 2^-12
   // is below E4M3's smallest subnormal (2^-9) at that scale and becomes 0.
@@ -297,9 +322,13 @@ TEST(BlockScaledMm, MatchesTheDequantizedProductAndScaledMmsBlockPath) {
     SCOPED_TRACE(k);
     const int64_t m = 24, n = 40;
     const Tensor x = randn({m, k}, {}, &gen), w = randn({n, k}, {}, &gen) * 0.1;
-    for (int64_t block : {128, 32, 16}) {
-      const BlockQuantized qa = quantize_blocks(x, {.block_cols = block});
-      const BlockQuantized qb = quantize_blocks(w, {.block_cols = block});
+    // f32 scales: each block summed, then scaled; E8M0 scales fold into the operands exactly: one sum over K.
+    for (const auto& [block, rule] :
+         {std::pair{int64_t{128}, BlockScaleRule::kF32}, std::pair{int64_t{32}, BlockScaleRule::kF32},
+          std::pair{int64_t{16}, BlockScaleRule::kF32}, std::pair{int64_t{32}, BlockScaleRule::kE8M0},
+          std::pair{int64_t{16}, BlockScaleRule::kE8M0}}) {
+      const BlockQuantized qa = quantize_blocks(x, {.rule = rule, .block_cols = block});
+      const BlockQuantized qb = quantize_blocks(w, {.rule = rule, .block_cols = block});
       const Tensor out = block_scaled_mm(qa.data, qb.data.t(), qa.scale_inv, qb.scale_inv.t(), {.block_k = block});
       const Tensor da = dequantize_blocks(qa, 1, block), db = dequantize_blocks(qb, 1, block);
       for (int64_t i = 0; i < m; ++i)

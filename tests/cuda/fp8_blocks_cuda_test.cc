@@ -1,0 +1,116 @@
+// The block-scaled ops on CUDA (ops/fp8/blocks.cu; skipped without a GPU): quantize_blocks gives the CPU's bytes,
+// scales and counts for every rule, tile shape and element format, stochastic rounding included (the random word
+// is a function of the element's index); hadamard16 the CPU's bits; block_scaled_mm the CPU's result within the
+// f32 summation-order bound; and fp8_linear under each block-scaled recipe the CPU's gradients within the same.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "amp/fp8_linear.h"
+#include "framework/random.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/fp8/blocks.h"
+#include "tests/support/cuda_skip.h"
+
+namespace mantissa {
+namespace {
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.to(kCPU).contiguous(), y = b.to(kCPU).contiguous();
+  return x.dtype() == y.dtype() && x.numel() == y.numel() &&
+         std::memcmp(x.data_ptr(), y.data_ptr(), static_cast<size_t>(x.numel()) * element_size(x.dtype())) == 0;
+}
+
+TEST(CudaBlocks, QuantizeEqualsTheCpu) {
+  MT_SKIP_WITHOUT_CUDA();
+  Generator gen(1);
+  Tensor x = randn({96, 80}, {}, &gen) * 4.0;
+  x.data<float>()[5] = 1e6f;  // a block with an outlier
+  for (const BlockQuantOptions& base :
+       {BlockQuantOptions{.rule = BlockScaleRule::kF32, .block_cols = 0},
+        BlockQuantOptions{.rule = BlockScaleRule::kF32Pow2, .block_rows = 32, .block_cols = 32},
+        BlockQuantOptions{.rule = BlockScaleRule::kE8M0, .block_cols = 32},
+        BlockQuantOptions{
+            .element = BlockElement::kE5M2, .rule = BlockScaleRule::kE8M0, .block_rows = 32, .block_cols = 1},
+        BlockQuantOptions{.element = BlockElement::kE2M1, .rule = BlockScaleRule::kNvfp4, .block_cols = 16},
+        BlockQuantOptions{
+            .element = BlockElement::kE2M1, .rule = BlockScaleRule::kNvfp4, .block_rows = 16, .block_cols = 16},
+        BlockQuantOptions{.element = BlockElement::kE2M1,
+        .rule = BlockScaleRule::kE8M0,
+        .block_cols = 32,
+        .stochastic = true,
+        .seed = 3,
+        .offset = 9}}) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " rule " + std::to_string(static_cast<int>(base.rule)) + " tile " +
+                   std::to_string(base.block_rows) + "x" + std::to_string(base.block_cols));
+      const Tensor xi = x.to(dtype);
+      const BlockQuantized cpu = quantize_blocks(xi, base), gpu = quantize_blocks(xi.to(cuda()), base);
+      EXPECT_TRUE(same_bytes(cpu.data, gpu.data));
+      EXPECT_TRUE(same_bytes(cpu.scale_inv, gpu.scale_inv));
+      if (cpu.scale_bits.defined()) {
+        EXPECT_TRUE(same_bytes(cpu.scale_bits, gpu.scale_bits));
+      }
+      if (cpu.tensor_scale_inv.defined()) {
+        EXPECT_TRUE(same_bytes(cpu.tensor_scale_inv, gpu.tensor_scale_inv));
+      }
+      EXPECT_TRUE(same_bytes(cpu.amax, gpu.amax));
+      EXPECT_EQ(cpu.overflow.item(), gpu.overflow.item());
+      EXPECT_EQ(cpu.underflow.item(), gpu.underflow.item());
+    }
+  }
+}
+
+TEST(CudaBlocks, HadamardEqualsTheCpu) {
+  MT_SKIP_WITHOUT_CUDA();
+  Generator gen(2);
+  const Tensor x = randn({40, 70}, {}, &gen), signs = hadamard16_signs(1);
+  EXPECT_TRUE(same_bytes(hadamard16(x, signs), hadamard16(x.to(cuda()), signs.to(cuda()))));
+}
+
+// The GPU sums each block's exact products in its own order: within a few f32 roundings of the CPU's sum.
+TEST(CudaBlocks, BlockScaledMmMatchesTheCpu) {
+  MT_SKIP_WITHOUT_CUDA();
+  Generator gen(3);
+  const Tensor x = randn({64, 200}, {}, &gen), w = randn({48, 200}, {}, &gen);
+  for (const auto& [block, rule] :
+       {std::pair{int64_t{128}, BlockScaleRule::kF32}, std::pair{int64_t{32}, BlockScaleRule::kE8M0}}) {
+    const BlockQuantized qa = quantize_blocks(x, {.rule = rule, .block_cols = block});
+    const BlockQuantized qb = quantize_blocks(w, {.rule = rule, .block_cols = block});
+    const Tensor bias = randn({48}, {}, &gen);
+    const Tensor cpu = block_scaled_mm(qa.data, qb.data.t(), qa.scale_inv, qb.scale_inv.t(),
+                                       {.block_k = block, .bias = bias, .alpha = scalar_tensor(0.5)});
+    const Tensor gpu =
+        block_scaled_mm(qa.data.to(cuda()), qb.data.to(cuda()).t(), qa.scale_inv.to(cuda()),
+                        qb.scale_inv.to(cuda()).t(),
+                        {.block_k = block, .bias = bias.to(cuda()), .alpha = scalar_tensor(0.5, {.device = cuda()})})
+            .to(kCPU);
+    for (int64_t i = 0; i < cpu.numel(); ++i)
+      ASSERT_NEAR(gpu.data<float>()[i], cpu.data<float>()[i], 1e-4 * (1 + std::fabs(cpu.data<float>()[i])))
+          << "block " << block << " element " << i;
+  }
+}
+
+TEST(CudaBlocks, LinearUnderEveryBlockRecipeMatchesTheCpu) {
+  MT_SKIP_WITHOUT_CUDA();
+  Generator gen(4);
+  const Tensor x0 = randn({64, 128}, {}, &gen), w0 = randn({32, 128}, {}, &gen) * 0.1, g = randn({64, 32}, {}, &gen);
+  for (const amp::Fp8Recipe& r : {amp::Fp8Recipe::rowwise(), amp::Fp8Recipe::blockwise(), amp::Fp8Recipe::mxfp8(),
+                                  amp::Fp8Recipe::nvfp4(), amp::Fp8Recipe::mxfp4()}) {
+    SCOPED_TRACE(r.str());
+    std::vector<Tensor> dw;
+    for (Device d : {kCPU, cuda()}) {
+      Tensor x = x0.to(d).set_requires_grad(true), w = w0.to(d).set_requires_grad(true);
+      amp::fp8_linear(x, w, Tensor(), amp::Fp8LinearState::make("w", r, d, 7)).backward(g.to(d));
+      dw.push_back(w.grad().to(kCPU));
+    }
+    for (int64_t i = 0; i < dw[0].numel(); ++i)
+      ASSERT_NEAR(dw[1].data<float>()[i], dw[0].data<float>()[i], 1e-3 * (1 + std::fabs(dw[0].data<float>()[i])));
+  }
+}
+
+}  // namespace
+}  // namespace mantissa
