@@ -216,6 +216,9 @@ TEST(RunFlags, OutOfRangeValuesAreRefusedNamingTheFlag) {
       {{{"precision", "fp8"}, {"fp8_accumulator", "hopper"}, {"device", "cuda"}},
        "--fp8_accumulator=hopper models the tensor core on the CPU; on --device=cuda the GPU's own tensor core "
        "sums. HINT: leave it at f32 there"},
+      {{{"precision", "fp8"}, {"fp8_recipe", "nvfp4"}, {"fp8_accumulator", "hopper"}},
+       "--fp8_accumulator=hopper models Hopper's FP8 tensor core, which has no 16-element block scaling for "
+       "--fp8_recipe=nvfp4 (MX and NVFP4 are Blackwell formats). HINT: --fp8_accumulator=f32"},
   };
   for (const auto& [flags, message] : cases) {
     RunOptions o;

@@ -37,6 +37,9 @@ expect_usage_error "--lr=abc" --lr=abc
 expect_usage_error "--lr must be > 0" --lr=-1
 expect_usage_error "--precision=fp4: expected fp32 | fp16 | bf16 | fp8" --precision=fp4
 expect_usage_error "--fp8_recipe=delayed:history=0" --precision=fp8 --fp8_recipe=delayed:history=0
+expect_usage_error "\"margin\" is not an option of the mxfp8 recipe" --precision=fp8 --fp8_recipe=mxfp8:margin=1
+expect_usage_error "no 32-element block scaling for --fp8_recipe=mxfp4" --precision=fp8 --fp8_recipe=mxfp4 \
+  --fp8_accumulator=hopper
 expect_usage_error "--model=rnn" --model=rnn
 expect_usage_error "--batch_size must be > 0" --batch_size=0
 expect_usage_error "--mlp_hidden" --mlp_hidden=256,x

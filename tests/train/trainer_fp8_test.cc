@@ -8,11 +8,13 @@
 
 #include "tests/train/checkpoint_support.h"
 #include "tests/train/trainer_rig.h"
+#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 namespace mantissa {
 namespace {
 
+using testing::flat_weights;
 using testing::Rig;
 
 // FP8 in the Trainer: the linears with 16-multiple features run in FP8 (here the 16 -> 32 layer; the 32 -> 4
@@ -62,6 +64,62 @@ TEST(TrainerFp8Test, ManagesTheFp8LinearsCheckpointsTheStateAndRefusesAnotherRec
   Trainer plain(c, other.model, other.task(), other.adam, other.train);
   const absl::Status missing = plain.restore(without, "run.h5");
   EXPECT_NE(std::string(missing.message()).find("has no /fp8 scaling state"), std::string::npos) << missing;
+}
+
+// Every block-scaled recipe through the Trainer: a run stopped at step 5, saved to an HDF5 file and continued by a
+// new Trainer (other initial weights, another FP8 seed: the checkpoint's rounding key wins) gives the
+// uninterrupted run's losses and weights bit for bit, stochastic rounding's stream included; a resume under
+// another block recipe is refused.
+TEST(TrainerFp8Test, BlockRecipesResumeBitForBitFromAFile) {
+  constexpr int64_t kSteps = 12, kStop = 5;
+  for (const amp::Fp8Recipe& recipe : {amp::Fp8Recipe::rowwise(), amp::Fp8Recipe::blockwise(), amp::Fp8Recipe::mxfp8(),
+                                       amp::Fp8Recipe::nvfp4(), amp::Fp8Recipe::mxfp4()}) {
+    SCOPED_TRACE(recipe.str());
+    auto config = [&](int64_t max_steps, uint64_t seed) {
+      TrainerConfig c{.precision = Precision::kFp8, .max_steps = max_steps};
+      c.fp8_recipe = recipe;
+      c.fp8.seed = seed;
+      return c;
+    };
+    std::vector<double> full_losses;
+    std::vector<float> full_weights;
+    {
+      Rig s;
+      Trainer trainer(config(kSteps, 1), s.model, s.task(), s.adam, s.train);
+      trainer.on_step_end([&](const StepMetrics& m) { full_losses.push_back(m.loss); });
+      ASSERT_TRUE(trainer.fit().ok());
+      full_weights = flat_weights(s.model);
+    }
+    const std::string path = ::testing::TempDir() + "/fp8_block_resume.h5";
+    {
+      Rig s;
+      Trainer trainer(config(kStop, 1), s.model, s.task(), s.adam, s.train);
+      ASSERT_TRUE(trainer.fit().ok());
+      ASSERT_TRUE(save_checkpoint(path, trainer.checkpoint()).ok());
+    }
+    const absl::StatusOr<Checkpoint> loaded = load_checkpoint(path);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_EQ(loaded->fp8.recipe, recipe.str());
+    Rig s({32}, 32, 512, /*init_seed=*/1234);
+    Trainer trainer(config(kSteps, 99), s.model, s.task(), s.adam, s.train);
+    ASSERT_TRUE(trainer.restore(*loaded).ok());
+    std::vector<double> resumed;
+    trainer.on_step_end([&](const StepMetrics& m) { resumed.push_back(m.loss); });
+    ASSERT_TRUE(trainer.fit().ok());
+    ASSERT_EQ(resumed.size(), static_cast<size_t>(kSteps - kStop));
+    for (int64_t i = 0; i < kSteps - kStop; ++i)
+      EXPECT_EQ(resumed[i], full_losses[kStop + i]) << "step " << kStop + i + 1;
+    EXPECT_EQ(flat_weights(s.model), full_weights);
+
+    Rig other;
+    TrainerConfig d = config(kSteps, 1);
+    d.fp8_recipe =
+        recipe.granularity == amp::Fp8Granularity::kNvfp4 ? amp::Fp8Recipe::mxfp4() : amp::Fp8Recipe::nvfp4();
+    Trainer refused(d, other.model, other.task(), other.adam, other.train);
+    const absl::Status status = refused.restore(*loaded, path);
+    EXPECT_NE(std::string(status.message()).find("written with the FP8 recipe " + recipe.str()), std::string::npos)
+        << status;
+  }
 }
 
 TEST(TrainerFp8Test, AModelWithoutAnFp8CapableLinearIsAnError) {
