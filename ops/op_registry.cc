@@ -4,6 +4,7 @@
 #include "ops/attention/attention.h"
 #include "ops/conv/conv.h"
 #include "ops/elementwise/elementwise.h"
+#include "ops/fp8/blocks.h"
 #include "ops/fp8/fp8.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul/matmul.h"
@@ -74,6 +75,9 @@ const std::vector<const OpInfo*>& all_ops() {
       &ops::quantize_fp8,
       &ops::amax,
       &ops::scaled_mm,
+      &ops::quantize_blocks,
+      &ops::hadamard16,
+      &ops::block_scaled_mm,
   };
   return kOps;
 }

@@ -43,7 +43,8 @@ const TorchLists& torch_cpu() {
       .none = {"dot",     "pow",         "addcmul",     "addcdiv",    "exp",          "log",  "sqrt",
                "rsqrt",   "abs",         "relu",        "gelu",       "silu",         "tanh", "sigmoid",
                "softmax", "log_softmax", "layer_norm",  "group_norm", "sum",          "mean", "logsumexp",
-               "norm",    "cumsum",      "scatter_add", "index_put",  "quantize_fp8", "amax", "scaled_mm"},
+               "norm",    "cumsum",      "scatter_add", "index_put",  "quantize_fp8", "amax", "scaled_mm",
+               "quantize_blocks", "hadamard16", "block_scaled_mm"},
   };
   return kCpu;
 }
@@ -58,7 +59,7 @@ const TorchLists& torch_cuda() {
       .promote = {"dot", "addcmul", "addcdiv", "scatter_add", "index_put"},
       .banned = {"binary_cross_entropy"},
       .none = {"sqrt", "abs", "relu", "gelu", "silu", "tanh", "sigmoid", "mean", "cat", "stack", "quantize_fp8", "amax",
-               "scaled_mm"},
+               "scaled_mm", "quantize_blocks", "hadamard16", "block_scaled_mm"},
   };
   return kCuda;
 }
