@@ -141,7 +141,9 @@ MT_HD inline uint32_t rounding_bits(uint64_t seed, uint64_t offset, uint64_t ind
   const Philox4 p = philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
                                   static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32),
                                   static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
-  return p.v[index & 3u];
+  // Selects, not p.v[index & 3]: an array indexed at run time would live in a GPU thread's local memory.
+  const uint32_t w = static_cast<uint32_t>(index & 3u);
+  return w == 0u ? p.v[0] : (w == 1u ? p.v[1] : (w == 2u ? p.v[2] : p.v[3]));
 }
 
 // ---- one block's scale ----

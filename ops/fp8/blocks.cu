@@ -109,12 +109,14 @@ __global__ void __launch_bounds__(kThreads)
     float v[16];
 #pragma unroll
     for (int j = 0; j < 16; ++j) v[j] = widen(x[i + j]) * signs[j];
+      // The CPU's butterflies (each stage's pairs are independent): constant trip counts, so that every index
+      // is a constant after unrolling and v stays in registers.
 #pragma unroll
-    for (int h = 1; h < 16; h <<= 1) {
+    for (int stage = 0; stage < 4; ++stage) {
+      const int h = 1 << stage;
 #pragma unroll
-      for (int a = 0; a < 16; a += 2 * h) {
-#pragma unroll
-        for (int j = a; j < a + h; ++j) {
+      for (int j = 0; j < 16; ++j) {
+        if ((j & h) == 0) {
           const float p = v[j], q = v[j + h];
           v[j] = p + q;
           v[j + h] = p - q;

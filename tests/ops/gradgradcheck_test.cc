@@ -19,6 +19,7 @@
 #include "ops/dropout/dropout.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/embedding/embedding.h"
+#include "ops/fp8/blocks.h"
 #include "ops/fp8/fp8.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul/matmul.h"
@@ -500,6 +501,21 @@ std::vector<Exemption> exemptions() {
          const Tensor a = quantize_fp8(x, one, DType::kF8E4M3, Fp8Overflow::kSaturate).data;
          const Tensor b = quantize_fp8(x.t(), one, DType::kF8E4M3, Fp8Overflow::kSaturate).data;
          return std::vector<Tensor>{scaled_mm(a, b, one, one, DType::kF32)};
+       }},
+      {&ops::quantize_blocks,
+       "not differentiable: block-scaled FP8/FP4 bits and their scales (fp8_linear's block-scaled path owns the "
+       "gradients)",
+       [](const Tensor& x) {
+         const BlockQuantized q = quantize_blocks(x, {.block_cols = 2});
+         return std::vector<Tensor>{q.data, q.scale_inv, q.amax, q.overflow, q.underflow};
+       }},
+      {&ops::hadamard16, "not differentiable: a rotation applied to the weight gradient's operands inside a backward",
+       [](const Tensor& x) { return std::vector<Tensor>{hadamard16(x, hadamard16_signs(1))}; }},
+      {&ops::block_scaled_mm,
+       "not differentiable: FP8 operands (fp8_linear's block-scaled path computes its gradients with it too)",
+       [](const Tensor& x) {
+         const BlockQuantized a = quantize_blocks(x, {.block_cols = 2}), b = quantize_blocks(x, {.block_cols = 2});
+         return std::vector<Tensor>{block_scaled_mm(a.data, b.data.t(), a.scale_inv, b.scale_inv.t(), {.block_k = 2})};
        }},
   };
 }
