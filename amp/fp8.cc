@@ -130,7 +130,7 @@ std::vector<NamedTensor> Fp8Context::state_dict() const {
       out.push_back({state_key(s->name, role, "amax_history"), fp8_history_newest_first(r)});
       out.push_back({state_key(s->name, role, "scale"), r.scale.clone()});
       out.push_back({state_key(s->name, role, "overflow"), r.overflow_count.clone()});
-      if (recipe_.block_scaled()) out.push_back({state_key(s->name, role, "underflow"), r.underflow_count.clone()});
+      out.push_back({state_key(s->name, role, "underflow"), r.underflow_count.clone()});
     }
   for (const auto& s : states_)
     if (rounds()) {
@@ -185,8 +185,9 @@ void Fp8Context::load_state_dict(const std::vector<NamedTensor>& state) {
                  shape_str(o->shape()));
         MT_CHECK(o->item() >= 0, "Fp8Context.load_state_dict: '", okey, "' is negative (", o->item(), ")");
       }
-      if (recipe_.block_scaled()) {
-        const std::string ukey = state_key(s->name, role, "underflow");
+      // Per-tensor recipes' checkpoints written before underflows were counted have none: 0 then.
+      const std::string ukey = state_key(s->name, role, "underflow");
+      if (recipe_.block_scaled() || given.contains(ukey)) {
         if (const Tensor* u = expect(ukey)) {
           MT_CHECK(u->numel() == 1 && (is_floating(u->dtype()) || u->dtype() == DType::kI64) && u->item() >= 0,
                    "Fp8Context.load_state_dict: '", ukey, "' must be one count >= 0, got ", dtype_name(u->dtype()), " ",
@@ -212,7 +213,7 @@ void Fp8Context::load_state_dict(const std::vector<NamedTensor>& state) {
       known.insert(state_key(s->name, role, "amax_history"));
       known.insert(state_key(s->name, role, "scale"));
       known.insert(state_key(s->name, role, "overflow"));
-      if (recipe_.block_scaled()) known.insert(state_key(s->name, role, "underflow"));
+      known.insert(state_key(s->name, role, "underflow"));
     }
   if (rounds())
     for (const auto& s : states_) known.insert(detail::cat(s->name, "/rounding"));
@@ -241,10 +242,9 @@ void Fp8Context::load_state_dict(const std::vector<NamedTensor>& state) {
       r.scale_inv = fp8_reciprocal(r.scale);
       r.overflow_count =
           given.at(state_key(s->name, role, "overflow")).to(DType::kF64).reshape({}).to(r.device()).clone();
-      if (recipe_.block_scaled()) {
-        r.underflow_count =
-            given.at(state_key(s->name, role, "underflow")).to(DType::kF64).reshape({}).to(r.device()).clone();
-      }
+      const auto u = given.find(state_key(s->name, role, "underflow"));
+      r.underflow_count = u != given.end() ? u->second.to(DType::kF64).reshape({}).to(r.device()).clone()
+                                           : zeros({}, {.dtype = DType::kF64, .device = r.device()});
     }
   if (rounds()) {
     for (const auto& s : states_) {

@@ -22,11 +22,11 @@
 //
 // State for checkpoints: per managed weight and role "<param name>/<role>/amax_history" ([N] f32, newest
 // first: entry 0 is the current step's, entry k the step k before), "<param name>/<role>/scale" (0-d f32) and
-// "<param name>/<role>/overflow" (0-d f64: the role's overflowed elements in the run so far), roles input,
-// weight, grad_output, on the state's device; and "step" (0-d i64 on the CPU, the steps taken). Block-scaled
-// recipes add "<param name>/<role>/underflow" (0-d f64), and those that round stochastically
-// "<param name>/rounding" ([2] i64 on the CPU: the Philox key and the casts rounded so far). Loading it
-// continues the run bit for bit, its overflow statistics included.
+// "<param name>/<role>/overflow" and ".../underflow" (0-d f64: the role's saturated and flushed-to-zero elements in
+// the run so far; a per-tensor recipe's checkpoint from before underflows were counted loads with 0), roles input,
+// weight, grad_output, on the state's device; and "step" (0-d i64 on the CPU, the steps taken). Recipes that
+// round stochastically add "<param name>/rounding" ([2] i64 on the CPU: the Philox key and the casts rounded so
+// far). Loading it continues the run bit for bit, its statistics included.
 //
 // Decided here where TE and torchao leave room: a forward with grad mode off (evaluation) leaves the state
 // alone; step() runs after every optimizer step, skipped ones included (TE updates at every iteration too);
@@ -98,7 +98,7 @@ class Fp8Context {
     double amax;            // the amax the last step() used (the history's max, or the current entry)
     int64_t overflow;       // overflowed elements in the run (since construction, plus a loaded state's)
     DType dtype;            // the role's FP8 format (FP4 recipes: E4M3, the storage of their E2M1 values)
-    int64_t underflow = 0;  // finite non-zero elements cast to 0 (counted by block-scaled recipes only)
+    int64_t underflow = 0;  // finite non-zero elements cast to 0 in the run
   };
   // Host reads: for reports, logs and tests.
   std::vector<TensorStats> stats() const;

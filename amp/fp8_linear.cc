@@ -241,7 +241,8 @@ Fp8Cast fp8_cast(Fp8TensorState& s, const Tensor& x, Fp8StateUpdate update) {
                                      .scale = dynamic ? Tensor() : s.scale,
                                      .margin = s.scaling.margin,
                                      .amax_into = record ? s.amax_history.select(0, s.slot) : Tensor(),
-                                     .overflow_into = record ? s.overflow_count : Tensor()});
+                                     .overflow_into = record ? s.overflow_count : Tensor(),
+                                     .underflow_into = record ? s.underflow_count : Tensor()});
   if (!dynamic) return {std::move(c.data), s.scale_inv};
   if (record) {
     s.scale = c.scale;

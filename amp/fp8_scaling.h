@@ -35,8 +35,8 @@ struct Fp8TensorState {
   // 0-d f64: elements of this role that overflowed the format in the run (saved in state_dict). f64 because the ops add
   // floating tensors only; it counts exactly up to 2^53.
   Tensor overflow_count;
-  // 0-d f64: finite non-zero elements of this role that became 0 in the block-scaled recipes' casts (the
-  // per-tensor casts do not count them: 0); saved in state_dict for block-scaled recipes.
+  // 0-d f64: finite non-zero elements of this role that became 0 (flushed by the scale) in the run; saved in
+  // state_dict.
   Tensor underflow_count;
 
   // A fresh state on `device`: history 0, scale 1, counters 0.

@@ -69,11 +69,32 @@ table="$out/${model}_${acc}.md"
       speed=$(sed -n 's/^done: .* \([0-9.]*\) samples\/s.*/\1/p' "$log" | tail -1)
       loss=$(grep '"event": "eval"' "$out/${model}_${recipe}_${acc}_s${seed}.jsonl" 2>/dev/null | tail -1 |
         sed -n 's/.*"loss": \([^,}]*\).*/\1/p')
-      counts=$(sed -n 's/^fp8 ([^)]*): values saturated \/ flushed to zero in [0-9]* FP8 linears: //p;
-                      s/^fp8: no value overflowed.*/none saturated (per-tensor: zeros not counted)/p;
-                      s/^fp8: \([0-9]*\) values overflowed.*/\1 saturated (per-tensor: zeros not counted)/p' "$log" | head -1)
+      counts=$(sed -n 's/^fp8 ([^)]*): values saturated \/ flushed to zero in [0-9]* FP8 linears: //p' "$log" | head -1)
       echo "| $recipe | $seed | ${result:-failed} | ${loss:-} | ${speed:-} | ${counts:-} |"
     done
+  done
+  # Per recipe over its seeds: the mean result and its range, the median samples/s and its ratio to bf16's.
+  echo
+  echo "| recipe | seeds | mean (min to max) | samples/s (median) | vs bf16 |"
+  echo "|---|---:|---|---:|---:|"
+  bf16_speed=""
+  for recipe in $recipes; do
+    results="" speeds=""
+    for seed in $seeds; do
+      log="$out/${model}_${recipe}_${acc}_s${seed}.log"
+      [ -s "$log" ] || continue
+      r=$(sed -n 's/^test accuracy: \([0-9.]*\)%.*/\1/p; s/^validation loss: //p' "$log" | tail -1)
+      v=$(sed -n 's/^done: .* \([0-9.]*\) samples\/s.*/\1/p' "$log" | tail -1)
+      [ -n "$r" ] && results="$results $r"
+      [ -n "$v" ] && speeds="$speeds $v"
+    done
+    [ -n "$results" ] || continue
+    speed=$(echo "$speeds" | tr ' ' '\n' | grep . | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}')
+    [ "$recipe" = bf16 ] && bf16_speed=$speed
+    echo "$results" | tr ' ' '\n' | grep . | awk -v recipe="$recipe" -v speed="$speed" -v base="$bf16_speed" '
+      {s += $1; n++; if (n == 1 || $1 < lo) lo = $1; if (n == 1 || $1 > hi) hi = $1}
+      END {printf "| %s | %d | %.4g (%.4g to %.4g) | %s | %s |\n", recipe, n, s / n, lo, hi, speed,
+           base == "" ? "" : sprintf("%.2fx", speed / base)}'
   done
 } >"$table"
 echo "fp8_recipes: $table" >&2

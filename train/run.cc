@@ -174,13 +174,15 @@ namespace {
 // without a debugger. E4M3 saturates at +-448 by default, E5M2 at +-57344 (or becomes inf: no_saturate).
 void print_fp8_overflows(std::FILE* out, const amp::Fp8Context& fp8) {
   std::vector<amp::Fp8Context::TensorStats> stats = fp8.stats();
-  if (fp8.recipe().block_scaled()) {
-    // Block-scaled recipes: per role over every linear and cast of the run, the values saturated at the format's
-    // maximum and the finite non-zero values that became 0 (the scales follow the values, so there is no
-    // scale to show).
+  // Per role over every linear and cast of the run: the values saturated at the format's maximum and the finite
+  // non-zero values that became 0. For block-scaled recipes that is all (their scales follow the values, so there
+  // is no scale to show); per-tensor recipes then name the roles that overflowed most.
+  {
     std::fprintf(out, "fp8 (%s, %s elements): values saturated / flushed to zero in %zu FP8 linears:",
-                 amp::fp8_granularity_name(fp8.recipe().granularity), fp8.recipe().fp4() ? "E2M1" : "FP8",
-                 fp8.managed().size());
+                 fp8.recipe().block_scaled() ? amp::fp8_granularity_name(fp8.recipe().granularity)
+                 : fp8.recipe().input.scaling == amp::Fp8Scaling::kDelayed ? "delayed"
+                                                                           : "dynamic",
+                 fp8.recipe().fp4() ? "E2M1" : "FP8", fp8.managed().size());
     for (amp::Fp8Role role : amp::kFp8Roles) {
       int64_t overflow = 0, underflow = 0;
       for (const auto& s : stats) {
@@ -191,7 +193,7 @@ void print_fp8_overflows(std::FILE* out, const amp::Fp8Context& fp8) {
       std::fprintf(out, " %s %lld / %lld%s", amp::fp8_role_name(role), static_cast<long long>(overflow),
                    static_cast<long long>(underflow), role == amp::Fp8Role::kGradOutput ? "\n" : ";");
     }
-    return;
+    if (fp8.recipe().block_scaled()) return;
   }
   int64_t total = 0;
   for (const auto& s : stats) total += s.overflow;

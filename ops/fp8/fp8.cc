@@ -46,12 +46,13 @@ Tensor detached(const Tensor& t) { return t.defined() ? t.detach() : t; }
 // ---- CPU kernels over Tensors (the signatures of ops/fp8/fp8_cuda.h) ----
 
 void cpu_quantize_fp8(const Tensor& x, const Tensor& scale, Fp8Overflow overflow, const Tensor& data,
-                      const Tensor& amax, const Tensor& count) {
+                      const Tensor& amax, const Tensor& count, const Tensor& underflow) {
   const cpu::Fp8PassStats stats = dispatch_quantizable(x.dtype(), [&]<typename T>() {
     return cpu::quantize_fp8<T>(x.data<T>(), x.numel(), *scale.data<float>(), data.dtype(), overflow, bytes_of(data));
   });
   *amax.data<float>() = std::bit_cast<float>(stats.amax_bits);
   *count.data<int64_t>() = stats.overflow;
+  *underflow.data<int64_t>() = stats.underflow;
 }
 
 // The folded cast (ops/fp8/fp8.h's Fp8CastOptions): the dynamic scale from an amax sweep when no scale is given,
@@ -74,6 +75,10 @@ void cpu_quantize_fp8_into(const Tensor& x, const Fp8CastOptions& o, const Tenso
   if (o.overflow_into.defined()) {
     double* total = o.overflow_into.data<double>();
     *total = *total + static_cast<double>(stats.overflow);
+  }
+  if (o.underflow_into.defined()) {
+    double* total = o.underflow_into.data<double>();
+    *total = *total + static_cast<double>(stats.underflow);
   }
 }
 
@@ -405,8 +410,10 @@ Fp8Quantized quantize_fp8(const Tensor& x_in, const Tensor& scale_in, DType fp8,
   const TensorOptions on_x{.device = x.device()};
   Fp8Quantized q{.data = empty(x.shape(), {.dtype = fp8, .device = x.device()}),
                  .amax = empty({}, on_x),
-                 .overflow = empty({}, {.dtype = DType::kI64, .device = x.device()})};
-  dispatch("quantize_fp8", kQuantize, x.device(), x.contiguous(), scale, overflow, q.data, q.amax, q.overflow);
+                 .overflow = empty({}, {.dtype = DType::kI64, .device = x.device()}),
+                 .underflow = empty({}, {.dtype = DType::kI64, .device = x.device()})};
+  dispatch("quantize_fp8", kQuantize, x.device(), x.contiguous(), scale, overflow, q.data, q.amax, q.overflow,
+           q.underflow);
   return q;
 }
 
@@ -427,12 +434,13 @@ Fp8CastResult quantize_fp8(const Tensor& x_in, const Fp8CastOptions& options_in)
   };
   check_into("amax_into", o.amax_into, DType::kF32);
   check_into("overflow_into", o.overflow_into, DType::kF64);
+  check_into("underflow_into", o.underflow_into, DType::kF64);
   kernel_for("quantize_fp8", kQuantizeInto, x.device());
   const TensorOptions on_x{.device = x.device()};
   Fp8CastResult r{.data = empty(x.shape(), {.dtype = o.fp8, .device = x.device()}),
                   .scale = dynamic ? empty({}, on_x) : detached(o.scale),
                   .scale_inv = dynamic ? empty({}, on_x) : Tensor()};
-  for (Tensor* t : {&o.scale, &o.amax_into, &o.overflow_into}) *t = detached(*t);
+  for (Tensor* t : {&o.scale, &o.amax_into, &o.overflow_into, &o.underflow_into}) *t = detached(*t);
   dispatch("quantize_fp8", kQuantizeInto, x.device(), x.contiguous(), o, r.data, r.scale, r.scale_inv);
   return r;
 }

@@ -42,9 +42,9 @@ __device__ __forceinline__ uint32_t block_max(uint32_t v, uint32_t* scratch) {
 // One element: folds |x| into m; with kWrite, returns its FP8 byte and counts an overflow.
 template <typename Format, bool kWrite>
 __device__ __forceinline__ uint32_t quantize_one(float v, float scale, Fp8Overflow overflow, uint32_t& m,
-                                                 uint32_t& count) {
+                                                 uint32_t& count, uint32_t& zeros) {
   if constexpr (kWrite) {
-    return fp8::quantize_one<Format>(float_to_bits(v), float_to_bits(v * scale), overflow, m, count);
+    return fp8::quantize_one<Format>(float_to_bits(v), float_to_bits(v * scale), overflow, m, count, zeros);
   } else {
     m = max(m, fp8::abs_bits(float_to_bits(v)));
     return 0u;
@@ -56,15 +56,15 @@ template <typename S, typename Format, bool kWrite>
 __global__ void __launch_bounds__(kThreads)
     quantize_kernel(const S* __restrict__ x, int64_t n, const float* __restrict__ scale_ptr, Fp8Overflow overflow,
                     uint32_t* __restrict__ out4, uint32_t* __restrict__ amax_bits,
-                    unsigned long long* __restrict__ overflow_count) {
+                    unsigned long long* __restrict__ overflow_count, unsigned long long* __restrict__ underflow_count) {
   const float scale = kWrite ? *scale_ptr : 0.0f;
-  uint32_t m = 0, count = 0;
+  uint32_t m = 0, count = 0, zeros = 0;
   const int64_t quads = n / 4;
   for (int64_t q = global_thread(); q < quads; q += grid_threads()) {
     uint32_t packed = 0;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const uint32_t byte = quantize_one<Format, kWrite>(widen(x[4 * q + j]), scale, overflow, m, count);
+      const uint32_t byte = quantize_one<Format, kWrite>(widen(x[4 * q + j]), scale, overflow, m, count, zeros);
       packed |= byte << (8 * j);
     }
     if constexpr (kWrite) out4[q] = packed;
@@ -72,15 +72,19 @@ __global__ void __launch_bounds__(kThreads)
   // The last n % 4 elements, one per thread of the first block.
   const int64_t i = 4 * quads + global_thread();
   if (i < n) {
-    const uint32_t byte = quantize_one<Format, kWrite>(widen(x[i]), scale, overflow, m, count);
+    const uint32_t byte = quantize_one<Format, kWrite>(widen(x[i]), scale, overflow, m, count, zeros);
     if constexpr (kWrite) reinterpret_cast<uint8_t*>(out4)[i] = static_cast<uint8_t>(byte);
   }
   __shared__ uint32_t scratch[32];
   m = block_max(m, scratch);
-  if constexpr (kWrite) count = block_sum(count, scratch);  // it syncs before reusing scratch
+  if constexpr (kWrite) {
+    count = block_sum(count, scratch);  // it syncs before reusing scratch
+    zeros = block_sum(zeros, scratch);
+  }
   if (threadIdx.x == 0) {
     if (m != 0u) atomicMax(amax_bits, m);
     if (kWrite && count != 0u) atomicAdd(overflow_count, static_cast<unsigned long long>(count));
+    if (kWrite && zeros != 0u) atomicAdd(underflow_count, static_cast<unsigned long long>(zeros));
   }
 }
 
@@ -91,9 +95,11 @@ __global__ void dynamic_scale_kernel(const float* amax, float fp8_max, float pow
   *scale_inv = fp8::reciprocal(s);
 }
 
-__global__ void fold_stats_kernel(const float* amax, const int64_t* count, float* amax_into, double* overflow_into) {
+__global__ void fold_stats_kernel(const float* amax, const int64_t* count, const int64_t* zeros, float* amax_into,
+                                  double* overflow_into, double* underflow_into) {
   if (amax_into != nullptr) *amax_into = fp8::fold_amax(*amax_into, *amax);
   if (overflow_into != nullptr) *overflow_into = *overflow_into + static_cast<double>(*count);
+  if (underflow_into != nullptr) *underflow_into = *underflow_into + static_cast<double>(*zeros);
 }
 
 template <typename O>
@@ -118,9 +124,12 @@ int64_t grid_for(int64_t work, int device) {
 
 template <typename In, typename Format, bool kWrite>
 void launch(const In* x, int64_t n, const float* scale, Fp8Overflow overflow, uint8_t* out, float* amax,
-            int64_t* overflow_count, int device, cudaStream_t stream) {
+            int64_t* overflow_count, int64_t* underflow_count, int device, cudaStream_t stream) {
   MT_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
-  if constexpr (kWrite) MT_CUDA_CHECK(cudaMemsetAsync(overflow_count, 0, sizeof(int64_t), stream));
+  if constexpr (kWrite) {
+    MT_CUDA_CHECK(cudaMemsetAsync(overflow_count, 0, sizeof(int64_t), stream));
+    MT_CUDA_CHECK(cudaMemsetAsync(underflow_count, 0, sizeof(int64_t), stream));
+  }
   if (n == 0) return;
   MT_ASSERT(!kWrite || reinterpret_cast<uintptr_t>(out) % 4 == 0, "quantize_fp8: the output is not 4-byte aligned");
   // The tail's threads are the first n % 4 of the grid: the grid always has at least 3 threads more than that.
@@ -128,7 +137,8 @@ void launch(const In* x, int64_t n, const float* scale, Fp8Overflow overflow, ui
   using S = storage_t<In>;
   quantize_kernel<S, Format, kWrite><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
       reinterpret_cast<const S*>(x), n, scale, overflow, reinterpret_cast<uint32_t*>(out),
-      reinterpret_cast<uint32_t*>(amax), reinterpret_cast<unsigned long long*>(overflow_count));
+      reinterpret_cast<uint32_t*>(amax), reinterpret_cast<unsigned long long*>(overflow_count),
+      reinterpret_cast<unsigned long long*>(underflow_count));
   MT_CUDA_LAUNCH_CHECK(kWrite ? "quantize_fp8 kernel" : "amax kernel");
 }
 
@@ -136,18 +146,20 @@ void launch(const In* x, int64_t n, const float* scale, Fp8Overflow overflow, ui
 
 template <typename In>
 void launch_quantize_fp8(const In* x, int64_t n, const float* scale, DType fp8, Fp8Overflow overflow, uint8_t* out,
-                         float* amax, int64_t* overflow_count, int device, cudaStream_t stream) {
+                         float* amax, int64_t* overflow_count, int64_t* underflow_count, int device,
+                         cudaStream_t stream) {
   MT_ASSERT(is_float8(fp8), "launch_quantize_fp8: ", dtype_name(fp8), " is not an FP8 dtype");
   if (fp8 == DType::kF8E4M3) {
-    launch<In, Fp8E4M3Format, true>(x, n, scale, overflow, out, amax, overflow_count, device, stream);
+    launch<In, Fp8E4M3Format, true>(x, n, scale, overflow, out, amax, overflow_count, underflow_count, device, stream);
   } else {
-    launch<In, Fp8E5M2Format, true>(x, n, scale, overflow, out, amax, overflow_count, device, stream);
+    launch<In, Fp8E5M2Format, true>(x, n, scale, overflow, out, amax, overflow_count, underflow_count, device, stream);
   }
 }
 
 template <typename In>
 void launch_amax(const In* x, int64_t n, float* amax, int device, cudaStream_t stream) {
-  launch<In, Fp8E4M3Format, false>(x, n, nullptr, Fp8Overflow::kSaturate, nullptr, amax, nullptr, device, stream);
+  launch<In, Fp8E4M3Format, false>(x, n, nullptr, Fp8Overflow::kSaturate, nullptr, amax, nullptr, nullptr, device,
+                                   stream);
 }
 
 void launch_fp8_dynamic_scale(const float* amax, float fp8_max, float pow2_margin, float* scale, float* scale_inv,
@@ -156,10 +168,10 @@ void launch_fp8_dynamic_scale(const float* amax, float fp8_max, float pow2_margi
   MT_CUDA_LAUNCH_CHECK("fp8 dynamic scale kernel");
 }
 
-void launch_fp8_fold_stats(const float* amax, const int64_t* count, float* amax_into, double* overflow_into,
-                           cudaStream_t stream) {
-  if (amax_into == nullptr && overflow_into == nullptr) return;
-  fold_stats_kernel<<<1, 1, 0, stream>>>(amax, count, amax_into, overflow_into);
+void launch_fp8_fold_stats(const float* amax, const int64_t* count, const int64_t* zeros, float* amax_into,
+                           double* overflow_into, double* underflow_into, cudaStream_t stream) {
+  if (amax_into == nullptr && overflow_into == nullptr && underflow_into == nullptr) return;
+  fold_stats_kernel<<<1, 1, 0, stream>>>(amax, count, zeros, amax_into, overflow_into, underflow_into);
   MT_CUDA_LAUNCH_CHECK("fp8 fold stats kernel");
 }
 
@@ -176,11 +188,11 @@ void launch_scaled_mm_epilogue(const float* acc, int64_t m, int64_t n, const flo
 }
 
 template void launch_quantize_fp8<float>(const float*, int64_t, const float*, DType, Fp8Overflow, uint8_t*, float*,
-                                         int64_t*, int, cudaStream_t);
+                                         int64_t*, int64_t*, int, cudaStream_t);
 template void launch_quantize_fp8<Half>(const Half*, int64_t, const float*, DType, Fp8Overflow, uint8_t*, float*,
-                                        int64_t*, int, cudaStream_t);
+                                        int64_t*, int64_t*, int, cudaStream_t);
 template void launch_quantize_fp8<BFloat16>(const BFloat16*, int64_t, const float*, DType, Fp8Overflow, uint8_t*,
-                                            float*, int64_t*, int, cudaStream_t);
+                                            float*, int64_t*, int64_t*, int, cudaStream_t);
 template void launch_amax<float>(const float*, int64_t, float*, int, cudaStream_t);
 template void launch_amax<Half>(const Half*, int64_t, float*, int, cudaStream_t);
 template void launch_amax<BFloat16>(const BFloat16*, int64_t, float*, int, cudaStream_t);
@@ -301,12 +313,12 @@ gpu::Fp8GemmKey key_of(int device, const Tensor& a_k, const Tensor& bt, const Te
 }  // namespace
 
 void cuda_quantize_fp8(const Tensor& x, const Tensor& scale, Fp8Overflow overflow, const Tensor& data,
-                       const Tensor& amax, const Tensor& count) {
+                       const Tensor& amax, const Tensor& count, const Tensor& underflow) {
   gpu::DeviceGuard guard(x.device());
   dispatch_input(x.dtype(), [&]<typename T>() {
     gpu::launch_quantize_fp8<T>(x.data<T>(), x.numel(), scale.data<float>(), data.dtype(), overflow,
                                 static_cast<uint8_t*>(data.data_ptr()), amax.data<float>(), count.data<int64_t>(),
-                                x.device().index, gpu::current_stream(x.device()));
+                                underflow.data<int64_t>(), x.device().index, gpu::current_stream(x.device()));
   });
 }
 
@@ -316,6 +328,7 @@ void cuda_quantize_fp8_into(const Tensor& x, const Fp8CastOptions& o, const Tens
   const cudaStream_t stream = gpu::current_stream(x.device());
   const Tensor amax = empty({}, {.device = x.device()});
   const Tensor count = empty({}, {.dtype = DType::kI64, .device = x.device()});
+  const Tensor zeros = empty({}, {.dtype = DType::kI64, .device = x.device()});
   if (!o.scale.defined()) {
     cuda_amax(x, amax);
     const float fp8_max = o.fp8 == DType::kF8E4M3 ? Float8E4M3::kMax : Float8E5M2::kMax;
@@ -323,10 +336,11 @@ void cuda_quantize_fp8_into(const Tensor& x, const Fp8CastOptions& o, const Tens
                                   static_cast<float>(std::ldexp(1.0, static_cast<int>(o.margin))), scale.data<float>(),
                                   scale_inv.data<float>(), stream);
   }
-  cuda_quantize_fp8(x, scale, o.overflow, data, amax, count);
-  gpu::launch_fp8_fold_stats(amax.data<float>(), count.data<int64_t>(),
+  cuda_quantize_fp8(x, scale, o.overflow, data, amax, count, zeros);
+  gpu::launch_fp8_fold_stats(amax.data<float>(), count.data<int64_t>(), zeros.data<int64_t>(),
                              o.amax_into.defined() ? o.amax_into.data<float>() : nullptr,
-                             o.overflow_into.defined() ? o.overflow_into.data<double>() : nullptr, stream);
+                             o.overflow_into.defined() ? o.overflow_into.data<double>() : nullptr,
+                             o.underflow_into.defined() ? o.underflow_into.data<double>() : nullptr, stream);
 }
 
 void cuda_amax(const Tensor& x, const Tensor& out) {

@@ -32,12 +32,13 @@ namespace mantissa {
 
 // The result of quantize_fp8, all on x's device.
 struct Fp8Quantized {
-  Tensor data;      // x's shape, contiguous, dtype kF8E4M3 or kF8E5M2: cast(x * scale), x * scale computed in
-                    // f32 and rounded to nearest even (framework/float8.h's bits)
-  Tensor amax;      // 0-d f32: max |x| over x (before scaling); nan if x holds a nan, 0 for an empty x
-  Tensor overflow;  // 0-d i64: elements whose |x * scale| rounded above the format's max, or were inf
-                    // (saturated to +-max with kSaturate; inf in E5M2, nan in E4M3 with kNoSaturate); a nan
-                    // is not an overflow
+  Tensor data;       // x's shape, contiguous, dtype kF8E4M3 or kF8E5M2: cast(x * scale), x * scale computed in
+                     // f32 and rounded to nearest even (framework/float8.h's bits)
+  Tensor amax;       // 0-d f32: max |x| over x (before scaling); nan if x holds a nan, 0 for an empty x
+  Tensor overflow;   // 0-d i64: elements whose |x * scale| rounded above the format's max, or were inf
+                     // (saturated to +-max with kSaturate; inf in E5M2, nan in E4M3 with kNoSaturate); a nan
+                     // is not an overflow
+  Tensor underflow;  // 0-d i64: finite elements other than 0 whose FP8 value is a zero (flushed)
 };
 
 // Quantizes x (f32, f16 or bf16, any strides) to `fp8` (kF8E4M3 or kF8E5M2) with the per-tensor `scale`
@@ -66,6 +67,7 @@ struct Fp8CastOptions {
   // overflow count.
   Tensor amax_into;
   Tensor overflow_into;
+  Tensor underflow_into;  // 0-d f64: gains the count of flushed elements (Fp8Quantized::underflow)
 };
 struct Fp8CastResult {
   Tensor data;       // as quantize_fp8's

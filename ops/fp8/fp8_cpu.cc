@@ -34,6 +34,7 @@ inline uint32_t widen_bits(Half x) { return fp8::half_to_f32_bits(x.bits); }
 struct RunStats {
   uint32_t amax_bits = 0;
   int64_t overflow = 0;
+  int64_t underflow = 0;
 };
 
 // One block of len <= kBlock values: the single sweep, one loop (the compiler keeps the amax and the count in
@@ -42,13 +43,15 @@ struct RunStats {
 template <typename In, typename Format>
 [[gnu::always_inline]] inline void quantize_block(const In* __restrict x, int64_t len, float scale,
                                                   Fp8Overflow overflow, uint8_t* __restrict out, RunStats& stats) {
-  uint32_t m = 0, count = 0;
+  uint32_t m = 0, count = 0, zeros = 0;
   for (int64_t j = 0; j < len; ++j) {
     const uint32_t v = widen_bits(x[j]);
-    out[j] = fp8::quantize_one<Format>(v, std::bit_cast<uint32_t>(std::bit_cast<float>(v) * scale), overflow, m, count);
+    out[j] = fp8::quantize_one<Format>(v, std::bit_cast<uint32_t>(std::bit_cast<float>(v) * scale), overflow, m, count,
+                                       zeros);
   }
   stats.amax_bits = std::max(stats.amax_bits, m);
   stats.overflow += count;
+  stats.underflow += zeros;
 }
 
 // The sweep is integer arithmetic bound (the cast is ~14 instructions per value), so 512-bit vectors halve it
@@ -75,7 +78,7 @@ void amax_block(const In* __restrict x, int64_t len, RunStats& stats) {
 template <typename Block>
 Fp8PassStats sweep_blocks(int64_t n, Block&& block) {
   std::atomic<uint32_t> amax{0};
-  std::atomic<int64_t> count{0};
+  std::atomic<int64_t> count{0}, zeros{0};
   parallel_for((n + kBlock - 1) / kBlock, kGrainBlocks, [&](int64_t first, int64_t last) {
     RunStats run;
     for (int64_t b = first; b < last; ++b) {
@@ -86,8 +89,9 @@ Fp8PassStats sweep_blocks(int64_t n, Block&& block) {
     while (run.amax_bits > seen && !amax.compare_exchange_weak(seen, run.amax_bits, std::memory_order_relaxed)) {
     }
     count.fetch_add(run.overflow, std::memory_order_relaxed);
+    zeros.fetch_add(run.underflow, std::memory_order_relaxed);
   });
-  return {.amax_bits = amax.load(), .overflow = count.load()};
+  return {.amax_bits = amax.load(), .overflow = count.load(), .underflow = zeros.load()};
 }
 
 // The 256 values of each format, decoded once at compile time into bf16: the upper half of the exact f32.

@@ -17,6 +17,7 @@ namespace mantissa::cpu {
 struct Fp8PassStats {
   uint32_t amax_bits = 0;
   int64_t overflow = 0;
+  int64_t underflow = 0;  // finite non-zero elements whose byte is a zero
 };
 
 // out[i] = cast(x[i] * scale) for n contiguous elements, x * scale in f32 and the cast to `fp8` (kF8E4M3 or

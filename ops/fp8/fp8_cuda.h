@@ -13,10 +13,10 @@ namespace mantissa {
 // data = cast(x * scale) (x contiguous f32/f16/bf16, data contiguous FP8 of x's shape), amax = max |x| (0-d
 // f32), overflow = the count of overflowing elements (0-d i64); scale is read on the device.
 void cuda_quantize_fp8(const Tensor& x, const Tensor& scale, Fp8Overflow overflow, const Tensor& data,
-                       const Tensor& amax, const Tensor& count);
+                       const Tensor& amax, const Tensor& count, const Tensor& underflow);
 // quantize_fp8's folded form (ops/fp8/fp8.h, Fp8CastOptions): data as above; scale is options.scale (read) or,
 // when that is undefined, a 0-d f32 written with the dynamic scale, scale_inv (0-d f32) then with 1 / scale;
-// options.amax_into and options.overflow_into updated in place where defined.
+// options.amax_into, options.overflow_into and options.underflow_into updated in place where defined.
 void cuda_quantize_fp8_into(const Tensor& x, const Fp8CastOptions& options, const Tensor& data, const Tensor& scale,
                             const Tensor& scale_inv);
 // out (0-d f32) = max |x| over the contiguous x.

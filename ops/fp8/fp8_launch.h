@@ -15,11 +15,13 @@
 namespace mantissa::gpu {
 
 // out[i] = cast(x[i] * *scale) to `fp8` for n contiguous elements (In: float, Half, BFloat16), *amax = max |x|
-// (nan propagates) and *overflow = the overflowing elements, all written on `stream` (amax and overflow are
-// zeroed first; the scale is read on the device). out must be 4-byte aligned (a fresh tensor is).
+// (nan propagates), *overflow = the overflowing elements and *underflow the flushed ones (finite, not 0, a zero
+// byte), all written on `stream` (the three are zeroed first; the scale is read on the device). out must be
+// 4-byte aligned (a fresh tensor is).
 template <typename In>
 void launch_quantize_fp8(const In* x, int64_t n, const float* scale, DType fp8, Fp8Overflow overflow, uint8_t* out,
-                         float* amax, int64_t* overflow_count, int device, cudaStream_t stream);
+                         float* amax, int64_t* overflow_count, int64_t* underflow_count, int device,
+                         cudaStream_t stream);
 
 // *amax = max |x| over n contiguous elements.
 template <typename In>
@@ -27,12 +29,13 @@ void launch_amax(const In* x, int64_t n, float* amax, int device, cudaStream_t s
 
 // The folded cast's scalar steps (ops/fp8/fp8.h, Fp8CastOptions), one thread each on `stream`: *scale =
 // fp8::dynamic_scale(*amax, fp8_max, pow2_margin) and *scale_inv = 1 / *scale; and the state's updates,
-// *amax_into = fp8::fold_amax(*amax_into, *amax) and *overflow_into += *count, each skipped where its pointer
+// *amax_into = fp8::fold_amax(*amax_into, *amax), *overflow_into += *count and *underflow_into += *zeros, each
+// skipped where its pointer
 // is null.
 void launch_fp8_dynamic_scale(const float* amax, float fp8_max, float pow2_margin, float* scale, float* scale_inv,
                               cudaStream_t stream);
-void launch_fp8_fold_stats(const float* amax, const int64_t* count, float* amax_into, double* overflow_into,
-                           cudaStream_t stream);
+void launch_fp8_fold_stats(const float* amax, const int64_t* count, const int64_t* zeros, float* amax_into,
+                           double* overflow_into, double* underflow_into, cudaStream_t stream);
 
 // out[i, j] = fp8::epilogue(acc[i, j], s, bias[j]) rounded once to Out (float, Half, BFloat16), s = *scale_inv_a *
 // *scale_inv_b read on the device (a null pointer counts as 1), no bias when bias is null; with `rowwise`,

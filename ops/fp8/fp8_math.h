@@ -72,15 +72,19 @@ MT_HD inline uint32_t half_to_f32_bits(uint16_t h) {
 }
 
 // One element of the quantize pass, from the bits of x and of y = x * scale (the product computed in f32 by the
-// caller): folds |x| into amax_bits, counts y's overflow, returns y's FP8 byte. Branch-free, so the CPU's sweep
-// vectorizes it; the CUDA kernel is written to run it per thread.
+// caller): folds |x| into amax_bits, counts y's overflow, and an underflow when x is finite and not 0 but its
+// byte is a zero; returns y's FP8 byte. Branch-free, so the CPU's sweep vectorizes it; the CUDA kernel is written
+// to run it per thread.
 template <typename Format>
 MT_HD inline uint8_t quantize_one(uint32_t x_bits, uint32_t y_bits, Fp8Overflow overflow, uint32_t& amax_bits,
-                                  uint32_t& count) {
+                                  uint32_t& count, uint32_t& zeros) {
   const uint32_t a = abs_bits(x_bits);
   amax_bits = a > amax_bits ? a : amax_bits;
   count += overflows<Format>(y_bits) ? 1u : 0u;
-  return Format::from_f32_bits(y_bits, overflow);
+  const uint8_t byte = Format::from_f32_bits(y_bits, overflow);
+  zeros += static_cast<uint32_t>((byte & 0x7fu) == 0u) & static_cast<uint32_t>(a != 0u) &
+           static_cast<uint32_t>(a < kInfBits);
+  return byte;
 }
 
 // The scaling state's per-cast arithmetic (amp/fp8_scaling.h), which the folded quantize_fp8 (ops/fp8/fp8.h)

@@ -222,7 +222,7 @@ TEST(Fp8Context, StateDictNamesAndShapes) {
     } else if (n.name.ends_with("/scale")) {
       EXPECT_EQ(n.tensor.dim(), 0);
       EXPECT_EQ(n.tensor.item(), 1.0);
-    } else if (n.name.ends_with("/overflow")) {
+    } else if (n.name.ends_with("/overflow") || n.name.ends_with("/underflow")) {
       EXPECT_EQ(n.tensor.dim(), 0);
       EXPECT_EQ(n.tensor.item(), 0.0);
     } else {
@@ -232,7 +232,7 @@ TEST(Fp8Context, StateDictNamesAndShapes) {
   std::vector<std::string> want;
   for (const char* w : {"0.weight", "1.weight"})
     for (const char* role : {"input", "weight", "grad_output"})
-      for (const char* field : {"amax_history", "scale", "overflow"})
+      for (const char* field : {"amax_history", "scale", "overflow", "underflow"})
         want.push_back(std::string(w) + "/" + role + "/" + field);
   want.push_back("step");
   EXPECT_EQ(names, want);
@@ -351,7 +351,7 @@ TEST(Fp8Context, LoadErrorsNameWhatDiffersAndLoadNothing) {
   EXPECT_THAT(
       error_of([&] { other.load_state_dict(good); }),
       HasSubstr("missing none; unexpected '2.weight/grad_output/amax_history', '2.weight/grad_output/overflow', "
-                "'2.weight/grad_output/scale', '2.weight/input/amax_history' and 5 more"));
+                "'2.weight/grad_output/scale', '2.weight/grad_output/underflow' and 8 more"));
   expect_bitwise_equal(target.fp8->state_dict(), before);
   EXPECT_EQ(target.fp8->steps(), 1);
 }

@@ -433,5 +433,37 @@ TEST(LinearOverride, IsPerThreadNestsAndSurvivesAThrow) {
   EXPECT_EQ(linear_override(), &fake);
 }
 
+// The flushed elements: finite, not 0, cast to a zero byte. Counted in the same pass as the overflows, by the
+// plain cast and by the folded one (into the state's counter), for both formats and every input dtype.
+TEST(QuantizeFp8, CountsTheElementsFlushedToZero) {
+  std::mt19937 gen(12);
+  std::uniform_real_distribution<float> exponent(-30.0f, 10.0f);
+  std::vector<float> v(4099);
+  for (float& x : v) x = std::exp2(exponent(gen)) * ((gen() & 1) ? 1.0f : -1.0f);
+  v[0] = 0.0f;
+  v[1] = -0.0f;
+  v[2] = std::numeric_limits<float>::infinity();
+  v[3] = std::numeric_limits<float>::quiet_NaN();
+  for (DType fp8 : {DType::kF8E4M3, DType::kF8E5M2}) {
+    for (DType in : {DType::kF32, DType::kBF16, DType::kF16}) {
+      const Tensor x = from_vector<float>(v).to(in);
+      const Fp8Quantized q = quantize_fp8(x, scalar_tensor(1.0), fp8, Fp8Overflow::kSaturate);
+      const Tensor xf = x.to(DType::kF32);
+      int64_t want = 0;
+      for (int64_t i = 0; i < xf.numel(); ++i) {
+        const float a = std::fabs(xf.data<float>()[i]);
+        const uint8_t byte = static_cast<const uint8_t*>(q.data.data_ptr())[i];
+        want += a > 0.0f && std::isfinite(a) && (byte & 0x7f) == 0;
+      }
+      EXPECT_GT(want, 100) << dtype_name(fp8) << " from " << dtype_name(in);
+      EXPECT_EQ(q.underflow.item(), static_cast<double>(want)) << dtype_name(fp8) << " from " << dtype_name(in);
+      Tensor counter = zeros({}, {.dtype = DType::kF64});
+      quantize_fp8(x, {.fp8 = fp8, .scale = scalar_tensor(1.0), .underflow_into = counter});
+      quantize_fp8(x, {.fp8 = fp8, .scale = scalar_tensor(1.0), .underflow_into = counter});
+      EXPECT_EQ(counter.item(), 2.0 * static_cast<double>(want));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mantissa
