@@ -360,9 +360,35 @@ void cuda_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_inv_a,
   const Tensor bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
   const Tensor bias32 = bias.defined() ? bias.to(DType::kF32) : Tensor();                    // for the epilogue kernel
   if (k == 0) return decode_scaled_mm(a, b, scale_inv_a, scale_inv_b, bias32, out, stream);  // the bias alone
-  // Rowwise scales: the decode path with a per-element epilogue (cuBLASLt's OUTER_VEC_32F mode, sm_90 only, is not
-  // wired yet).
-  if (scale_inv_a.dim() != 0) return decode_scaled_mm(a, b, scale_inv_a, scale_inv_b, bias32, out, stream);
+  // Rowwise scales: on Hopper, cuBLASLt's OUTER_VEC_32F mode (a vector over a's rows and one over b's columns, as
+  // torch._scaled_mm uses it; sm_90 only per NVIDIA's documentation), the bias added after; elsewhere, or where
+  // cuBLASLt declines, the decode path with a per-element epilogue. Written, compiled, never run.
+  if (scale_inv_a.dim() != 0) {
+    const gpu::ScaledMmPlan plan = gpu::plan_scaled_mm(
+        {.a = operand_of(a), .b = operand_of(b), .out = out.dtype(), .sm = gpu::compute_capability(device)});
+    if (plan.path == gpu::ScaledMmPath::kCublasLtFp8 && gpu::compute_capability(device) == 90) {
+      const Tensor a_k = plan.copy_a ? a.clone() : a;
+      const Tensor bt = plan.copy_b ? b.t().clone() : b.t();
+      const Tensor d = bias.defined() && out.dtype() != DType::kF32 ? empty({m, n}, {.device = out.device()}) : out;
+      const Tensor sa = scale_inv_a.contiguous(), sb = scale_inv_b.contiguous();
+      gpu::Fp8GemmKey key = key_of(device, a_k, bt, d, plan, Tensor());
+      key.bias = gpu::BiasPath::kNone;
+      key.d = d.dtype();
+      key.scale_a = key.scale_b = gpu::Fp8ScaleMode::kOuterVector;
+      if (gpu::fp8_gemm({.key = key,
+                         .a = a_k.data_ptr(),
+                         .bt = bt.data_ptr(),
+                         .scale_inv_a = sa.data<float>(),
+                         .scale_inv_b = sb.data<float>(),
+                         .d = d.data_ptr()},
+                        stream)) {
+        if (bias.defined()) launch_epilogue(d, nullptr, nullptr, bias32, out, stream);
+        gpu::count_scaled_mm({.fp8_gemms = 1, .separate_biases = bias.defined() ? 1 : 0});
+        return;
+      }
+    }
+    return decode_scaled_mm(a, b, scale_inv_a, scale_inv_b, bias32, out, stream);
+  }
 
   gpu::ScaledMmPlan plan = gpu::plan_scaled_mm({.a = operand_of(a),
                                                 .b = operand_of(b),
