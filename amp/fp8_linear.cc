@@ -17,6 +17,33 @@
 namespace mantissa::amp {
 namespace {
 
+// What both FP8 linear functions keep for their backward besides tensors, and read back there.
+struct SavedLinear {
+  std::shared_ptr<Fp8LinearState> state;
+  Fp8StateUpdate update;
+  Shape x_shape;
+  DType x_dtype;
+
+  void save(FunctionContext& ctx) const {
+    ctx.saved_data["state"] = state;
+    ctx.saved_data["update"] = update;
+    ctx.saved_data["x_shape"] = x_shape;
+    ctx.saved_data["x_dtype"] = x_dtype;
+  }
+  static SavedLinear load(const FunctionContext& ctx) {
+    return {std::any_cast<const std::shared_ptr<Fp8LinearState>&>(ctx.saved_data.at("state")),
+            std::any_cast<Fp8StateUpdate>(ctx.saved_data.at("update")),
+            std::any_cast<const Shape&>(ctx.saved_data.at("x_shape")),
+            std::any_cast<DType>(ctx.saved_data.at("x_dtype"))};
+  }
+  // y [M, N] in x's leading shape.
+  Tensor output(const Tensor& y) const {
+    Shape out_shape = x_shape;
+    out_shape.back() = y.size(1);
+    return y.view(out_shape);
+  }
+};
+
 struct Fp8LinearFunction : Function<Fp8LinearFunction> {
   static constexpr std::string_view name = "Fp8Linear";
   // The backward reads FP8 intermediates and calls non-differentiable ops: first order only.
@@ -24,7 +51,7 @@ struct Fp8LinearFunction : Function<Fp8LinearFunction> {
 
   static Tensor forward(FunctionContext& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
                         const std::shared_ptr<Fp8LinearState>& state, Fp8StateUpdate update, DType out_dtype) {
-    const int64_t k = weight.size(1), n = weight.size(0);
+    const int64_t k = weight.size(1);
     const Tensor x2 = x.reshape({-1, k});  // [M, K]
     const Fp8Cast cx = fp8_cast(state->role(Fp8Role::kInput), x2, update);
     const Fp8Cast cw = fp8_cast(state->role(Fp8Role::kWeight), weight, update);
@@ -34,22 +61,15 @@ struct Fp8LinearFunction : Function<Fp8LinearFunction> {
         !bias.defined() || bias.dtype() == DType::kF32 || bias.dtype() == out_dtype ? bias : bias.to(DType::kF32);
     const Tensor y = scaled_mm(cx.data, cw.data.t(), cx.scale_inv, cw.scale_inv, out_dtype, b);
     ctx.save_for_backward({cx.data, cw.data, cx.scale_inv, cw.scale_inv});
-    ctx.saved_data["state"] = state;
-    ctx.saved_data["update"] = update;
-    ctx.saved_data["x_shape"] = x.shape();
-    ctx.saved_data["x_dtype"] = x.dtype();
-    Shape out_shape = x.shape();
-    out_shape.back() = n;
-    return y.view(out_shape);
+    const SavedLinear saved{state, update, x.shape(), x.dtype()};
+    saved.save(ctx);
+    return saved.output(y);
   }
 
   static std::vector<Tensor> backward(FunctionContext& ctx, std::vector<Tensor> grads) {
     const std::vector<Tensor> saved = ctx.saved_tensors();
     const Tensor &x_fp8 = saved[0], &w_fp8 = saved[1], &x_scale_inv = saved[2], &w_scale_inv = saved[3];
-    const auto& state = std::any_cast<const std::shared_ptr<Fp8LinearState>&>(ctx.saved_data.at("state"));
-    const auto update = std::any_cast<Fp8StateUpdate>(ctx.saved_data.at("update"));
-    const auto& x_shape = std::any_cast<const Shape&>(ctx.saved_data.at("x_shape"));
-    const auto x_dtype = std::any_cast<DType>(ctx.saved_data.at("x_dtype"));
+    const auto [state, update, x_shape, x_dtype] = SavedLinear::load(ctx);
     const Tensor g = grads[0].reshape({-1, w_fp8.size(0)});  // [M, N]
     const Fp8Cast cg = fp8_cast(state->role(Fp8Role::kGradOutput), g, update);
     Tensor dx, dw, db;
@@ -149,7 +169,7 @@ struct Fp8BlockLinearFunction : Function<Fp8BlockLinearFunction> {
   static Tensor forward(FunctionContext& ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
                         const std::shared_ptr<Fp8LinearState>& state, Fp8StateUpdate update, DType out_dtype) {
     const Fp8Recipe& r = state->recipe;
-    const int64_t k = weight.size(1), n = weight.size(0);
+    const int64_t k = weight.size(1);
     const Tensor x2 = x.reshape({-1, k});  // [M, K]
     const bool square = square_weights(r);
     const BlockOperand qx = block_cast(*state, Fp8Role::kInput, x2, false, false, update);
@@ -163,21 +183,14 @@ struct Fp8BlockLinearFunction : Function<Fp8BlockLinearFunction> {
     } else {
       ctx.save_for_backward({x2, weight});
     }
-    ctx.saved_data["state"] = state;
-    ctx.saved_data["update"] = update;
-    ctx.saved_data["x_shape"] = x.shape();
-    ctx.saved_data["x_dtype"] = x.dtype();
-    Shape out_shape = x.shape();
-    out_shape.back() = n;
-    return y.view(out_shape);
+    const SavedLinear saved{state, update, x.shape(), x.dtype()};
+    saved.save(ctx);
+    return saved.output(y);
   }
 
   static std::vector<Tensor> backward(FunctionContext& ctx, std::vector<Tensor> grads) {
     const std::vector<Tensor> saved = ctx.saved_tensors();
-    const auto& state = std::any_cast<const std::shared_ptr<Fp8LinearState>&>(ctx.saved_data.at("state"));
-    const auto update = std::any_cast<Fp8StateUpdate>(ctx.saved_data.at("update"));
-    const auto& x_shape = std::any_cast<const Shape&>(ctx.saved_data.at("x_shape"));
-    const auto x_dtype = std::any_cast<DType>(ctx.saved_data.at("x_dtype"));
+    const auto [state, update, x_shape, x_dtype] = SavedLinear::load(ctx);
     const Fp8Recipe& r = state->recipe;
     const bool square = square_weights(r);
     const Tensor& x2 = saved[0];

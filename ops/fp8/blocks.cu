@@ -23,6 +23,7 @@
 #include "ops/fp8/fp8_cuda.h"
 #include "ops/fp8/fp8_launch.h"
 #include "ops/fp8/fp8_plan.h"
+#include "ops/fp8/fp8_tensors.h"
 #include "ops/matmul/gemm_launch.h"
 #include "ops/matmul/gemm_plan.h"
 
@@ -156,33 +157,15 @@ unsigned grid_for(int64_t work, int device) {
   return static_cast<unsigned>(std::clamp<int64_t>(ceil_div(work, kThreads), 1, limit));
 }
 
-template <typename F>
-decltype(auto) dispatch_input(DType d, F&& f) {
-  switch (d) {
-    case DType::kF32: return f.template operator()<float>();
-    case DType::kF16: return f.template operator()<Half>();
-    case DType::kBF16: return f.template operator()<BFloat16>();
-    default: break;
-  }
-  MT_THROW("block-scaled CUDA kernel: unexpected input dtype ", dtype_name(d));
-}
-
 }  // namespace
 }  // namespace mantissa::gpu
 
 namespace mantissa {
 namespace {
 
-int alignment_of(const Tensor& t) { return gpu::alignment_bytes(reinterpret_cast<uintptr_t>(t.data_ptr()), 0); }
-
-gpu::Fp8Operand operand_of(const Tensor& t) {
-  return {.dtype = t.dtype(),
-          .rows = t.size(0),
-          .cols = t.size(1),
-          .stride0 = t.stride(0),
-          .stride1 = t.stride(1),
-          .align = alignment_of(t)};
-}
+using fp8_tensors::alignment_of;
+using fp8_tensors::dispatch_input;
+using fp8_tensors::operand_of;
 
 // Hopper (sm_90): cuBLASLt's block-scaled FP8 GEMM with DeepSeek-V3's scales, as torch._scaled_mm runs it (a's
 // 1x128 scales as VEC128_32F, b's 1x128 or 128x128 as VEC128_32F or BLK128x128_32F; cuBLAS's A is our b). The scale
@@ -275,7 +258,7 @@ void cuda_quantize_blocks(const Tensor& x, const BlockQuantOptions& o, const Blo
                                .block_cols = o.block_cols,
                                .seed = o.seed,
                                .offset = o.offset};
-  gpu::dispatch_input(x.dtype(), [&]<typename T>() {
+  dispatch_input(x.dtype(), [&]<typename T>() {
     using S = gpu::storage_t<T>;
     gpu::quantize_tiles_kernel<S><<<static_cast<unsigned>(tiles), gpu::kThreads, 0, stream>>>(
         reinterpret_cast<const S*>(x.data<T>()), rows, cols, params, pow2_margin, q.amax.data<float>(),
@@ -294,7 +277,7 @@ void cuda_hadamard16(const Tensor& x, const Tensor& signs, const Tensor& out) {
   const cudaStream_t stream = gpu::current_stream(x.device());
   const int64_t rows = x.size(0), cols = x.size(1);
   if (rows == 0 || cols == 0) return;
-  gpu::dispatch_input(x.dtype(), [&]<typename T>() {
+  dispatch_input(x.dtype(), [&]<typename T>() {
     using S = gpu::storage_t<T>;
     gpu::hadamard16_kernel<S><<<gpu::grid_for(rows * ((cols + 15) / 16), x.device().index), gpu::kThreads, 0, stream>>>(
         reinterpret_cast<const S*>(x.data<T>()), rows, cols, signs.data<float>(), out.data<float>());

@@ -19,6 +19,7 @@
 #include "ops/fp8/fp8_cuda.h"
 #include "ops/fp8/fp8_launch.h"
 #include "ops/fp8/fp8_math.h"
+#include "ops/fp8/fp8_tensors.h"
 #include "ops/matmul/gemm_launch.h"
 #include "ops/matmul/gemm_plan.h"
 
@@ -213,27 +214,9 @@ template void launch_scaled_mm_epilogue<BFloat16>(const float*, int64_t, int64_t
 namespace mantissa {
 namespace {
 
-template <typename F>
-decltype(auto) dispatch_input(DType d, F&& f) {
-  switch (d) {
-    case DType::kF32: return f.template operator()<float>();
-    case DType::kF16: return f.template operator()<Half>();
-    case DType::kBF16: return f.template operator()<BFloat16>();
-    default: break;
-  }
-  MT_THROW("FP8 CUDA kernel: unexpected input dtype ", dtype_name(d));
-}
-
-int alignment_of(const Tensor& t) { return gpu::alignment_bytes(reinterpret_cast<uintptr_t>(t.data_ptr()), 0); }
-
-gpu::Fp8Operand operand_of(const Tensor& t) {
-  return {.dtype = t.dtype(),
-          .rows = t.size(0),
-          .cols = t.size(1),
-          .stride0 = t.stride(0),
-          .stride1 = t.stride(1),
-          .align = alignment_of(t)};
-}
+using fp8_tensors::alignment_of;
+using fp8_tensors::dispatch_input;
+using fp8_tensors::operand_of;
 
 // out = epilogue(acc, ...) rounded once to out's dtype; acc f32 [m, n] (may be out itself).
 void launch_epilogue(const Tensor& acc, const float* scale_inv_a, const float* scale_inv_b, const Tensor& bias32,

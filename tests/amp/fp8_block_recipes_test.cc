@@ -26,6 +26,7 @@
 #include "ops/matmul/matmul.h"
 #include "ops/reduce/reduce.h"
 #include "optim/adam.h"
+#include "tests/amp/gaussian_classes.h"
 
 namespace mantissa::amp {
 namespace {
@@ -161,25 +162,8 @@ TEST(Fp8BlockRecipe, WeightGradientScalesAlongTheBatch) {
   EXPECT_GT(tensor, 3 * blocks) << "per tensor " << tensor << ", MX blocks " << blocks;
 }
 
-// Ten Gaussian classes in 64 dims (fp8_training_test's data, wider).
-struct Batch {
-  Tensor x, y;
-};
-Batch make_batch(int64_t n, uint32_t seed) {
-  std::mt19937 protos(1);
-  std::normal_distribution<float> normal;
-  std::vector<float> proto(10 * 64);
-  for (float& p : proto) p = normal(protos);
-  std::mt19937 gen(seed);
-  Batch b{zeros({n, 64}), zeros({n}, {.dtype = DType::kI64})};
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t c = static_cast<int64_t>(gen() % 10);
-    b.y.data<int64_t>()[i] = c;
-    for (int64_t j = 0; j < 64; ++j)
-      b.x.data<float>()[i * 64 + j] = proto[static_cast<size_t>(c * 64 + j)] + 1.5f * normal(gen);
-  }
-  return b;
-}
+using Batch = testing::ClassBatch;
+Batch make_batch(int64_t n, uint32_t seed) { return testing::gaussian_classes(n, 64, seed); }
 
 std::shared_ptr<Sequential> make_mlp() {
   Generator gen(3);

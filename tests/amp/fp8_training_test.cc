@@ -23,32 +23,15 @@
 #include "ops/reduce/reduce.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
+#include "tests/amp/gaussian_classes.h"
 
 namespace mantissa::amp {
 namespace {
 
 using ::testing::HasSubstr;
 
-// Ten Gaussian classes in 32 dims: prototype + noise (enough that about 94% of a test set is within reach
-// after 60 steps, so that the FP8 and bf16 runs can differ), fixed by the seed.
-struct Batch {
-  Tensor x, y;
-};
-Batch make_batch(int64_t n, uint32_t seed) {
-  std::mt19937 protos(1);
-  std::normal_distribution<float> normal;
-  std::vector<float> proto(10 * 32);
-  for (float& p : proto) p = normal(protos);
-  std::mt19937 gen(seed);
-  Batch b{zeros({n, 32}), zeros({n}, {.dtype = DType::kI64})};
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t c = static_cast<int64_t>(gen() % 10);
-    b.y.data<int64_t>()[i] = c;
-    for (int64_t j = 0; j < 32; ++j)
-      b.x.data<float>()[i * 32 + j] = proto[static_cast<size_t>(c * 32 + j)] + 1.5f * normal(gen);
-  }
-  return b;
-}
+using Batch = testing::ClassBatch;
+Batch make_batch(int64_t n, uint32_t seed) { return testing::gaussian_classes(n, 32, seed); }
 
 std::shared_ptr<Sequential> make_mlp() {
   Generator gen(3);
