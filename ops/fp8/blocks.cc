@@ -109,19 +109,24 @@ void cpu_quantize_blocks(const Tensor& x_in, const BlockQuantOptions& o, const B
   auto* out = static_cast<uint8_t*>(q.data.data_ptr());
   float* scale_inv = q.scale_inv.data<float>();
   int32_t* scale_bits = q.scale_bits.defined() ? q.scale_bits.data<int32_t>() : nullptr;
+  // The tensor's amax is the maximum of its tiles'; only NVFP4's per-tensor scale needs it before the tiles, in a
+  // pass of its own.
   std::atomic<uint32_t> amax{0};
-  parallel_for(rows, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
-    const uint32_t m = amax_run(px + r0 * cols, (r1 - r0) * cols);
+  auto fold_amax = [&amax](uint32_t m) {
     uint32_t seen = amax.load(std::memory_order_relaxed);
     while (m > seen && !amax.compare_exchange_weak(seen, m, std::memory_order_relaxed)) {
     }
-  });
-  const float tensor_amax = std::bit_cast<float>(amax.load());
-  *q.amax.data<float>() = tensor_amax;
+  };
   const bool nvfp4_tensor = o.rule == BlockScaleRule::kNvfp4 && o.tensor_scale;
-  const float tensor_decode = !nvfp4_tensor                  ? 1.0f
-                              : o.tensor_scale_inv.defined() ? *o.tensor_scale_inv.data<float>()
-                                                             : fp8::nvfp4_tensor_decode(tensor_amax);
+  const bool amax_first = nvfp4_tensor && !o.tensor_scale_inv.defined();
+  if (amax_first) {
+    parallel_for(rows, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(cols, 1)),
+                 [&](int64_t r0, int64_t r1) { fold_amax(amax_run(px + r0 * cols, (r1 - r0) * cols)); });
+  }
+  const float tensor_decode = !nvfp4_tensor ? 1.0f
+                              : o.tensor_scale_inv.defined()
+                                  ? *o.tensor_scale_inv.data<float>()
+                                  : fp8::nvfp4_tensor_decode(std::bit_cast<float>(amax.load()));
   if (nvfp4_tensor) *q.tensor_scale_inv.data<float>() = tensor_decode;
   const float pow2_margin = static_cast<float>(std::ldexp(1.0, static_cast<int>(o.margin)));
   const bool divide = fp8::block_scale(o.rule, o.element, 1.0f, pow2_margin, nvfp4_tensor, tensor_decode).divide;
@@ -130,6 +135,7 @@ void cpu_quantize_blocks(const Tensor& x_in, const BlockQuantOptions& o, const B
   parallel_for(
       tile_rows, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(br * cols, 1)), [&](int64_t t0, int64_t t1) {
         fp8::ElementStats stats;
+        uint32_t chunk_amax = 0;
         std::vector<uint32_t> tile_amax(static_cast<size_t>(tile_cols));
         std::vector<float> factors(static_cast<size_t>(cols));
         for (int64_t t = t0; t < t1; ++t) {
@@ -146,6 +152,7 @@ void cpu_quantize_blocks(const Tensor& x_in, const BlockQuantOptions& o, const B
             }
           }
           for (int64_t u = 0; u < tile_cols; ++u) {
+            chunk_amax = std::max(chunk_amax, tile_amax[u]);
             const fp8::BlockScale s = fp8::block_scale(o.rule, o.element, std::bit_cast<float>(tile_amax[u]),
                                                        pow2_margin, nvfp4_tensor, tensor_decode);
             scale_inv[t * tile_cols + u] = s.dequant;
@@ -156,9 +163,11 @@ void cpu_quantize_blocks(const Tensor& x_in, const BlockQuantOptions& o, const B
             run(px + r * cols, cols, factors.data(), o.overflow, o.seed, o.offset, static_cast<uint64_t>(r * cols),
                 out + r * cols, stats);
         }
+        if (!amax_first) fold_amax(chunk_amax);
         overflow.fetch_add(stats.overflow, std::memory_order_relaxed);
         underflow.fetch_add(stats.underflow, std::memory_order_relaxed);
       });
+  *q.amax.data<float>() = std::bit_cast<float>(amax.load());
   *q.overflow.data<int64_t>() = overflow.load();
   *q.underflow.data<int64_t>() = underflow.load();
 }
