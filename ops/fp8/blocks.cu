@@ -1,5 +1,5 @@
-// The CUDA kernels of the block-scaled ops (ops/fp8/blocks.h, ops/fp8/blocks_kernels.h): written to compute the
-// CPU kernels' bits with ops/fp8/block_math.h's functions, never yet run on a GPU.
+// The CUDA kernels of the block-scaled ops (ops/fp8/blocks.h, ops/fp8/blocks_kernels.h): the CPU kernels' bits,
+// from ops/fp8/block_math.h's functions (checked on the H200 of 2026-11-28: bench/gpu/2026-11-28-run2).
 //
 // quantize_blocks: the tensor's amax first (ops/fp8's amax kernel), then one thread block per tile: its threads
 // fold the tile's max |x| as float bits (a maximum: the order does not matter), thread 0 computes the tile's
@@ -172,7 +172,8 @@ using fp8_tensors::operand_of;
 // layouts are cuBLASLt's (its documentation, "Block Scaling Factors Layout"): VEC128 M-major (offset row + block *
 // rows), BLK128x128 K-major with the column stride padded to a multiple of 4. Returns false, having done nothing,
 // where this path does not apply (another GPU or block width, alpha, shapes cuBLASLt's FP8 GEMM does not take: M
-// and N multiples of 4, K of 16) or cuBLASLt declines: the f32 path runs then. Written, compiled, never run.
+// and N multiples of 4, K of 16) or cuBLASLt declines: the f32 path runs then. Ran on the H200 (run2): the CPU's
+// tensor-core model's sums bit for bit; with 1x128 scales on both sides, f32 outputs one ulp off in places.
 bool hopper_block_gemm(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb, int64_t block_k,
                        const Tensor& alpha, const Tensor& bias, const Tensor& out, cudaStream_t stream) {
   const int device = a.device().index;

@@ -2,9 +2,10 @@
 // blocks, MXFP8/MXFP4's 32-element E8M0 blocks, NVFP4's 16-element E4M3 blocks under a per-tensor f32 scale),
 // the 16x16 random Hadamard transform the NVFP4 recipe applies before a weight-gradient GEMM, and the GEMM
 // that applies the scales per block of K. amp/fp8_linear.h builds the recipes from these; the per-element math
-// is ops/fp8/block_math.h's, shared by the CPU kernels (blocks.cc) and the CUDA kernels (blocks.cu: written,
-// compiled, never run on a GPU; block_scaled_mm there takes cuBLASLt's block-scaled FP8 GEMM on Hopper for 128-wide
-// blocks and an f32 path block by block otherwise, Blackwell's MX and NVFP4 GEMM modes not wired).
+// is ops/fp8/block_math.h's, shared by the CPU kernels (blocks.cc) and the CUDA kernels (blocks.cu; block_scaled_mm
+// there takes cuBLASLt's block-scaled FP8 GEMM on Hopper for 128-wide blocks and an f32 path block by block
+// otherwise, Blackwell's MX and NVFP4 GEMM modes not wired). The CUDA casts, Hadamard and GEMM ran equal to the CPU
+// on the H200 of 2026-11-28 (bench/gpu/2026-11-28-run2).
 //
 // Layout. x is read as a 2-D [R, C] matrix (row-major after .contiguous()), cut into tiles of block_rows x
 // block_cols from the top left; the last tile of a row or column of tiles may be shorter (the ragged edge: its

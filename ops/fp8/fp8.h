@@ -89,9 +89,9 @@ Tensor amax(const Tensor& x);
 // out[i, j] = acc * (a_i * b_j)); a [M, K/128] with b [K/128, ceil(N/128)] (DeepSeek-V3's 1x128 activations
 // and 128x128 weights) or [K/128, N] (1x128 both), K a multiple of 128: each 128-wide block of K summed on its
 // own, times its scales, the blocks summed in f32, as the H200's cuBLASLt did bit for bit (bench/gpu/
-// 2026-11-28). Rowwise scales are taken on both devices (CUDA is written to use cuBLASLt's OUTER_VEC_32F mode on
-// Hopper, else the decode path); block scales here on the CPU only: block_scaled_mm (ops/fp8/blocks.h) takes them on
-// both, and other block widths.
+// 2026-11-28). Rowwise scales are taken on both devices (CUDA: cuBLASLt's OUTER_VEC_32F mode on Hopper, which ran
+// on the H200 as the model but one f32 ulp off in places, bench/gpu/2026-11-28-run2; else the decode path); block
+// scales here on the CPU only: block_scaled_mm (ops/fp8/blocks.h) takes them on both, and other block widths.
 MT_OP(scaled_mm, kNone, kNone);
 Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_inv_a, const Tensor& scale_inv_b,
                  DType out_dtype, const Tensor& bias = Tensor());
