@@ -159,6 +159,99 @@ float plain_dot(const uint8_t* a, int64_t a_stride, DType a_fp8, const uint8_t* 
 
 int fraction_bits(DType fp8) { return fp8 == DType::kF8E5M2 ? 2 : 3; }
 
+// ---- the same model in f32 vector arithmetic, many outputs at a time ----
+//
+// dot() above, rewritten so that a row of outputs runs as f32 vectors: every quantity it takes is exact in an f32
+// when a group's sum stays under 2^24 (fits_f32): an FP8 product (at most 4 x 4 significant bits); the anchor as the
+// power of two 2^(e_a + e_b), the product of the operands' powers (zero for a zero, which never anchors), or the
+// running sum's leading power (its exponent bits); a product in quanta, x * 2^-q, cut toward zero by trunc; their
+// sum, an integer under 2^(retained_bits + 2) * (group + 1); the sum cut to retained_bits + 1 significant bits by
+// clearing its low fraction bits; the result times 2^q. So it gives dot()'s bits: tests/ops/fp8_accumulator_test.cc.
+
+// An operand's values and powers: value x = sig 2^(e - mbits) and power 2^e (0 for a zero), from a table of the
+// format's 256 bytes.
+struct ByteTable {
+  float value[256], power[256];
+  bool finite[256];
+};
+
+const ByteTable& byte_table(DType fp8) {
+  static const auto make = [](DType t) {
+    ByteTable table{};
+    for (int v = 0; v < 256; ++v) {
+      const Factor f = factor(static_cast<uint8_t>(v), t);
+      table.finite[v] = f.finite;
+      table.value[v] = f.finite ? std::ldexp(static_cast<float>(f.sig), f.exp - f.mbits) : 0.0f;
+      table.power[v] = f.sig == 0 ? 0.0f : std::ldexp(1.0f, f.exp);
+    }
+    return table;
+  };
+  static const ByteTable e4m3 = make(DType::kF8E4M3), e5m2 = make(DType::kF8E5M2);
+  return fp8 == DType::kF8E5M2 ? e5m2 : e4m3;
+}
+
+void decode_values(const uint8_t* x, int64_t stride, DType fp8, int64_t k, float* value, float* power, bool* finite) {
+  const ByteTable& t = byte_table(fp8);
+  bool all = true;
+  for (int64_t l = 0; l < k; ++l) {
+    const uint8_t v = x[l * stride];
+    all = all && t.finite[v];
+    value[l] = t.value[v];
+    power[l] = t.power[v];
+  }
+  *finite = *finite && all;
+}
+
+bool fits_f32(const Fp8Accumulator& model) {
+  return model.retained_bits + 2 + std::bit_width(static_cast<uint32_t>(model.group + 1)) <= 24;
+}
+
+constexpr int64_t kLanes = 32;  // outputs of a row computed together (sums and factors stay in registers)
+
+// Outputs c[j] for j < width of one row: A's row as (av, ap)[l], B's rows as (bv, bp)[l * ldb + j]. kWidth > 0: a
+// whole chunk of that many outputs, a trip count the compiler knows (the sums stay in registers); 0: width.
+template <int64_t kWidth>
+void row_dots(const float* __restrict av, const float* __restrict ap, const float* __restrict bv,
+              const float* __restrict bp, int64_t ldb, int64_t tail, int64_t k, const Fp8Accumulator& model,
+              float* __restrict c) {
+  const int64_t width = kWidth > 0 ? kWidth : tail;
+  const uint32_t cut_mask = ~((uint32_t{1} << (23 - model.retained_bits)) - 1u);  // keeps retained_bits + 1 bits
+  const float below = std::ldexp(1.0f, -model.retained_bits), above = std::ldexp(1.0f, model.retained_bits);
+  alignas(64) float total[kLanes], acc[kLanes], anchor[kLanes], rq[kLanes], sum[kLanes];
+  for (int64_t j = 0; j < width; ++j) total[j] = acc[j] = 0.0f;
+  for (int64_t start = 0; start < k; start += model.group) {
+    const int64_t end = std::min<int64_t>(k, start + model.group);
+    for (int64_t j = 0; j < width; ++j) anchor[j] = std::bit_cast<float>(std::bit_cast<uint32_t>(acc[j]) & 0x7F800000u);
+    for (int64_t l = start; l < end; ++l) {
+      const float pa = ap[l];
+      if (pa == 0.0f) continue;
+      const float* __restrict pb = bp + l * ldb;
+      for (int64_t j = 0; j < width; ++j) anchor[j] = std::max(anchor[j], pa * pb[j]);
+    }
+    for (int64_t j = 0; j < width; ++j) {
+      rq[j] = anchor[j] > 0.0f ? above / anchor[j] : 0.0f;  // 2^-q, a power of two
+      sum[j] = std::trunc(acc[j] * rq[j]);
+    }
+    for (int64_t l = start; l < end; ++l) {
+      const float xa = av[l];
+      if (xa == 0.0f) continue;
+      const float* __restrict xb = bv + l * ldb;
+      for (int64_t j = 0; j < width; ++j) sum[j] += std::trunc(xa * xb[j] * rq[j]);
+    }
+    for (int64_t j = 0; j < width; ++j) {
+      const float kept = std::bit_cast<float>(std::bit_cast<uint32_t>(sum[j]) & cut_mask);
+      acc[j] = kept * (anchor[j] * below) + 0.0f;  // + 0: a -0 sum is +0, as dot()'s integer sum gives
+    }
+    if (model.promotion_interval > 0 && (end % model.promotion_interval == 0 || end == k)) {
+      for (int64_t j = 0; j < width; ++j) {
+        total[j] += acc[j];
+        acc[j] = 0.0f;
+      }
+    }
+  }
+  for (int64_t j = 0; j < width; ++j) c[j] = model.promotion_interval > 0 ? total[j] : acc[j];
+}
+
 }  // namespace
 
 float tensor_core_dot(const uint8_t* a, int64_t a_stride, DType a_fp8, const uint8_t* b, int64_t b_stride, DType b_fp8,
@@ -174,9 +267,49 @@ float tensor_core_dot(const uint8_t* a, int64_t a_stride, DType a_fp8, const uin
 void tensor_core_gemm(const uint8_t* a, int64_t a_row, int64_t a_col, DType a_fp8, const uint8_t* b, int64_t b_row,
                       int64_t b_col, DType b_fp8, int64_t m, int64_t n, int64_t k, const Fp8Accumulator& model,
                       float* c) {
-  // A's rows and B's columns, each as k contiguous (sig, exp) pairs, and which of them hold an inf or a nan.
-  std::vector<int32_t> sa(static_cast<size_t>(m * k)), ea(sa.size()), sb(static_cast<size_t>(n * k)), eb(sb.size());
   std::vector<uint8_t> a_finite(static_cast<size_t>(m)), b_finite(static_cast<size_t>(n));
+  if (fits_f32(model)) {
+    // A's rows as k (value, power) pairs; B as [k, n] (outputs of a row contiguous), with which columns hold an inf
+    // or a nan (their outputs are the plain sum's, below).
+    std::vector<float> av(static_cast<size_t>(m * k)), ap(av.size()), bv(static_cast<size_t>(k * n)), bp(bv.size());
+    parallel_for(m, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        bool finite = true;
+        decode_values(a + i * a_row, a_col, a_fp8, k, &av[i * k], &ap[i * k], &finite);
+        a_finite[i] = finite;
+      }
+    });
+    parallel_for(n, 16, [&](int64_t begin, int64_t end) {
+      std::vector<float> v(static_cast<size_t>(k)), p(v.size());
+      for (int64_t j = begin; j < end; ++j) {
+        bool finite = true;
+        decode_values(b + j * b_col, b_row, b_fp8, k, v.data(), p.data(), &finite);
+        b_finite[j] = finite;
+        for (int64_t l = 0; l < k; ++l) {
+          bv[l * n + j] = v[l];
+          bp[l * n + j] = p[l];
+        }
+      }
+    });
+    const int64_t chunks = (n + kLanes - 1) / kLanes;
+    parallel_for(m * chunks, std::max<int64_t>(1, 65536 / std::max<int64_t>(kLanes * k, 1)),
+                 [&](int64_t begin, int64_t end) {
+                   for (int64_t t = begin; t < end; ++t) {
+                     const int64_t i = t / chunks, j0 = (t % chunks) * kLanes, width = std::min(kLanes, n - j0);
+                     if (width == kLanes) {
+                       row_dots<kLanes>(&av[i * k], &ap[i * k], &bv[j0], &bp[j0], n, width, k, model, c + i * n + j0);
+                     } else {
+                       row_dots<0>(&av[i * k], &ap[i * k], &bv[j0], &bp[j0], n, width, k, model, c + i * n + j0);
+                     }
+                     for (int64_t j = j0; j < j0 + width; ++j)
+                       if (!a_finite[i] || !b_finite[j])
+                         c[i * n + j] = plain_dot(a + i * a_row, a_col, a_fp8, b + j * b_col, b_row, b_fp8, k);
+                   }
+                 });
+    return;
+  }
+  // Models whose group sums outgrow an f32 (many retained bits, long groups): one integer dot product per output.
+  std::vector<int32_t> sa(static_cast<size_t>(m * k)), ea(sa.size()), sb(static_cast<size_t>(n * k)), eb(sb.size());
   parallel_for(m, 16, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       bool finite = true;

@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -164,6 +165,54 @@ TEST(Fp8Accumulator, ScaledMmUsesTheScopedModel) {
     EXPECT_EQ(scaled_mm(a, b, one, one, DType::kF32).item(), 65536.0);
   }
   EXPECT_EQ(cpu_fp8_accumulator(), Fp8Accumulator::f32());
+}
+
+// tensor_core_gemm runs the model as f32 vectors, a row of outputs at a time; tensor_core_dot is the integer
+// reference it must equal bit for bit: random bytes of both formats (zeros, subnormals, the largest values, and an
+// inf or nan in one row and one column), lengths that end mid-group and mid-interval, every model whose sums fit an
+// f32, and one that does not (the integer path).
+TEST(Fp8Accumulator, TheVectorGemmIsTheDotProductBitForBit) {
+  std::mt19937 gen(17);
+  std::uniform_int_distribution<int> byte(0, 255);
+  const int64_t m = 9, n = 70;
+  Fp8Accumulator wide = Fp8Accumulator::hopper();
+  wide.retained_bits = 22;  // 22 + 2 + 6 bits: the integer path
+  Fp8Accumulator odd = Fp8Accumulator::hopper();
+  odd.group = 16;
+  odd.retained_bits = 10;
+  odd.promotion_interval = 48;
+  for (const Fp8Accumulator& model : {Fp8Accumulator::hopper(), Fp8Accumulator::hopper(true), odd, wide}) {
+    for (const int64_t k : {int64_t{1}, int64_t{45}, int64_t{300}}) {
+      for (const auto& [fa, fb] :
+           {std::pair{DType::kF8E4M3, DType::kF8E4M3}, std::pair{DType::kF8E5M2, DType::kF8E4M3}}) {
+        SCOPED_TRACE(model.name() + " k " + std::to_string(k) + " " + std::string(dtype_name(fa)));
+        std::vector<uint8_t> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
+        for (uint8_t& v : a) v = static_cast<uint8_t>(byte(gen) % 4 == 0 ? 0 : byte(gen));
+        for (uint8_t& v : b) v = static_cast<uint8_t>(byte(gen) % 4 == 0 ? 0 : byte(gen));
+        const auto clean = [](std::vector<uint8_t>& x, DType t) {  // no inf or nan but where placed below
+          for (uint8_t& v : x)
+            if (t == DType::kF8E4M3 ? (v & 0x7F) == 0x7F : (v & 0x7C) == 0x7C) v = static_cast<uint8_t>(v & 0xF3);
+        };
+        clean(a, fa);
+        clean(b, fb);
+        if (k > 1) {
+          a[2 * k + 1] = fa == DType::kF8E4M3 ? 0x7F : 0x7C;  // row 2: nan (E4M3) or inf (E5M2)
+          b[3 * n + 5] = 0xFF;                                // column 5: a nan
+        }
+        std::vector<float> c(static_cast<size_t>(m * n));
+        cpu::tensor_core_gemm(a.data(), k, 1, fa, b.data(), n, 1, fb, m, n, k, model, c.data());
+        int64_t bad = 0;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            const float want = cpu::tensor_core_dot(&a[i * k], 1, fa, &b[j], n, fb, k, model);
+            const float got = c[i * n + j];
+            if (std::bit_cast<uint32_t>(got) != std::bit_cast<uint32_t>(want) && !(std::isnan(got) && std::isnan(want)))
+              if (bad++ < 3) ADD_FAILURE() << "C(" << i << ", " << j << ") = " << got << ", the dot product " << want;
+          }
+        EXPECT_EQ(bad, 0);
+      }
+    }
+  }
 }
 
 TEST(Fp8Accumulator, NamesParseAndBadModelsAreRefused) {
