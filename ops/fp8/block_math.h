@@ -107,13 +107,14 @@ MT_HD inline float round_e2m1_stochastic(float y, uint32_t random) {
   const uint32_t ab = bits_of(y) & kAbsMask;
   const float a = float_of(ab);
   const float inv = ab < 0x40000000u ? 2.0f : (ab < 0x40800000u ? 1.0f : 0.5f);
-  const float q = ab < 0x40c00000u ? a * inv : 0.0f;                // exact; below 12
-  const float lower = static_cast<float>(static_cast<int32_t>(q));  // floor: q >= 0
-  const float frac = q - lower;                                     // exact
+  const float step = ab < 0x40000000u ? 0.5f : (ab < 0x40800000u ? 1.0f : 2.0f);  // 1 / inv
+  const float q = ab < 0x40c00000u ? a * inv : 0.0f;                              // exact; below 12
+  const float lower = truncf(q);                                                  // floor: q >= 0
+  const float frac = q - lower;                                                   // exact
   const float r =
       static_cast<float>(static_cast<int32_t>(random >> 8)) * 5.9604644775390625e-08f;  // [0, 1), 2^-24 steps
   const float up = bits_of(r) < bits_of(frac) ? 1.0f : 0.0f;                            // r < frac, both >= 0
-  uint32_t v = bits_of((lower + up) / inv);
+  uint32_t v = bits_of((lower + up) * step);                                            // exact: a power of two
   v = ab >= 0x40c00000u ? 0x40c00000u : v;
   v = ab > kInfBits ? ab : v;
   return float_of(v | (bits_of(y) & 0x80000000u));

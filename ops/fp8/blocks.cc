@@ -45,27 +45,38 @@ const char* rule_name(BlockScaleRule r) {
 template <BlockElement kElement, bool kDivide, bool kStochastic>
 void cast_run(const float* __restrict x, int64_t len, const float* __restrict factors, Fp8Overflow overflow,
               uint64_t seed, uint64_t offset, uint64_t index0, uint8_t* __restrict out, fp8::ElementStats& stats) {
-  constexpr int64_t kChunk = 256;
-  uint32_t random[kChunk];  // stochastic rounding: one Philox block gives the words of 4 consecutive indices
+  constexpr int64_t kChunk = 256, kBlocks = kChunk / 4 + 1;
+  // Stochastic rounding: element i's word is word i % 4 of Philox block i / 4 (fp8::rounding_bits). The chunk's
+  // blocks are computed together, one block per lane (the loop vectorizes), then laid out in index order.
+  alignas(64) uint32_t words[4][kBlocks];
+  alignas(64) uint32_t random[4 * kBlocks];
   uint32_t over = 0, under = 0;
   for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
     const int64_t n = std::min(kChunk, len - c0);
+    int64_t skip = 0;  // the chunk's first index within its first block
     if constexpr (kStochastic) {
-      const uint64_t first = index0 + static_cast<uint64_t>(c0);
-      for (uint64_t i = first & ~uint64_t{3}; i < first + static_cast<uint64_t>(n); i += 4) {
-        const Philox4 p = philox4x32_10(static_cast<uint32_t>(i >> 2), static_cast<uint32_t>(i >> 34),
+      const uint64_t first = index0 + static_cast<uint64_t>(c0), block0 = first >> 2;
+      skip = static_cast<int64_t>(first & 3u);
+      const int64_t blocks = (skip + n + 3) / 4;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const uint64_t block = block0 + static_cast<uint64_t>(b);
+        const Philox4 p = philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
                                         static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32),
                                         static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
-        for (uint64_t w = 0; w < 4; ++w)  // fp8::rounding_bits(seed, offset, i + w), the block computed once
-          if (i + w >= first && i + w < first + static_cast<uint64_t>(n)) random[i + w - first] = p.v[w];
+        words[0][b] = p.v[0];
+        words[1][b] = p.v[1];
+        words[2][b] = p.v[2];
+        words[3][b] = p.v[3];
       }
+      for (int64_t b = 0; b < blocks; ++b)
+        for (int w = 0; w < 4; ++w) random[4 * b + w] = words[w][b];
     }
     for (int64_t j = 0; j < n; ++j) {
       const float f = factors[c0 + j];
       const float y = kDivide ? x[c0 + j] / f : x[c0 + j] * f;
       fp8::ElementStats st;
       out[c0 + j] =
-          fp8::encode_element(x[c0 + j], y, kElement, overflow, kStochastic, kStochastic ? random[j] : 0u, st);
+          fp8::encode_element(x[c0 + j], y, kElement, overflow, kStochastic, kStochastic ? random[skip + j] : 0u, st);
       over += st.overflow;
       under += st.underflow;
     }

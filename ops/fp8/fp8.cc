@@ -3,6 +3,7 @@
 #include "ops/fp8/fp8.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <vector>
@@ -206,24 +207,37 @@ Tensor decode_scaled(const Tensor& x, RowKey&& row_key, RowScales&& row_scales) 
   Tensor out = empty({rows, cols}, {.dtype = DType::kBF16});
   const uint8_t* src = bytes_of(x);
   BFloat16* dst = out.data<BFloat16>();
-  const bool e4m3 = x.dtype() == DType::kF8E4M3;
-  parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
-    std::vector<float> scales(static_cast<size_t>(cols)), values(static_cast<size_t>(cols));
+  // The format's 256 values, decoded once.
+  std::array<float, 256> table;
+  for (int v = 0; v < 256; ++v) {
+    const auto byte = static_cast<uint8_t>(v);
+    table[static_cast<size_t>(v)] = std::bit_cast<float>(
+        x.dtype() == DType::kF8E4M3 ? Fp8E4M3Format::to_f32_bits(byte) : Fp8E5M2Format::to_f32_bits(byte));
+  }
+  constexpr int64_t kTile = 16;  // rows decoded together: a transposed operand is read along its columns
+  parallel_for(rows, std::max<int64_t>(kTile, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
+    std::vector<float> scales(static_cast<size_t>(cols)), values(static_cast<size_t>(kTile * cols));
     int64_t filled = -1;
-    for (int64_t i = begin; i < end; ++i) {
-      if (const int64_t key = row_key(i); key != filled) {
-        row_scales(i, scales.data());
-        filled = key;
+    for (int64_t i0 = begin; i0 < end; i0 += kTile) {
+      const int64_t i1 = std::min(end, i0 + kTile);
+      if (s1 == 1) {
+        for (int64_t i = i0; i < i1; ++i)
+          for (int64_t l = 0; l < cols; ++l) values[(i - i0) * cols + l] = table[src[i * s0 + l]];
+      } else {
+        for (int64_t l = 0; l < cols; ++l)
+          for (int64_t i = i0; i < i1; ++i) values[(i - i0) * cols + l] = table[src[i * s0 + l * s1]];
       }
-      const uint8_t* row = src + i * s0;
-      for (int64_t l = 0; l < cols; ++l) {
-        const uint8_t byte = row[l * s1];
-        values[l] = std::bit_cast<float>(e4m3 ? Fp8E4M3Format::to_f32_bits(byte) : Fp8E5M2Format::to_f32_bits(byte));
+      for (int64_t i = i0; i < i1; ++i) {
+        if (const int64_t key = row_key(i); key != filled) {
+          row_scales(i, scales.data());
+          filled = key;
+        }
+        // Exact (folds_exactly): the bf16 is the f32's upper half.
+        const float* v = &values[(i - i0) * cols];
+        uint16_t* d = reinterpret_cast<uint16_t*>(dst + i * cols);
+        for (int64_t l = 0; l < cols; ++l)
+          d[l] = static_cast<uint16_t>(std::bit_cast<uint32_t>(v[l] * scales[l]) >> 16);
       }
-      // Exact (folds_exactly): the bf16 is the f32's upper half.
-      uint16_t* d = reinterpret_cast<uint16_t*>(dst + i * cols);
-      for (int64_t l = 0; l < cols; ++l)
-        d[l] = static_cast<uint16_t>(std::bit_cast<uint32_t>(values[l] * scales[l]) >> 16);
     }
   });
   return out;
