@@ -28,7 +28,8 @@ bench_packages=(python3-venv time)  # time: /usr/bin/time, the peak memory of be
 # Holistic Trace Analysis, which bench/pytorch/hta_read_trace.py loads mantissa-train --profile's traces with.
 bench_pip=(torch==2.15.0 numpy==2.4.6 h5py==3.16.0 tensorboard==2.21.0
            HolisticTraceAnalysis==0.5.0  # the independent reader of the profiler's traces
-           torchao==0.18.0)              # scripts/golden/mx.py: the reference MX casts
+           torchao==0.18.0               # scripts/golden/mx.py: the reference MX casts
+           bitsandbytes==0.50.2)         # scripts/golden/low_precision_optim.py: the 8-bit optimizer state
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${MANTISSA_BENCH_VENV:-$repo/build/bench-venv}
 
