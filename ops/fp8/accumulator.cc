@@ -252,6 +252,18 @@ void row_dots(const float* __restrict av, const float* __restrict ap, const floa
   for (int64_t j = 0; j < width; ++j) c[j] = model.promotion_interval > 0 ? total[j] : acc[j];
 }
 
+// Runs decode_row(i, &finite) for the rows [0, count) in parallel and records in `finite` which held no inf or nan.
+template <typename F>
+void decode_rows(int64_t count, std::vector<uint8_t>& finite, F&& decode_row) {
+  parallel_for(count, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      bool ok = true;
+      decode_row(i, &ok);
+      finite[static_cast<size_t>(i)] = ok;
+    }
+  });
+}
+
 }  // namespace
 
 float tensor_core_dot(const uint8_t* a, int64_t a_stride, DType a_fp8, const uint8_t* b, int64_t b_stride, DType b_fp8,
@@ -268,27 +280,24 @@ void tensor_core_gemm(const uint8_t* a, int64_t a_row, int64_t a_col, DType a_fp
                       int64_t b_col, DType b_fp8, int64_t m, int64_t n, int64_t k, const Fp8Accumulator& model,
                       float* c) {
   std::vector<uint8_t> a_finite(static_cast<size_t>(m)), b_finite(static_cast<size_t>(n));
+  // An output whose row of A or column of B holds an inf or a nan is the plain sum's.
+  const auto fix_non_finite = [&](int64_t i, int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j)
+      if (!a_finite[i] || !b_finite[j])
+        c[i * n + j] = plain_dot(a + i * a_row, a_col, a_fp8, b + j * b_col, b_row, b_fp8, k);
+  };
   if (fits_f32(model)) {
-    // A's rows as k (value, power) pairs; B as [k, n] (outputs of a row contiguous), with which columns hold an inf
-    // or a nan (their outputs are the plain sum's, below).
+    // A's rows as k (value, power) pairs; B as [k, n], the outputs of a row contiguous.
     std::vector<float> av(static_cast<size_t>(m * k)), ap(av.size()), bv(static_cast<size_t>(k * n)), bp(bv.size());
-    parallel_for(m, 16, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        bool finite = true;
-        decode_values(a + i * a_row, a_col, a_fp8, k, &av[i * k], &ap[i * k], &finite);
-        a_finite[i] = finite;
-      }
+    decode_rows(m, a_finite, [&](int64_t i, bool* finite) {
+      decode_values(a + i * a_row, a_col, a_fp8, k, &av[i * k], &ap[i * k], finite);
     });
-    parallel_for(n, 16, [&](int64_t begin, int64_t end) {
+    decode_rows(n, b_finite, [&](int64_t j, bool* finite) {
       std::vector<float> v(static_cast<size_t>(k)), p(v.size());
-      for (int64_t j = begin; j < end; ++j) {
-        bool finite = true;
-        decode_values(b + j * b_col, b_row, b_fp8, k, v.data(), p.data(), &finite);
-        b_finite[j] = finite;
-        for (int64_t l = 0; l < k; ++l) {
-          bv[l * n + j] = v[l];
-          bp[l * n + j] = p[l];
-        }
+      decode_values(b + j * b_col, b_row, b_fp8, k, v.data(), p.data(), finite);
+      for (int64_t l = 0; l < k; ++l) {
+        bv[l * n + j] = v[l];
+        bp[l * n + j] = p[l];
       }
     });
     const int64_t chunks = (n + kLanes - 1) / kLanes;
@@ -301,37 +310,23 @@ void tensor_core_gemm(const uint8_t* a, int64_t a_row, int64_t a_col, DType a_fp
                      } else {
                        row_dots<0>(&av[i * k], &ap[i * k], &bv[j0], &bp[j0], n, width, k, model, c + i * n + j0);
                      }
-                     for (int64_t j = j0; j < j0 + width; ++j)
-                       if (!a_finite[i] || !b_finite[j])
-                         c[i * n + j] = plain_dot(a + i * a_row, a_col, a_fp8, b + j * b_col, b_row, b_fp8, k);
+                     fix_non_finite(i, j0, j0 + width);
                    }
                  });
     return;
   }
   // Models whose group sums outgrow an f32 (many retained bits, long groups): one integer dot product per output.
   std::vector<int32_t> sa(static_cast<size_t>(m * k)), ea(sa.size()), sb(static_cast<size_t>(n * k)), eb(sb.size());
-  parallel_for(m, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      bool finite = true;
-      decode(a + i * a_row, a_col, a_fp8, k, &sa[i * k], &ea[i * k], &finite);
-      a_finite[i] = finite;
-    }
-  });
-  parallel_for(n, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t j = begin; j < end; ++j) {
-      bool finite = true;
-      decode(b + j * b_col, b_row, b_fp8, k, &sb[j * k], &eb[j * k], &finite);
-      b_finite[j] = finite;
-    }
-  });
+  decode_rows(m, a_finite,
+              [&](int64_t i, bool* finite) { decode(a + i * a_row, a_col, a_fp8, k, &sa[i * k], &ea[i * k], finite); });
+  decode_rows(n, b_finite,
+              [&](int64_t j, bool* finite) { decode(b + j * b_col, b_row, b_fp8, k, &sb[j * k], &eb[j * k], finite); });
   const int mbits = fraction_bits(a_fp8) + fraction_bits(b_fp8);
   parallel_for(m, std::max<int64_t>(1, 65536 / std::max<int64_t>(n * k, 1)), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      for (int64_t j = 0; j < n; ++j) {
-        c[i * n + j] = a_finite[i] && b_finite[j]
-                           ? dot(&sa[i * k], &ea[i * k], &sb[j * k], &eb[j * k], k, mbits, model)
-                           : plain_dot(a + i * a_row, a_col, a_fp8, b + j * b_col, b_row, b_fp8, k);
-      }
+      for (int64_t j = 0; j < n; ++j)
+        c[i * n + j] = dot(&sa[i * k], &ea[i * k], &sb[j * k], &eb[j * k], k, mbits, model);
+      fix_non_finite(i, 0, n);
     }
   });
 }
