@@ -287,28 +287,34 @@ void tensor_core_gemm(const uint8_t* a, int64_t a_row, int64_t a_col, DType a_fp
         c[i * n + j] = plain_dot(a + i * a_row, a_col, a_fp8, b + j * b_col, b_row, b_fp8, k);
   };
   if (fits_f32(model)) {
-    // A's rows as k (value, power) pairs; B as [k, n], the outputs of a row contiguous.
-    std::vector<float> av(static_cast<size_t>(m * k)), ap(av.size()), bv(static_cast<size_t>(k * n)), bp(bv.size());
+    // A's rows as k (value, power) pairs; B in strips of kLanes columns, each strip [k, kLanes] contiguous (a
+    // row of a strip is the outputs a row_dots call computes; the strip is read once per row of A, from cache).
+    const int64_t chunks = (n + kLanes - 1) / kLanes;
+    std::vector<float> av(static_cast<size_t>(m * k)), ap(av.size());
+    std::vector<float> bv(static_cast<size_t>(chunks * k * kLanes)), bp(bv.size());
     decode_rows(m, a_finite, [&](int64_t i, bool* finite) {
       decode_values(a + i * a_row, a_col, a_fp8, k, &av[i * k], &ap[i * k], finite);
     });
     decode_rows(n, b_finite, [&](int64_t j, bool* finite) {
       std::vector<float> v(static_cast<size_t>(k)), p(v.size());
       decode_values(b + j * b_col, b_row, b_fp8, k, v.data(), p.data(), finite);
+      float* sv = &bv[(j / kLanes) * k * kLanes + j % kLanes];
+      float* sp = &bp[(j / kLanes) * k * kLanes + j % kLanes];
       for (int64_t l = 0; l < k; ++l) {
-        bv[l * n + j] = v[l];
-        bp[l * n + j] = p[l];
+        sv[l * kLanes] = v[l];
+        sp[l * kLanes] = p[l];
       }
     });
-    const int64_t chunks = (n + kLanes - 1) / kLanes;
     parallel_for(m * chunks, std::max<int64_t>(1, 65536 / std::max<int64_t>(kLanes * k, 1)),
                  [&](int64_t begin, int64_t end) {
                    for (int64_t t = begin; t < end; ++t) {
-                     const int64_t i = t / chunks, j0 = (t % chunks) * kLanes, width = std::min(kLanes, n - j0);
+                     const int64_t i = t % m, j0 = (t / m) * kLanes,
+                                   width = std::min(kLanes, n - j0);    // a strip of B for all rows
+                     const float *sv = &bv[j0 * k], *sp = &bp[j0 * k];  // strip j0 / kLanes
                      if (width == kLanes) {
-                       row_dots<kLanes>(&av[i * k], &ap[i * k], &bv[j0], &bp[j0], n, width, k, model, c + i * n + j0);
+                       row_dots<kLanes>(&av[i * k], &ap[i * k], sv, sp, kLanes, width, k, model, c + i * n + j0);
                      } else {
-                       row_dots<0>(&av[i * k], &ap[i * k], &bv[j0], &bp[j0], n, width, k, model, c + i * n + j0);
+                       row_dots<0>(&av[i * k], &ap[i * k], sv, sp, kLanes, width, k, model, c + i * n + j0);
                      }
                      fix_non_finite(i, j0, j0 + width);
                    }
