@@ -341,8 +341,8 @@ void cpu_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_inv_a, 
   if (layout == ScaleLayout::kBlock) {
     block_scaled_sum(a, b, scale_inv_a, scale_inv_b, 128, model, acc.data<float>());
   } else if (model.kind == Fp8Accumulation::kTensorCore) {
-    // The tensor core's sums, bit for bit (ops/fp8/accumulator.h): a scalar dot product per output, for
-    // judging a recipe, not for speed (bench/fp8_gemm_bench's scaled_mm_e4m3_hopper cases).
+    // The tensor core's sums, bit for bit (ops/fp8/accumulator.h): about 10x the f32 GEMM, for judging a recipe
+    // (bench/fp8_gemm_bench's scaled_mm_e4m3_hopper cases).
     cpu::tensor_core_gemm(bytes_of(a), a.stride(0), a.stride(1), a.dtype(), bytes_of(b), b.stride(0), b.stride(1),
                           b.dtype(), m, n, k, model, acc.data<float>());
   } else {
