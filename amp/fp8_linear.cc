@@ -114,7 +114,7 @@ BlockQuantOptions cast_options(const Fp8Recipe& r, Fp8Role role, bool square, bo
     case Fp8Granularity::kRowwise:
     case Fp8Granularity::kBlockwise: o.rule = r.pow2_scales ? BlockScaleRule::kF32Pow2 : BlockScaleRule::kF32; break;
     case Fp8Granularity::kMxfp8:
-    case Fp8Granularity::kMxfp4: o.rule = BlockScaleRule::kE8M0; break;
+    case Fp8Granularity::kMxfp4: o.rule = r.rceil_scales ? BlockScaleRule::kE8M0Rceil : BlockScaleRule::kE8M0; break;
     case Fp8Granularity::kNvfp4: o.rule = BlockScaleRule::kNvfp4; break;
     case Fp8Granularity::kTensor: MT_ASSERT(false, "a per-tensor recipe in the block-scaled path");
   }

@@ -74,6 +74,8 @@ std::string range_problem(const Fp8Recipe& r) {
                        fp8_granularity_name(r.granularity));
   if (r.weight_2d && r.granularity != Fp8Granularity::kNvfp4)
     return detail::cat("weight_2d applies to the nvfp4 recipe, not ", fp8_granularity_name(r.granularity));
+  if (r.rceil_scales && r.granularity != Fp8Granularity::kMxfp8 && r.granularity != Fp8Granularity::kMxfp4)
+    return detail::cat("scale=rceil applies to the mxfp8 and mxfp4 recipes, not ", fp8_granularity_name(r.granularity));
   if (r.block_scaled() && !f32_blocks && r.input.margin != 0)
     return detail::cat("the ", fp8_granularity_name(r.granularity),
                        " recipe's scales follow its format's rule and take no margin, got ", r.input.margin);
@@ -176,9 +178,11 @@ std::string Fp8Recipe::str() const {
     if (fp4()) {
       std::string out = detail::cat(head, ":sr=", flag(stochastic_rounding), ",hadamard=", flag(hadamard));
       if (granularity == Fp8Granularity::kNvfp4) out += detail::cat(",weight_2d=", flag(weight_2d));
+      if (rceil_scales) out += ",scale=rceil";
       return out;
     }
-    if (granularity == Fp8Granularity::kMxfp8) return detail::cat(head, ":format=", format_name(format));
+    if (granularity == Fp8Granularity::kMxfp8)
+      return detail::cat(head, ":format=", format_name(format), rceil_scales ? ",scale=rceil" : "");
     return detail::cat(head, ":format=", format_name(format), ",margin=", input.margin, ",pow2=", flag(pow2_scales),
                        ",forward_overflow=", overflow_name(forward_overflow),
                        ",backward_overflow=", overflow_name(backward_overflow));
@@ -224,7 +228,8 @@ namespace {
 absl::StatusOr<Fp8Recipe> parse_block_recipe(std::string_view text, Fp8Recipe r, std::string_view rest) {
   const std::string_view head = fp8_granularity_name(r.granularity);
   const bool fp4 = r.fp4(),
-             scaled_f32 = r.granularity == Fp8Granularity::kRowwise || r.granularity == Fp8Granularity::kBlockwise;
+             scaled_f32 = r.granularity == Fp8Granularity::kRowwise || r.granularity == Fp8Granularity::kBlockwise,
+             mx = r.granularity == Fp8Granularity::kMxfp8 || r.granularity == Fp8Granularity::kMxfp4;
   std::vector<std::string_view> seen;
   for (size_t start = 0;;) {
     const size_t comma = rest.find(',', start);
@@ -264,10 +269,15 @@ absl::StatusOr<Fp8Recipe> parse_block_recipe(std::string_view text, Fp8Recipe r,
       status = boolean(r.hadamard);
     } else if (key == "weight_2d" && r.granularity == Fp8Granularity::kNvfp4) {
       status = boolean(r.weight_2d);
+    } else if (key == "scale" && mx) {
+      if (value != "floor" && value != "rceil")
+        return bad(text, detail::cat("scale=", value, ", expected floor or rceil"));
+      r.rceil_scales = value == "rceil";
     } else {
-      const char* keys = fp4 ? (r.granularity == Fp8Granularity::kNvfp4 ? "sr, hadamard, weight_2d" : "sr, hadamard")
-                         : scaled_f32 ? "format, margin, pow2, forward_overflow, backward_overflow"
-                                      : "format";
+      const char* keys =
+          fp4          ? (r.granularity == Fp8Granularity::kNvfp4 ? "sr, hadamard, weight_2d" : "sr, hadamard, scale")
+          : scaled_f32 ? "format, margin, pow2, forward_overflow, backward_overflow"
+                       : "format, scale";
       return bad(text, detail::cat("\"", key, "\" is not an option of the ", head, " recipe (it takes ", keys,
                                    "; its roles are all scaled from the values they cast)"));
     }

@@ -35,9 +35,12 @@
 // Block-scaled recipes take no role prefixes, history, algo or scaling:
 //   "rowwise:format=e4m3,margin=0,pow2=1"  (and blockwise): format=hybrid|e4m3, margin 0 to 64, pow2=0|1, and
 //                                           the two overflow keys
-//   "mxfp8:format=e4m3"                     format=hybrid|e4m3
+//   "mxfp8:format=e4m3"                     format=hybrid|e4m3; scale=floor|rceil (below)
 //   "nvfp4:sr=1,hadamard=1,weight_2d=1"     sr (gradients rounded stochastically), hadamard, weight_2d: 0|1
-//   "mxfp4:sr=1,hadamard=1"
+//   "mxfp4:sr=1,hadamard=1"                 and scale=floor|rceil
+// MX scales: floor (the default) is the OCP MX v1.0 rule, floor(log2(amax)) - emax; rceil rounds amax / max up to
+// a power of two instead (cuBLAS's rule on Blackwell, Transformer Engine's MXFP8), so no block saturates. str()
+// prints scale=rceil and leaves out the default, so that a line from before the key existed still reads the same.
 #pragma once
 
 #include <cstdint>
@@ -89,6 +92,7 @@ struct Fp8Recipe {
   bool stochastic_rounding = false;  // nvfp4, mxfp4: grad_output's casts rounded stochastically
   bool hadamard = false;             // nvfp4, mxfp4: the weight gradient's two operands rotated along the batch
   bool weight_2d = false;            // nvfp4: 16x16 weight blocks (one quantization serves both weight GEMMs)
+  bool rceil_scales = false;         // mxfp8, mxfp4: E8M0 scales rounded up (RCEIL), not down (the OCP rule)
 
   static Fp8Recipe delayed(int64_t history_len = 16, AmaxCompute amax_compute = AmaxCompute::kMax, int64_t margin = 0);
   static Fp8Recipe dynamic();

@@ -10,7 +10,7 @@
 
 namespace mantissa::amp {
 
-MxTensor quantize_mx(const Tensor& x, DType element, int64_t block_size) {
+MxTensor quantize_mx(const Tensor& x, DType element, int64_t block_size, MxScaleRounding rounding) {
   MT_CHECK(element == DType::kF8E4M3 || element == DType::kF8E5M2, "quantize_mx: element must be f8e4m3 or f8e5m2 ",
            "(MXFP8), got ", dtype_name(element));
   MT_CHECK(x.defined() && x.device().is_cpu() && (x.dtype() == DType::kF32 || x.dtype() == DType::kBF16),
@@ -20,11 +20,12 @@ MxTensor quantize_mx(const Tensor& x, DType element, int64_t block_size) {
   MT_CHECK(x.dim() >= 1 && x.size(-1) % block_size == 0, "quantize_mx: the last dimension of ", shape_str(x.shape()),
            " is not a multiple of block_size ", block_size,
            ". HINT: MX blocks run along the last dimension (the GEMM's K) and have no ragged tail; pad K");
-  const BlockQuantized q = quantize_blocks(
-      x.reshape({-1, x.size(-1)}), {.element = element == DType::kF8E4M3 ? BlockElement::kE4M3 : BlockElement::kE5M2,
-                                    .rule = BlockScaleRule::kE8M0,
-                                    .block_rows = 1,
-                                    .block_cols = block_size});
+  const BlockQuantized q =
+      quantize_blocks(x.reshape({-1, x.size(-1)}),
+                      {.element = element == DType::kF8E4M3 ? BlockElement::kE4M3 : BlockElement::kE5M2,
+                       .rule = rounding == MxScaleRounding::kRceil ? BlockScaleRule::kE8M0Rceil : BlockScaleRule::kE8M0,
+                       .block_rows = 1,
+                       .block_cols = block_size});
   Shape scale_shape = x.shape();
   scale_shape.back() /= block_size;
   return {.data = q.data.view(x.shape()), .scales = q.scale_bits.view(scale_shape), .block_size = block_size};

@@ -10,7 +10,9 @@
 // (tests/golden/mx.h5, scripts/golden/mx.py).
 //
 // quantize_mx is ops/fp8/blocks.h's quantize_blocks with the E8M0 rule in 1 x block_size tiles, in the
-// shape torchao's MXTensor has (any leading dims, blocks along the last).
+// shape torchao's MXTensor has (any leading dims, blocks along the last). MxScaleRounding::kRceil takes the scale
+// rounded up instead (2^ceil(log2(amax / max)): cuBLAS's rule on Blackwell, torchao's ScaleCalculationMode.RCEIL,
+// ops/fp8/block_math.h's mx_scale_rceil), with which no element saturates.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,8 @@ using fp8::mx_dequant_scale;
 using fp8::mx_division_scale;
 using fp8::mx_scale_floor;
 
+enum class MxScaleRounding : uint8_t { kFloor, kRceil };
+
 struct MxTensor {
   Tensor data;    // the elements: kF8E4M3 or kF8E5M2, x's shape
   Tensor scales;  // the blocks' biased E8M0 exponents (0..255) as kI32: [..., last dim / block_size]
@@ -37,7 +41,8 @@ struct MxTensor {
 
 // x: a CPU f32 or bf16 tensor whose last dimension is a multiple of block_size (no ragged tail: a block
 // size that does not divide it is refused naming both); element: kF8E4M3 or kF8E5M2.
-MxTensor quantize_mx(const Tensor& x, DType element, int64_t block_size = 32);
+MxTensor quantize_mx(const Tensor& x, DType element, int64_t block_size = 32,
+                     MxScaleRounding rounding = MxScaleRounding::kFloor);
 // The f32 values q stands for: element x 2^(scale - 127).
 Tensor dequantize_mx(const MxTensor& q);
 

@@ -99,8 +99,9 @@ void for_each_flag(Options& o, Visit&& visit) {
   flag(o.fp8_recipe, "fp8_recipe",
        "fp8: how the scales are chosen: delayed (amax history of 16 steps, its max, margin 0) | dynamic (each "
        "tensor's own amax) | delayed:history=N,algo=max|most_recent,margin=M | per row or block along each GEMM's "
-       "K: rowwise (torchao's) | blockwise (DeepSeek-V3's 1x128 and 128x128) | mxfp8 (32, E8M0 scales) | nvfp4 "
-       "(E2M1 in 16s, E4M3 scales; sr, hadamard, weight_2d) | mxfp4 (E2M1 in 32s): docs/fp8.md");
+       "K: rowwise (torchao's) | blockwise (DeepSeek-V3's 1x128 and 128x128) | mxfp8 (32, E8M0 scales; "
+       "scale=floor|rceil) | nvfp4 (E2M1 in 16s, E4M3 scales; sr, hadamard, weight_2d) | mxfp4 (E2M1 in 32s): "
+       "docs/fp8.md");
   flag(o.fp8_accumulator, "fp8_accumulator",
        "fp8 on the CPU: how the FP8 GEMMs sum their products: f32 (full f32, a best case) | hopper (as Hopper's FP8 "
        "tensor core through cuBLASLt, bit for bit: 14-bit partial sums promoted to f32 every 128 products) | "

@@ -14,6 +14,8 @@
 //   ScaleCalculationMode.FLOOR (torchao/prototype/mx_formats/mx_tensor.py): the block's E8M0 exponent is
 //   floor(log2(amax)) - emax(element), read off amax's f32 exponent field, clamped to [-127, 128]; elements x
 //   divided by 2^exponent in f32 (at least the smallest normal), clamped to +-max, rounded to nearest even.
+// - kE8M0Rceil: the same E8M0 scale rounded up instead (cuBLAS's rule for MX on Blackwell; torchao's
+//   ScaleCalculationMode.RCEIL): mx_scale_rceil below; elements multiplied by 2^(127 - s), clamped, rounded.
 // - kNvfp4: NVIDIA's NVFP4 (blocks of 16 E2M1 values, an E4M3 scale per block, an f32 scale per tensor) as
 //   torchao's nvfp4_quantize computes it (torchao/prototype/mx_formats/nvfp4_tensor.py): the per-tensor decode
 //   scale P = amax(tensor) / (448 * 6); a block's E4M3 decode scale d = e4m3(clamp(block_amax / 6 / P,
@@ -39,7 +41,7 @@ namespace mantissa::fp8 {
 enum class BlockElement : uint8_t { kE4M3, kE5M2, kE2M1 };
 
 // How a block's scale is chosen from its amax (see the header).
-enum class BlockScaleRule : uint8_t { kF32, kF32Pow2, kE8M0, kNvfp4 };
+enum class BlockScaleRule : uint8_t { kF32, kF32Pow2, kE8M0, kNvfp4, kE8M0Rceil };
 
 inline constexpr float kE2M1Max = 6.0f;
 inline constexpr float kE4M3Max = 448.0f;
@@ -66,6 +68,36 @@ MT_HD inline uint8_t mx_scale_floor(float amax, int emax) {
   int e = static_cast<int>((bits_of(amax) >> 23) & 0xffu) - 127 - emax;
   e = e < -127 ? -127 : (e > 128 ? 128 : e);
   return static_cast<uint8_t>(e + 127);
+}
+// The biased E8M0 exponent under the RCEIL rule (cuBLAS's MX scale rule, Blackwell's cvt.rp.satfinite.ue8m0 and
+// Transformer Engine's MXFP8 casts; torchao's ScaleCalculationMode.RCEIL): the block's decode scale amax / max
+// rounded up to a power of two, ceil(log2(amax / max)) read off the quotient's bits exactly (a fraction rounds up),
+// clamped to [-127, 127]; 255 for a nan amax, 254 for an inf. torchao's eager code takes log2 in f32, which
+// rounds a quotient within an f32 ulp or so above a power of two down onto it: there it is one power lower.
+MT_HD inline uint8_t mx_scale_rceil(float amax, float element_max_value) {
+  const float d = amax / element_max_value;
+  const uint32_t b = bits_of(d) & 0x7fffffffu;
+  if (b > 0x7f800000u) return 255;
+  if (b == 0x7f800000u) return 254;
+  const int field = static_cast<int>(b >> 23), frac = static_cast<int>(b & 0x7fffffu);
+  int e;
+  if (field != 0) {
+    e = field - 127 + (frac != 0 ? 1 : 0);
+  } else {          // subnormal (or zero): frac * 2^-149, at most 2^-126
+    int width = 0;  // bit_width(frac - 1): ceil(log2(frac)) for frac >= 1
+    for (int v = frac - 1; v > 0; v >>= 1) ++width;
+    e = frac == 0 ? -127 : -149 + width;
+  }
+  e = e < -127 ? -127 : (e > 127 ? 127 : e);
+  return static_cast<uint8_t>(e + 127);
+}
+// What an element is multiplied by under RCEIL for scale `s` (torchao's _to_mx_rceil): 2^(127 - s), 1 for s = 0
+// (torchao's guard: a block whose values are all below 2^-127 of the format's max), 2^-127 for 254 (inf), nan for
+// 255.
+MT_HD inline float mx_rceil_multiplier(uint8_t s) {
+  if (s == 255) return float_of(0x7fc00000u);
+  if (s == 254) return float_of(uint32_t{1} << 22);
+  return s == 0 ? 1.0f : float_of(static_cast<uint32_t>(254 - s) << 23);
 }
 // What x is divided by for scale `s`: 2^(s - 127) as f32 bits, at least the smallest normal (s = 0), +inf for
 // 255 (torchao's scale_fp32).
@@ -186,6 +218,13 @@ MT_HD inline BlockScale block_scale(BlockScaleRule rule, BlockElement element, f
       const uint8_t e = mx_scale_floor(amax, element_emax(element));
       s.divide = true;
       s.div = mx_division_scale(e);
+      s.dequant = mx_dequant_scale(e);
+      s.stored = e;
+      break;
+    }
+    case BlockScaleRule::kE8M0Rceil: {
+      const uint8_t e = mx_scale_rceil(amax, element_max(element));
+      s.mul = mx_rceil_multiplier(e);
       s.dequant = mx_dequant_scale(e);
       s.stored = e;
       break;

@@ -32,6 +32,7 @@ const char* rule_name(BlockScaleRule r) {
     case BlockScaleRule::kF32: return "f32";
     case BlockScaleRule::kF32Pow2: return "f32 power of two";
     case BlockScaleRule::kE8M0: return "E8M0 (MX)";
+    case BlockScaleRule::kE8M0Rceil: return "E8M0 RCEIL (MX)";
     case BlockScaleRule::kNvfp4: return "NVFP4 (E4M3 blocks)";
   }
   return "?";
@@ -245,11 +246,12 @@ BlockQuantized quantize_blocks(const Tensor& x_in, const BlockQuantOptions& opti
            "(block_cols 0: whole rows), got ", options.block_rows, " x ", options.block_cols);
   MT_CHECK(o.margin >= 0 && o.margin <= 64, "quantize_blocks: margin ", o.margin, " is outside 0 to 64");
   const bool fp4 = o.element == BlockElement::kE2M1;
-  if (o.rule == BlockScaleRule::kE8M0 || o.rule == BlockScaleRule::kNvfp4) o.overflow = Fp8Overflow::kSaturate;
+  const bool mx = o.rule == BlockScaleRule::kE8M0 || o.rule == BlockScaleRule::kE8M0Rceil;
+  if (mx || o.rule == BlockScaleRule::kNvfp4) o.overflow = Fp8Overflow::kSaturate;
   MT_CHECK(o.rule != BlockScaleRule::kNvfp4 || fp4, "quantize_blocks: the NVFP4 scale rule takes E2M1 elements, got ",
            element_name(o.element));
-  MT_CHECK(!fp4 || o.rule == BlockScaleRule::kNvfp4 || o.rule == BlockScaleRule::kE8M0,
-           "quantize_blocks: E2M1 elements take the E8M0 (MXFP4) or NVFP4 scale rule, got the ", rule_name(o.rule),
+  MT_CHECK(!fp4 || o.rule == BlockScaleRule::kNvfp4 || mx,
+           "quantize_blocks: E2M1 elements take an E8M0 (MXFP4) or the NVFP4 scale rule, got the ", rule_name(o.rule),
            " rule");
   MT_CHECK(!o.stochastic || fp4, "quantize_blocks: stochastic rounding is for E2M1 elements, got ",
            element_name(o.element));
@@ -267,7 +269,7 @@ BlockQuantized quantize_blocks(const Tensor& x_in, const BlockQuantOptions& opti
   kernel_for("quantize_blocks", kQuantizeBlocks, device);
   const int64_t tr = (x.size(0) + o.block_rows - 1) / o.block_rows, tc = (x.size(1) + o.block_cols - 1) / o.block_cols;
   const TensorOptions f32{.device = device}, i64{.dtype = DType::kI64, .device = device};
-  const bool stored = o.rule == BlockScaleRule::kE8M0 || o.rule == BlockScaleRule::kNvfp4;
+  const bool stored = mx || o.rule == BlockScaleRule::kNvfp4;
   BlockQuantized q{
       .data = empty(x.shape(),
                     {.dtype = o.element == BlockElement::kE5M2 ? DType::kF8E5M2 : DType::kF8E4M3, .device = device}),

@@ -7,6 +7,8 @@ block's E8M0 scale is 2^(floor(log2(amax)) - emax of the element format), the OC
   scales   the biased E8M0 exponent of each block of 32 values along the last dimension (uint8; 255: nan)
   data     the element bit patterns (uint8)
   dequant  to_dtype(data, scales) in float32, as bits (uint32)
+and the same under ScaleCalculationMode.RCEIL (the scale 2^ceil(log2(amax / max)), cuBLAS's rule) in the groups
+e4m3_rceil and e5m2_rceil.
 /input is float32 bits (uint32) of shape [rows, 128]: seeded normal values; values spread over the whole
 float32 exponent range (each block its own magnitude, 2^-149 .. 2^127); blocks whose maximum sits on and
 either side of a power of two and of the element format's maximum times a power of two (where the scale and
@@ -26,6 +28,7 @@ import h5py
 import numpy as np
 import torch
 import torchao
+from torchao.prototype.mx_formats.config import ScaleCalculationMode
 from torchao.prototype.mx_formats.mx_tensor import to_dtype, to_mx
 
 FORMATS = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
@@ -83,16 +86,18 @@ def main():
         f.attrs["python"] = platform.python_version()
         f.attrs["date"] = datetime.date.today().isoformat()
         f.attrs["block_size"] = BLOCK
-        f.attrs["scaling_mode"] = "FLOOR (to_mx's default)"
+        f.attrs["scaling_mode"] = "FLOOR (to_mx's default); RCEIL in the *_rceil groups"
         f["/input"] = x.view(np.uint32)
         xt = torch.from_numpy(x.copy())
         for name, fmt in FORMATS.items():
-            scales, data = to_mx(xt, fmt, BLOCK)
-            back = to_dtype(data, scales, fmt, BLOCK, torch.float32)
-            g = f.create_group(name)
-            g["scales"] = scales.view(torch.uint8).numpy()
-            g["data"] = data.view(torch.uint8).numpy()
-            g["dequant"] = back.numpy().view(np.uint32)
+            for suffix, mode in (("", ScaleCalculationMode.FLOOR), ("_rceil", ScaleCalculationMode.RCEIL)):
+                scales, data = to_mx(xt, fmt, BLOCK, mode)
+                back = to_dtype(data, scales, fmt, BLOCK, torch.float32)
+                g = f.create_group(name + suffix)
+                g.attrs["scaling_mode"] = mode.name
+                g["scales"] = scales.view(torch.uint8).numpy()
+                g["data"] = data.view(torch.uint8).numpy()
+                g["dequant"] = back.numpy().view(np.uint32)
     print(f"wrote {args.out}: {x.shape[0]} rows of {COLS}, torch {torch.__version__}, torchao {torchao.__version__}")
 
 

@@ -69,6 +69,15 @@ TEST(Fp8BlockRecipe, PresetsPrintAndParseBack) {
   const Fp8Recipe n = *parse_fp8_recipe("nvfp4:sr=0,hadamard=0,weight_2d=0");
   EXPECT_FALSE(n.stochastic_rounding || n.hadamard || n.weight_2d);
   EXPECT_EQ(parse_fp8_recipe(n.str())->str(), n.str());
+  // MX scales rounded up: printed only when set, so a line without the key still names the default.
+  for (const char* text : {"mxfp8:format=e4m3,scale=rceil", "mxfp4:sr=1,hadamard=1,scale=rceil"}) {
+    const Fp8Recipe x = *parse_fp8_recipe(text);
+    EXPECT_TRUE(x.rceil_scales);
+    EXPECT_EQ(x.str(), text);
+    EXPECT_EQ(*parse_fp8_recipe(x.str()), x);
+  }
+  EXPECT_FALSE(parse_fp8_recipe("mxfp8:scale=floor")->rceil_scales);
+  EXPECT_EQ(parse_fp8_recipe("mxfp8:scale=floor")->str(), "mxfp8:format=e4m3");
 }
 
 TEST(Fp8BlockRecipe, RefusalsNameTheOption) {
@@ -78,7 +87,11 @@ TEST(Fp8BlockRecipe, RefusalsNameTheOption) {
             std::string::npos);
   EXPECT_NE(refusal("blockwise:input.margin=1").find("\"input.margin\" is not an option"), std::string::npos);
   EXPECT_NE(refusal("nvfp4:format=e4m3").find("it takes sr, hadamard, weight_2d"), std::string::npos);
-  EXPECT_NE(refusal("mxfp4:weight_2d=1").find("it takes sr, hadamard;"), std::string::npos);
+  EXPECT_NE(refusal("mxfp4:weight_2d=1").find("it takes sr, hadamard, scale;"), std::string::npos);
+  EXPECT_NE(refusal("mxfp8:scale=ceil").find("scale=ceil, expected floor or rceil"), std::string::npos);
+  EXPECT_NE(refusal("nvfp4:scale=rceil").find("\"scale\" is not an option of the nvfp4 recipe"), std::string::npos);
+  EXPECT_NE(refusal("blockwise:scale=rceil").find("\"scale\" is not an option of the blockwise recipe"),
+            std::string::npos);
   EXPECT_NE(refusal("nvfp4:sr=yes").find("sr=yes, expected 0 or 1"), std::string::npos);
   EXPECT_NE(refusal("rowwise:margin=65").find("margin is 65, expected 0 to 64"), std::string::npos);
   EXPECT_NE(refusal("rowwise:pow2=1,pow2=0").find("\"pow2\" is given twice"), std::string::npos);
@@ -92,6 +105,9 @@ TEST(Fp8BlockRecipe, RefusalsNameTheOption) {
   EXPECT_THROW(check_fp8_recipe(bad), Error);
   bad = Fp8Recipe::rowwise();
   bad.hadamard = true;
+  EXPECT_THROW(check_fp8_recipe(bad), Error);
+  bad = Fp8Recipe::nvfp4();
+  bad.rceil_scales = true;
   EXPECT_THROW(check_fp8_recipe(bad), Error);
 }
 
@@ -115,7 +131,12 @@ TEST(Fp8BlockRecipe, LinearIsTheF32LinearWithinTheFormatsError) {
   Tensor y_ref = matmul(x, w.t());
   y_ref.backward(gy);
   const Tensor dx_ref = x.grad().clone(), dw_ref = w.grad().clone();
-  for (const Fp8Recipe& r : block_recipes()) {
+  std::vector<Fp8Recipe> recipes = block_recipes();
+  for (Fp8Recipe r : {Fp8Recipe::mxfp8(), Fp8Recipe::mxfp4()}) {  // and the MX recipes with RCEIL scales
+    r.rceil_scales = true;
+    recipes.push_back(r);
+  }
+  for (const Fp8Recipe& r : recipes) {
     SCOPED_TRACE(r.str());
     const auto state = Fp8LinearState::make("w", r, kCPU, 42);
     Tensor xi = x0.clone().set_requires_grad(true), wi = w0.clone().set_requires_grad(true);
