@@ -33,6 +33,8 @@ TEST(CudaBlocks, QuantizeEqualsTheCpu) {
        {BlockQuantOptions{.rule = BlockScaleRule::kF32, .block_cols = 0},
         BlockQuantOptions{.rule = BlockScaleRule::kF32Pow2, .block_rows = 32, .block_cols = 32},
         BlockQuantOptions{.rule = BlockScaleRule::kE8M0, .block_cols = 32},
+        BlockQuantOptions{.rule = BlockScaleRule::kE8M0Rceil, .block_cols = 32},
+        BlockQuantOptions{.element = BlockElement::kE2M1, .rule = BlockScaleRule::kE8M0Rceil, .block_cols = 32},
         BlockQuantOptions{
             .element = BlockElement::kE5M2, .rule = BlockScaleRule::kE8M0, .block_rows = 32, .block_cols = 1},
         BlockQuantOptions{.element = BlockElement::kE2M1, .rule = BlockScaleRule::kNvfp4, .block_cols = 16},
