@@ -138,34 +138,28 @@ Mismatches compare_case(const testing::GoldenFile& g, const std::string& input_p
   return m;
 }
 
-TEST(Fp4Golden, Mxfp4MatchesTorchaoBitForBit) {
-  testing::GoldenFile g("fp4.h5");
-  int64_t compared = 0;
-  for (const std::string& c : g.members("/mxfp4")) {
-    SCOPED_TRACE(c);
-    const Mismatches m =
-        compare_case(g, "/mxfp4/" + c + "/input", "/mxfp4/" + c + "/floor",
-                     {.element = BlockElement::kE2M1, .rule = BlockScaleRule::kE8M0, .block_cols = 32}, 32);
-    EXPECT_EQ(m.scales + m.elements + m.dequant, 0);
-    compared += m.compared;
-  }
-  EXPECT_GT(compared, 10000);
-}
-
-// RCEIL: the E8M0 scale rounded up (cuBLAS's and Blackwell's rule), torchao's ScaleCalculationMode.RCEIL.
-TEST(Fp4Golden, Mxfp4RceilMatchesTorchaoBitForBit) {
+// Every MXFP4 case under one scale rule: its mismatches fail the test; returns the blocks compare_case skipped
+// for torchao's f32 log2 (RCEIL only).
+int64_t expect_mxfp4_cases(const char* mode, BlockScaleRule rule) {
   testing::GoldenFile g("fp4.h5");
   int64_t compared = 0, log2_blocks = 0;
   for (const std::string& c : g.members("/mxfp4")) {
-    SCOPED_TRACE(c);
-    const Mismatches m =
-        compare_case(g, "/mxfp4/" + c + "/input", "/mxfp4/" + c + "/rceil",
-                     {.element = BlockElement::kE2M1, .rule = BlockScaleRule::kE8M0Rceil, .block_cols = 32}, 32);
+    SCOPED_TRACE(c + " " + mode);
+    const Mismatches m = compare_case(g, "/mxfp4/" + c + "/input", "/mxfp4/" + c + "/" + mode,
+                                      {.element = BlockElement::kE2M1, .rule = rule, .block_cols = 32}, 32);
     EXPECT_EQ(m.scales + m.elements + m.dequant, 0);
     compared += m.compared;
     log2_blocks += m.log2_blocks;
   }
   EXPECT_GT(compared, 10000);
+  return log2_blocks;
+}
+
+TEST(Fp4Golden, Mxfp4MatchesTorchaoBitForBit) { EXPECT_EQ(expect_mxfp4_cases("floor", BlockScaleRule::kE8M0), 0); }
+
+// RCEIL: the E8M0 scale rounded up (cuBLAS's and Blackwell's rule), torchao's ScaleCalculationMode.RCEIL.
+TEST(Fp4Golden, Mxfp4RceilMatchesTorchaoBitForBit) {
+  const int64_t log2_blocks = expect_mxfp4_cases("rceil", BlockScaleRule::kE8M0Rceil);
   std::printf("  %lld blocks where torchao's f32 log2 gave the scale below the exact RCEIL rule's\n",
               static_cast<long long>(log2_blocks));
 }
