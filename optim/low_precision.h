@@ -1,9 +1,10 @@
 // The low-precision pieces of issue 36's optimizer ladder, written once for the CPU loops and the CUDA kernels
 // (MT_HD): bfloat16 with stochastic rounding, the Kahan-compensated bfloat16 update, and block-wise 8-bit
 // quantization to Dettmers et al.'s dynamic map ("8-bit Optimizers via Block-wise Quantization", 2022; the map
-// from "8-Bit Approximations for Parallelism in Deep Learning", 2016). The optimizers (optim/update_math.h) store
-// parameters and moments through these; tests/optim/low_precision_test.cc checks them against torchao's and
-// bitsandbytes' own answers (tests/golden/low_precision_optim.h5) and against their statistical promises.
+// from "8-Bit Approximations for Parallelism in Deep Learning", 2016). The optimizers are to store parameters and
+// moments through these (issue 36; not wired yet, and no .cu includes this header yet, so nvcc has not compiled
+// it); tests/optim/low_precision_test.cc checks them against torchao's and bitsandbytes' own answers
+// (tests/golden/low_precision_optim.h5) and against their statistical promises.
 #pragma once
 
 #include <cstdint>
