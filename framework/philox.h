@@ -30,4 +30,16 @@ MT_HD inline Philox4 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32
   return {{c0, c1, c2, c3}};
 }
 
+// A stream of one 32-bit word per element index: word index % 4 of the block whose counter is (index / 4 as two
+// words, c2, c3) under `key`. Both devices' element loops read it one element at a time (the FP8 casts' stochastic
+// rounding, the optimizers' bfloat16 rounding). Selects, not p.v[index & 3]: an array indexed at run time would
+// live in a GPU thread's local memory.
+MT_HD inline uint32_t philox_word(uint64_t index, uint32_t c2, uint32_t c3, uint64_t key) {
+  const uint64_t block = index >> 2;
+  const Philox4 p = philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), c2, c3,
+                                  static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32));
+  const uint32_t w = static_cast<uint32_t>(index & 3u);
+  return w == 0u ? p.v[0] : (w == 1u ? p.v[1] : (w == 2u ? p.v[2] : p.v[3]));
+}
+
 }  // namespace mantissa

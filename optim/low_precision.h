@@ -43,11 +43,7 @@ MT_HD inline uint16_t bf16_stochastic(float x, uint32_t random) {
 // rounding is a function of (seed, stream, step, index): a resumed run (the step count is saved) draws the same
 // words, and no two parameters or steps share one.
 MT_HD inline uint32_t update_random(uint64_t seed, uint32_t stream, uint32_t step, uint64_t index) {
-  const uint64_t block = index >> 2;
-  const Philox4 p = philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), stream, step,
-                                  static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
-  const uint32_t w = static_cast<uint32_t>(index & 3u);  // selects: no run-time array index on a GPU
-  return w == 0u ? p.v[0] : (w == 1u ? p.v[1] : (w == 2u ? p.v[2] : p.v[3]));
+  return philox_word(index, stream, step, seed);
 }
 
 // A bfloat16 parameter p moved to the f32 value `target` through a bfloat16 compensation c (Kahan summation of the

@@ -170,13 +170,7 @@ MT_HD inline uint8_t e2m1_code(float v) {
 // (counter index / 4, offset) under key `seed`. A cast is reproducible from (seed, offset), and two casts with
 // different offsets draw independent streams.
 MT_HD inline uint32_t rounding_bits(uint64_t seed, uint64_t offset, uint64_t index) {
-  const uint64_t block = index >> 2;
-  const Philox4 p = philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                                  static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32),
-                                  static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
-  // Selects, not p.v[index & 3]: an array indexed at run time would live in a GPU thread's local memory.
-  const uint32_t w = static_cast<uint32_t>(index & 3u);
-  return w == 0u ? p.v[0] : (w == 1u ? p.v[1] : (w == 2u ? p.v[2] : p.v[3]));
+  return philox_word(index, static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32), seed);
 }
 
 // ---- one block's scale ----
