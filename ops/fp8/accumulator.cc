@@ -190,14 +190,16 @@ const ByteTable& byte_table(DType fp8) {
   return fp8 == DType::kF8E5M2 ? e5m2 : e4m3;
 }
 
-void decode_values(const uint8_t* x, int64_t stride, DType fp8, int64_t k, float* value, float* power, bool* finite) {
+// Element l goes to value[l * out_stride] and power[l * out_stride].
+void decode_values(const uint8_t* x, int64_t stride, DType fp8, int64_t k, float* value, float* power, bool* finite,
+                   int64_t out_stride = 1) {
   const ByteTable& t = byte_table(fp8);
   bool all = true;
   for (int64_t l = 0; l < k; ++l) {
     const uint8_t v = x[l * stride];
     all = all && t.finite[v];
-    value[l] = t.value[v];
-    power[l] = t.power[v];
+    value[l * out_stride] = t.value[v];
+    power[l * out_stride] = t.power[v];
   }
   *finite = *finite && all;
 }
@@ -296,14 +298,8 @@ void tensor_core_gemm(const uint8_t* a, int64_t a_row, int64_t a_col, DType a_fp
       decode_values(a + i * a_row, a_col, a_fp8, k, &av[i * k], &ap[i * k], finite);
     });
     decode_rows(n, b_finite, [&](int64_t j, bool* finite) {
-      std::vector<float> v(static_cast<size_t>(k)), p(v.size());
-      decode_values(b + j * b_col, b_row, b_fp8, k, v.data(), p.data(), finite);
-      float* sv = &bv[(j / kLanes) * k * kLanes + j % kLanes];
-      float* sp = &bp[(j / kLanes) * k * kLanes + j % kLanes];
-      for (int64_t l = 0; l < k; ++l) {
-        sv[l * kLanes] = v[l];
-        sp[l * kLanes] = p[l];
-      }
+      const int64_t at = (j / kLanes) * k * kLanes + j % kLanes;  // column j of its strip
+      decode_values(b + j * b_col, b_row, b_fp8, k, &bv[at], &bp[at], finite, kLanes);
     });
     parallel_for(m * chunks, std::max<int64_t>(1, 65536 / std::max<int64_t>(kLanes * k, 1)),
                  [&](int64_t begin, int64_t end) {
