@@ -16,8 +16,10 @@ namespace mantissa {
 
 // kF8E4M3 and kF8E5M2 are storage types: tensors of them are made by conversion (to, copy_) or by FP8
 // quantization (ops/fp8/fp8.h), moved, viewed, saved and fed to the scaled FP8 matmul; arithmetic ops refuse them
-// (as PyTorch's float8 dtypes). is_floating() is false for them: it means "computes in this type".
-enum class DType : uint8_t { kF32, kF64, kF16, kBF16, kI64, kI32, kBool, kF8E4M3, kF8E5M2 };
+// (as PyTorch's float8 dtypes). is_floating() is false for them: it means "computes in this type". kU8 is storage
+// too: the codes of 8-bit block-quantized optimizer state (optim/precision_ladder.h), moved, copied and saved, never
+// computed with.
+enum class DType : uint8_t { kF32, kF64, kF16, kBF16, kI64, kI32, kBool, kF8E4M3, kF8E5M2, kU8 };
 
 inline constexpr DType kFloat32 = DType::kF32;
 inline constexpr DType kFloat64 = DType::kF64;
@@ -28,6 +30,7 @@ inline constexpr DType kInt32 = DType::kI32;
 inline constexpr DType kBool = DType::kBool;
 inline constexpr DType kFloat8E4M3 = DType::kF8E4M3;
 inline constexpr DType kFloat8E5M2 = DType::kF8E5M2;
+inline constexpr DType kUInt8 = DType::kU8;
 
 constexpr std::string_view dtype_name(DType d) {
   switch (d) {
@@ -40,6 +43,7 @@ constexpr std::string_view dtype_name(DType d) {
     case DType::kBool: return "bool";
     case DType::kF8E4M3: return "f8e4m3";
     case DType::kF8E5M2: return "f8e5m2";
+    case DType::kU8: return "u8";
   }
   return "?";
 }
@@ -54,7 +58,8 @@ constexpr size_t element_size(DType d) {
     case DType::kBF16: return 2;
     case DType::kBool:
     case DType::kF8E4M3:
-    case DType::kF8E5M2: return 1;
+    case DType::kF8E5M2:
+    case DType::kU8: return 1;
   }
   return 0;
 }
@@ -83,6 +88,7 @@ constexpr DType promote_types(DType a, DType b) {
       case DType::kBF16: return 3;
       case DType::kF32: return 4;
       case DType::kF64: return 5;
+      case DType::kU8: return 0;  // storage: with anything wider, the wider type
       case DType::kF8E4M3:
       case DType::kF8E5M2: break;  // refused above
     }
@@ -129,6 +135,10 @@ struct dtype_of<int32_t> {
 template <>
 struct dtype_of<bool> {
   static constexpr DType value = DType::kBool;
+};
+template <>
+struct dtype_of<uint8_t> {
+  static constexpr DType value = DType::kU8;
 };
 template <typename T>
 inline constexpr DType dtype_v = dtype_of<T>::value;
@@ -194,6 +204,9 @@ decltype(auto) dispatch_all(DType d, std::string_view op, F&& f) {
     MT_DISPATCH_CASE_(kBool, bool);
     case DType::kF8E4M3:
     case DType::kF8E5M2: throw_no_float8_kernel(d, op);
+    case DType::kU8:
+      MT_THROW(op, ": no kernel for u8 tensors (they hold 8-bit optimizer state codes: they can be copied, viewed ",
+               "and saved). HINT: dequantize them through the optimizer, or convert with .to(kI32)");
   }
   MT_THROW(op, ": unknown dtype");
 }
@@ -205,6 +218,7 @@ decltype(auto) dispatch_with_float8(DType d, std::string_view op, F&& f) {
   switch (d) {
     MT_DISPATCH_CASE_(kF8E4M3, Float8E4M3);
     MT_DISPATCH_CASE_(kF8E5M2, Float8E5M2);
+    MT_DISPATCH_CASE_(kU8, uint8_t);
     default: return dispatch_all(d, op, std::forward<F>(f));
   }
 }

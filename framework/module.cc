@@ -30,6 +30,18 @@ void move_storage(const Tensor& t, Device device) {
   impl->offset = 0;
 }
 
+// Points `t`'s TensorImpl at a copy of its data converted to `dtype` (contiguous, offset 0).
+void convert_storage(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype || !is_floating(t.dtype())) return;
+  const Tensor converted = empty(t.shape(), {.dtype = dtype, .device = t.device()});
+  copy_(converted, t);
+  TensorImpl* impl = t.impl();
+  impl->storage = converted.storage();
+  impl->strides = converted.strides();
+  impl->offset = 0;
+  impl->dtype = dtype;
+}
+
 }  // namespace
 
 void Module::check_new_name(const std::string& name, const char* what) const {
@@ -168,6 +180,17 @@ Module& Module::to(Device device) {
     if (p.tensor.grad().defined()) move_storage(p.tensor.grad(), device);
   }
   for (const NamedTensor& b : named_buffers()) move_storage(b.tensor, device);
+  return *this;
+}
+
+Module& Module::to(DType dtype) {
+  MT_CHECK(is_floating(dtype), type_name(), ".to(", dtype_name(dtype), "): parameters are floating; pass f32, f64, ",
+           "f16 or bf16");
+  for (const NamedTensor& p : named_parameters()) {
+    convert_storage(p.tensor, dtype);
+    if (p.tensor.grad().defined()) convert_storage(p.tensor.grad(), dtype);
+  }
+  for (const NamedTensor& b : named_buffers()) convert_storage(b.tensor, dtype);
   return *this;
 }
 

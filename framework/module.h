@@ -110,6 +110,12 @@ class Module {
   // process cannot use. Autocast ignores a registered working copy left on the old device; call the
   // optimizer's refresh_working_copies() (or create the optimizer after the move).
   Module& to(Device device);
+  // Converts every floating parameter and floating buffer of the tree (and the parameters' grads) to `dtype`,
+  // in place, as PyTorch's model.to(torch.bfloat16): each tensor keeps its identity, name, leaf status and
+  // requires_grad; integer buffers (num_batches_tracked) stay as they are. The rung of issue 36's ladder without
+  // fp32 masters trains bf16 parameters made this way (optim/precision_ladder.h). Create the optimizer after the
+  // conversion: it checks its parameters' dtype when they are added.
+  Module& to(DType dtype);
 
   // The tree, one module per line with its parameter shapes.
   std::string str() const;

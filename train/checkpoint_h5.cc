@@ -57,6 +57,7 @@ TypeFor type_for(DType d) {
     case DType::kF16: return {H5T_STD_U16LE, H5T_NATIVE_UINT16, "f16"};
     case DType::kBF16: return {H5T_STD_U16LE, H5T_NATIVE_UINT16, "bf16"};
     case DType::kBool: return {H5T_STD_U8LE, H5T_NATIVE_UINT8, "bool"};
+    case DType::kU8: return {H5T_STD_U8LE, H5T_NATIVE_UINT8, nullptr};
     case DType::kF8E4M3: return {H5T_STD_U8LE, H5T_NATIVE_UINT8, "f8e4m3"};
     case DType::kF8E5M2: return {H5T_STD_U8LE, H5T_NATIVE_UINT8, "f8e5m2"};
   }
@@ -387,6 +388,8 @@ absl::StatusOr<Tensor> Reader::tensor(const Obj& o, const std::string& name) con
     dtype = DType::kF16;
   else if (cls == H5T_INTEGER && size == 2 && sign == H5T_SGN_NONE && tag == "bf16")
     dtype = DType::kBF16;
+  else if (cls == H5T_INTEGER && size == 1 && sign == H5T_SGN_NONE && tag.empty())
+    dtype = DType::kU8;
   else if (cls == H5T_INTEGER && size == 1 && sign == H5T_SGN_NONE && tag == "bool")
     dtype = DType::kBool;
   else if (cls == H5T_INTEGER && size == 1 && sign == H5T_SGN_NONE && tag == "f8e4m3")
@@ -397,7 +400,7 @@ absl::StatusOr<Tensor> Reader::tensor(const Obj& o, const std::string& name) con
     return error(path,
                  absl::StrCat("has an unsupported type (HDF5 class ", static_cast<int>(cls), ", ", size, " bytes",
                               tag.empty() ? "" : ", dtype '" + tag + "'",
-                              "); expected f32, f64, i64, i32, or u16/u8 tagged f16, bf16, bool, f8e4m3, f8e5m2"));
+                              "); expected f32, f64, i64, i32, u8, or u16/u8 tagged f16, bf16, bool, f8e4m3, f8e5m2"));
   const uint64_t bytes = static_cast<uint64_t>(d->numel) * element_size(dtype);
   if (bytes > file_size_)
     return error(path, absl::StrCat("declares ", bytes, " bytes of data, more than the file's ", file_size_));

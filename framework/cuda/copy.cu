@@ -56,6 +56,7 @@ void with_type(DType dtype, F&& f) {
     case DType::kI64: return f(int64_t{});
     case DType::kI32: return f(int32_t{});
     case DType::kBool: return f(bool{});
+    case DType::kU8: return f(uint8_t{});
     case DType::kF8E4M3: return f(F8E4M3{});
     case DType::kF8E5M2: return f(F8E5M2{});
   }

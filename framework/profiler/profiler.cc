@@ -94,6 +94,7 @@ std::string_view torch_type_name(DType d) {
     case DType::kI64: return "long int";
     case DType::kI32: return "int";
     case DType::kBool: return "bool";
+    case DType::kU8: return "unsigned char";
     case DType::kF8E4M3: return "c10::Float8_e4m3fn";
     case DType::kF8E5M2: return "c10::Float8_e5m2";
   }

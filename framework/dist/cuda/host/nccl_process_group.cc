@@ -44,6 +44,7 @@ ncclDataType_t nccl_dtype(DType d, std::string_view op) {
     case DType::kI64: return ncclInt64;
     case DType::kI32: return ncclInt32;
     case DType::kBool: return ncclUint8;
+    case DType::kU8: return ncclUint8;
     case DType::kF8E4M3:
     case DType::kF8E5M2: break;  // no reductions in FP8: gradients are reduced in their working dtype
   }
