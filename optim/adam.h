@@ -17,24 +17,32 @@ namespace mantissa {
 //   m = beta1 * m + (1 - beta1) * g
 //   v = beta2 * v + (1 - beta2) * g * g            (amsgrad: vmax = max(vmax, v), used below for v)
 //   p = p + [-lr / (1 - beta1^t)] * m / (sqrt(v) / [sqrt(1 - beta2^t)] + eps)
-class Adam : public OptimizerWithOptions<AdamOptions> {
+// What Adam and AdamW share: the group step (they differ in the options' defaults and the weight decay's form) and
+// the state's names. Defined in adam.cc for the two option types.
+template <typename Options>
+class AdamFamily : public OptimizerWithOptions<Options> {
+ protected:
+  void adam_step_group(size_t group, const GradScaling* scaling, const AdamOptions& o, cpu::WeightDecay mode);
+  std::vector<std::string> state_buffers(const std::map<std::string, double>& h) const override;
+};
+
+class Adam : public AdamFamily<AdamOptions> {
  public:
-  Adam(std::vector<NamedTensor> params, AdamOptions options = {});
+  // `ladder`: how weights and moments are stored (optim/precision_ladder.h).
+  Adam(std::vector<NamedTensor> params, AdamOptions options = {}, PrecisionLadder ladder = {});
   const char* type_name() const override { return "Adam"; }
 
  protected:
   void step_group(size_t group, const GradScaling* scaling) override;
-  std::vector<std::string> state_buffers(const std::map<std::string, double>& h) const override;
 };
 
-class AdamW : public OptimizerWithOptions<AdamWOptions> {
+class AdamW : public AdamFamily<AdamWOptions> {
  public:
-  AdamW(std::vector<NamedTensor> params, AdamWOptions options = {});
+  AdamW(std::vector<NamedTensor> params, AdamWOptions options = {}, PrecisionLadder ladder = {});
   const char* type_name() const override { return "AdamW"; }
 
  protected:
   void step_group(size_t group, const GradScaling* scaling) override;
-  std::vector<std::string> state_buffers(const std::map<std::string, double>& h) const override;
 };
 
 }  // namespace mantissa

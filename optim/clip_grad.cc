@@ -13,15 +13,16 @@
 namespace mantissa {
 namespace {
 
-// The defined grads, checked to be contiguous f32/f64 (grads of fp32 masters are).
+// The defined grads, checked to be contiguous f32/f64 (grads of fp32 masters are) or bf16/f16 (grads of the 16-bit
+// weights of the precision ladder without masters, optim/precision_ladder.h).
 std::vector<Tensor> grads_of(const std::vector<Tensor>& params, const char* op) {
   std::vector<Tensor> grads;
   for (const auto& p : params) {
     MT_CHECK(p.defined(), op, ": a parameter is undefined");
     const Tensor& g = p.grad();
     if (!g.defined()) continue;
-    MT_CHECK(g.dtype() == DType::kF32 || g.dtype() == DType::kF64, op, ": a grad is ", dtype_name(g.dtype()), " ",
-             shape_str(g.shape()), "; clipping works on the fp32 (or f64) grads of the master weights");
+    MT_CHECK(is_floating(g.dtype()), op, ": a grad is ", dtype_name(g.dtype()), " ", shape_str(g.shape()),
+             "; clipping works on floating grads");
     MT_CHECK(g.is_contiguous(), op, ": a grad ", shape_str(g.shape()), " is not contiguous (it is clipped in place)");
     MT_CHECK(grads.empty() || g.device() == grads.front().device(), op, ": grads on ", g.device().str(), " and ",
              grads.front().device().str(), ". HINT: keep the model on one device");
@@ -73,7 +74,21 @@ Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm, NormTy
   const std::vector<Tensor> grads = grads_of(params, op);
   const cpu::NormPartial what = norm_type == NormType::kL2 ? cpu::NormPartial::kSumSquares : cpu::NormPartial::kMaxAbs;
   if (grads.empty()) return scalar_tensor(0.0, {.dtype = DType::kF64});  // the norm of nothing
-  return dispatch(op, kClipGradNorm, grads.front().device(), grads, max_norm, what);
+  // 16-bit grads are widened to f32 (exactly), clipped there, and rounded back to nearest: PyTorch's bf16
+  // g.mul_(coef), which computes in f32 and rounds once. Unclipped, the round trip gives the grads back unchanged,
+  // so the copy back needs no host read of the coefficient.
+  std::vector<Tensor> wide;
+  bool narrow = false;
+  for (const Tensor& g : grads) {
+    narrow |= is_low_precision(g.dtype());
+    wide.push_back(is_low_precision(g.dtype()) ? g.to(DType::kF32) : g);
+  }
+  if (!narrow) return dispatch(op, kClipGradNorm, grads.front().device(), grads, max_norm, what);
+  Tensor total = dispatch(op, kClipGradNorm, grads.front().device(), wide, max_norm, what);
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (is_low_precision(grads[i].dtype())) copy_(grads[i], wide[i]);
+  return total;
 }
 
 }  // namespace
@@ -139,7 +154,7 @@ double clip_grad_norm_(const std::vector<NamedTensor>& params, double max_norm, 
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
   MT_CHECK(clip_value >= 0.0, "clip_grad_value_: clip_value must be >= 0, got ", clip_value);
   for (const auto& g : grads_of(params, "clip_grad_value_")) {
-    if (!g.device().is_cpu()) {
+    if (!g.device().is_cpu() || is_low_precision(g.dtype())) {
       NoGradGuard no_grad;
       copy_(g, clamp(g, -clip_value, clip_value));  // nan stays nan, as the CPU kernel
     } else if (g.dtype() == DType::kF32) {

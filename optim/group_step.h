@@ -7,6 +7,7 @@
 #include <span>
 
 #include "framework/tensor.h"
+#include "optim/cpu/ladder_kernels.h"
 #include "optim/cpu/optim_kernels.h"
 #include "optim/options.h"
 
@@ -39,6 +40,10 @@ using AdamStepKernel = void(std::span<const AdamParamTensors> params, const Adam
                             cpu::ScalingPointers scaling);
 using LionStepKernel = void(std::span<const LionParamTensors> params, const LionOptions& options,
                             cpu::ScalingPointers scaling);
+// The precision ladder's step of a group (optim/cpu/ladder_kernels.h): every parameter of the list through `op`.
+// `device` is the parameters' (the list holds raw pointers).
+using LadderStepKernel = void(Device device, std::span<const cpu::LadderParam> params, const PrecisionLadder& ladder,
+                              const cpu::LadderOp& op, cpu::ScalingPointers scaling);
 
 // The kernels' view of one parameter, in its dtype T (data<T>() checks that it is T).
 template <typename T>

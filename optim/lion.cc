@@ -19,10 +19,17 @@ constexpr DeviceKernels<LionStepKernel> kLionStep{.cpu = &cpu_lion_step, .cuda =
 
 }  // namespace
 
-Lion::Lion(std::vector<NamedTensor> params, LionOptions options) { add_param_group(std::move(params), options); }
+Lion::Lion(std::vector<NamedTensor> params, LionOptions options, PrecisionLadder ladder) {
+  set_precision_ladder(ladder);
+  add_param_group(std::move(params), options);
+}
 
 void Lion::step_group(size_t group, const GradScaling* scaling) {
   const LionOptions& o = options(group);
+  if (!precision_ladder().is_default()) {
+    ladder_step_group(group, scaling, {"exp_avg"}, {.kind = cpu::LadderKind::kLion, .lion = o});
+    return;
+  }
   const auto with_grad = params_with_grad(group);  // holds the grads (maybe contiguous copies) until launched
   const Device device = step_device(with_grad, scaling);
   kernel_for("Lion.step", kLionStep, device);  // no kernel for this device: fail before touching the state

@@ -20,7 +20,7 @@ namespace mantissa {
 // applies the decay first as a product, so that rounding is the reference's.
 class Lion : public OptimizerWithOptions<LionOptions> {
  public:
-  Lion(std::vector<NamedTensor> params, LionOptions options = {});
+  Lion(std::vector<NamedTensor> params, LionOptions options = {}, PrecisionLadder ladder = {});
   const char* type_name() const override { return "Lion"; }
 
  protected:

@@ -81,11 +81,27 @@ MT_HD inline uint8_t nearest_code(const float* map, float v) {
   return static_cast<uint8_t>(dh < dl ? hi : lo);
 }
 
+// The smallest entry of the sorted map at or above v (above the last entry: the last). A nan gives the first entry.
+// Adam's second moment is stored this way (optim/precision_ladder.h): Adam divides by its square root, so a moment
+// rounded down, to 0 at worst, inflates the update without bound (m / eps), where one rounded up shrinks it by at
+// most one step of the map.
+MT_HD inline uint8_t upper_code(const float* map, float v) {
+  const uint8_t lo = nearest_code(map, v);  // map[lo] or map[lo + 1] brackets v; take the one at or above it
+  return static_cast<uint8_t>(map[lo] < v && lo + 1 < kMapSize ? lo + 1 : lo);
+}
+
+// How a value's code is chosen: the nearest entry (bitsandbytes' rule), or the nearest at or above it.
+enum class CodeRounding : uint8_t { kNearest, kUp };
+MT_HD inline uint8_t code_of(const float* map, float v, CodeRounding r) {
+  return r == CodeRounding::kUp ? upper_code(map, v) : nearest_code(map, v);
+}
+
 // The host's block-wise quantization of x [n] in blocks of `block` (the last may be shorter): each block's absmax
 // (max |x|, f32), then each value's nearest_code of x / absmax in the signed or unsigned map (a block of zeros
 // has absmax 0 and every value the code of 0; bitsandbytes divides by that 0). The reference the optimizers'
 // 8-bit state is tested against, and their CPU path's per-block step.
-void quantize_blockwise(const float* x, int64_t n, int64_t block, bool is_signed, uint8_t* codes, float* absmax);
+void quantize_blockwise(const float* x, int64_t n, int64_t block, bool is_signed, uint8_t* codes, float* absmax,
+                        CodeRounding rounding = CodeRounding::kNearest);
 // map[code] * absmax of its block.
 void dequantize_blockwise(const uint8_t* codes, const float* absmax, int64_t n, int64_t block, bool is_signed,
                           float* out);

@@ -6,12 +6,24 @@
 #include <set>
 
 #include "framework/autograd.h"
+#include "framework/device_kernels.h"
 #include "framework/error.h"
 #include "framework/profiler/profiler.h"
 #include "ops/autocast.h"
+#include "optim/cuda/fused_optim_entries.h"
+#include "optim/group_step.h"
+#include "optim/low_precision.h"
 
 namespace mantissa {
 namespace {
+
+void cpu_ladder_step(Device, std::span<const cpu::LadderParam> params, const PrecisionLadder& ladder,
+                     const cpu::LadderOp& op, cpu::ScalingPointers scaling) {
+  for (const cpu::LadderParam& t : params) cpu::ladder_step(t, ladder, op, scaling);
+}
+
+constexpr DeviceKernels<LadderStepKernel> kLadderStep{.cpu = &cpu_ladder_step,
+                                                      .cuda = MT_CUDA_KERNEL(cuda_ladder_step)};
 
 std::string join(const std::vector<std::string>& names) {
   std::string out = "[";
@@ -57,10 +69,19 @@ size_t Optimizer::add_group_params(std::vector<NamedTensor> params) {
              "' is given twice (a parameter belongs to one group only)");
     MT_CHECK(t.defined() && t.is_leaf() && t.requires_grad(), type, ": parameter '", name,
              "' must be a leaf tensor that requires grad. HINT: pass model.named_parameters()");
-    MT_CHECK(t.dtype() == DType::kF32 || t.dtype() == DType::kF64, type, ": parameter '", name, "' is ",
-             dtype_name(t.dtype()), " ", shape_str(t.shape()),
-             "; optimizers update fp32 (or f64) master weights "
-             "only. HINT: keep the masters in fp32 and let autocast make the 16-bit working copies");
+    if (ladder_.master_weights == MasterWeights::kFp32) {
+      MT_CHECK(t.dtype() == DType::kF32 || t.dtype() == DType::kF64, type, ": parameter '", name, "' is ",
+               dtype_name(t.dtype()), " ", shape_str(t.shape()),
+               "; with master_weights=fp32 optimizers update fp32 (or f64) master weights. HINT: keep the masters in "
+               "fp32 and let autocast make the 16-bit working copies, or train bf16 weights with master_weights=none");
+    } else {
+      MT_CHECK(t.dtype() == DType::kBF16, type, ": parameter '", name, "' is ", dtype_name(t.dtype()), " ",
+               shape_str(t.shape()), "; master_weights=none updates bf16 weights in place",
+               t.dtype() == DType::kF16 ? " (f16 weights without masters are not supported: their 5 exponent bits "
+                                          "need a loss scaler and an f16 rounding rule this ladder does not have)"
+                                        : "",
+               ". HINT: model.to(kBF16) before making the optimizer, or master_weights=fp32");
+    }
     MT_CHECK(t.is_contiguous(), type, ": parameter '", name, "' ", shape_str(t.shape()), " is not contiguous. ",
              "HINT: register a contiguous tensor (x.contiguous()) as the parameter");
   }
@@ -100,14 +121,99 @@ const std::vector<NamedTensor>& Optimizer::group_params(size_t group) const {
   return groups_[group];
 }
 
+void Optimizer::set_precision_ladder(const PrecisionLadder& ladder) {
+  MT_CHECK(groups_.empty(), type_name(), ": the precision ladder is set before the first param group");
+  ladder.validate(type_name());
+  ladder_ = ladder;
+}
+
+std::vector<std::string> Optimizer::ladder_entries(std::vector<std::string> buffers) const {
+  if (ladder_.optimizer_state == StateStorage::k8bit) {
+    const size_t n = buffers.size();
+    for (size_t i = 0; i < n; ++i) buffers.push_back(buffers[i] + ".absmax");
+  }
+  if (ladder_.master_weights == MasterWeights::kNone && ladder_.update_rounding == UpdateRounding::kKahan)
+    buffers.push_back("compensation");
+  return buffers;
+}
+
+Optimizer::StateSpec Optimizer::state_spec(const Tensor& param, const std::string& entry) const {
+  if (entry == "step") return {Shape{}, DType::kI64};
+  if (entry == "compensation") return {param.shape(), DType::kBF16};
+  if (entry.ends_with(".absmax")) {
+    const int64_t blocks = (param.numel() + low_precision::kQuantBlock - 1) / low_precision::kQuantBlock;
+    return {Shape{blocks}, DType::kF32};
+  }
+  switch (ladder_.optimizer_state) {
+    case StateStorage::kFp32: return {param.shape(), param.dtype() == DType::kF64 ? DType::kF64 : DType::kF32};
+    case StateStorage::kBf16: return {param.shape(), DType::kBF16};
+    case StateStorage::k8bit: return {param.shape(), DType::kU8};
+  }
+  return {param.shape(), param.dtype()};
+}
+
+void Optimizer::add_state_buffer(ParamState& s, const Tensor& param, const std::string& name) const {
+  for (const std::string& entry : ladder_entries({name})) {
+    if (entry == "compensation") continue;  // the parameter's, not the buffer's
+    const StateSpec spec = state_spec(param, entry);
+    s[entry] = zeros(spec.shape, {.dtype = spec.dtype, .device = param.device()});
+  }
+}
+
+void Optimizer::erase_state_buffer(ParamState& s, const std::string& name) {
+  s.erase(name);
+  s.erase(name + ".absmax");
+}
+
 ParamState& Optimizer::state_or_init(const NamedTensor& param, const std::vector<std::string>& buffers) {
   ParamState& s = state_[param.name];
   if (s.empty()) {
     s["step"] = zeros({}, {.dtype = DType::kI64, .device = param.tensor.device()});
-    for (const auto& b : buffers)
-      s[b] = zeros(param.tensor.shape(), {.dtype = param.tensor.dtype(), .device = param.tensor.device()});
+    for (const auto& b : buffers) add_state_buffer(s, param.tensor, b);
+    if (ladder_.master_weights == MasterWeights::kNone && ladder_.update_rounding == UpdateRounding::kKahan)
+      s["compensation"] = zeros(param.tensor.shape(), {.dtype = DType::kBF16, .device = param.tensor.device()});
   }
   return s;
+}
+
+void Optimizer::ladder_step_group(size_t group, const GradScaling* scaling, const std::vector<std::string>& buffers,
+                                  const cpu::LadderOp& op) {
+  const auto with_grad = params_with_grad(group);  // holds the grads (maybe contiguous copies) until launched
+  const Device device = step_device(with_grad, scaling);
+  const std::string name = std::string(type_name()) + ".step";
+  kernel_for(name, kLadderStep, device);  // no kernel for this device: fail before touching the state
+  const cpu::Storage param_storage =
+      ladder_.master_weights == MasterWeights::kFp32 ? cpu::Storage::kF32 : cpu::Storage::kBF16;
+  std::vector<cpu::LadderParam> list;
+  for (const auto& [param, grad] : with_grad) {
+    MT_CHECK(param.tensor.dtype() != DType::kF64, type_name(), ".step: parameter '", param.name,
+             "' is f64; the precision ladder (", ladder_.str(), ") stores f32 or bf16 weights");
+    ParamState& s = state_or_init(param, buffers);
+    cpu::LadderParam t{.param = {.data = param.tensor.data_ptr(), .storage = param_storage},
+                       .grad = grad.data_ptr(),
+                       .step = s.at("step").data<int64_t>(),
+                       .n = param.tensor.numel(),
+                       .stream = ladder_stream(param.name),
+                       .copy = working_copy_out(param.name)};
+    if (s.count("compensation")) t.compensation = static_cast<uint16_t*>(s.at("compensation").data_ptr());
+    for (const std::string& b : buffers) {
+      cpu::LadderBuffer& out = t.state[t.num_state++];
+      out.data = s.at(b).data_ptr();
+      switch (ladder_.optimizer_state) {
+        case StateStorage::kFp32: out.storage = cpu::Storage::kF32; break;
+        case StateStorage::kBf16: out.storage = cpu::Storage::kBF16; break;
+        case StateStorage::k8bit:
+          // Adam's second moments are never negative: the unsigned map spends all 8 bits on magnitudes.
+          out.storage =
+              b == "exp_avg_sq" || b == "max_exp_avg_sq" ? cpu::Storage::kU8Unsigned : cpu::Storage::kU8Signed;
+          out.absmax = s.at(b + ".absmax").data<float>();
+          break;
+      }
+    }
+    list.push_back(t);
+  }
+  dispatch(name, kLadderStep, device, device, std::span<const cpu::LadderParam>(list), ladder_, op,
+           scaling_pointers(scaling));
 }
 
 std::vector<Optimizer::ParamWithGrad> Optimizer::params_with_grad(size_t group) const {
@@ -141,9 +247,9 @@ Device Optimizer::step_device(const std::vector<ParamWithGrad>& params, const Gr
                ".step: inv_scale (", scaling->inv_scale.device().str(), ") and found_inf (",
                scaling->found_inf.device().str(), ") must be on parameter '", param.name, "''s device ", device.str(),
                ". HINT: the GradScaler keeps them on the device of the grads it unscales");
-    MT_CHECK(device.is_cpu() || param.tensor.dtype() == DType::kF32, type_name(), ".step: parameter '", param.name,
-             "' is ", dtype_name(param.tensor.dtype()), " on ", device.str(),
-             "; the CUDA optimizers update f32 masters");
+    MT_CHECK(device.is_cpu() || param.tensor.dtype() == DType::kF32 || param.tensor.dtype() == DType::kBF16,
+             type_name(), ".step: parameter '", param.name, "' is ", dtype_name(param.tensor.dtype()), " on ",
+             device.str(), "; the CUDA optimizers update f32 masters or (master_weights=none) bf16 weights");
   }
   return device;
 }
@@ -234,7 +340,7 @@ const ParamState* Optimizer::state(const std::string& name) const {
 }
 
 OptimizerState Optimizer::state_dict() const {
-  OptimizerState out{.optimizer = type_name()};
+  OptimizerState out{.optimizer = type_name(), .ladder = ladder_.str()};
   for (size_t g = 0; g < groups_.size(); ++g)
     out.groups.push_back({.params = names_of(groups_[g]), .hyperparameters = group_hyperparameters(g)});
   for (const auto& [name, s] : state_) {
@@ -249,6 +355,10 @@ void Optimizer::load_state_dict(const OptimizerState& in) {
   const char* type = type_name();
   MT_CHECK(in.optimizer == type, type, ".load_state_dict: the state is from a '", in.optimizer,
            "' optimizer. HINT: load it into the same kind of optimizer that saved it");
+  const std::string ladder = in.ladder.empty() ? PrecisionLadder{}.str() : in.ladder;
+  MT_CHECK(ladder == ladder_.str(), type, ".load_state_dict: the state was written under ", ladder,
+           ", this optimizer runs under ", ladder_.str(),
+           ". HINT: resume with the ladder that wrote it (its weights and state are stored for it)");
   MT_CHECK(in.groups.size() == groups_.size(), type, ".load_state_dict: the state has ", in.groups.size(),
            " param groups, this optimizer has ", groups_.size());
   // Which parameter (and its group) each name is, and the state tensors it must have under the new options.
@@ -258,7 +368,7 @@ void Optimizer::load_state_dict(const OptimizerState& in) {
     MT_CHECK(in.groups[g].params == names, type, ".load_state_dict: param group ", g, " has parameters ",
              join(in.groups[g].params), " in the state but ", join(names), " here");
     check_hyperparameters(in.groups[g].hyperparameters);
-    auto buffers = state_buffers(in.groups[g].hyperparameters);
+    auto buffers = ladder_entries(state_buffers(in.groups[g].hyperparameters));
     buffers.push_back("step");
     for (const auto& p : groups_[g]) expected[p.name] = {&p.tensor, buffers};
   }
@@ -272,8 +382,7 @@ void Optimizer::load_state_dict(const OptimizerState& in) {
     MT_CHECK(std::find(buffers.begin(), buffers.end(), what) != buffers.end(), type,
              ".load_state_dict: unexpected entry '", key, "'; with these options a parameter has ", join(buffers));
     MT_CHECK(t.defined(), type, ".load_state_dict: entry '", key, "' is an undefined tensor");
-    const Shape want_shape = what == "step" ? Shape{} : param->shape();
-    const DType want_dtype = what == "step" ? DType::kI64 : param->dtype();
+    const auto [want_shape, want_dtype] = state_spec(*param, what);
     MT_CHECK(t.shape() == want_shape && t.dtype() == want_dtype, type, ".load_state_dict: entry '", key, "' is ",
              dtype_name(t.dtype()), " ", shape_str(t.shape()), ", expected ", dtype_name(want_dtype), " ",
              shape_str(want_shape));

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "framework/module.h"
+#include "optim/cpu/ladder_kernels.h"
 #include "optim/cpu/optim_kernels.h"
+#include "optim/precision_ladder.h"
 
 namespace mantissa {
 
@@ -38,6 +40,9 @@ struct ParamGroupState {
 };
 struct OptimizerState {
   std::string optimizer;  // "SGD", "Adam", "AdamW", "Lion": load refuses another type's state
+  // The precision ladder the state was written under (PrecisionLadder::str(); empty: the default, fp32 masters and
+  // fp32 state, as every state from before the ladder): load refuses another ladder's state.
+  std::string ladder;
   std::vector<ParamGroupState> groups;
   std::map<std::string, Tensor> tensors;
 };
@@ -86,8 +91,15 @@ class Optimizer {
   virtual double lr(size_t group) const = 0;
   virtual void set_lr(size_t group, double lr) = 0;
 
-  // The state tensors (besides "step") a parameter of group `group` has under its current options.
-  std::vector<std::string> state_names(size_t group) const { return state_buffers(group_hyperparameters(group)); }
+  // The state tensors (besides "step") a parameter of group `group` has under its current options and the precision
+  // ladder: the optimizer's buffers, with 8-bit state each buffer's "<name>.absmax", with Kahan "compensation".
+  std::vector<std::string> state_names(size_t group) const {
+    return ladder_entries(state_buffers(group_hyperparameters(group)));
+  }
+
+  // The precision ladder (optim/precision_ladder.h) every constructor takes: fp32 masters and fp32 state unless
+  // told otherwise.
+  const PrecisionLadder& precision_ladder() const { return ladder_; }
 
   // The state of parameter `name`, or null before its first step (or if it is not optimized here).
   const ParamState* state(const std::string& name) const;
@@ -102,12 +114,33 @@ class Optimizer {
  protected:
   Optimizer() = default;
   std::string step_event_name() const;
-  // Checks and appends a group's parameters (no name may repeat across groups; fp32/f64 leaves that
-  // require grad); returns the new group's index.
+  // Sets the ladder; constructors call it before adding their first group (the groups' dtypes are checked
+  // against it).
+  void set_precision_ladder(const PrecisionLadder& ladder);
+  // Checks and appends a group's parameters (no name may repeat across groups; leaves that require grad, fp32/f64
+  // under fp32 masters, bf16 under master_weights=none); returns the new group's index.
   size_t add_group_params(std::vector<NamedTensor> params);
   ParamState& mutable_state(const std::string& name) { return state_[name]; }
-  // A parameter's state, created on first use with "step" = 0 and zero tensors named `buffers`.
+  // A parameter's state, created on first use with "step" = 0 and zero tensors named `buffers` (each stored as the
+  // ladder says, with its absmax or the compensation where the ladder has them).
   ParamState& state_or_init(const NamedTensor& param, const std::vector<std::string>& buffers);
+  // Adds buffer `name` (zeros, stored as the ladder says) to a parameter's state, or removes it (an option that
+  // switched amsgrad or momentum on or off).
+  void add_state_buffer(ParamState& s, const Tensor& param, const std::string& name) const;
+  static void erase_state_buffer(ParamState& s, const std::string& name);
+  // `buffers` with the ladder's entries: "<buffer>.absmax" for 8-bit state, "compensation" for Kahan.
+  std::vector<std::string> ladder_entries(std::vector<std::string> buffers) const;
+  // The shape and dtype of state entry `entry` (a buffer, a ".absmax", "compensation" or "step") of `param`.
+  struct StateSpec {
+    Shape shape;
+    DType dtype;
+  };
+  StateSpec state_spec(const Tensor& param, const std::string& entry) const;
+  // One group's step under a non-default ladder: per parameter with a grad, its state (`buffers`, created on first
+  // use), then the device's ladder kernel (cpu::ladder_step per parameter, or optim/cuda/ladder.cu's fused launch)
+  // running `op`.
+  void ladder_step_group(size_t group, const GradScaling* scaling, const std::vector<std::string>& buffers,
+                         const cpu::LadderOp& op);
   // The parameters of `group` that have a grad, each with its grad (contiguous, checked to have the
   // parameter's shape and dtype).
   struct ParamWithGrad {
@@ -138,6 +171,7 @@ class Optimizer {
   std::vector<std::vector<NamedTensor>> groups_;
   std::map<std::string, ParamState> state_;
   std::map<std::string, Tensor> working_copies_;  // by parameter name
+  PrecisionLadder ladder_;
 };
 
 // An OptimizerState entry's key "<param name>/<state name>" in its two parts; a key without '/' throws

@@ -18,12 +18,44 @@ constexpr DeviceKernels<SgdStepKernel> kSgdStep{.cpu = &cpu_sgd_step, .cuda = MT
 
 }  // namespace
 
-SGD::SGD(std::vector<NamedTensor> params, SGDOptions options) { add_param_group(std::move(params), options); }
+SGD::SGD(std::vector<NamedTensor> params, SGDOptions options, PrecisionLadder ladder) {
+  set_precision_ladder(ladder);
+  add_param_group(std::move(params), options);
+}
+
+void SGD::add_param_group(std::vector<NamedTensor> params, SGDOptions options) {
+  check_ladder(options);
+  OptimizerWithOptions<SGDOptions>::add_param_group(std::move(params), options);
+}
+
+void SGD::check_ladder(const SGDOptions& o) const {
+  MT_CHECK(o.momentum != 0.0 || precision_ladder().optimizer_state == StateStorage::kFp32,
+           "SGD: optimizer_state=", state_storage_name(precision_ladder().optimizer_state),
+           " stores the momentum buffer, but momentum=0 gives SGD no state to store. HINT: set a momentum, or ",
+           "optimizer_state=fp32");
+}
 
 void SGD::step_group(size_t group, const GradScaling* scaling) {
   const SGDOptions& o = options(group);
+  check_ladder(o);  // the momentum may have been changed since the group was added
   std::vector<std::string> buffers;
   if (o.momentum != 0.0) buffers.push_back("momentum_buffer");
+  // The group's momentum was changed after its first steps. Switched on: the buffer starts from d as on a first step
+  // (PyTorch's "buffer is None"), so SGD's step count restarts. Switched off: the buffer is dropped, so the saved
+  // state holds what the options say.
+  for (const NamedTensor& param : group_params(group)) {
+    if (!param.tensor.grad().defined() || state(param.name) == nullptr) continue;
+    ParamState& s = mutable_state(param.name);
+    if (o.momentum != 0.0 && !s.count("momentum_buffer")) {
+      add_state_buffer(s, param.tensor, "momentum_buffer");
+      fill_(s.at("step"), 0.0);  // on a GPU a device scalar: never written from the host
+    }
+    if (o.momentum == 0.0) erase_state_buffer(s, "momentum_buffer");
+  }
+  if (!precision_ladder().is_default()) {
+    ladder_step_group(group, scaling, buffers, {.kind = cpu::LadderKind::kSgd, .sgd = o});
+    return;
+  }
   const auto with_grad = params_with_grad(group);  // holds the grads (maybe contiguous copies) until launched
   const Device device = step_device(with_grad, scaling);
   kernel_for("SGD.step", kSgdStep, device);  // no kernel for this device: fail before touching the state
@@ -31,14 +63,6 @@ void SGD::step_group(size_t group, const GradScaling* scaling) {
   for (const auto& [param, grad] : with_grad) {
     ParamState& s = state_or_init(param, buffers);
     const Tensor& p = param.tensor;
-    // The group's momentum was changed after its first steps. Switched on: the buffer starts from d as on
-    // a first step (PyTorch's "buffer is None"), so SGD's step count restarts. Switched off: the buffer is
-    // dropped, so the saved state holds what the options say.
-    if (o.momentum != 0.0 && !s.count("momentum_buffer")) {
-      s["momentum_buffer"] = zeros_like(p);
-      fill_(s.at("step"), 0.0);  // on a GPU a device scalar: never written from the host
-    }
-    if (o.momentum == 0.0) s.erase("momentum_buffer");
     list.push_back({.param = p,
                     .grad = grad,
                     .momentum_buffer = o.momentum != 0.0 ? s.at("momentum_buffer") : Tensor(),

@@ -14,7 +14,8 @@ class SGD : public OptimizerWithOptions<SGDOptions> {
  public:
   // params: usually model.named_parameters(). Names must be unique; tensors fp32/f64 leaves that require
   // grad. More groups with their own options: add_param_group.
-  SGD(std::vector<NamedTensor> params, SGDOptions options);
+  // `ladder`: how weights and state are stored (optim/precision_ladder.h); 8-bit or bf16 state needs momentum.
+  SGD(std::vector<NamedTensor> params, SGDOptions options, PrecisionLadder ladder = {});
 
   // Per parameter (under each group's options):
   //   d = g + weight_decay * p
@@ -27,9 +28,15 @@ class SGD : public OptimizerWithOptions<SGDOptions> {
   // The momentum buffer of parameter `name`; undefined before its first step or without momentum.
   Tensor momentum_buffer(const std::string& name) const;
 
+  // As OptimizerWithOptions's, and refuses a ladder with bf16 or 8-bit state for a group without momentum.
+  void add_param_group(std::vector<NamedTensor> params, SGDOptions options);
+
  protected:
   void step_group(size_t group, const GradScaling* scaling) override;
   std::vector<std::string> state_buffers(const std::map<std::string, double>& h) const override;
+
+ private:
+  void check_ladder(const SGDOptions& o) const;
 };
 
 }  // namespace mantissa

@@ -59,6 +59,7 @@ absl::Status write_tensors(const h5::Writer& w, const Obj& root, const std::stri
 absl::Status write_optimizer(const h5::Writer& w, const Obj& root, const std::string& path, const OptimizerState& o) {
   CK_ASSIGN_OR_RETURN(Obj opt, w.group(root, "optimizer"));
   CK_RETURN_IF_ERROR(w.attr_string(opt, "type", o.optimizer));
+  if (!o.ladder.empty()) CK_RETURN_IF_ERROR(w.attr_string(opt, "precision_ladder", o.ladder));
   CK_ASSIGN_OR_RETURN(Obj groups, w.group(opt, "groups", /*ordered=*/true));
   for (size_t i = 0; i < o.groups.size(); ++i) {
     CK_ASSIGN_OR_RETURN(Obj g, w.group(groups, std::to_string(i)));

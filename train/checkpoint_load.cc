@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "optim/low_precision.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_file.h"
 #include "train/checkpoint_h5.h"
@@ -49,6 +50,13 @@ absl::StatusOr<OptimizerState> read_optimizer(const Reader& r, const Obj& root) 
   OptimizerState o;
   CK_ASSIGN_OR_RETURN(const Obj opt, r.group(root, "optimizer"));
   CK_ASSIGN_OR_RETURN(o.optimizer, r.attr_string(opt, "type"));
+  if (r.has_attr(opt, "precision_ladder")) {  // files written before the ladder have none: the default
+    CK_ASSIGN_OR_RETURN(o.ladder, r.attr_string(opt, "precision_ladder"));
+    if (!parse_precision_ladder(o.ladder))
+      return r.error(opt.path,
+                     absl::StrCat("has precision_ladder '", o.ladder,
+                                  "', which is not a ladder (e.g. 'master_weights=fp32 optimizer_state=fp32')"));
+  }
   CK_ASSIGN_OR_RETURN(const Obj groups, r.group(opt, "groups"));
   CK_ASSIGN_OR_RETURN(const std::vector<std::string> names, r.members(groups));
   for (size_t i = 0; i < names.size(); ++i) {
@@ -163,9 +171,16 @@ absl::Status check_consistent(const Reader& r, const Checkpoint& c) {
     const std::string p = key.substr(0, slash), what = key.substr(slash + 1);
     if (!optimized.count(p)) return r.error("/optimizer/state/" + p, "is not a parameter of any group");
     const Tensor& param = *model.at(p);
-    if (what != "step" && t.shape() != param.shape())
+    if (what.ends_with(".absmax")) {  // 8-bit state: one absmax per block of the parameter (optim/precision_ladder.h)
+      const int64_t blocks = (param.numel() + low_precision::kQuantBlock - 1) / low_precision::kQuantBlock;
+      if (t.shape() != Shape{blocks})
+        return r.error("/optimizer/state/" + key,
+                       absl::StrCat("has shape ", shape_str(t.shape()), ", expected [", blocks, "] (one per ",
+                                    low_precision::kQuantBlock, " of /model/", p, "'s ", param.numel(), " values)"));
+    } else if (what != "step" && t.shape() != param.shape()) {
       return r.error("/optimizer/state/" + key, absl::StrCat("has shape ", shape_str(t.shape()), ", /model/", p,
                                                              " has ", shape_str(param.shape())));
+    }
   }
   if (c.schedule && c.schedule->base_lrs.size() != c.optimizer.groups.size())
     return r.error("/schedule/base_lrs", absl::StrCat("has ", c.schedule->base_lrs.size(), " values for ",
@@ -254,6 +269,13 @@ absl::Status compare_tensors(const std::string& path, const char* group, const c
 
 absl::Status check_compatible(const std::string& path, const Checkpoint& checkpoint, const Module& model,
                               const Optimizer& optimizer) {
+  // The ladder first: another ladder's weights have another dtype, which it explains.
+  const std::string ladder =
+      checkpoint.optimizer.ladder.empty() ? PrecisionLadder{}.str() : checkpoint.optimizer.ladder;
+  if (ladder != optimizer.precision_ladder().str())
+    return absl::FailedPreconditionError(absl::StrCat(path, ": written under the precision ladder ", ladder,
+                                                      "; the run's optimizer has ", optimizer.precision_ladder().str(),
+                                                      ". HINT: resume with the flags that wrote it"));
   absl::Status s = compare_tensors(path, "model", "parameter", checkpoint.model, model.named_parameters());
   if (s.ok()) s = compare_tensors(path, "buffers", "buffer", checkpoint.buffers, model.named_buffers());
   if (!s.ok()) return s;

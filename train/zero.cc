@@ -40,6 +40,11 @@ std::vector<int64_t> cut_ranges(const std::vector<int64_t>& candidates, int64_t 
 
 ZeroRedundancy::ZeroRedundancy(DistributedDataParallel& ddp, Optimizer& optimizer)
     : ddp_(ddp), optimizer_(optimizer), buckets_(ddp.bucket_layout()) {
+  MT_CHECK(optimizer_.precision_ladder().is_default(), "ZeroRedundancy: the optimizer runs under the precision ladder ",
+           optimizer_.precision_ladder().str(),
+           "; ZeRO-1 shards state that has its parameters' shape and dtype, and that ladder's (bf16 weights, 8-bit ",
+           "codes with per-block absmax) is not sharded yet. HINT: ZeRO-1 with the default ladder, or the ladder ",
+           "without ZeRO-1");
   const std::vector<NamedTensor>& params = ddp_.parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     param_index_[params[i].name] = i;
@@ -186,7 +191,7 @@ void ZeroRedundancy::gather_grads() {
 OptimizerState ZeroRedundancy::state_dict() const {
   const std::vector<NamedTensor>& params = ddp_.parameters();
   const OptimizerState local = optimizer_.state_dict();
-  OptimizerState whole{.optimizer = local.optimizer};
+  OptimizerState whole{.optimizer = local.optimizer, .ladder = local.ladder};
   // The steps of every parameter: its owners' (all of a parameter's owners step together), 0 for none.
   Tensor steps = zeros({static_cast<int64_t>(params.size())}, {.dtype = DType::kI64});
   for (const auto& [key, t] : local.tensors) {
@@ -244,7 +249,7 @@ OptimizerState ZeroRedundancy::shard_state(const OptimizerState& whole) const {
            "' optimizer. HINT: load it into the same kind of optimizer that saved it");
   MT_CHECK(whole.groups.size() == group_names_.size(), type, ".load_state_dict: the state has ", whole.groups.size(),
            " param groups, this optimizer has ", group_names_.size());
-  OptimizerState out{.optimizer = whole.optimizer};
+  OptimizerState out{.optimizer = whole.optimizer, .ladder = whole.ladder};
   for (size_t g = 0; g < group_names_.size(); ++g) {
     MT_CHECK(whole.groups[g].params == group_names_[g], type, ".load_state_dict: param group ", g,
              " lists other parameters than this optimizer's (", whole.groups[g].params.size(), " against ",

@@ -25,6 +25,8 @@ __global__ void bump_steps_kernel(const StepList list, const float* found_inf) {
   if (i < list.count) *list.ptr[i] += 1;
 }
 
+}  // namespace
+
 void bump_steps(const std::vector<int64_t*>& steps, const float* found_inf, cudaStream_t stream) {
   for (size_t first = 0; first < steps.size(); first += kMaxSteps) {
     StepList list{};
@@ -34,6 +36,8 @@ void bump_steps(const std::vector<int64_t*>& steps, const float* found_inf, cuda
     MT_CUDA_LAUNCH_CHECK("bump_steps_kernel");
   }
 }
+
+namespace {
 
 // ---- working copies --------------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 #include <span>
+#include <vector>
 
 #include "optim/cpu/optim_kernels.h"
 
@@ -21,5 +22,9 @@ void adam_step(std::span<const cpu::AdamPointers<float>> tensors, const AdamOpti
                cpu::ScalingPointers scaling, cudaStream_t stream);
 void lion_step(std::span<const cpu::LionPointers<float>> tensors, const LionOptions& options,
                cpu::ScalingPointers scaling, cudaStream_t stream);
+
+// Adds 1 to each i64 step count on the device, unless found_inf (when not null) is non-zero: the first launch of
+// every fused step, so that the update kernels read the count after this step.
+void bump_steps(const std::vector<int64_t*>& steps, const float* found_inf, cudaStream_t stream);
 
 }  // namespace mantissa::gpu

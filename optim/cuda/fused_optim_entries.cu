@@ -5,6 +5,7 @@
 #include "framework/cuda/stream.h"
 #include "optim/cuda/fused_optim.h"
 #include "optim/cuda/fused_optim_entries.h"
+#include "optim/cuda/ladder.h"
 
 namespace mantissa {
 namespace {
@@ -40,6 +41,13 @@ void cuda_lion_step(std::span<const LionParamTensors> params, const LionOptions&
   const Device device = params.front().param.device();
   gpu::DeviceGuard guard(device);
   gpu::lion_step(float_pointers(params), options, scaling, gpu::current_stream(device));
+}
+
+void cuda_ladder_step(Device device, std::span<const cpu::LadderParam> params, const PrecisionLadder& ladder,
+                      const cpu::LadderOp& op, cpu::ScalingPointers scaling) {
+  if (params.empty()) return;
+  gpu::DeviceGuard guard(device);
+  gpu::ladder_step(params, ladder, op, scaling, gpu::current_stream(device));
 }
 
 }  // namespace mantissa

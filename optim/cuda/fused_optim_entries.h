@@ -14,5 +14,8 @@ void cuda_sgd_step(std::span<const SgdParamTensors> params, const SGDOptions& op
 void cuda_adam_step(std::span<const AdamParamTensors> params, const AdamOptions& options, cpu::WeightDecay mode,
                     cpu::ScalingPointers scaling);
 void cuda_lion_step(std::span<const LionParamTensors> params, const LionOptions& options, cpu::ScalingPointers scaling);
+// The precision ladder's step (optim/cuda/ladder.cu); `params` hold device pointers, all on one device.
+void cuda_ladder_step(Device device, std::span<const cpu::LadderParam> params, const PrecisionLadder& ladder,
+                      const cpu::LadderOp& op, cpu::ScalingPointers scaling);
 
 }  // namespace mantissa

@@ -217,5 +217,26 @@ TEST(LowPrecision, KahanAndStochasticRoundingFollowTheF64Sum) {
   EXPECT_GT(drift_nearest, 4 * ulp_p) << "rounding to nearest should have drifted";
 }
 
+// Adam's second moments round up (optim/precision_ladder.h): the code is the smallest entry at or above the value, so
+// a positive moment never becomes 0; every entry maps to itself.
+TEST(LowPrecision, UpperCodeIsTheSmallestEntryAtOrAbove) {
+  for (const bool is_signed : {true, false}) {
+    const float* map = lp::dynamic_map(is_signed);
+    for (int i = 0; i < lp::kMapSize; ++i) EXPECT_EQ(lp::upper_code(map, map[i]), i);
+    uint32_t state = 12345;
+    for (int k = 0; k < 20000; ++k) {
+      state = state * 1664525u + 1013904223u;
+      const float u = float(state >> 8) / float(1 << 24);           // [0, 1)
+      const float v = is_signed ? 2.0f * u - 1.0f : u * u * u * u;  // dense near 0 too
+      const uint8_t c = lp::upper_code(map, v);
+      ASSERT_GE(map[c], v) << v;
+      if (c > 0) {
+        ASSERT_LT(map[c - 1], v) << v;
+      }
+    }
+    EXPECT_GT(map[lp::upper_code(map, 1e-30f)], 0.0f) << "a tiny positive value never rounds to 0";
+  }
+}
+
 }  // namespace
 }  // namespace mantissa
