@@ -134,24 +134,34 @@ Model build_model(const RunOptions& o, const Data& data) {
     m.task = language_model_task(*m.gpt);
     m.module = m.gpt;
   }
+  // The ladder without masters trains the bf16 weights themselves (PyTorch's model.to(torch.bfloat16)).
+  if (o.master_weights == MasterWeights::kNone) m.module->to(DType::kBF16);
   return m;
 }
 
+PrecisionLadder precision_ladder(const RunOptions& o) {
+  return {.master_weights = o.master_weights,
+          .update_rounding = o.update_rounding,
+          .optimizer_state = o.optimizer_state,
+          .seed = o.seed};
+}
+
 std::unique_ptr<Optimizer> build_optimizer(const RunOptions& o, Module& model) {
+  const PrecisionLadder ladder = precision_ladder(o);
   switch (o.optimizer) {
     case OptimizerKind::kSGD:
       return std::make_unique<SGD>(
           model.named_parameters(),
-          SGDOptions{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay.value_or(0.0)});
+          SGDOptions{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay.value_or(0.0)}, ladder);
     case OptimizerKind::kAdam:
       return std::make_unique<Adam>(model.named_parameters(),
-                                    AdamOptions{.lr = o.lr, .weight_decay = o.weight_decay.value_or(0.0)});
+                                    AdamOptions{.lr = o.lr, .weight_decay = o.weight_decay.value_or(0.0)}, ladder);
     case OptimizerKind::kAdamW:
       return std::make_unique<AdamW>(model.named_parameters(),
-                                     AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay.value_or(1e-2)});
+                                     AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay.value_or(1e-2)}, ladder);
     case OptimizerKind::kLion:
       return std::make_unique<Lion>(model.named_parameters(),
-                                    LionOptions{.lr = o.lr, .weight_decay = o.weight_decay.value_or(0.0)});
+                                    LionOptions{.lr = o.lr, .weight_decay = o.weight_decay.value_or(0.0)}, ladder);
   }
   return nullptr;
 }
@@ -238,6 +248,30 @@ absl::Status validate(const RunOptions& o) {
     return bad("--report=", o.report, ": expected precision | speed | memory");
   }
   if (!o.report.empty() && o.report_out.empty()) return bad("--report_out is empty: it names the report's files");
+  // The precision ladder's combinations (optim/precision_ladder.h).
+  if (o.master_weights == MasterWeights::kFp32 && o.update_rounding != UpdateRounding::kNearest) {
+    return bad("--update_rounding=", update_rounding_name(o.update_rounding),
+               " rounds updates into bf16 weights, but --master_weights=fp32 keeps fp32 masters that take them "
+               "exactly. HINT: --master_weights=none");
+  }
+  if (o.master_weights == MasterWeights::kNone && o.precision != Precision::kBF16 && o.precision != Precision::kFp8) {
+    return bad("--master_weights=none trains bf16 weights, which --precision=", precision_name(o.precision),
+               o.precision == Precision::kF16 ? " cannot hold (f16 weights without masters need a loss scaler and an "
+                                                "f16 rounding rule this ladder does not have)"
+                                              : " does not compute in (it runs the layers in f32)",
+               ". HINT: --precision=bf16");
+  }
+  if (o.optimizer_state != StateStorage::kFp32 && o.optimizer == OptimizerKind::kSGD && o.momentum == 0.0) {
+    return bad("--optimizer_state=", state_storage_name(o.optimizer_state),
+               " stores the momentum buffer, but --optimizer=sgd with --momentum=0 has no state to store. HINT: "
+               "--momentum=0.9, or --optimizer_state=fp32");
+  }
+  const bool ladder = o.master_weights != MasterWeights::kFp32 || o.optimizer_state != StateStorage::kFp32;
+  if (ladder && o.zero != 0) {
+    return bad("--zero=", o.zero, " shards state of its parameters' shape and dtype; --master_weights=",
+               master_weights_name(o.master_weights), " --optimizer_state=", state_storage_name(o.optimizer_state),
+               " is not sharded yet. HINT: --zero=0");
+  }
   if (o.epochs == 0 && o.max_steps == 0 && o.model != ModelKind::kGPT && o.report.empty()) {
     return bad("--epochs=0 and --max_steps=0: the run would never end");
   }

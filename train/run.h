@@ -43,8 +43,12 @@ struct RunOptions {
   double lr = 1e-3;
   double momentum = 0.9;               // SGD only
   std::optional<double> weight_decay;  // none: the optimizer's default (0; AdamW 0.01)
-  int64_t batch_size = 128;            // per rank under mpirun (the global batch is this times the ranks)
-  int64_t global_batch = 0;            // > 0: samples per optimizer step over all ranks, instead of batch_size
+  // The precision ladder (optim/precision_ladder.h): masters, how updates round into bf16 weights, state storage.
+  MasterWeights master_weights = MasterWeights::kFp32;
+  UpdateRounding update_rounding = UpdateRounding::kNearest;
+  StateStorage optimizer_state = StateStorage::kFp32;
+  int64_t batch_size = 128;  // per rank under mpirun (the global batch is this times the ranks)
+  int64_t global_batch = 0;  // > 0: samples per optimizer step over all ranks, instead of batch_size
   int64_t epochs = 5;
   int64_t max_steps = 0;  // 0: no limit (gpt: 2000 when epochs are not what ends the run)
   int64_t grad_accum = 1;

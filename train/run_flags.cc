@@ -107,6 +107,15 @@ void for_each_flag(Options& o, Visit&& visit) {
        "tensor core through cuBLASLt, bit for bit: 14-bit partial sums promoted to f32 every 128 products) | "
        "hopper-fast (the same without promotion: cuBLASLt's fast accumulation). On a GPU the tensor core sums");
   flag(o.optimizer, "optimizer", "sgd | adam | adamw | lion (lion: try a 3-10x smaller --lr than adam's)");
+  flag(o.master_weights, "master_weights",
+       "fp32 (the optimizer updates fp32 master weights) | none (the weights are bf16, updated in place: needs "
+       "--precision=bf16 or fp8; docs/precision_ladder.md)");
+  flag(o.update_rounding, "update_rounding",
+       "with --master_weights=none, how an update rounds into the bf16 weights: nearest (stalls on small updates) | "
+       "stochastic (unbiased, a Philox stream per parameter from --seed) | kahan (a bf16 compensation buffer)");
+  flag(o.optimizer_state, "optimizer_state",
+       "how the optimizer's moments are stored: fp32 | bf16 | 8bit (block-wise: 2048 values per f32 absmax, "
+       "Dettmers et al.'s dynamic map)");
   flag(o.lr, "lr", "learning rate", {.range = above(0)});
   flag(o.momentum, "momentum", "SGD momentum", {.range = half_open(0, 1)});
   flag(o.weight_decay, "weight_decay", "weight decay (default: 0; 0.01 for adamw)", {.range = at_least(0)});
@@ -231,6 +240,12 @@ constexpr Choice<OptimizerKind> kOptimizers[] = {{"sgd", OptimizerKind::kSGD},
                                                  {"adam", OptimizerKind::kAdam},
                                                  {"adamw", OptimizerKind::kAdamW},
                                                  {"lion", OptimizerKind::kLion}};
+constexpr Choice<MasterWeights> kMasterWeights[] = {{"fp32", MasterWeights::kFp32}, {"none", MasterWeights::kNone}};
+constexpr Choice<UpdateRounding> kUpdateRounding[] = {{"nearest", UpdateRounding::kNearest},
+                                                      {"stochastic", UpdateRounding::kStochastic},
+                                                      {"kahan", UpdateRounding::kKahan}};
+constexpr Choice<StateStorage> kStateStorage[] = {
+    {"fp32", StateStorage::kFp32}, {"bf16", StateStorage::kBf16}, {"8bit", StateStorage::k8bit}};
 constexpr Choice<BatchNormStats> kBatchNorm[] = {{"local", BatchNormStats::kLocal}, {"sync", BatchNormStats::kSync}};
 constexpr Choice<amp::HysteresisRefill> kHysteresisRefill[] = {{"clean_step", amp::HysteresisRefill::kOnCleanStep},
                                                                {"growth", amp::HysteresisRefill::kOnGrowth}};
@@ -246,6 +261,9 @@ std::span<const Choice<DataKind>> choices(DataKind) { return kData; }
 std::span<const PrecisionName> choices(Precision) { return kPrecisionNames; }  // train/precision.h
 std::span<const Choice<OptimizerKind>> choices(OptimizerKind) { return kOptimizers; }
 std::span<const Choice<ProgressMode>> choices(ProgressMode) { return kProgress; }
+std::span<const Choice<MasterWeights>> choices(MasterWeights) { return kMasterWeights; }
+std::span<const Choice<UpdateRounding>> choices(UpdateRounding) { return kUpdateRounding; }
+std::span<const Choice<StateStorage>> choices(StateStorage) { return kStateStorage; }
 std::span<const Choice<CollectiveCheck>> choices(CollectiveCheck) { return kCollectiveCheck; }
 std::span<const Choice<BatchNormStats>> choices(BatchNormStats) { return kBatchNorm; }
 std::span<const Choice<RecomputeMode>> choices(RecomputeMode) { return kRecompute; }

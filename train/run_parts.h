@@ -58,6 +58,8 @@ absl::Status agree_on_model(ProcessGroup& group, Module& model);
 
 Model build_model(const RunOptions& o, const Data& data);
 std::unique_ptr<Optimizer> build_optimizer(const RunOptions& o, Module& model);
+// The precision ladder of --master_weights, --update_rounding, --optimizer_state (stochastic rounding keyed by --seed).
+PrecisionLadder precision_ladder(const RunOptions& o);
 
 // --report=precision: the first training batch through amp::precision_report; nothing is trained.
 absl::StatusOr<RunSummary> precision_report_run(const RunOptions& o, Model& model, DataLoader& train, Trainer& trainer,

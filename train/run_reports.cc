@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "amp/precision_report.h"
 #include "framework/autograd.h"
 #include "framework/cpu_peak.h"
@@ -195,6 +196,31 @@ absl::StatusOr<RunSummary> memory_report_run(const RunOptions& o, const Data& da
   return summary;
 }
 
+// The precision report's memory section: bytes per parameter of the run's precision ladder beside the fp32-master
+// baseline, part by part, and what they come to for this model.
+std::string ladder_memory_table(const RunOptions& o, const Module& model) {
+  const int moments = o.optimizer == OptimizerKind::kSGD    ? (o.momentum != 0.0 ? 1 : 0)
+                      : o.optimizer == OptimizerKind::kLion ? 1
+                                                            : 2;
+  const bool copies = o.precision != Precision::kF32;  // the Trainer keeps working copies of fp32 masters
+  int64_t params = 0;
+  for (const NamedTensor& p : model.named_parameters()) params += p.tensor.numel();
+  const PrecisionLadder ladder = precision_ladder(o);
+  std::string out = absl::StrFormat("memory: bytes per parameter (%s, %lld parameters)\n", choice_name(o.optimizer),
+                                    static_cast<long long>(params));
+  absl::StrAppendFormat(&out, "  %-72s %7s %7s %7s %7s %7s %7s %10s\n", "ladder", "weights", "copy", "grads", "state",
+                        "comp", "total", "model");
+  auto row = [&](const PrecisionLadder& l) {
+    const BytesPerParameter b = l.bytes_per_parameter(moments, copies);
+    absl::StrAppendFormat(&out, "  %-72s %7.2f %7.2f %7.2f %7.3f %7.2f %7.3f %10s\n", l.str(), b.weights,
+                          b.working_copy, b.grads, b.state, b.compensation, b.total(),
+                          format_bytes(static_cast<uint64_t>(b.total() * double(params))));
+  };
+  if (!ladder.is_default()) row(PrecisionLadder{});
+  row(ladder);
+  return out;
+}
+
 // --report=precision: the first training batch (from the checkpoint's position when resumed) through
 // amp::precision_report at the scaler's scale (the checkpoint's, or --init_scale); the table to `out`,
 // everything to <report_out>.json, the gradient histogram to <report_out>.png. Nothing is trained.
@@ -218,6 +244,7 @@ absl::StatusOr<RunSummary> precision_report_run(const RunOptions& o, Model& mode
                                             ", fp32 backward, unscaled and "
                                             "scaled by ",
                                             report.loss_scale));
+  std::fprintf(out, "\n%s", ladder_memory_table(o, *model.module).c_str());
   std::fprintf(out, "\nwrote %s and %s.png\n", json.c_str(), o.report_out.c_str());
   return RunSummary{.final_scale = scale};
 }

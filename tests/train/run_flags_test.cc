@@ -38,6 +38,9 @@ const std::map<std::string, std::string>& other_values() {
                                                                      {"fp8_recipe", "dynamic"},
                                                                      {"fp8_accumulator", "hopper"},
                                                                      {"optimizer", "adamw"},
+                                                                     {"master_weights", "none"},
+                                                                     {"update_rounding", "stochastic"},
+                                                                     {"optimizer_state", "8bit"},
                                                                      {"lr", "0.0003"},
                                                                      {"momentum", "0.5"},
                                                                      {"weight_decay", "0.05"},
@@ -152,6 +155,7 @@ TEST(RunFlags, TheDefaultsAndTheOtherValuesAreValid) {
   // other_values() runs the CNN; --recompute=blocks is the GPT's, so it is checked with the GPT.
   RunOptions cnn = other_options();
   cnn.recompute = RecomputeMode::kNone;
+  cnn.zero = 0;  // ZeRO-1 shards the default ladder's state only (its refusal is among the messages below)
   EXPECT_TRUE(validate(cnn).ok()) << validate(cnn);
   RunOptions gpt;
   gpt.model = ModelKind::kGPT;
@@ -216,6 +220,21 @@ TEST(RunFlags, OutOfRangeValuesAreRefusedNamingTheFlag) {
       {{{"precision", "fp8"}, {"fp8_accumulator", "hopper"}, {"device", "cuda"}},
        "--fp8_accumulator=hopper models the tensor core on the CPU; on --device=cuda the GPU's own tensor core "
        "sums. HINT: leave it at f32 there"},
+      {{{"update_rounding", "kahan"}},
+       "--update_rounding=kahan rounds updates into bf16 weights, but --master_weights=fp32 keeps fp32 masters that "
+       "take them exactly. HINT: --master_weights=none"},
+      {{{"master_weights", "none"}},
+       "--master_weights=none trains bf16 weights, which --precision=fp16 cannot hold (f16 weights without masters "
+       "need a loss scaler and an f16 rounding rule this ladder does not have). HINT: --precision=bf16"},
+      {{{"master_weights", "none"}, {"precision", "fp32"}},
+       "--master_weights=none trains bf16 weights, which --precision=fp32 does not compute in (it runs the layers in "
+       "f32). HINT: --precision=bf16"},
+      {{{"optimizer_state", "8bit"}, {"optimizer", "sgd"}, {"momentum", "0"}},
+       "--optimizer_state=8bit stores the momentum buffer, but --optimizer=sgd with --momentum=0 has no state to "
+       "store. HINT: --momentum=0.9, or --optimizer_state=fp32"},
+      {{{"optimizer_state", "bf16"}, {"zero", "1"}},
+       "--zero=1 shards state of its parameters' shape and dtype; --master_weights=fp32 --optimizer_state=bf16 is not "
+       "sharded yet. HINT: --zero=0"},
       {{{"precision", "fp8"}, {"fp8_recipe", "nvfp4"}, {"fp8_accumulator", "hopper"}},
        "--fp8_accumulator=hopper models Hopper's FP8 tensor core, which has no 16-element block scaling for "
        "--fp8_recipe=nvfp4 (MX and NVFP4 are Blackwell formats). HINT: --fp8_accumulator=f32"},
@@ -235,8 +254,9 @@ TEST(RunFlags, EnumFlagsNameEveryChoiceInTheirHelp) {
       EXPECT_TRUE(absl::StrContains(f.help, choice)) << "--" << f.name << "'s help does not name " << choice;
     }
   }
-  // model, data, batchnorm, recompute, precision, optimizer, hysteresis_refill, progress, collective_check
-  EXPECT_EQ(enums, 9);
+  // model, data, batchnorm, recompute, precision, optimizer, master_weights, update_rounding, optimizer_state,
+  // hysteresis_refill, progress, collective_check
+  EXPECT_EQ(enums, 12);
 }
 
 TEST(RunFlags, EveryOptimizerChoiceParsesToItsKind) {
@@ -269,7 +289,7 @@ TEST(RunFlags, PrecisionChoicesAreTheTrainersNames) {
 
 // The JSON checkpoints hold in /meta/config_json, as runs wrote it before the table existed (--batchnorm
 // came later and is recorded after --dropout, --fp8_recipe after --precision, --global_batch after
-// --batch_size): old and new checkpoints must read the same.
+// --batch_size, the precision ladder's three after --optimizer): old and new checkpoints must read the same.
 TEST(RunFlagsConfigJson, TheDefaultsAsCheckpointsKeepThem) {
   const std::string head = R"({"model": "mlp", "data": "fashion-mnist", "data_path": "", "mlp_hidden": [1024, 1024], )"
                            R"("n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 128, "dropout": 0, )";
@@ -281,6 +301,8 @@ TEST(RunFlagsConfigJson, TheDefaultsAsCheckpointsKeepThem) {
       R"("hysteresis": 1, "hysteresis_refill": "clean_step", "min_scale": 0, "seed": 1, "eval_every": 0, "eval_batches": 0})";
   std::string new_tail = tail;
   new_tail.insert(new_tail.find(R"("epochs")"), R"("global_batch": 0, )");
+  new_tail.insert(new_tail.find(R"("lr")"),
+                  R"("master_weights": "fp32", "update_rounding": "nearest", "optimizer_state": "fp32", )");
   EXPECT_EQ(to_json(RunOptions{}), head + R"("batchnorm": "local", )" + precision +
                                        R"("fp8_recipe": "delayed", "fp8_accumulator": "f32", )" + new_tail);
   // A checkpoint written before --batchnorm, --fp8_recipe and --global_batch existed reads as their defaults
