@@ -208,11 +208,11 @@ std::string ladder_memory_table(const RunOptions& o, const Module& model) {
   const PrecisionLadder ladder = precision_ladder(o);
   std::string out = absl::StrFormat("memory: bytes per parameter (%s, %lld parameters)\n", choice_name(o.optimizer),
                                     static_cast<long long>(params));
-  absl::StrAppendFormat(&out, "  %-72s %7s %7s %7s %7s %7s %7s %10s\n", "ladder", "weights", "copy", "grads", "state",
+  absl::StrAppendFormat(&out, "  %-76s %7s %7s %7s %7s %7s %7s %10s\n", "ladder", "weights", "copy", "grads", "state",
                         "comp", "total", "model");
   auto row = [&](const PrecisionLadder& l) {
     const BytesPerParameter b = l.bytes_per_parameter(moments, copies);
-    absl::StrAppendFormat(&out, "  %-72s %7.2f %7.2f %7.2f %7.3f %7.2f %7.3f %10s\n", l.str(), b.weights,
+    absl::StrAppendFormat(&out, "  %-76s %7.2f %7.2f %7.2f %7.3f %7.2f %7.3f %10s\n", l.str(), b.weights,
                           b.working_copy, b.grads, b.state, b.compensation, b.total(),
                           format_bytes(static_cast<uint64_t>(b.total() * double(params))));
   };
@@ -233,10 +233,15 @@ absl::StatusOr<RunSummary> precision_report_run(const RunOptions& o, Model& mode
   const double scale =
       trainer.scaler().is_enabled() ? trainer.scaler().get_scale() : amp::scaler_defaults_for(DType::kF16).init_scale;
   model.module->train();
+  // The report's baseline runs in fp32: bf16 weights (--master_weights=none) are widened, exactly, first. Nothing
+  // trains after the report.
+  const bool widened = o.master_weights == MasterWeights::kNone;
+  if (widened) model.module->to(DType::kF32);
   const amp::PrecisionReport report = amp::precision_report(*model.module, [&] { return model.task.loss(*batch); },
                                                             {.device = device, .loss_scale = scale});
-  std::fprintf(out, "precision report: %s, one training batch of %lld, weights and inputs in fp32\n\n%s",
-               choice_name(o.model), static_cast<long long>((*batch)[0].size(0)), report.table().c_str());
+  std::fprintf(out, "precision report: %s, one training batch of %lld, weights and inputs in fp32%s\n\n%s",
+               choice_name(o.model), static_cast<long long>((*batch)[0].size(0)),
+               widened ? " (the bf16 weights widened)" : "", report.table().c_str());
   const std::string json = o.report_out + ".json";
   if (absl::Status s = write_whole_file(json, report.json()); !s.ok()) return s;
   amp::plot_gradient_histogram(report, o.report_out + ".png",

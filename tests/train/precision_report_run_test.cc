@@ -55,6 +55,33 @@ TEST(PrecisionReportRun, WritesTheTableTheJsonAndThePicture) {
   fs::remove_all(dir);
 }
 
+// Under the precision ladder (issue 36) the report runs on the bf16 weights widened, and its memory section shows
+// the ladder's bytes per parameter beside the fp32-master baseline: the MLP 784-32-16-10 has 25,818 parameters.
+TEST(PrecisionReportRun, TheMemorySectionShowsTheLaddersBytesPerParameter) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("report_ladder." + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string printed = (dir / "stdout.txt").string();
+  RunOptions o = report_options((dir / "mlp").string());
+  o.precision = Precision::kBF16;
+  o.master_weights = MasterWeights::kNone;
+  o.update_rounding = UpdateRounding::kKahan;
+  o.optimizer_state = StateStorage::k8bit;
+  std::FILE* out = std::fopen(printed.c_str(), "w");
+  const absl::StatusOr<RunSummary> summary = run(o, out);
+  std::fclose(out);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  std::stringstream text;
+  text << std::ifstream(printed).rdbuf();
+  for (const char* s :
+       {"weights and inputs in fp32 (the bf16 weights widened)", "memory: bytes per parameter (adam, 25818 parameters)",
+        "master_weights=fp32 optimizer_state=fp32", "18.000",
+        "master_weights=none update_rounding=kahan optimizer_state=8bit", "8.004"}) {
+    EXPECT_TRUE(absl::StrContains(text.str(), s)) << s << "\n" << text.str();
+  }
+  fs::remove_all(dir);
+}
+
 TEST(PrecisionReportRun, BadValuesAreRefusedBeforeAnythingRuns) {
   RunOptions o = report_options("/nonexistent-folder/r");
   std::FILE* out = std::fopen("/dev/null", "w");
