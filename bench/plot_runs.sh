@@ -1,8 +1,9 @@
 #!/bin/sh
-# Draws runs of bench/fp8_recipes.sh side by side, where they differ: each run's training loss as a moving average
+# Draws training runs side by side (bench/fp8_recipes.sh's recipes, bench/precision_ladder.sh's rungs: any
+# mantissa-train --metrics files), where they differ: each run's training loss as a moving average
 # over 100 steps (left) and its evaluation losses (right), zoomed to the range the runs span, one colour per run,
 # named by its file (without .jsonl).
-#   bench/plot_fp8_recipes.sh A.jsonl B.jsonl [...] OUT.png
+#   bench/plot_runs.sh A.jsonl B.jsonl [...] OUT.png
 # (scripts/plot_metrics.sh draws the raw curves; with eight recipes that close together it shows one band.)
 set -eu
 
@@ -12,14 +13,14 @@ if [ "$#" -lt 2 ]; then
 fi
 runs=$(($# - 1))
 eval "out=\${$#}"
-work=$(mktemp -d "${TMPDIR:-/tmp}/plot_fp8_recipes.XXXXXX")
+work=$(mktemp -d "${TMPDIR:-/tmp}/plot_runs.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 i=0
 for metrics in "$@"; do
   [ "$i" -lt "$runs" ] || break
   i=$((i + 1))
-  [ -s "$metrics" ] || { echo "plot_fp8_recipes: $metrics: missing or empty" >&2; exit 1; }
+  [ -s "$metrics" ] || { echo "plot_runs: $metrics: missing or empty" >&2; exit 1; }
   basename "$metrics" .jsonl >"$work/$i.name"
   # Training steps: the mean of the last 100 losses; evaluations: step and loss.
   awk -v smooth="$work/$i.train" -v evals="$work/$i.eval" '
@@ -60,4 +61,4 @@ set ylabel 'evaluation loss'
 plot $eval_plots
 unset multiplot
 GNUPLOT
-[ -s "$out" ] || { echo "plot_fp8_recipes: gnuplot wrote no $out" >&2; exit 1; }
+[ -s "$out" ] || { echo "plot_runs: gnuplot wrote no $out" >&2; exit 1; }
