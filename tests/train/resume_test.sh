@@ -60,6 +60,9 @@ check ladder-stochastic-8bit 17 --precision=bf16 --optimizer=adamw --lr=0.01 --m
 check ladder-kahan-bf16 17 --precision=bf16 --optimizer=sgd --lr=0.01 --master_weights=none --update_rounding=kahan \
   --optimizer_state=bf16
 check ladder-masters-8bit 17 --precision=bf16 --optimizer=lion --lr=0.001 --optimizer_state=8bit
+check ladder-fp16-scaled-8bit 17 --precision=fp16 --optimizer=adamw --lr=0.01 --optimizer_state=8bit
+check ladder-fp8-clipped 17 --precision=fp8 --optimizer=adam --lr=0.01 --master_weights=none \
+  --update_rounding=stochastic --optimizer_state=8bit --clip_grad_norm=0.5
 # Resuming a ladder's checkpoint under another ladder is refused with a line naming both, and writes nothing.
 d="$work/ladder-stochastic-8bit"
 before=$(ls "$d/part")
