@@ -117,9 +117,13 @@ DistributedDataParallel::DistributedDataParallel(Module& module, ProcessGroup& g
     }
   }
   for (const NamedTensor& p : s.params) {
-    MT_CHECK(p.tensor.dtype() == DType::kF32, "DistributedDataParallel: parameter '", p.name, "' is ",
-             dtype_name(p.tensor.dtype()), shape_str(p.tensor.shape()),
-             ". HINT: keep the masters in f32 and use autocast for lower precision");
+    // bf16 parameters are the precision ladder's weights without masters (optim/precision_ladder.h): their grads are
+    // widened into the f32 buckets (exactly), averaged there, and rounded back once.
+    MT_CHECK(p.tensor.dtype() == DType::kF32 || p.tensor.dtype() == DType::kBF16,
+             "DistributedDataParallel: parameter '", p.name, "' is ", dtype_name(p.tensor.dtype()),
+             shape_str(p.tensor.shape()),
+             ". HINT: keep the masters in f32 and use autocast for lower precision (or bf16 weights with the precision "
+             "ladder's master_weights=none)");
     MT_CHECK(p.tensor.device() == s.params.front().tensor.device(), "DistributedDataParallel: parameter '", p.name,
              "' is on ", p.tensor.device().str(), ", '", s.params.front().name, "' on ",
              s.params.front().tensor.device().str(), ". HINT: move the whole model with module.to(device) first");

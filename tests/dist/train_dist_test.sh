@@ -3,7 +3,8 @@
 # Usage: train_dist_test.sh MPIRUN PATH/TO/mantissa-train [follow | resume | signal | ranks | agree | all] (default all)
 #   follow: 2 ranks with --batch_size=B log the same losses (the mean over the ranks) and evaluation losses
 #           as one process with 2B, for 50 steps, SGD and Adam, fp32 and fp16 (and with accumulation, the
-#           GPT, and 10 steps of the CNN with --batchnorm=sync), within float32 tolerance (fp16: see below);
+#           GPT, 10 steps of the CNN with --batchnorm=sync, and two rungs of issue 36's precision ladder),
+#           within float32 tolerance (fp16 and the ladder's bf16 weights: see below);
 #           only rank 0 prints.
 #   resume: 2 ranks resume from the checkpoint rank 0 wrote and log the same losses and scales, bit for bit,
 #           as the unbroken 2-rank run; their final checkpoints' /model groups are identical (h5diff).
@@ -113,6 +114,15 @@ done
 # Accumulation: 2 micro-batches of 16 per rank (the first under no_sync) make the same step as 1 x 64.
 follow fp32-sgd-accum 1e-5 "--precision=fp32 --optimizer=sgd --lr=0.01 --batch_size=64" \
   "--precision=fp32 --optimizer=sgd --lr=0.01 --batch_size=16 --grad_accum=2"
+# Issue 36's precision ladder: bf16 weights (their grads widened into the f32 buckets, averaged, rounded back
+# once) with 8-bit moments, stochastic rounding with SGD (which a grad not averaged over the ranks would move by
+# 1e-2) and Kahan with Adam. Each rank's bf16 grads are rounded before the reduction, and the weights round to
+# bf16 every step. Measured: SGD 1.0e-4, Adam 7.3e-4.
+ladder="--precision=bf16 --master_weights=none --optimizer_state=8bit"
+follow ladder-stochastic-sgd 1e-3 "$ladder --update_rounding=stochastic --optimizer=sgd --lr=0.01 --batch_size=64" \
+  "$ladder --update_rounding=stochastic --optimizer=sgd --lr=0.01 --batch_size=32"
+follow ladder-kahan-adam 3e-3 "$ladder --update_rounding=kahan --optimizer=adam --batch_size=64" \
+  "$ladder --update_rounding=kahan --optimizer=adam --batch_size=32"
 # A small GPT on synthetic tokens: every parameter is reduced, the evaluation split among the ranks.
 gpt="--model=gpt --n_layer=1 --n_embd=32 --block_size=16 --sample_chars=0 --precision=fp32 --optimizer=adam"
 follow gpt-fp32-adam 1e-5 "$gpt --batch_size=8" "$gpt --batch_size=4"
