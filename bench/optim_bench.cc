@@ -32,13 +32,15 @@ constexpr int64_t kParams = 10'000'000;
 enum class Variant { kPlain, kUnfusedScaler, kFusedScaler, kWorkingCopy, kSeparateCopy };
 
 // One parameter of kParams elements with a grad, and an optimizer over it whose state exists already.
+// Under a precision ladder (optim/precision_ladder.h) the parameter and its grad are bf16 without masters.
 template <typename Opt, typename Options>
-void run(benchmark::State& state, Options options, Variant variant, int64_t step_bytes) {
+void run(benchmark::State& state, Options options, Variant variant, int64_t step_bytes, PrecisionLadder ladder = {}) {
   Generator gen(1);
-  Tensor w = randn({kParams}, {}, &gen).set_requires_grad(true);
-  Tensor g = randn({kParams}, {}, &gen);
+  const DType dtype = ladder.master_weights == MasterWeights::kNone ? DType::kBF16 : DType::kF32;
+  Tensor w = randn({kParams}, {}, &gen).to(dtype).set_requires_grad(true);
+  Tensor g = randn({kParams}, {}, &gen).to(dtype);
   w.set_grad(g);
-  Opt opt({{"w", w}}, options);
+  Opt opt({{"w", w}}, options, ladder);
   if (variant == Variant::kWorkingCopy) opt.enable_working_copies(DType::kBF16);
   const Tensor separate_copy = empty({kParams}, {.dtype = DType::kBF16});
   opt.step();                                   // allocates the state
@@ -96,6 +98,28 @@ BENCHMARK(BM_AdamW_UnscaleThenStep)->Unit(benchmark::kMillisecond)->UseRealTime(
 BENCHMARK(BM_AdamW_Fused)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AdamW_WorkingCopyFused)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AdamW_WorkingCopySeparatePass)->Unit(benchmark::kMillisecond)->UseRealTime();
+// The precision ladder's AdamW (issue 36), bytes as above per storage: p and g 4 B (f32) or 2 B (bf16) each read
+// or written, m and v 4, 2 or 1 B (+ an absmax per 2048), the Kahan compensation 2 B read and written.
+void BM_AdamW_StateBf16(benchmark::State& s) {
+  run<AdamW>(s, kAdamW, Variant::kPlain, 8 + 4 + 8, {.optimizer_state = StateStorage::kBf16});
+}
+void BM_AdamW_State8bit(benchmark::State& s) {
+  run<AdamW>(s, kAdamW, Variant::kPlain, 8 + 4 + 4, {.optimizer_state = StateStorage::k8bit});
+}
+void BM_AdamW_Bf16Stochastic(benchmark::State& s) {
+  run<AdamW>(s, kAdamW, Variant::kPlain, 4 + 2 + 16,
+             {.master_weights = MasterWeights::kNone, .update_rounding = UpdateRounding::kStochastic});
+}
+void BM_AdamW_Bf16Kahan8bit(benchmark::State& s) {
+  run<AdamW>(s, kAdamW, Variant::kPlain, 4 + 2 + 4 + 4,
+             {.master_weights = MasterWeights::kNone,
+              .update_rounding = UpdateRounding::kKahan,
+              .optimizer_state = StateStorage::k8bit});
+}
+BENCHMARK(BM_AdamW_StateBf16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AdamW_State8bit)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AdamW_Bf16Stochastic)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AdamW_Bf16Kahan8bit)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Lion)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Lion_Fused)->Unit(benchmark::kMillisecond)->UseRealTime();
 

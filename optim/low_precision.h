@@ -72,29 +72,47 @@ const float* dynamic_map(bool is_signed);
 // The entry of the sorted map nearest to v (ties: the lower entry, the rule bitsandbytes' quantizer states; below
 // the first entry: the first). A binary search, then the nearer of the two neighbours: the same on both devices.
 // A nan gives the first entry.
-MT_HD inline uint8_t nearest_code(const float* map, float v) {
-  int lo = 0;  // the largest i with map[i] <= v (0 when none); lo + step stays below kMapSize
+MT_HD inline uint8_t nearest_code(const float* map, float v);
+
+// The largest i with map[i] <= v (0 when none, and for a nan): a binary search (lo + step stays below kMapSize).
+MT_HD inline int floor_index(const float* map, float v) {
+  int lo = 0;
   for (int step = kMapSize / 2; step >= 1; step /= 2) lo = map[lo + step] <= v ? lo + step : lo;
+  return lo;
+}
+
+// Entry lo = floor_index(map, v) or its successor, whichever is nearer to v (ties: lo).
+MT_HD inline uint8_t nearer_of(const float* map, int lo, float v) {
   const int hi = lo + 1 < kMapSize ? lo + 1 : lo;
   const float dl = v - map[lo] < 0.0f ? map[lo] - v : v - map[lo];
   const float dh = map[hi] - v < 0.0f ? v - map[hi] : map[hi] - v;
   return static_cast<uint8_t>(dh < dl ? hi : lo);
 }
 
+MT_HD inline uint8_t nearest_code(const float* map, float v) { return nearer_of(map, floor_index(map, v), v); }
+
 // The smallest entry of the sorted map at or above v (above the last entry: the last). A nan gives the first entry.
 // Adam's second moment is stored this way (optim/precision_ladder.h): Adam divides by its square root, so a moment
 // rounded down, to 0 at worst, inflates the update without bound (m / eps), where one rounded up shrinks it by at
 // most one step of the map.
-MT_HD inline uint8_t upper_code(const float* map, float v) {
-  const uint8_t lo = nearest_code(map, v);  // map[lo] or map[lo + 1] brackets v; take the one at or above it
-  return static_cast<uint8_t>(map[lo] < v && lo + 1 < kMapSize ? lo + 1 : lo);
+MT_HD inline uint8_t at_or_above(const float* map, uint8_t nearest, float v) {
+  // map[nearest] or its successor brackets v: the successor when the nearest lies below v.
+  return static_cast<uint8_t>(map[nearest] < v && nearest + 1 < kMapSize ? nearest + 1 : nearest);
 }
+MT_HD inline uint8_t upper_code(const float* map, float v) { return at_or_above(map, nearest_code(map, v), v); }
 
 // How a value's code is chosen: the nearest entry (bitsandbytes' rule), or the nearest at or above it.
 enum class CodeRounding : uint8_t { kNearest, kUp };
 MT_HD inline uint8_t code_of(const float* map, float v, CodeRounding r) {
   return r == CodeRounding::kUp ? upper_code(map, v) : nearest_code(map, v);
 }
+
+// The host's fast form of floor_index for one of the two dynamic maps: a table indexed by a float's top 16 bits
+// (sign, exponent, 7 mantissa bits) gives the floor of the smallest float with those bits, and a short scan up
+// finds v's (a map entry is more than 1% from its neighbours, a 16-bit prefix less than 1% wide). The same index
+// as the binary search for every float (tests/optim/low_precision_test.cc), in a few steps instead of eight
+// dependent loads.
+int floor_index_fast(bool is_signed, float v);
 
 // The host's block-wise quantization of x [n] in blocks of `block` (the last may be shorter): each block's absmax
 // (max |x|, f32), then each value's nearest_code of x / absmax in the signed or unsigned map (a block of zeros

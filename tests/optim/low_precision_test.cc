@@ -238,5 +238,24 @@ TEST(LowPrecision, UpperCodeIsTheSmallestEntryAtOrAbove) {
   }
 }
 
+// The host quantizer's table lookup finds the binary search's index for every 251st of the 2^32 bit patterns (17
+// million floats, every exponent), every map entry and its two neighbouring floats, signed zeros, infinities and
+// nans.
+TEST(LowPrecision, FastFloorIndexIsTheBinarySearch) {
+  for (const bool is_signed : {true, false}) {
+    const float* map = lp::dynamic_map(is_signed);
+    auto check = [&](float v) {
+      ASSERT_EQ(lp::floor_index_fast(is_signed, v), lp::floor_index(map, v)) << std::bit_cast<uint32_t>(v);
+    };
+    for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 251) check(std::bit_cast<float>(static_cast<uint32_t>(b)));
+    for (int i = 0; i < lp::kMapSize; ++i) {
+      check(map[i]);
+      check(std::nextafter(map[i], -2.0f));
+      check(std::nextafter(map[i], 2.0f));
+    }
+    for (float v : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN}) check(v);
+  }
+}
+
 }  // namespace
 }  // namespace mantissa
