@@ -1,13 +1,16 @@
 #!/bin/sh
-# The CPU cost of each FP8/FP4 recipe against bf16, interleaved (issue 35): every recipe in turn, ROUNDS times,
+# The CPU cost of each FP8/FP4 recipe, or precision-ladder rung, against bf16, interleaved (issues 35, 36): every
+# recipe in turn, ROUNDS times,
 # mantissa-train's MLP for STEPS steps on one thread; per run its samples/s, then per recipe the median of its
 # ratio to bf16 in the same round, and the range. A shared, noisy machine moves all runs of a round together,
 # so the ratio within a round is what is compared.
 #   bench/fp8_recipe_cost.sh [ROUNDS [STEPS]] [-- RECIPE...]
 # RECIPE: bf16, a --fp8_recipe head word (delayed, dynamic, rowwise, blockwise, mxfp8, nvfp4, mxfp4), or one of
 # those with :hopper for the H200's tensor-core sums (--fp8_accumulator=hopper; per-tensor, rowwise and blockwise
-# only). MANTISSA_TRAIN names the binary (default build/train/mantissa-train). Prints a markdown table.
+# only), or ladder:RUNG for a rung of bench/ladder_flags.sh (bf16 autocast; ladder:baseline is bf16 itself).
+# MANTISSA_TRAIN names the binary (default build/train/mantissa-train). Prints a markdown table.
 set -eu
+. "$(dirname "$0")/ladder_flags.sh"
 rounds=3 steps=300
 if [ "$#" -gt 0 ] && [ "$1" != "--" ]; then rounds=$1; shift; fi
 if [ "$#" -gt 0 ] && [ "$1" != "--" ]; then steps=$1; shift; fi
@@ -24,6 +27,7 @@ while [ "$round" -le "$rounds" ]; do
     case "$r" in
       bf16) flags="--precision=bf16" ;;
       *:hopper) flags="--precision=fp8 --fp8_recipe=${r%:hopper} --fp8_accumulator=hopper" ;;
+      ladder:*) flags="--precision=bf16 $(ladder_flags "${r#ladder:}")" ;;
       *) flags="--precision=fp8 --fp8_recipe=$r" ;;
     esac
     # shellcheck disable=SC2086

@@ -90,6 +90,9 @@ size_t Optimizer::add_group_params(std::vector<NamedTensor> params) {
 }
 
 void Optimizer::shard(const std::map<std::string, OwnedRange>& owned) {
+  MT_CHECK(ladder_.is_default(), type_name(), ".shard: the precision ladder ", ladder_.str(),
+           " keeps state that ZeRO-1 does not shard yet (8-bit codes with per-block absmax, bf16 weights). HINT: the "
+           "default ladder (master_weights=fp32 optimizer_state=fp32) with ZeRO-1");
   MT_CHECK(state_.empty(), type_name(), ".shard: the optimizer already holds state (", state_.size(),
            " parameters). HINT: shard it before its first step and load state after");
   MT_CHECK(working_copies_.empty(), type_name(),
