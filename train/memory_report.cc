@@ -133,7 +133,7 @@ std::string memory_table(const std::vector<MemoryParts>& rows) {
   };
   row("", [](const MemoryParts& r) { return r.label; });
   row("batch", [](const MemoryParts& r) { return std::to_string(r.batch); });
-  row("weights (fp32 masters)", [](const MemoryParts& r) { return format_bytes(r.weights); });
+  row("weights", [](const MemoryParts& r) { return format_bytes(r.weights); });
   row("working copies (16-bit)", [](const MemoryParts& r) { return format_bytes(r.working_copies); });
   row("gradients", [](const MemoryParts& r) { return format_bytes(r.gradients); });
   row("optimizer state", [](const MemoryParts& r) { return format_bytes(r.optimizer_state); });

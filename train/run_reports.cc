@@ -166,10 +166,14 @@ absl::StatusOr<RunSummary> memory_report_run(const RunOptions& o, const Data& da
     });
   };
   std::vector<MemoryParts> rows;
-  for (Precision p : {Precision::kF32, Precision::kBF16, Precision::kF16}) {
-    rows.push_back(measure(model, optimizer, p, o.batch_size, precision_name(p)));
-  }
-  if (model.gpt && o.recompute == RecomputeMode::kNone) {
+  // bf16 weights (--master_weights=none) run under bf16 autocast only: the other precisions' rows would need
+  // fp32 weights.
+  const std::vector<Precision> precisions =
+      o.master_weights == MasterWeights::kNone
+          ? std::vector<Precision>{Precision::kBF16}
+          : std::vector<Precision>{Precision::kF32, Precision::kBF16, Precision::kF16};
+  for (Precision p : precisions) rows.push_back(measure(model, optimizer, p, o.batch_size, precision_name(p)));
+  if (model.gpt && o.recompute == RecomputeMode::kNone && o.master_weights == MasterWeights::kFp32) {
     RunOptions r = o;
     r.recompute = RecomputeMode::kBlocks;
     Model recomputed = build_model(r, data);

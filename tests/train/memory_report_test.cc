@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "amp/autocast.h"
 #include "framework/error.h"
 #include "framework/random.h"
 #include "models/mlp.h"
@@ -40,6 +41,32 @@ TEST(MemoryReport, PartsOfAnMlpStepMatchItsSizes) {
   adam.enable_working_copies(DType::kBF16);
   const MemoryParts copies = parts_at(32);
   EXPECT_EQ(copies.working_copies, params / 2);
+}
+
+// The precision ladder's bytes, measured (issue 36): bf16 weights and grads (2 B each), Kahan's bf16 compensation
+// (2 B) and 8-bit moments (1 B each, one f32 absmax per 2048 values of each tensor) against 4 + 4 + 8 B of the
+// fp32 rung.
+TEST(MemoryReport, TheLaddersStepHoldsItsBytesPerParameter) {
+  manual_seed(0);
+  MLP model(64, {256}, 10);
+  model.to(DType::kBF16);
+  const PrecisionLadder ladder{.master_weights = MasterWeights::kNone,
+                               .update_rounding = UpdateRounding::kKahan,
+                               .optimizer_state = StateStorage::k8bit};
+  Adam adam(model.named_parameters(), {.lr = 1e-3}, ladder);
+  const uint64_t n = 64 * 256 + 256 + 256 * 10 + 10;
+  const Tensor x = randn({32, 64});
+  const Tensor y = zeros({32}, {.dtype = DType::kI64});
+  const MemoryParts parts = measure_step_memory("bf16", 32, model, adam, [&] {
+    amp::AutocastGuard guard({.dtype = DType::kBF16});
+    return cross_entropy(model.forward(x), y);
+  });
+  EXPECT_EQ(parts.weights, 2 * n);
+  EXPECT_EQ(parts.gradients, 2 * n);
+  // Per tensor (4): 2 codes and 2 absmax of ceil(numel / 2048) floats, a compensation, a step count.
+  uint64_t absmax = 0;
+  for (uint64_t numel : {64 * 256, 256, 256 * 10, 10}) absmax += 2 * 4 * ((numel + 2047) / 2048);
+  EXPECT_EQ(parts.optimizer_state, 2 * n + absmax + 2 * n + 4 * 8);
 }
 
 TEST(MemoryReport, BatchFitSolvesTheLineAndRefusesOneBatchSize) {
