@@ -48,7 +48,7 @@ while [ "$i" -lt "$runs" ]; do
   eval_plots="$eval_plots'$work/$i.eval' using 1:2 with linespoints lw 2 pt 7 ps 1 lc rgb '#$c' title '$name'"
 done
 gnuplot <<GNUPLOT
-set terminal pngcairo size 1400,560 font ',11'
+set terminal pngcairo size 1400,560 font ',11' noenhanced
 set output '$out'
 set datafile missing 'null'
 set multiplot layout 1,2

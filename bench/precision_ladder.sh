@@ -10,7 +10,8 @@
 # OUT_DIR/<model>_<rung>_s<seed>.{log,jsonl}; a run whose log ends in its result is not run again, so an interrupted
 # sweep resumes. Then OUT_DIR/<model>.md gets one row per run and one per rung over its seeds (mean and range, median
 # samples/s and its ratio to the baseline's). One thread per run (MANTISSA_THREADS to change it) so that two sweeps
-# can share a 2-core machine; MANTISSA_TRAIN names the binary (copy it elsewhere first if you rebuild meanwhile).
+# can share a 2-core machine; MANTISSA_TRAIN names the binary (copy it elsewhere first if you rebuild meanwhile);
+# MANTISSA_FLAGS adds flags to every run (e.g. --lr=1e-4; give such a sweep its own OUT_DIR).
 set -eu
 . "$(dirname "$0")/ladder_flags.sh"
 
@@ -29,6 +30,7 @@ done
 rungs=${*:-baseline state-bf16 state-8bit nearest stochastic kahan stochastic-8bit kahan-8bit}
 train=${MANTISSA_TRAIN:-build/train/mantissa-train}
 threads=${MANTISSA_THREADS:-1}
+extra=${MANTISSA_FLAGS:-}
 mkdir -p "$out"
 
 case "$model" in
@@ -46,7 +48,7 @@ for seed in $seeds; do
     if [ -s "$name.log" ] && grep -q "^done:" "$name.log"; then continue; fi
     echo "precision_ladder: $name" >&2
     # shellcheck disable=SC2086
-    OMP_WAIT_POLICY=passive "$train" $model_flags --precision=bf16 $flags --seed="$seed" --threads="$threads" \
+    OMP_WAIT_POLICY=passive "$train" $model_flags --precision=bf16 $flags $extra --seed="$seed" --threads="$threads" \
       --progress=none --metrics="$name.jsonl" >"$name.log" 2>&1 || echo "precision_ladder: $name failed (see $name.log)" >&2
   done
 done
