@@ -14,6 +14,7 @@
 # change it) so that two sweeps can share a 2-core machine; MANTISSA_TRAIN names the binary
 # (build/train/mantissa-train by default: copy it elsewhere first if you rebuild while a sweep runs).
 set -eu
+. "$(dirname "$0")/run_logs.sh"
 
 if [ "$#" -lt 4 ]; then
   echo "usage: $0 OUT_DIR mlp|gpt f32|hopper|hopper-fast SEED... [-- RECIPE...]" >&2
@@ -65,8 +66,8 @@ table="$out/${model}_${acc}.md"
     for seed in $seeds; do
       log="$out/${model}_${recipe}_${acc}_s${seed}.log"
       [ -s "$log" ] || continue
-      result=$(sed -n 's/^test accuracy: //p; s/^validation loss: //p' "$log" | tail -1)
-      speed=$(sed -n 's/^done: .* \([0-9.]*\) samples\/s.*/\1/p' "$log" | tail -1)
+      result=$(run_result "$log")
+      speed=$(run_speed "$log")
       loss=$(grep '"event": "eval"' "$out/${model}_${recipe}_${acc}_s${seed}.jsonl" 2>/dev/null | tail -1 |
         sed -n 's/.*"loss": \([^,}]*\).*/\1/p')
       counts=$(sed -n 's/^fp8 ([^)]*): values saturated \/ flushed to zero in [0-9]* FP8 linears: //p' "$log" | head -1)
@@ -79,22 +80,17 @@ table="$out/${model}_${acc}.md"
   echo "|---|---:|---|---:|---:|"
   bf16_speed=""
   for recipe in $recipes; do
-    results="" speeds=""
-    for seed in $seeds; do
-      log="$out/${model}_${recipe}_${acc}_s${seed}.log"
-      [ -s "$log" ] || continue
-      r=$(sed -n 's/^test accuracy: \([0-9.]*\)%.*/\1/p; s/^validation loss: //p' "$log" | tail -1)
-      v=$(sed -n 's/^done: .* \([0-9.]*\) samples\/s.*/\1/p' "$log" | tail -1)
-      [ -n "$r" ] && results="$results $r"
-      [ -n "$v" ] && speeds="$speeds $v"
-    done
-    [ -n "$results" ] || continue
-    speed=$(echo "$speeds" | tr ' ' '\n' | grep . | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}')
-    [ "$recipe" = bf16 ] && bf16_speed=$speed
-    echo "$results" | tr ' ' '\n' | grep . | awk -v recipe="$recipe" -v speed="$speed" -v base="$bf16_speed" '
-      {s += $1; n++; if (n == 1 || $1 < lo) lo = $1; if (n == 1 || $1 > hi) hi = $1}
-      END {printf "| %s | %d | %.4g (%.4g to %.4g) | %s | %s |\n", recipe, n, s / n, lo, hi, speed,
-           base == "" ? "" : sprintf("%.2fx", speed / base)}'
+    logs=""
+    for seed in $seeds; do logs="$logs $out/${model}_${recipe}_${acc}_s${seed}.log"; done
+    # shellcheck disable=SC2086
+    row=$(seeds_row $logs)
+    [ -n "$row" ] || continue
+    # shellcheck disable=SC2086
+    set -- $row
+    [ "$recipe" = bf16 ] && bf16_speed=$5
+    awk -v recipe="$recipe" -v n="$1" -v mean="$2" -v lo="$3" -v hi="$4" -v speed="$5" -v base="$bf16_speed" \
+      'BEGIN {printf "| %s | %d | %s (%s to %s) | %s | %s |\n", recipe, n, mean, lo, hi, speed,
+        base == "" ? "" : sprintf("%.2fx", speed / base)}'
   done
 } >"$table"
 echo "fp8_recipes: $table" >&2

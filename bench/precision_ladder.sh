@@ -14,6 +14,7 @@
 # MANTISSA_FLAGS adds flags to every run (e.g. --lr=1e-4; give such a sweep its own OUT_DIR).
 set -eu
 . "$(dirname "$0")/ladder_flags.sh"
+. "$(dirname "$0")/run_logs.sh"
 
 if [ "$#" -lt 3 ]; then
   echo "usage: $0 OUT_DIR mlp|cnn|gpt SEED... [-- RUNG...]" >&2
@@ -61,8 +62,8 @@ table="$out/${model}.md"
     for seed in $seeds; do
       log="$out/${model}_${rung}_s${seed}.log"
       [ -s "$log" ] || continue
-      result=$(sed -n 's/^test accuracy: //p; s/^validation loss: //p' "$log" | tail -1)
-      speed=$(sed -n 's/^done: .* \([0-9.]*\) samples\/s.*/\1/p' "$log" | tail -1)
+      result=$(run_result "$log")
+      speed=$(run_speed "$log")
       loss=$(grep '"event": "eval"' "$out/${model}_${rung}_s${seed}.jsonl" 2>/dev/null | tail -1 |
         sed -n 's/.*"loss": \([^,}]*\).*/\1/p')
       echo "| $rung | $seed | ${result:-failed} | ${loss:-} | ${speed:-} |"
@@ -73,23 +74,17 @@ table="$out/${model}.md"
   echo "|---|---:|---:|---|---:|---:|"
   base_speed=""
   for rung in $rungs; do
-    results="" speeds=""
-    for seed in $seeds; do
-      log="$out/${model}_${rung}_s${seed}.log"
-      [ -s "$log" ] || continue
-      r=$(sed -n 's/^test accuracy: \([0-9.]*\)%.*/\1/p; s/^validation loss: //p' "$log" | tail -1)
-      v=$(sed -n 's/^done: .* \([0-9.]*\) samples\/s.*/\1/p' "$log" | tail -1)
-      [ -n "$r" ] && results="$results $r"
-      [ -n "$v" ] && speeds="$speeds $v"
-    done
-    [ -n "$results" ] || continue
-    speed=$(echo "$speeds" | tr ' ' '\n' | grep . | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}')
-    [ "$rung" = baseline ] && base_speed=$speed
-    echo "$results" | tr ' ' '\n' | grep . | awk -v rung="$rung" -v bytes="$(ladder_bytes "$rung")" -v speed="$speed" \
-      -v base="$base_speed" '
-      {s += $1; n++; if (n == 1 || $1 < lo) lo = $1; if (n == 1 || $1 > hi) hi = $1}
-      END {printf "| %s | %s | %d | %.4g (%.4g to %.4g) | %s | %s |\n", rung, bytes, n, s / n, lo, hi, speed,
-           base == "" ? "" : sprintf("%.2fx", speed / base)}'
+    logs=""
+    for seed in $seeds; do logs="$logs $out/${model}_${rung}_s${seed}.log"; done
+    # shellcheck disable=SC2086
+    row=$(seeds_row $logs)
+    [ -n "$row" ] || continue
+    # shellcheck disable=SC2086
+    set -- $row
+    [ "$rung" = baseline ] && base_speed=$5
+    awk -v rung="$rung" -v bytes="$(ladder_bytes "$rung")" -v n="$1" -v mean="$2" -v lo="$3" -v hi="$4" -v speed="$5" \
+      -v base="$base_speed" 'BEGIN {printf "| %s | %s | %d | %s (%s to %s) | %s | %s |\n", rung, bytes, n, mean, lo, hi,
+        speed, base == "" ? "" : sprintf("%.2fx", speed / base)}'
   done
 } >"$table"
 echo "precision_ladder: $table" >&2

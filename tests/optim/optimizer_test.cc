@@ -9,6 +9,7 @@
 #include "framework/random.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
+#include "tests/support/error_of.h"
 
 namespace mantissa {
 namespace {
@@ -26,14 +27,7 @@ void set_grads(std::vector<NamedTensor>& params, uint64_t seed) {
   for (auto& [name, p] : params) p.set_grad(randn(p.shape(), {}, &gen));
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 TEST(Optimizer, GroupsHaveTheirOwnOptions) {
   auto params = make_params(1);

@@ -31,6 +31,7 @@
 #include "optim/lion.h"
 #include "optim/low_precision.h"
 #include "optim/sgd.h"
+#include "tests/support/error_of.h"
 
 namespace mantissa {
 namespace {
@@ -38,14 +39,7 @@ namespace {
 namespace lp = low_precision;
 using ::testing::HasSubstr;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 #define EXPECT_THROW_MSG(statement, text) EXPECT_THAT(error_of([&] { (void)statement; }), HasSubstr(text))
 
