@@ -97,9 +97,11 @@ __global__ void __launch_bounds__(kThreads) ladder_kernel(const Meta meta, const
   uint16_t* comp = static_cast<uint16_t*>(meta.ptr[kComp][t]);
   const float inv = a.inv_scale != nullptr ? *a.inv_scale : 1.0f;
   float absmax_old[cpu::kMaxLadderState] = {};
-  for (int j = 0; j < a.num_state; ++j) {
+  // Every loop over the state slots is unrolled (j a constant), so the per-slot arrays stay in registers.
+#pragma unroll
+  for (int j = 0; j < cpu::kMaxLadderState; ++j) {
     const float* am = static_cast<const float*>(meta.ptr[kAbsmax0 + j][t]);
-    if (am != nullptr) absmax_old[j] = am[k];
+    if (j < a.num_state && am != nullptr) absmax_old[j] = am[k];
   }
   __syncthreads();  // the maps are in shared memory; every thread has read the old absmax
 
@@ -142,7 +144,9 @@ __global__ void __launch_bounds__(kThreads) ladder_kernel(const Meta meta, const
     }
     p[e] = load_value(param, a.param, i, nullptr, 0.0f);
     const float g = load_value(grad, a.param, i, nullptr, 0.0f);
-    for (int j = 0; j < a.num_state; ++j) {
+#pragma unroll
+    for (int j = 0; j < cpu::kMaxLadderState; ++j) {
+      if (j >= a.num_state) continue;
       const float* map = maps[a.state[j] == cpu::Storage::kU8Unsigned ? 1 : 0];
       s[j][e] = load_value(meta.ptr[kState0 + j][t], a.state[j], i, map, absmax_old[j]);
     }
@@ -173,7 +177,9 @@ __global__ void __launch_bounds__(kThreads) ladder_kernel(const Meta meta, const
     }
   }
   // The state: f32 as it is, bf16 to nearest, 8 bits re-quantized with the block's new absmax.
-  for (int j = 0; j < a.num_state; ++j) {
+#pragma unroll
+  for (int j = 0; j < cpu::kMaxLadderState; ++j) {
+    if (j >= a.num_state) continue;  // uniform over the block: block_absmax's barriers are met by every thread
     void* data = meta.ptr[kState0 + j][t];
     const cpu::Storage st = a.state[j];
     if (st == cpu::Storage::kU8Signed || st == cpu::Storage::kU8Unsigned) {
