@@ -2,6 +2,8 @@
 // through its CUDA entry (optim/cuda/clip_grad_entries.h), the value clamp through the ops.
 #include "optim/clip_grad.h"
 
+#include <cmath>
+
 #include "framework/autograd.h"
 #include "framework/device_kernels.h"
 #include "framework/error.h"
@@ -85,6 +87,7 @@ Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm, NormTy
   }
   if (!narrow) return dispatch(op, kClipGradNorm, grads.front().device(), grads, max_norm, what);
   Tensor total = dispatch(op, kClipGradNorm, grads.front().device(), wide, max_norm, what);
+  if (std::isinf(max_norm)) return total;  // the norm alone (the Trainer's metric): nothing was scaled
   NoGradGuard no_grad;
   for (size_t i = 0; i < grads.size(); ++i)
     if (is_low_precision(grads[i].dtype())) copy_(grads[i], wide[i]);
