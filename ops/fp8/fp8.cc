@@ -298,16 +298,22 @@ void block_scaled_sum(const Tensor& a, const Tensor& b, const Tensor& sa, const 
     float* sum = blk == 0 ? total : part.data();
     block_product(a, b, da, db, model, l0, std::min(block_k, k - l0), sum);
     for (int64_t j = 0; j < n; ++j) col_scale[j] = pb[blk * b_cols + (b_per_column ? j : j / block_k)];
+    // Each block's sum joins the running total in one fma, from zero (a -0 product gives +0). The scales: their
+    // product, fma(p, sa * sb, t); but the tensor-core model with per-column B scales (1x128 x 1x128) follows the
+    // H200, fma(p * sa, sb, t) (bench/gpu/2026-11-28-run3: 12288 of 12288 f32 outputs; the 128x128 B blocks matched
+    // the first form bit for bit in run 2).
+    const bool row_first = tc && b_per_column;
     parallel_for(m, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const float s_row = pa[i * blocks + blk];
         const float* __restrict cs = col_scale.data();
         const float* p = sum + i * n;  // the total itself for the first block
         float* t = total + i * n;
-        if (blk == 0) {  // 0 + ..., as the running sum from zero: a -0 product gives +0
-          for (int64_t j = 0; j < n; ++j) t[j] = 0.0f + p[j] * (s_row * cs[j]);
+        const bool first = blk == 0;
+        if (row_first) {
+          for (int64_t j = 0; j < n; ++j) t[j] = std::fma(p[j] * s_row, cs[j], first ? 0.0f : t[j]);
         } else {
-          for (int64_t j = 0; j < n; ++j) t[j] += p[j] * (s_row * cs[j]);
+          for (int64_t j = 0; j < n; ++j) t[j] = std::fma(p[j], s_row * cs[j], first ? 0.0f : t[j]);
         }
       }
     });

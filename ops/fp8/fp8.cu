@@ -108,12 +108,18 @@ __global__ void __launch_bounds__(kThreads)
     epilogue_kernel(const float* acc, int64_t total, int64_t n, const float* __restrict__ scale_inv_a,
                     const float* __restrict__ scale_inv_b, const float* __restrict__ bias, O* out, bool rowwise) {
   // acc and out may be one buffer (an f32 output): no __restrict__ on them; each element is read, then written.
-  // Rowwise: scale_inv_a [m] and scale_inv_b [n], the product per element (the CPU's RowColScales).
+  // Rowwise: scale_inv_a [m] and scale_inv_b [n], applied column first (the CPU's RowColScales, fp8::epilogue_rowcol).
   const float tensor =
       rowwise ? 1.0f : (scale_inv_a != nullptr ? *scale_inv_a : 1.0f) * (scale_inv_b != nullptr ? *scale_inv_b : 1.0f);
   for (int64_t i = global_thread(); i < total; i += grid_threads()) {
-    const float s = rowwise ? scale_inv_a[i / n] * scale_inv_b[i % n] : tensor;
-    const float v = bias != nullptr ? fp8::epilogue(acc[i], s, bias[i % n]) : fp8::epilogue(acc[i], s);
+    float v;
+    if (rowwise) {
+      const float row = scale_inv_a[i / n], col = scale_inv_b[i % n];
+      v = bias != nullptr ? fp8::epilogue_rowcol(acc[i], row, col, bias[i % n])
+                          : fp8::epilogue_rowcol(acc[i], row, col);
+    } else {
+      v = bias != nullptr ? fp8::epilogue(acc[i], tensor, bias[i % n]) : fp8::epilogue(acc[i], tensor);
+    }
     out[i] = narrow<O>(v);
   }
 }

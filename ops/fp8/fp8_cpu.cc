@@ -161,15 +161,20 @@ void scaled_mm_epilogue(const float* acc, int64_t m, int64_t n, float scale, con
       for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
         const int64_t len = std::min(kBlock, n - j0);
         const float* a = acc + i * n + j0;
-        float s[kBlock];
-        for (int64_t j = 0; j < len; ++j) {
-          s[j] = vectors ? (rowcol.row ? rowcol.row[i] : 1.0f) * (rowcol.col ? rowcol.col[j0 + j] : 1.0f) : scale;
-        }
-        if (bias != nullptr) {
-          const float* b = bias + j0;
-          for (int64_t j = 0; j < len; ++j) r[j] = fp8::epilogue(a[j], s[j], b[j]);
+        const float* b = bias != nullptr ? bias + j0 : nullptr;
+        if (vectors) {  // the column's scale, then the row's (fp8::epilogue_rowcol); a missing one is 1
+          const float row = rowcol.row ? rowcol.row[i] : 1.0f;
+          float col[kBlock];
+          for (int64_t j = 0; j < len; ++j) col[j] = rowcol.col ? rowcol.col[j0 + j] : 1.0f;
+          if (b != nullptr) {
+            for (int64_t j = 0; j < len; ++j) r[j] = fp8::epilogue_rowcol(a[j], row, col[j], b[j]);
+          } else {
+            for (int64_t j = 0; j < len; ++j) r[j] = fp8::epilogue_rowcol(a[j], row, col[j]);
+          }
+        } else if (b != nullptr) {
+          for (int64_t j = 0; j < len; ++j) r[j] = fp8::epilogue(a[j], scale, b[j]);
         } else {
-          for (int64_t j = 0; j < len; ++j) r[j] = fp8::epilogue(a[j], s[j]);
+          for (int64_t j = 0; j < len; ++j) r[j] = fp8::epilogue(a[j], scale);
         }
         Out* o = out + i * n + j0;
         if constexpr (std::is_same_v<Out, float>) {

@@ -106,8 +106,13 @@ MT_HD inline float fold_amax(float entry, float amax) {
 
 // The scaled matmul's epilogue on one f32 accumulator: acc * scale + bias with one f32 rounding (an fma),
 // or acc * scale without a bias (an fma with +0 would turn a -0 product into +0). scale = scale_inv_a *
-// scale_inv_b, computed once in f32.
+// scale_inv_b (per-tensor scales), computed once in f32.
 MT_HD inline float epilogue(float acc, float scale, float bias) { return fmaf(acc, scale, bias); }
 MT_HD inline float epilogue(float acc, float scale) { return acc * scale; }
+// With a row scale and a column scale (rowwise scaling) the column's is applied first, then the row's, each product
+// rounded: (acc * col) * row. That is the H200's order (cuBLASLt's OUTER_VEC scales, fast accumulation off: 12288 of
+// 12288 f32 outputs, bench/gpu/2026-11-28-run3); with a bias, the last product fused with it (not yet seen on a GPU).
+MT_HD inline float epilogue_rowcol(float acc, float row, float col, float bias) { return fmaf(acc * col, row, bias); }
+MT_HD inline float epilogue_rowcol(float acc, float row, float col) { return (acc * col) * row; }
 
 }  // namespace mantissa::fp8
