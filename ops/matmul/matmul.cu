@@ -297,17 +297,18 @@ void gemm_impl(const GemmArgs<T>& args, int device, cudaStream_t stream) {
               .align_c = alignment_bytes(reinterpret_cast<uintptr_t>(g.c), ba.stride_c * esize)};
   if (args.bias != nullptr) {
     key.align_bias = alignment_bytes(reinterpret_cast<uintptr_t>(args.bias), 0);
-    // The epilogue reads the bias with vector loads: only a 16-byte aligned bias goes through it. Not bf16: on
-    // the H200 (cuBLAS 13.1, bench/gpu/2026-11-28-run2) its bf16 outputs were many ulps off wherever the bias
-    // cancels the sum, every one a multiple of the bias's own ulp, as if the sum were rounded to bf16 before the
-    // bias is added; f16 and f32 outputs were right, and so was bf16 through the broadcast below.
-    if (key.align_bias >= 16 && !std::is_same_v<T, BFloat16>) {
+    // The epilogue reads the bias with vector loads: only a 16-byte aligned bias goes through it. In bf16 it
+    // rounds the product to bf16 before adding the bias (H200, cuBLAS 13.1: bench/gpu/2026-11-28-run2 and -run3,
+    // tests/cuda/cublas_conformance_test.cc), and so does cuBLASLt's beta = 1 onto the broadcast bias below
+    // (run 3, aligned operands): two roundings either way, as PyTorch's addmm gets from the same epilogue. f16 and
+    // f32 round once. cuBLASLt offers no f32 bias for a bf16 output here (no algorithm).
+    if (key.align_bias >= 16) {
       key.epilogue = GemmEpilogue::kBias;
       if (try_cublaslt(key, ba, args.bias, beta, device, stream)) return;
       key.epilogue = GemmEpilogue::kNone;
     }
     key.align_bias = 256;
-    // Broadcast the bias into C, then accumulate onto it: still one rounding per element.
+    // Broadcast the bias into C, then accumulate onto it.
     launch_scale_add_bias(ba, Scale(0), args.bias, stream);
     beta = Scale(1);
   }

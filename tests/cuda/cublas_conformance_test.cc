@@ -74,6 +74,7 @@ int64_t misses(Path path, int64_t m, int64_t n, int64_t k, std::string* first, B
   void* workspace = nullptr;
   constexpr size_t kWorkspace = size_t{32} << 20;
   EXPECT_EQ(cudaMalloc(&workspace, kWorkspace), cudaSuccess);
+  bool no_algorithm = false;
   if (path == Path::kGemmEx) {
     cublasHandle_t h = nullptr;
     EXPECT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
@@ -116,8 +117,11 @@ int64_t misses(Path path, int64_t m, int64_t n, int64_t k, std::string* first, B
     }
     cublasLtMatmulHeuristicResult_t result{};
     int count = 0;
-    EXPECT_EQ(cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &result, &count), CUBLAS_STATUS_SUCCESS);
-    EXPECT_GT(count, 0) << "cuBLASLt has no algorithm for this case";
+    // No algorithm (CUBLAS_STATUS_NOT_SUPPORTED, 7: an f32 bias for a 16-bit output on the H200) is an answer too:
+    // -1, for the caller to say so.
+    if (cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &result, &count) != CUBLAS_STATUS_SUCCESS)
+      count = 0;
+    no_algorithm = count == 0;
     if (count > 0) {
       EXPECT_EQ(cublasLtMatmul(h, desc, &alpha, da + o, la, db + o, lb, &beta, dc + o, lc, dc + o, lc, &result.algo,
                                workspace, kWorkspace, nullptr),
@@ -137,6 +141,10 @@ int64_t misses(Path path, int64_t m, int64_t n, int64_t k, std::string* first, B
   cudaFree(dc);
   cudaFree(workspace);
   if (dbias != nullptr) cudaFree(dbias);
+  if (no_algorithm) {
+    *first = "cuBLASLt has no algorithm for this case";
+    return -1;
+  }
   const double u_out = std::is_same_v<T, BFloat16> ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
   int64_t bad = 0;
   for (int64_t j = 0; j < n; ++j) {
@@ -184,11 +192,11 @@ TEST(CudaCublasConformance, TransposedTwoByteAlignedF16) {
 
 // The second GPU run (bench/gpu/2026-11-28-run2) found mantissa's bf16 GEMM through cuBLASLt's bias epilogue many
 // ulps off where the bias cancels the sum, every such output a multiple of the bias's ulp: as if the sum were
-// rounded to bf16 before the bias is added (f16 was right). mantissa's launcher now adds a bf16 bias by broadcast
-// (ops/matmul/matmul.cu). Asked here directly, with the bias in the output type and in f32: each output must be
-// within one rounding more than the exact sum's (the sum rounded first), and how many need that extra rounding is
-// printed, so the next device run says whether cuBLASLt's f32-bias epilogue could serve bf16 again. f16 must be
-// right with its own bias type: mantissa's launcher uses that.
+// rounded to bf16 before the bias is added (f16 was right). Asked here directly, with the bias in the output type
+// and in f32: each output must be within one rounding more than the exact sum's (the sum rounded first), and how
+// many need that extra rounding is printed. Run 3 (H200, cuBLAS 13.1): 246 of 1320 bf16 outputs needed it, none
+// was beyond it, and cuBLASLt has no algorithm for an f32 bias with a bf16 or f16 output (which this test then
+// reports and does not count as a failure). f16 must be right with its own bias type.
 template <typename T>
 void expect_bias_epilogue(const char* type) {
   constexpr bool kBf16 = std::is_same_v<T, BFloat16>;
@@ -196,6 +204,10 @@ void expect_bias_epilogue(const char* type) {
     const char* bias_type = bias == Bias::kF32 ? "f32" : type;
     std::string first, first_loose;
     const int64_t strict = misses<T>(Path::kLtPlain, 40, 33, 19, &first, bias);
+    if (strict < 0 && bias == Bias::kF32) {  // run 3 (H200, cuBLAS 13.1): none for bf16 or f16 outputs
+      std::printf("  %s output, f32 bias: cuBLASLt has no algorithm\n", type);
+      continue;
+    }
     const int64_t loose = misses<T>(Path::kLtPlain, 40, 33, 19, &first_loose, bias, true);
     std::printf("  %s output, %s bias: %lld of %d outputs beyond one rounding of the exact sum%s%s\n", type, bias_type,
                 static_cast<long long>(strict), 40 * 33, strict > 0 ? ", the first " : "", first.c_str());
