@@ -1,7 +1,8 @@
 // The mixed-precision passes on the GPU over GPT-2 small's parameter list (148 tensors, 124 M f32
 // values): the fused Adam and SGD steps (scaled, with and without a bf16 working copy), the unscale-and-
-// check pass and the loss-scale update. Reports the memory bandwidth each pass reaches (bytes it must
-// move / time), to set against the device's peak. Skips with a message without a GPU.
+// check pass, the loss-scale update and AdamW under the precision ladder's rungs. Reports the memory
+// bandwidth each pass reaches (bytes it must move / time), to set against the device's peak. Skips with a
+// message without a GPU.
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -31,8 +32,8 @@ void wait_for_gpu() {
 }
 
 // GPT-2 small (12 layers, 768 wide, 1024 positions, 50257 tokens padded to 50304): its parameters on
-// cuda:0 with grads.
-std::vector<NamedTensor> gpt2_small_params() {
+// cuda:0 with grads, in `dtype` (bf16 for the precision ladder's rungs without masters).
+std::vector<NamedTensor> gpt2_small_params(DType dtype = DType::kF32) {
   std::vector<std::pair<std::string, Shape>> shapes{{"wte", {50304, 768}}, {"wpe", {1024, 768}}};
   for (int l = 0; l < 12; ++l) {
     const std::string h = "h." + std::to_string(l) + ".";
@@ -54,9 +55,9 @@ std::vector<NamedTensor> gpt2_small_params() {
   shapes.push_back({"ln_f.bias", {768}});
   std::vector<NamedTensor> params;
   for (const auto& [name, shape] : shapes) {
-    Tensor p = full(shape, 0.01, {.device = cuda(0)});
+    Tensor p = full(shape, 0.01, {.dtype = dtype, .device = cuda(0)});
     p.set_requires_grad(true);
-    p.set_grad(full(shape, 0.5, {.device = cuda(0)}));
+    p.set_grad(full(shape, 0.5, {.dtype = dtype, .device = cuda(0)}));
     params.push_back({name, p});
   }
   return params;
@@ -94,6 +95,51 @@ void BM_FusedAdam(benchmark::State& state, Copy copy) {
 }
 BENCHMARK_CAPTURE(BM_FusedAdam, plain, Copy::kNone)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_FusedAdam, bf16_copy, Copy::kBF16)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// AdamW under a rung of the precision ladder (optim/cuda/ladder.cu), against BM_FusedAdam above. Bytes per value
+// it must move: the weight read and written (bf16 2 + 2 without masters; f32 4 + 4 and the bf16 copy's 2 with
+// them), the grad (2 or 4), both moments read and written (fp32 16, bf16 8, 8-bit 4; the per-block absmax is
+// noise) and, under kahan, the bf16 compensation read and written (4).
+void BM_LadderAdamW(benchmark::State& state, PrecisionLadder ladder) {
+  if (!have_device(state)) return;
+  const bool masters = ladder.master_weights == MasterWeights::kFp32;
+  auto params = gpt2_small_params(masters ? DType::kF32 : DType::kBF16);
+  AdamW opt(params, {.lr = 1e-4}, ladder);
+  if (masters) opt.enable_working_copies(DType::kBF16);
+  opt.step();  // creates the state
+  wait_for_gpu();
+  for (auto _ : state) {
+    opt.step();
+    wait_for_gpu();
+  }
+  const double state_bytes = ladder.optimizer_state == StateStorage::kFp32   ? 16.0
+                             : ladder.optimizer_state == StateStorage::kBf16 ? 8.0
+                                                                             : 4.0;
+  const double weight_bytes = masters ? 4 + 4 + 2 + 4 : 2 + 2 + 2;
+  const double kahan_bytes = ladder.update_rounding == UpdateRounding::kKahan ? 4.0 : 0.0;
+  state.SetLabel(ladder.str());
+  report(state, total_numel(params), weight_bytes + state_bytes + kahan_bytes);
+}
+BENCHMARK_CAPTURE(BM_LadderAdamW, bf16_weights, PrecisionLadder{.master_weights = MasterWeights::kNone})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_LadderAdamW, bf16_stochastic,
+                  PrecisionLadder{.master_weights = MasterWeights::kNone,
+                                  .update_rounding = UpdateRounding::kStochastic})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_LadderAdamW, bf16_kahan_8bit,
+                  PrecisionLadder{.master_weights = MasterWeights::kNone,
+                                  .update_rounding = UpdateRounding::kKahan,
+                                  .optimizer_state = StateStorage::k8bit})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_LadderAdamW, state_bf16, PrecisionLadder{.optimizer_state = StateStorage::kBf16})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_LadderAdamW, state_8bit, PrecisionLadder{.optimizer_state = StateStorage::k8bit})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 // SGD with momentum: reads p, g, buf and writes p, buf (20 bytes per value).
 void BM_FusedSgdMomentum(benchmark::State& state) {

@@ -1,7 +1,7 @@
 // The precision ladder's CUDA kernel (optim/cuda/ladder.h). Per group: bump_steps advances the step counts (unless
 // found_inf), then multi-tensor launches of one CUDA block per 2048-element block of a parameter. A thread holds 8
 // elements in registers from load to store, so the block-wide max that an 8-bit state needs is taken over values the
-// block already has; the old absmax is read before the block's barrier and the new one written after it.
+// block already has; the old absmax is read before the block-wide max's barriers and the new one written after them.
 #include "optim/cuda/fused_optim.h"
 #include "optim/cuda/ladder.h"
 #include "optim/cuda/multi_tensor_apply.cuh"
@@ -19,6 +19,11 @@ constexpr int kThreads = 256;
 constexpr int kBlock = static_cast<int>(lp::kQuantBlock);
 constexpr int kPerThread = kBlock / kThreads;
 static_assert(kPerThread * kThreads == kBlock);
+// 2048-blocks per entry of a launch's list. The list holds 320 entries (optim/multi_tensor.h); one CUDA block each,
+// with one 2048-block per entry, left the H200 under a wave per launch and latency-bound (run 3: GPT-2 small's AdamW
+// step 4.5 ms against the fused kernel's 1.2 ms, 10% of DRAM bandwidth in Nsight Compute). An entry now covers 32
+// 2048-blocks (65536 elements, the fused kernels' chunk) and each gets its own CUDA block: 10240 per launch.
+constexpr int kSubBlocks = 32;
 
 // The dynamic maps' bits, [0] signed and [1] unsigned: the host tables' list (optim/dynamic_map_bits.h).
 __constant__ uint32_t kMapBits[2][lp::kMapSize] = {{MT_DYNAMIC_MAP_SIGNED_BITS}, {MT_DYNAMIC_MAP_UNSIGNED_BITS}};
@@ -84,26 +89,31 @@ __global__ void __launch_bounds__(kThreads) ladder_kernel(const Meta meta, const
   if (a.found_inf != nullptr && *a.found_inf != 0.0f) return;  // uniform: every thread returns
   __shared__ float maps[2][lp::kMapSize];
   __shared__ float scratch[kThreads / 32];
-  for (int i = threadIdx.x; i < 2 * lp::kMapSize; i += kThreads)
-    maps[i / lp::kMapSize][i % lp::kMapSize] = __uint_as_float(kMapBits[i / lp::kMapSize][i % lp::kMapSize]);
-  const int t = meta.block_tensor[blockIdx.x];
-  const int64_t k = meta.block_chunk[blockIdx.x];
-  const int64_t begin = k * kBlock;
-  const int64_t end = begin + kBlock < meta.n[t] ? begin + kBlock : meta.n[t];
+  __shared__ double step_values[2];
+  const bool codes = a.num_state > 0 && (a.state[0] == cpu::Storage::kU8Signed ||
+                                         a.state[0] == cpu::Storage::kU8Unsigned);  // one ladder: all or none
+  if (codes) {
+    for (int i = threadIdx.x; i < 2 * lp::kMapSize; i += kThreads)
+      maps[i / lp::kMapSize][i % lp::kMapSize] = __uint_as_float(kMapBits[i / lp::kMapSize][i % lp::kMapSize]);
+  }
+  // List entry blockIdx.x / kSubBlocks: kSubBlocks 2048-blocks of tensor t, this CUDA block's the sub-th of them.
+  const int entry = static_cast<int>(blockIdx.x / kSubBlocks), sub = static_cast<int>(blockIdx.x % kSubBlocks);
+  const int t = meta.block_tensor[entry];
+  const int64_t chunk = meta.block_chunk[entry];
   const int64_t step = *static_cast<const int64_t*>(meta.ptr[kStep][t]);  // advanced by bump_steps
+  // Adam's bias corrections (two f64 pows) once per block, as the fused kernel does: per thread they cost more than
+  // the element work (the H200, run 3: 5.0 ms for GPT-2 small's AdamW step against the fused kernel's 1.2 ms).
+  if (a.op.kind == cpu::LadderKind::kAdam && threadIdx.x == 0) {
+    const um::AdamStepValues v = um::adam_step_values(a.op.adam.lr, a.betas[0], a.betas[1], step);
+    step_values[0] = v.bc2_sqrt;
+    step_values[1] = v.neg_step_size;
+  }
   const auto stream = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(meta.ptr[kStream][t]));
   void* param = meta.ptr[kParam][t];
   const void* grad = meta.ptr[kGrad][t];
   uint16_t* comp = static_cast<uint16_t*>(meta.ptr[kComp][t]);
   const float inv = a.inv_scale != nullptr ? *a.inv_scale : 1.0f;
-  float absmax_old[cpu::kMaxLadderState] = {};
-  // Every loop over the state slots is unrolled (j a constant), so the per-slot arrays stay in registers.
-#pragma unroll
-  for (int j = 0; j < cpu::kMaxLadderState; ++j) {
-    const float* am = static_cast<const float*>(meta.ptr[kAbsmax0 + j][t]);
-    if (j < a.num_state && am != nullptr) absmax_old[j] = am[k];
-  }
-  __syncthreads();  // the maps are in shared memory; every thread has read the old absmax
+  __syncthreads();  // the maps and Adam's step values are in shared memory
 
   // The optimizer's constants and flags, as its CPU step builds them (Adam's from this step's count), once per thread.
   const bool scaled = a.inv_scale != nullptr;
@@ -117,7 +127,7 @@ __global__ void __launch_bounds__(kThreads) ladder_kernel(const Meta meta, const
     sc = um::sgd_constants<float>(so.lr, so.momentum, so.dampening, so.weight_decay, inv);
   if (a.op.kind == cpu::LadderKind::kAdam)
     ac = um::adam_constants<float>(ao.lr, a.betas[0], a.betas[1], ao.eps, ao.weight_decay, inv,
-                                   um::adam_step_values(ao.lr, a.betas[0], a.betas[1], step));
+                                   {.bc2_sqrt = step_values[0], .neg_step_size = step_values[1]});
   if (a.op.kind == cpu::LadderKind::kLion)
     lc = um::lion_constants<float>(lo.lr, a.betas[0], a.betas[1], lo.weight_decay, inv);
   const bool momentum = so.momentum != 0.0;
@@ -132,6 +142,17 @@ __global__ void __launch_bounds__(kThreads) ladder_kernel(const Meta meta, const
                          .decoupled = a.op.mode == cpu::WeightDecay::kDecoupled && ao.weight_decay != 0.0};
   const um::LionFlags lf{.scaled = scaled, .decay = lo.weight_decay != 0.0};
 
+  const int64_t k = chunk * kSubBlocks + sub;  // this CUDA block's 2048-block
+  const int64_t begin = k * kBlock;
+  if (begin >= meta.n[t]) return;  // past the tensor's end: the whole CUDA block, before any barrier
+  const int64_t end = begin + kBlock < meta.n[t] ? begin + kBlock : meta.n[t];
+  float absmax_old[cpu::kMaxLadderState] = {};
+  // Every loop over the state slots is unrolled (j a constant), so the per-slot arrays stay in registers.
+#pragma unroll
+  for (int j = 0; j < cpu::kMaxLadderState; ++j) {
+    const float* am = static_cast<const float*>(meta.ptr[kAbsmax0 + j][t]);
+    if (j < a.num_state && am != nullptr) absmax_old[j] = am[k];
+  }
   float p[kPerThread], s[cpu::kMaxLadderState][kPerThread] = {};
   bool live[kPerThread];
 #pragma unroll
@@ -248,11 +269,11 @@ void ladder_step(std::span<const cpu::LadderParam> params, const PrecisionLadder
   }
   bump_steps(steps, scaling.found_inf, stream);
   const auto launches =
-      multi_tensor::plan(sizes, {.max_tensors = multi_tensor::max_tensors(kDepth), .chunk_size = kBlock});
+      multi_tensor::plan(sizes, {.max_tensors = multi_tensor::max_tensors(kDepth), .chunk_size = kBlock * kSubBlocks});
   for (const auto& l : launches) {
     Meta meta{};
     multi_tensor::fill_meta(l, ptrs, sizes, meta);
-    ladder_kernel<<<static_cast<unsigned>(l.blocks.size()), kThreads, 0, stream>>>(meta, args);
+    ladder_kernel<<<static_cast<unsigned>(l.blocks.size() * kSubBlocks), kThreads, 0, stream>>>(meta, args);
     MT_CUDA_LAUNCH_CHECK("ladder_kernel");
   }
 }
