@@ -90,9 +90,6 @@ size_t Optimizer::add_group_params(std::vector<NamedTensor> params) {
 }
 
 void Optimizer::shard(const std::map<std::string, OwnedRange>& owned) {
-  MT_CHECK(ladder_.is_default(), type_name(), ".shard: the precision ladder ", ladder_.str(),
-           " keeps state that ZeRO-1 does not shard yet (8-bit codes with per-block absmax, bf16 weights). HINT: the "
-           "default ladder (master_weights=fp32 optimizer_state=fp32) with ZeRO-1");
   MT_CHECK(state_.empty(), type_name(), ".shard: the optimizer already holds state (", state_.size(),
            " parameters). HINT: shard it before its first step and load state after");
   MT_CHECK(working_copies_.empty(), type_name(),
@@ -108,6 +105,11 @@ void Optimizer::shard(const std::map<std::string, OwnedRange>& owned) {
       const auto [begin, end] = it->second;
       MT_CHECK(0 <= begin && begin < end && end <= p.tensor.numel(), type_name(), ".shard: range [", begin, ", ", end,
                ") of parameter '", p.name, "' is outside its ", p.tensor.numel(), " elements");
+      MT_CHECK(ladder_.is_default() || begin % low_precision::kQuantBlock == 0, type_name(), ".shard: range [", begin,
+               ", ", end, ") of parameter '", p.name, "' starts inside a ", low_precision::kQuantBlock,
+               "-element block of the precision ladder (", ladder_.str(),
+               "). HINT: cut shards at multiples of the block, as ZeroRedundancy does");
+      shard_first_[p.name] = begin;
       // A view of the detached parameter has no history: a leaf, which the optimizer may own.
       Tensor slice = p.tensor.detach().view({p.tensor.numel()}).narrow(0, begin, end - begin);
       slice.set_requires_grad(true);
@@ -197,6 +199,7 @@ void Optimizer::ladder_step_group(size_t group, const GradScaling* scaling, cons
                        .step = s.at("step").data<int64_t>(),
                        .n = param.tensor.numel(),
                        .stream = ladder_stream(param.name),
+                       .first = shard_first_.count(param.name) ? shard_first_.at(param.name) : 0,
                        .copy = working_copy_out(param.name)};
     if (s.count("compensation")) t.compensation = static_cast<uint16_t*>(s.at("compensation").data_ptr());
     for (const std::string& b : buffers) {

@@ -80,7 +80,9 @@ class Optimizer {
   // range) leaves its group. Each range becomes a parameter of its own: a 1-D leaf with the parameter's name
   // that shares the parameter's storage, so a step updates those elements of the parameter in place and
   // state_dict() holds 1-D state of the ranges. Groups keep their options and may become empty. Call it
-  // before the first step (the optimizer must hold no state) and with working copies off.
+  // before the first step (the optimizer must hold no state) and with working copies off. Under a precision ladder
+  // other than the default a range starts at a multiple of the 8-bit state's 2048-block, so a shard's blocks are
+  // the whole parameter's, and it rounds stochastically with the whole parameter's random numbers.
   struct OwnedRange {
     int64_t begin = 0, end = 0;
   };
@@ -96,6 +98,14 @@ class Optimizer {
   std::vector<std::string> state_names(size_t group) const {
     return ladder_entries(state_buffers(group_hyperparameters(group)));
   }
+
+  // The shape and dtype of state entry `entry` (a buffer, a ".absmax", "compensation" or "step") of `param` under this
+  // optimizer's ladder (a state_dict() entry of a whole parameter has this form).
+  struct StateSpec {
+    Shape shape;
+    DType dtype;
+  };
+  StateSpec state_spec(const Tensor& param, const std::string& entry) const;
 
   // The precision ladder (optim/precision_ladder.h) every constructor takes: fp32 masters and fp32 state unless
   // told otherwise.
@@ -130,12 +140,6 @@ class Optimizer {
   static void erase_state_buffer(ParamState& s, const std::string& name);
   // `buffers` with the ladder's entries: "<buffer>.absmax" for 8-bit state, "compensation" for Kahan.
   std::vector<std::string> ladder_entries(std::vector<std::string> buffers) const;
-  // The shape and dtype of state entry `entry` (a buffer, a ".absmax", "compensation" or "step") of `param`.
-  struct StateSpec {
-    Shape shape;
-    DType dtype;
-  };
-  StateSpec state_spec(const Tensor& param, const std::string& entry) const;
   // One group's step under a non-default ladder: per parameter with a grad, its state (`buffers`, created on first
   // use), then the device's ladder kernel (cpu::ladder_step per parameter, or optim/cuda/ladder.cu's fused launch)
   // running `op`.
@@ -172,6 +176,8 @@ class Optimizer {
   std::map<std::string, ParamState> state_;
   std::map<std::string, Tensor> working_copies_;  // by parameter name
   PrecisionLadder ladder_;
+  // After shard(): each owned range's first element in its whole parameter (LadderParam::first), by name.
+  std::map<std::string, int64_t> shard_first_;
 };
 
 // An OptimizerState entry's key "<param name>/<state name>" in its two parts; a key without '/' throws

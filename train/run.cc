@@ -266,12 +266,6 @@ absl::Status validate(const RunOptions& o) {
                " stores the momentum buffer, but --optimizer=sgd with --momentum=0 has no state to store. HINT: "
                "--momentum=0.9, or --optimizer_state=fp32");
   }
-  const bool ladder = o.master_weights != MasterWeights::kFp32 || o.optimizer_state != StateStorage::kFp32;
-  if (ladder && o.zero != 0) {
-    return bad("--zero=", o.zero, " shards state of its parameters' shape and dtype; --master_weights=",
-               master_weights_name(o.master_weights), " --optimizer_state=", state_storage_name(o.optimizer_state),
-               " is not sharded yet. HINT: --zero=0");
-  }
   if (o.epochs == 0 && o.max_steps == 0 && o.model != ModelKind::kGPT && o.report.empty()) {
     return bad("--epochs=0 and --max_steps=0: the run would never end");
   }

@@ -3,12 +3,14 @@
 #include "train/zero.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "amp/autocast.h"
 #include "framework/autograd.h"
 #include "framework/error.h"
 #include "ops/elementwise/elementwise.h"
+#include "optim/low_precision.h"
 #include "optim/norm_order.h"
 
 namespace mantissa {
@@ -40,11 +42,6 @@ std::vector<int64_t> cut_ranges(const std::vector<int64_t>& candidates, int64_t 
 
 ZeroRedundancy::ZeroRedundancy(DistributedDataParallel& ddp, Optimizer& optimizer)
     : ddp_(ddp), optimizer_(optimizer), buckets_(ddp.bucket_layout()) {
-  MT_CHECK(optimizer_.precision_ladder().is_default(), "ZeroRedundancy: the optimizer runs under the precision ladder ",
-           optimizer_.precision_ladder().str(),
-           "; ZeRO-1 shards state that has its parameters' shape and dtype, and that ladder's (bf16 weights, 8-bit ",
-           "codes with per-block absmax) is not sharded yet. HINT: ZeRO-1 with the default ladder, or the ladder ",
-           "without ZeRO-1");
   const std::vector<NamedTensor>& params = ddp_.parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     param_index_[params[i].name] = i;
@@ -120,39 +117,57 @@ ZeroRedundancy::ZeroRedundancy(DistributedDataParallel& ddp, Optimizer& optimize
 
 void ZeroRedundancy::enable_working_copies(DType dtype) {
   disable_working_copies();
-  for (const NamedTensor& p : ddp_.parameters())
-    working_copies_.push_back({p.name, amp::make_working_copy(p.tensor, dtype)});
+  // As Optimizer::enable_working_copies: f32 masters only (bf16 weights, the precision ladder's master_weights=none,
+  // are computed with as they are).
+  for (const NamedTensor& p : ddp_.parameters()) {
+    working_copies_.push_back(
+        {p.name, p.tensor.dtype() == DType::kF32 ? amp::make_working_copy(p.tensor, dtype) : Tensor()});
+  }
 }
 
 void ZeroRedundancy::disable_working_copies() {
-  for (const NamedTensor& p : ddp_.parameters()) {
-    if (!working_copies_.empty()) amp::clear_working_copy(p.tensor);
-  }
+  for (size_t i = 0; i < working_copies_.size(); ++i)
+    if (working_copies_[i].tensor.defined()) amp::clear_working_copy(ddp_.parameters()[i].tensor);
   working_copies_.clear();
 }
 
 void ZeroRedundancy::refresh_working_copies() {
   NoGradGuard no_grad;
   const std::vector<NamedTensor>& params = ddp_.parameters();
-  for (size_t i = 0; i < working_copies_.size(); ++i) copy_(working_copies_[i].tensor, params[i].tensor);
+  for (size_t i = 0; i < working_copies_.size(); ++i)
+    if (working_copies_[i].tensor.defined()) copy_(working_copies_[i].tensor, params[i].tensor);
 }
 
 void ZeroRedundancy::finish() {
   ddp_.finish();
   for (auto& [name, leaf] : leaves_) {
     const Slice& s = slices_[slice_of_.at(name)];
-    leaf.set_grad(buckets_[s.bucket].flat.narrow(0, s.flat_offset, s.end - s.begin));
+    const Tensor region = buckets_[s.bucket].flat.narrow(0, s.flat_offset, s.end - s.begin);
+    // bf16 weights (the precision ladder without masters): the mean rounded to bf16 once, as DDP rounds it.
+    leaf.set_grad(leaf.dtype() == region.dtype() ? region : region.to(leaf.dtype()));
   }
 }
 
 Tensor ZeroRedundancy::clip_grad_norm_(double max_norm, NormType norm_type) {
+  // bf16 grads (bf16 weights) are widened to f32, clipped there and rounded back, as clip_grad_norm_ does for the
+  // whole grads: the same norm, the same scaled bits.
   std::vector<GradSlice> mine;
+  std::vector<std::pair<Tensor, Tensor>> narrow;  // {the bf16 grad, its f32 widening}
   for (const NormSlice& s : norm_slices_) {
-    if (const Tensor& grad = s.leaf.grad(); grad.defined())
-      mine.push_back({.grad = grad, .param = s.param, .begin = s.begin});
+    const Tensor& grad = s.leaf.grad();
+    if (!grad.defined()) continue;
+    Tensor wide = grad;
+    if (is_low_precision(grad.dtype())) narrow.emplace_back(grad, wide = grad.to(DType::kF32));
+    mine.push_back({.grad = wide, .param = s.param, .begin = s.begin});
   }
-  return clip_sharded_grad_norm_(mine, norm_sizes_, max_norm, norm_type,
-                                 [&](const Tensor& partials) { ddp_.group().all_reduce(partials, ReduceOp::kSum); });
+  Tensor total = clip_sharded_grad_norm_(mine, norm_sizes_, max_norm, norm_type, [&](const Tensor& partials) {
+    ddp_.group().all_reduce(partials, ReduceOp::kSum);
+  });
+  if (!std::isinf(max_norm)) {
+    NoGradGuard no_grad;
+    for (const auto& [grad, wide] : narrow) copy_(grad, wide);
+  }
+  return total;
 }
 
 void ZeroRedundancy::gather_parameters() {
@@ -183,7 +198,8 @@ void ZeroRedundancy::gather_grads() {
     ddp_.group().all_gather_regions(b.flat, counts_[bi]);
     for (size_t k = 0; k < b.params.size(); ++k) {
       Tensor p = params[b.params[k]].tensor;
-      p.set_grad(b.flat.narrow(0, b.offsets[k], p.numel()).view(p.shape()));
+      const Tensor grad = b.flat.narrow(0, b.offsets[k], p.numel()).view(p.shape());
+      p.set_grad(p.dtype() == grad.dtype() ? grad : grad.to(p.dtype()));
     }
   }
 }
@@ -214,18 +230,26 @@ OptimizerState ZeroRedundancy::state_dict() const {
     t.data<int64_t>()[0] = step;
     whole.tensors[name + "/step"] = t;
   }
+  constexpr int64_t kQuantBlock = low_precision::kQuantBlock;
   for (const std::string& buffer : buffers) {
+    // Every entry crosses the f32 bucket buffers exactly: f32, bf16 and the 8-bit codes per element, and an 8-bit
+    // buffer's ".absmax" (one value per 2048-block; every block lies in one shard, whose cuts fall at multiples of
+    // it) at the place of its block's first element.
+    const bool per_block = buffer.ends_with(".absmax");
     for (size_t bi = 0; bi < buckets_.size(); ++bi) {
       const auto& b = buckets_[bi];
       for (const Slice& s : slices_) {
         if (s.bucket != bi) continue;
         Tensor region = b.flat.narrow(0, s.flat_offset, s.end - s.begin);
         auto it = local.tensors.find(params[s.param].name + "/" + buffer);
-        if (it != local.tensors.end()) {
+        if (it != local.tensors.end() && !per_block) {
           copy_(region, it->second);
-        } else {
-          fill_(region, 0.0);
+          continue;
         }
+        fill_(region, 0.0);
+        if (it == local.tensors.end()) continue;
+        const Tensor absmax = it->second.contiguous();
+        for (int64_t j = 0; j < absmax.numel(); ++j) region.data<float>()[j * kQuantBlock] = absmax.data<float>()[j];
       }
       ddp_.group().all_gather_regions(b.flat, counts_[bi]);
       for (size_t k = 0; k < b.params.size(); ++k) {
@@ -234,8 +258,16 @@ OptimizerState ZeroRedundancy::state_dict() const {
         if (g == group_of.end() || steps.data<int64_t>()[b.params[k]] == 0) continue;
         const auto names = optimizer_.state_names(g->second);
         if (std::find(names.begin(), names.end(), buffer) == names.end()) continue;
-        whole.tensors[p.name + "/" + buffer] =
-            b.flat.narrow(0, b.offsets[k], p.tensor.numel()).view(p.tensor.shape()).clone();
+        const Optimizer::StateSpec spec = optimizer_.state_spec(p.tensor, buffer);
+        const Tensor region = b.flat.narrow(0, b.offsets[k], p.tensor.numel());
+        Tensor entry;
+        if (per_block) {
+          entry = empty(spec.shape, {.dtype = DType::kF32});
+          for (int64_t j = 0; j < entry.numel(); ++j) entry.data<float>()[j] = region.data<float>()[j * kQuantBlock];
+        } else {
+          entry = spec.dtype == DType::kF32 ? region.clone() : region.to(spec.dtype);
+        }
+        whole.tensors[p.name + "/" + buffer] = entry.view(spec.shape);
       }
     }
   }
@@ -265,15 +297,22 @@ OptimizerState ZeroRedundancy::shard_state(const OptimizerState& whole) const {
              "' in this optimizer");
     const Tensor& param = params[index->second].tensor;
     MT_CHECK(t.defined(), type, ".load_state_dict: entry '", key, "' is an undefined tensor");
-    if (what != "step") {
-      MT_CHECK(t.shape() == param.shape(), type, ".load_state_dict: entry '", key, "' is ", shape_str(t.shape()),
-               ", the parameter ", shape_str(param.shape()));
-    }
+    const Optimizer::StateSpec spec = optimizer_.state_spec(param, what);
+    MT_CHECK(t.shape() == spec.shape, type, ".load_state_dict: entry '", key, "' is ", shape_str(t.shape()),
+             what.ends_with(".absmax") ? ", the parameter's 8-bit blocks " : ", the parameter ", shape_str(spec.shape));
     auto slice = slice_of_.find(name);
     if (slice == slice_of_.end()) continue;  // another rank's
     const Slice& s = slices_[slice->second];
-    out.tensors[key] =
-        what == "step" ? t : t.contiguous().view({t.numel()}).narrow(0, s.begin, s.end - s.begin).clone();
+    const Tensor flat = t.contiguous().view({t.numel()});
+    constexpr int64_t kQuantBlock = low_precision::kQuantBlock;
+    if (what == "step") {
+      out.tensors[key] = t;
+    } else if (what.ends_with(".absmax")) {  // the shard's blocks: its cuts fall at multiples of the block
+      out.tensors[key] =
+          flat.narrow(0, s.begin / kQuantBlock, (s.end - s.begin + kQuantBlock - 1) / kQuantBlock).clone();
+    } else {
+      out.tensors[key] = flat.narrow(0, s.begin, s.end - s.begin).clone();
+    }
   }
   return out;
 }

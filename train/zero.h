@@ -20,6 +20,14 @@
 // each step every rank all-gathers the updated masters (4 bytes per parameter; the working copies are then
 // cast on each rank from the same bits); and the gradients during backward (DDP's buckets).
 //
+// Under the precision ladder (optim/precision_ladder.h) the shards are the same ranges: a cut at a multiple of
+// 16384 is one of the 8-bit state's 2048-blocks too, so a shard's codes and absmax are the whole parameter's blocks,
+// and a shard rounds stochastically with the whole parameter's random numbers (Optimizer::shard). bf16 weights
+// (master_weights=none) are the parameters themselves: their grads are the reduced f32 means rounded to bf16 once,
+// as DDP rounds them, clipped in f32 and rounded back as clip_grad_norm_ does, and gathered through the f32 bucket
+// buffers (exactly; 4 bytes per parameter where 2 would do). state_dict() gathers codes, bf16 moments and Kahan
+// compensation the same way, each absmax at its block's first element.
+//
 // Equal to DistributedDataParallel bit for bit wherever its reduction sums in the same order: the grads
 // are divided by N and summed (a + b = b + a: always on 2 ranks; Open MPI's reduce-scatter and all-reduce
 // algorithms may add 3 or more ranks' values in other orders, a last-bit difference), the GradScaler's

@@ -75,9 +75,10 @@ void store_param(const LadderParam& t, const PrecisionLadder& ladder, uint32_t s
       for (int64_t i = 0; i < n; ++i) out[i] = lp::bf16_nearest(in[i]);
       return;
     case UpdateRounding::kStochastic:
-      // update_random's words four at a time: one Philox block serves elements 4j .. 4j + 3 (b is a multiple of 4).
+      // update_random's words four at a time: one Philox block serves elements 4j .. 4j + 3 of the whole parameter
+      // (t.first + b is a multiple of 4).
       for (int64_t i = 0; i < n; i += 4) {
-        const uint64_t block = uint64_t(b + i) >> 2;
+        const uint64_t block = uint64_t(t.first + b + i) >> 2;
         const Philox4 r = philox4x32_10(uint32_t(block), uint32_t(block >> 32), t.stream, step, uint32_t(ladder.seed),
                                         uint32_t(ladder.seed >> 32));
         for (int64_t k = 0; k < 4 && i + k < n; ++k) out[i + k] = lp::bf16_stochastic(in[i + k], r.v[k]);

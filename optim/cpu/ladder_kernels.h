@@ -37,6 +37,10 @@ struct LadderParam {
   int64_t* step = nullptr;
   int64_t n = 0;
   uint32_t stream = 0;  // ladder_stream(name)
+  // The index of element 0 in the whole parameter: nonzero for a ZeRO-1 shard (Optimizer::shard), which then draws
+  // the stochastic-rounding numbers the whole parameter's elements would. A multiple of the 2048-block, so a shard's
+  // 8-bit blocks are the whole parameter's.
+  int64_t first = 0;
   WorkingCopyOut copy = {};
 };
 

@@ -28,7 +28,8 @@ constexpr int kSubBlocks = 32;
 // The dynamic maps' bits, [0] signed and [1] unsigned: the host tables' list (optim/dynamic_map_bits.h).
 __constant__ uint32_t kMapBits[2][lp::kMapSize] = {{MT_DYNAMIC_MAP_SIGNED_BITS}, {MT_DYNAMIC_MAP_UNSIGNED_BITS}};
 
-// Pointer slots of a ladder list. kStream carries the parameter's stream id as an integer, not a pointer.
+// Pointer slots of a ladder list. kStream and kFirst carry integers (the stream id, LadderParam::first), not
+// pointers.
 enum Slot {
   kParam,
   kGrad,
@@ -38,6 +39,7 @@ enum Slot {
   kCopy = kAbsmax0 + cpu::kMaxLadderState,
   kStep,
   kStream,
+  kFirst,
   kDepth
 };
 
@@ -109,6 +111,7 @@ __global__ void __launch_bounds__(kThreads) ladder_kernel(const Meta meta, const
     step_values[1] = v.neg_step_size;
   }
   const auto stream = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(meta.ptr[kStream][t]));
+  const auto first = static_cast<int64_t>(reinterpret_cast<uintptr_t>(meta.ptr[kFirst][t]));
   void* param = meta.ptr[kParam][t];
   const void* grad = meta.ptr[kGrad][t];
   uint16_t* comp = static_cast<uint16_t*>(meta.ptr[kComp][t]);
@@ -191,7 +194,7 @@ __global__ void __launch_bounds__(kThreads) ladder_kernel(const Meta meta, const
         case UpdateRounding::kNearest: *w = lp::bf16_nearest(p[e]); break;
         case UpdateRounding::kStochastic:
           *w = lp::bf16_stochastic(
-              p[e], lp::update_random(a.seed, stream, static_cast<uint32_t>(step), static_cast<uint64_t>(i)));
+              p[e], lp::update_random(a.seed, stream, static_cast<uint32_t>(step), static_cast<uint64_t>(first + i)));
           break;
         case UpdateRounding::kKahan: lp::kahan_bf16(*w, comp[i], p[e]); break;
       }
@@ -264,6 +267,7 @@ void ladder_step(std::span<const cpu::LadderParam> params, const PrecisionLadder
     ptrs[kCopy].push_back(t.copy.data);
     ptrs[kStep].push_back(t.step);
     ptrs[kStream].push_back(reinterpret_cast<void*>(static_cast<uintptr_t>(t.stream)));
+    ptrs[kFirst].push_back(reinterpret_cast<void*>(static_cast<uintptr_t>(t.first)));
     sizes.push_back(t.n);
     steps.push_back(t.step);
   }

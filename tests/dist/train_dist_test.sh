@@ -28,7 +28,7 @@
 #           --collective_check=shapes.
 #   zero:   issue 34's ZeRO-1 (--zero=1): 2 and 3 ranks train bit for bit like plain data parallelism
 #           (every logged loss, norm and scale; the final checkpoint's /model and /optimizer, h5diff), the
-#           MLP in fp16 with clipping and bf16, the GPT in fp32 with AdamW, clipping and gradient histograms;
+#           MLP in fp16 with clipping and bf16 and under two rungs of the precision ladder, the GPT in fp32 with AdamW, clipping and gradient histograms;
 #           a plain run's checkpoint resumes under --zero=1 and a ZeRO-1 one under --zero=0, both ending
 #           bit for bit like the unbroken run; --zero=2 is refused with one line and exit 2. (Resuming on
 #           another number of ranks under --zero=1: mode `ranks`.)
@@ -575,6 +575,11 @@ same() {
 }
 same mlp-fp16 2 "--precision=fp16 --optimizer=adam --batch_size=32 --max_steps=30 --clip_grad_norm=0.5"
 same mlp-bf16 3 "--precision=bf16 --optimizer=sgd --lr=0.05 --batch_size=16 --max_steps=30"
+# The precision ladder's rungs shard too (bf16 weights; 8-bit codes and absmax, Kahan compensation in the state).
+same mlp-ladder-8bit 2 "--precision=bf16 --master_weights=none --update_rounding=stochastic --optimizer_state=8bit \
+--optimizer=adamw --batch_size=32 --max_steps=30 --clip_grad_norm=0.5"
+same mlp-ladder-kahan 3 "--precision=bf16 --master_weights=none --update_rounding=kahan --optimizer_state=bf16 \
+--optimizer=adam --batch_size=16 --max_steps=12"
 gpt="--model=gpt --n_layer=2 --n_embd=64 --block_size=32 --sample_chars=0 --precision=fp32 --optimizer=adamw --batch_size=4"
 same gpt-fp32 2 "$gpt --max_steps=20 --eval_every=10 --clip_grad_norm=0.3 --tensorboard=$z/tb --tensorboard_histogram_every=5"
 same gpt-fp32-3 3 "$gpt --max_steps=12 --eval_every=6 --clip_grad_norm=0.3"

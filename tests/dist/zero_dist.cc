@@ -7,7 +7,10 @@
 //    state must equal the whole ones bit for bit (see train/zero.h for where they might not: none here);
 //  - each rank holds about 1/N of the state, and all of it together;
 //  - the whole state loaded into a fresh sharded optimizer gives the same state back, and an entry of the
-//    wrong shape is refused naming it.
+//    wrong shape is refused naming it;
+//  - the precision ladder's rungs (bf16 weights rounded stochastically with 8-bit state, Kahan with bf16 state,
+//    fp32 masters with 8-bit state): AdamW under ZeRO-1 equals it under DDP bit for bit (weights, clipping norms,
+//    the gathered codes, absmax and compensation), and its whole state shards and gathers back.
 #include "tests/dist/zero_dist.h"
 
 #include <cmath>
@@ -15,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "amp/autocast.h"
 #include "framework/generator.h"
 #include "framework/random.h"
 #include "models/mlp.h"
@@ -98,6 +102,97 @@ void check_collectives(ProcessGroup& pg, DistChecker& c) {
   throws([&] { pg.all_gather_regions(zeros({total}, {.dtype = DType::kBF16}), counts); }, "1-D f32 or f64",
          "a bf16 tensor");
   throws([&] { pg.reduce_scatter_async(t, counts, ReduceOp::kAvg)->wait(); }, "kAvg", "avg");
+}
+
+// AdamW under each rung, on replicas of one MLP: plain DDP with the whole optimizer against DDP + ZeroRedundancy.
+// The bf16 rungs train the bf16 weights themselves (Module::to) under bf16 autocast, as mantissa-train does.
+void check_ladders(ProcessGroup& pg, DistChecker& c, const Tensor& x, const Tensor& y) {
+  const int n = pg.size(), r = pg.rank();
+  const PrecisionLadder rungs[] = {
+      {.master_weights = MasterWeights::kNone,
+       .update_rounding = UpdateRounding::kStochastic,
+       .optimizer_state = StateStorage::k8bit,
+       .seed = 5},
+      {.master_weights = MasterWeights::kNone,
+       .update_rounding = UpdateRounding::kKahan,
+       .optimizer_state = StateStorage::kBf16},
+      {.optimizer_state = StateStorage::k8bit},
+  };
+  const AdamWOptions options{.lr = 1e-2, .weight_decay = 0.1, .amsgrad = true};
+  for (const PrecisionLadder& ladder : rungs) {
+    const bool masters = ladder.master_weights == MasterWeights::kFp32;
+    const std::string rung = ladder.str() + ": ";
+    Generator ga(7), gb(7), gc(7);
+    MLP whole_model(kIn, {160, 100}, kOut, {.generator = &ga});
+    MLP sharded_model(kIn, {160, 100}, kOut, {.generator = &gb});
+    MLP fresh_model(kIn, {160, 100}, kOut, {.generator = &gc});
+    if (!masters) {
+      for (MLP* m : {&whole_model, &sharded_model, &fresh_model}) m->to(DType::kBF16);
+    }
+    DistributedDataParallel ddp_whole(whole_model, pg, {.bucket_cap_mb = 1.0 / 16});
+    DistributedDataParallel ddp_sharded(sharded_model, pg, {.bucket_cap_mb = 1.0 / 16});
+    AdamW whole(whole_model.named_parameters(), options, ladder);
+    AdamW sharded(sharded_model.named_parameters(), options, ladder);
+    ZeroRedundancy zero(ddp_sharded, sharded);
+    if (masters) {
+      whole.enable_working_copies(DType::kBF16);
+      zero.enable_working_copies(DType::kBF16);
+    }
+    // The working copies (fp32 masters) are what the next forward computes with: a wrong one shows in the weights.
+    bool equal = true, norms = true;
+    for (int64_t s = 0; s < kSteps; ++s) {
+      const Tensor xs = x.narrow(0, (s * n + r) * kB, kB), ys = y.narrow(0, (s * n + r) * kB, kB);
+      {
+        amp::AutocastGuard autocast({.dtype = DType::kBF16});
+        mse_loss(whole_model.forward(xs).to(DType::kF32), ys).backward();
+        mse_loss(sharded_model.forward(xs).to(DType::kF32), ys).backward();
+      }
+      ddp_whole.finish();
+      zero.finish();
+      const double max_norm = 0.05;
+      const Tensor total_whole = enqueue_clip_grad_norm_(whole_model.named_parameters(), max_norm);
+      const Tensor total_sharded = zero.clip_grad_norm_(max_norm);
+      norms = norms && same_bits(total_whole, total_sharded) && total_whole.item() > max_norm;
+      whole.step();
+      sharded.step();
+      zero.gather_parameters();
+      whole.zero_grad();
+      sharded.zero_grad();
+      const auto wp = whole_model.named_parameters(), sp = sharded_model.named_parameters();
+      for (size_t i = 0; i < wp.size(); ++i) equal = equal && same_bits(wp[i].tensor, sp[i].tensor);
+    }
+    c.expect(norms, rung + "the clipping norms differ from plain DDP's (or did not clip)");
+    c.expect(equal, rung + "the weights differ from plain DDP's");
+    const OptimizerState gathered = zero.state_dict(), reference = whole.state_dict();
+    c.expect(
+        gathered.ladder == reference.ladder && gathered.tensors.size() == reference.tensors.size(),
+        detail::cat(rung, "gathered state: ", gathered.tensors.size(), " entries, whole: ", reference.tensors.size()));
+    for (const auto& [key, t] : reference.tensors) {
+      auto it = gathered.tensors.find(key);
+      c.expect(it != gathered.tensors.end() && same_bits(it->second, t), rung + "gathered state entry " + key);
+    }
+    DistributedDataParallel ddp_fresh(fresh_model, pg, {.bucket_cap_mb = 1.0 / 16});
+    AdamW fresh(fresh_model.named_parameters(), options, ladder);
+    ZeroRedundancy zero_fresh(ddp_fresh, fresh);
+    fresh.load_state_dict(zero_fresh.shard_state(reference));
+    const OptimizerState again = zero_fresh.state_dict();
+    bool same = again.tensors.size() == reference.tensors.size();
+    for (const auto& [key, t] : reference.tensors)
+      same = same && again.tensors.count(key) && same_bits(again.tensors.at(key), t);
+    c.expect(same, rung + "the whole state, sharded and gathered again");
+    if (ladder.optimizer_state == StateStorage::k8bit) {
+      OptimizerState bad = reference;
+      bad.tensors["layers.0.weight/exp_avg.absmax"] = zeros({3});
+      try {
+        (void)zero_fresh.shard_state(bad);
+        c.expect(false, rung + "an absmax of the wrong length: no error");
+      } catch (const Error& e) {
+        c.expect(std::string(e.what()).find("'layers.0.weight/exp_avg.absmax' is [3], the parameter's 8-bit blocks "
+                                            "[32]") != std::string::npos,
+                 rung + "an absmax of the wrong length: " + e.what());
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -202,6 +297,7 @@ int run_zero_checks(ProcessGroup& pg, int& checks) {
     c.expect(std::string(e.what()).find("'layers.0.weight/exp_avg' is [3, 3]") != std::string::npos,
              std::string("a wrong-shaped entry: ") + e.what());
   }
+  check_ladders(pg, c, x, y);
   if (r == 0)
     std::printf("zero: %d ranks: rank 0 holds %lld of %lld parameters' state (%lld state elements)\n", n,
                 static_cast<long long>(zero.shard_numel()), static_cast<long long>(zero.total_numel()),

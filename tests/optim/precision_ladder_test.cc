@@ -306,6 +306,44 @@ TEST(PrecisionLadder, ResumeFromStateDictIsBitForBit) {
   }
 }
 
+// ZeRO-1's optimizer side (Optimizer::shard): a shard that starts at a block boundary draws the whole parameter's
+// random numbers and quantizes the whole parameter's blocks, so its elements, codes and absmax are the whole run's.
+TEST(PrecisionLadder, AShardStepsAsTheWholeParameterDoes) {
+  Generator gen(12);
+  Tensor whole = bf16_leaf(gen);
+  Tensor part = whole.detach().clone();
+  part.set_requires_grad(true);
+  AdamW a({{"w", whole}}, {.lr = 1e-2}, Ladders::stochastic_8bit());
+  AdamW b({{"w", part}}, {.lr = 1e-2}, Ladders::stochastic_8bit());
+  constexpr int64_t kBegin = 2048;  // the second block; the shard runs to the end (a partial last block)
+  b.shard({{"w", {.begin = kBegin, .end = kN}}});
+  Tensor leaf = b.group_params(0).front().tensor;
+  for (int s = 0; s < 4; ++s) {
+    const Tensor g = random_values(gen, DType::kBF16, 0.1);
+    whole.set_grad(g);
+    leaf.set_grad(g.narrow(0, kBegin, kN - kBegin).contiguous());
+    a.step();
+    b.step();
+  }
+  auto same = [](const Tensor& x, const Tensor& y) {
+    const Tensor cx = x.contiguous(), cy = y.contiguous();
+    return cx.nbytes() == cy.nbytes() && std::memcmp(cx.data_ptr(), cy.data_ptr(), cx.nbytes()) == 0;
+  };
+  EXPECT_TRUE(same(whole.detach().narrow(0, kBegin, kN - kBegin), leaf.detach())) << "weights";
+  const ParamState& sa = *a.state("w");
+  const ParamState& sb = *b.state("w");
+  for (const char* m : {"exp_avg", "exp_avg_sq"}) {
+    EXPECT_TRUE(same(sa.at(m).narrow(0, kBegin, kN - kBegin), sb.at(m))) << m;
+    const std::string absmax = std::string(m) + ".absmax";
+    EXPECT_TRUE(same(sa.at(absmax).narrow(0, 1, 2), sb.at(absmax))) << absmax;
+  }
+
+  AdamW c({{"w", bf16_leaf(gen)}}, {}, Ladders::kahan_bf16());
+  EXPECT_THROW_MSG(c.shard({{"w", {.begin = 1000, .end = kN}}}),
+                   "range [1000, 5000) of parameter 'w' starts inside a 2048-element block of the precision ladder "
+                   "(master_weights=none update_rounding=kahan optimizer_state=bf16)");
+}
+
 // ---- refusals: one line naming both settings; nothing changes ----
 
 TEST(PrecisionLadder, RefusesWhatCannotWork) {

@@ -155,7 +155,6 @@ TEST(RunFlags, TheDefaultsAndTheOtherValuesAreValid) {
   // other_values() runs the CNN; --recompute=blocks is the GPT's, so it is checked with the GPT.
   RunOptions cnn = other_options();
   cnn.recompute = RecomputeMode::kNone;
-  cnn.zero = 0;  // ZeRO-1 shards the default ladder's state only (its refusal is among the messages below)
   EXPECT_TRUE(validate(cnn).ok()) << validate(cnn);
   RunOptions gpt;
   gpt.model = ModelKind::kGPT;
@@ -232,9 +231,6 @@ TEST(RunFlags, OutOfRangeValuesAreRefusedNamingTheFlag) {
       {{{"optimizer_state", "8bit"}, {"optimizer", "sgd"}, {"momentum", "0"}},
        "--optimizer_state=8bit stores the momentum buffer, but --optimizer=sgd with --momentum=0 has no state to "
        "store. HINT: --momentum=0.9, or --optimizer_state=fp32"},
-      {{{"optimizer_state", "bf16"}, {"zero", "1"}},
-       "--zero=1 shards state of its parameters' shape and dtype; --master_weights=fp32 --optimizer_state=bf16 is not "
-       "sharded yet. HINT: --zero=0"},
       {{{"precision", "fp8"}, {"fp8_recipe", "nvfp4"}, {"fp8_accumulator", "hopper"}},
        "--fp8_accumulator=hopper models Hopper's FP8 tensor core, which has no 16-element block scaling for "
        "--fp8_recipe=nvfp4 (MX and NVFP4 are Blackwell formats). HINT: --fp8_accumulator=f32"},
