@@ -43,6 +43,30 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   return std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.nbytes()) == 0;
 }
 
+// Every parameter of the two replicas, bit for bit.
+bool same_parameters(Module& a, Module& b) {
+  const auto pa = a.named_parameters(), pb = b.named_parameters();
+  bool equal = pa.size() == pb.size();
+  for (size_t i = 0; equal && i < pa.size(); ++i) equal = same_bits(pa[i].tensor, pb[i].tensor);
+  return equal;
+}
+
+// The same entries with the same bits.
+bool same_state(const OptimizerState& a, const OptimizerState& b) {
+  bool same = a.tensors.size() == b.tensors.size();
+  for (const auto& [key, t] : b.tensors) same = same && a.tensors.count(key) && same_bits(a.tensors.at(key), t);
+  return same;
+}
+
+// Both optimizers' step, the shards gathered, the grads dropped: one iteration of each side.
+void step_both(Optimizer& whole, Optimizer& sharded, ZeroRedundancy& zero) {
+  whole.step();
+  sharded.step();
+  zero.gather_parameters();
+  whole.zero_grad();
+  sharded.zero_grad();
+}
+
 double get(const Tensor& t, int64_t i) {
   return t.dtype() == DType::kF64 ? t.data<double>()[i] : static_cast<double>(t.data<float>()[i]);
 }
@@ -153,13 +177,8 @@ void check_ladders(ProcessGroup& pg, DistChecker& c, const Tensor& x, const Tens
       const Tensor total_whole = enqueue_clip_grad_norm_(whole_model.named_parameters(), max_norm);
       const Tensor total_sharded = zero.clip_grad_norm_(max_norm);
       norms = norms && same_bits(total_whole, total_sharded) && total_whole.item() > max_norm;
-      whole.step();
-      sharded.step();
-      zero.gather_parameters();
-      whole.zero_grad();
-      sharded.zero_grad();
-      const auto wp = whole_model.named_parameters(), sp = sharded_model.named_parameters();
-      for (size_t i = 0; i < wp.size(); ++i) equal = equal && same_bits(wp[i].tensor, sp[i].tensor);
+      step_both(whole, sharded, zero);
+      equal = equal && same_parameters(whole_model, sharded_model);
     }
     c.expect(norms, rung + "the clipping norms differ from plain DDP's (or did not clip)");
     c.expect(equal, rung + "the weights differ from plain DDP's");
@@ -175,11 +194,7 @@ void check_ladders(ProcessGroup& pg, DistChecker& c, const Tensor& x, const Tens
     AdamW fresh(fresh_model.named_parameters(), options, ladder);
     ZeroRedundancy zero_fresh(ddp_fresh, fresh);
     fresh.load_state_dict(zero_fresh.shard_state(reference));
-    const OptimizerState again = zero_fresh.state_dict();
-    bool same = again.tensors.size() == reference.tensors.size();
-    for (const auto& [key, t] : reference.tensors)
-      same = same && again.tensors.count(key) && same_bits(again.tensors.at(key), t);
-    c.expect(same, rung + "the whole state, sharded and gathered again");
+    c.expect(same_state(zero_fresh.state_dict(), reference), rung + "the whole state, sharded and gathered again");
     if (ladder.optimizer_state == StateStorage::k8bit) {
       OptimizerState bad = reference;
       bad.tensors["layers.0.weight/exp_avg.absmax"] = zeros({3});
@@ -246,15 +261,9 @@ int run_zero_checks(ProcessGroup& pg, int& checks) {
     const Tensor total_sharded = zero.clip_grad_norm_(max_norm);
     c.expect(same_bits(total_whole, total_sharded) && total_whole.item() > max_norm,
              detail::cat("step ", s, ": clipping norm ", total_whole.item(), " (whole) vs ", total_sharded.item()));
-    whole.step();
-    sharded.step();
-    zero.gather_parameters();
-    whole.zero_grad();
-    sharded.zero_grad();
-    const auto wp = whole_model.named_parameters(), sp = sharded_model.named_parameters();
-    bool equal = true;
-    for (size_t i = 0; i < wp.size(); ++i) equal = equal && same_bits(wp[i].tensor, sp[i].tensor);
-    c.expect(equal, detail::cat("step ", s, ": the weights differ from plain DDP's"));
+    step_both(whole, sharded, zero);
+    c.expect(same_parameters(whole_model, sharded_model),
+             detail::cat("step ", s, ": the weights differ from plain DDP's"));
   }
 
   // The state: 1/N per rank (Adam with amsgrad: 3 f32 buffers per element), the whole equal to plain DDP's.
@@ -283,11 +292,7 @@ int run_zero_checks(ProcessGroup& pg, int& checks) {
   fresh.add_param_group(fb, plain);
   ZeroRedundancy zero_fresh(ddp_fresh, fresh);
   fresh.load_state_dict(zero_fresh.shard_state(reference));
-  const OptimizerState again = zero_fresh.state_dict();
-  bool same = again.tensors.size() == reference.tensors.size();
-  for (const auto& [key, t] : reference.tensors)
-    same = same && again.tensors.count(key) && same_bits(again.tensors.at(key), t);
-  c.expect(same, "the whole state, sharded and gathered again");
+  c.expect(same_state(zero_fresh.state_dict(), reference), "the whole state, sharded and gathered again");
   OptimizerState bad = reference;
   bad.tensors["layers.0.weight/exp_avg"] = zeros({3, 3});
   try {
