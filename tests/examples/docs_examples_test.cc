@@ -21,6 +21,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& pages() {
       {"docs/amp-recipes.md",
        {"amp_grad_clipping", "amp_grad_accumulation", "amp_multiple_models", "amp_ddp", "amp_custom_function",
         "gradient_penalty"}},
+      {"docs/precision_ladder.md", {"bf16_weights"}},
   };
   return kPages;
 }
