@@ -128,6 +128,16 @@ BENCHMARK_CAPTURE(BM_LadderAdamW, bf16_stochastic,
                                   .update_rounding = UpdateRounding::kStochastic})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_LadderAdamW, bf16_kahan,
+                  PrecisionLadder{.master_weights = MasterWeights::kNone, .update_rounding = UpdateRounding::kKahan})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_LadderAdamW, bf16_stochastic_8bit,
+                  PrecisionLadder{.master_weights = MasterWeights::kNone,
+                                  .update_rounding = UpdateRounding::kStochastic,
+                                  .optimizer_state = StateStorage::k8bit})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_LadderAdamW, bf16_kahan_8bit,
                   PrecisionLadder{.master_weights = MasterWeights::kNone,
                                   .update_rounding = UpdateRounding::kKahan,

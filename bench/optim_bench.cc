@@ -106,9 +106,22 @@ void BM_AdamW_StateBf16(benchmark::State& s) {
 void BM_AdamW_State8bit(benchmark::State& s) {
   run<AdamW>(s, kAdamW, Variant::kPlain, 8 + 4 + 4, {.optimizer_state = StateStorage::k8bit});
 }
+void BM_AdamW_Bf16Nearest(benchmark::State& s) {
+  run<AdamW>(s, kAdamW, Variant::kPlain, 4 + 2 + 16, {.master_weights = MasterWeights::kNone});
+}
 void BM_AdamW_Bf16Stochastic(benchmark::State& s) {
   run<AdamW>(s, kAdamW, Variant::kPlain, 4 + 2 + 16,
              {.master_weights = MasterWeights::kNone, .update_rounding = UpdateRounding::kStochastic});
+}
+void BM_AdamW_Bf16Kahan(benchmark::State& s) {
+  run<AdamW>(s, kAdamW, Variant::kPlain, 4 + 2 + 16 + 4,
+             {.master_weights = MasterWeights::kNone, .update_rounding = UpdateRounding::kKahan});
+}
+void BM_AdamW_Bf16Stochastic8bit(benchmark::State& s) {
+  run<AdamW>(s, kAdamW, Variant::kPlain, 4 + 2 + 4,
+             {.master_weights = MasterWeights::kNone,
+              .update_rounding = UpdateRounding::kStochastic,
+              .optimizer_state = StateStorage::k8bit});
 }
 void BM_AdamW_Bf16Kahan8bit(benchmark::State& s) {
   run<AdamW>(s, kAdamW, Variant::kPlain, 4 + 2 + 4 + 4,
@@ -118,7 +131,10 @@ void BM_AdamW_Bf16Kahan8bit(benchmark::State& s) {
 }
 BENCHMARK(BM_AdamW_StateBf16)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AdamW_State8bit)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AdamW_Bf16Nearest)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AdamW_Bf16Stochastic)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AdamW_Bf16Kahan)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AdamW_Bf16Stochastic8bit)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AdamW_Bf16Kahan8bit)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Lion)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Lion_Fused)->Unit(benchmark::kMillisecond)->UseRealTime();
