@@ -11,6 +11,7 @@
 
 #include "amp/grad_scaler.h"
 #include "amp/unscale_grads.h"
+#include "bench/ladder_rungs.h"
 #include "framework/cuda/device.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
@@ -96,10 +97,9 @@ void BM_FusedAdam(benchmark::State& state, Copy copy) {
 BENCHMARK_CAPTURE(BM_FusedAdam, plain, Copy::kNone)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_FusedAdam, bf16_copy, Copy::kBF16)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// AdamW under a rung of the precision ladder (optim/cuda/ladder.cu), against BM_FusedAdam above. Bytes per value
-// it must move: the weight read and written (bf16 2 + 2 without masters; f32 4 + 4 and the bf16 copy's 2 with
-// them), the grad (2 or 4), both moments read and written (fp32 16, bf16 8, 8-bit 4; the per-block absmax is
-// noise) and, under kahan, the bf16 compensation read and written (4).
+// AdamW under each rung of the precision ladder (optim/cuda/ladder.cu; bench/ladder_rungs.h), against BM_FusedAdam
+// above: BM_LadderAdamW/StateBf16, BM_LadderAdamW/Bf16Stochastic8bit, ... With fp32 masters it writes their bf16
+// working copy too.
 void BM_LadderAdamW(benchmark::State& state, PrecisionLadder ladder) {
   if (!have_device(state)) return;
   const bool masters = ladder.master_weights == MasterWeights::kFp32;
@@ -112,44 +112,17 @@ void BM_LadderAdamW(benchmark::State& state, PrecisionLadder ladder) {
     opt.step();
     wait_for_gpu();
   }
-  const double state_bytes = ladder.optimizer_state == StateStorage::kFp32   ? 16.0
-                             : ladder.optimizer_state == StateStorage::kBf16 ? 8.0
-                                                                             : 4.0;
-  const double weight_bytes = masters ? 4 + 4 + 2 + 4 : 2 + 2 + 2;
-  const double kahan_bytes = ladder.update_rounding == UpdateRounding::kKahan ? 4.0 : 0.0;
   state.SetLabel(ladder.str());
-  report(state, total_numel(params), weight_bytes + state_bytes + kahan_bytes);
+  report(state, total_numel(params), adam_step_bytes(ladder, /*working_copy=*/masters));
 }
-BENCHMARK_CAPTURE(BM_LadderAdamW, bf16_weights, PrecisionLadder{.master_weights = MasterWeights::kNone})
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_LadderAdamW, bf16_stochastic,
-                  PrecisionLadder{.master_weights = MasterWeights::kNone,
-                                  .update_rounding = UpdateRounding::kStochastic})
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_LadderAdamW, bf16_kahan,
-                  PrecisionLadder{.master_weights = MasterWeights::kNone, .update_rounding = UpdateRounding::kKahan})
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_LadderAdamW, bf16_stochastic_8bit,
-                  PrecisionLadder{.master_weights = MasterWeights::kNone,
-                                  .update_rounding = UpdateRounding::kStochastic,
-                                  .optimizer_state = StateStorage::k8bit})
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_LadderAdamW, bf16_kahan_8bit,
-                  PrecisionLadder{.master_weights = MasterWeights::kNone,
-                                  .update_rounding = UpdateRounding::kKahan,
-                                  .optimizer_state = StateStorage::k8bit})
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_LadderAdamW, state_bf16, PrecisionLadder{.optimizer_state = StateStorage::kBf16})
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_LadderAdamW, state_8bit, PrecisionLadder{.optimizer_state = StateStorage::k8bit})
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
+const bool kLadderBenchmarks = [] {
+  for (const LadderRung& rung : ladder_rungs())
+    benchmark::RegisterBenchmark((std::string("BM_LadderAdamW/") + rung.name).c_str(),
+                                 [ladder = rung.ladder](benchmark::State& s) { BM_LadderAdamW(s, ladder); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  return true;
+}();
 
 // SGD with momentum: reads p, g, buf and writes p, buf (20 bytes per value).
 void BM_FusedSgdMomentum(benchmark::State& state) {

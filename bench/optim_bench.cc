@@ -13,9 +13,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "amp/unscale_grads.h"
+#include "bench/ladder_rungs.h"
 #include "framework/parallel.h"
 #include "framework/random.h"
 #include "optim/adam.h"
@@ -34,7 +36,7 @@ enum class Variant { kPlain, kUnfusedScaler, kFusedScaler, kWorkingCopy, kSepara
 // One parameter of kParams elements with a grad, and an optimizer over it whose state exists already.
 // Under a precision ladder (optim/precision_ladder.h) the parameter and its grad are bf16 without masters.
 template <typename Opt, typename Options>
-void run(benchmark::State& state, Options options, Variant variant, int64_t step_bytes, PrecisionLadder ladder = {}) {
+void run(benchmark::State& state, Options options, Variant variant, double step_bytes, PrecisionLadder ladder = {}) {
   Generator gen(1);
   const DType dtype = ladder.master_weights == MasterWeights::kNone ? DType::kBF16 : DType::kF32;
   Tensor w = randn({kParams}, {}, &gen).to(dtype).set_requires_grad(true);
@@ -70,7 +72,7 @@ void run(benchmark::State& state, Options options, Variant variant, int64_t step
                         : variant == Variant::kWorkingCopy  ? 2
                         : variant == Variant::kSeparateCopy ? 6
                                                             : 0;
-  state.SetBytesProcessed(state.iterations() * kParams * (step_bytes + extra));
+  state.SetBytesProcessed(static_cast<int64_t>(double(state.iterations() * kParams) * (step_bytes + extra)));
   state.counters["params_per_s"] = benchmark::Counter(double(kParams), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["threads"] = num_threads();
 }
@@ -98,44 +100,18 @@ BENCHMARK(BM_AdamW_UnscaleThenStep)->Unit(benchmark::kMillisecond)->UseRealTime(
 BENCHMARK(BM_AdamW_Fused)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AdamW_WorkingCopyFused)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AdamW_WorkingCopySeparatePass)->Unit(benchmark::kMillisecond)->UseRealTime();
-// The precision ladder's AdamW (issue 36), bytes as above per storage: p and g 4 B (f32) or 2 B (bf16) each read
-// or written, m and v 4, 2 or 1 B (+ an absmax per 2048), the Kahan compensation 2 B read and written.
-void BM_AdamW_StateBf16(benchmark::State& s) {
-  run<AdamW>(s, kAdamW, Variant::kPlain, 8 + 4 + 8, {.optimizer_state = StateStorage::kBf16});
-}
-void BM_AdamW_State8bit(benchmark::State& s) {
-  run<AdamW>(s, kAdamW, Variant::kPlain, 8 + 4 + 4, {.optimizer_state = StateStorage::k8bit});
-}
-void BM_AdamW_Bf16Nearest(benchmark::State& s) {
-  run<AdamW>(s, kAdamW, Variant::kPlain, 4 + 2 + 16, {.master_weights = MasterWeights::kNone});
-}
-void BM_AdamW_Bf16Stochastic(benchmark::State& s) {
-  run<AdamW>(s, kAdamW, Variant::kPlain, 4 + 2 + 16,
-             {.master_weights = MasterWeights::kNone, .update_rounding = UpdateRounding::kStochastic});
-}
-void BM_AdamW_Bf16Kahan(benchmark::State& s) {
-  run<AdamW>(s, kAdamW, Variant::kPlain, 4 + 2 + 16 + 4,
-             {.master_weights = MasterWeights::kNone, .update_rounding = UpdateRounding::kKahan});
-}
-void BM_AdamW_Bf16Stochastic8bit(benchmark::State& s) {
-  run<AdamW>(s, kAdamW, Variant::kPlain, 4 + 2 + 4,
-             {.master_weights = MasterWeights::kNone,
-              .update_rounding = UpdateRounding::kStochastic,
-              .optimizer_state = StateStorage::k8bit});
-}
-void BM_AdamW_Bf16Kahan8bit(benchmark::State& s) {
-  run<AdamW>(s, kAdamW, Variant::kPlain, 4 + 2 + 4 + 4,
-             {.master_weights = MasterWeights::kNone,
-              .update_rounding = UpdateRounding::kKahan,
-              .optimizer_state = StateStorage::k8bit});
-}
-BENCHMARK(BM_AdamW_StateBf16)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_AdamW_State8bit)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_AdamW_Bf16Nearest)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_AdamW_Bf16Stochastic)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_AdamW_Bf16Kahan)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_AdamW_Bf16Stochastic8bit)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_AdamW_Bf16Kahan8bit)->Unit(benchmark::kMillisecond)->UseRealTime();
+// The precision ladder's AdamW (issue 36) under each rung (bench/ladder_rungs.h), bytes as above per storage:
+// BM_AdamW_StateBf16, BM_AdamW_Bf16Stochastic8bit, ...
+const bool kLadderBenchmarks = [] {
+  for (const LadderRung& rung : ladder_rungs())
+    benchmark::RegisterBenchmark((std::string("BM_AdamW_") + rung.name).c_str(),
+                                 [ladder = rung.ladder](benchmark::State& s) {
+                                   run<AdamW>(s, kAdamW, Variant::kPlain, adam_step_bytes(ladder, false), ladder);
+                                 })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  return true;
+}();
 BENCHMARK(BM_Lion)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Lion_Fused)->Unit(benchmark::kMillisecond)->UseRealTime();
 
