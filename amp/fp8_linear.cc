@@ -158,8 +158,9 @@ Tensor block_gemm(const Fp8Recipe& r, const BlockOperand& a, const BlockOperand&
   if (r.granularity == Fp8Granularity::kRowwise)  // torchao's rowwise scaled_mm: one fused epilogue
     return scaled_mm(a.data, b.data.t(), a.scale.reshape({-1}), b.scale.reshape({-1}), out_dtype, bias);
   const Tensor alpha = a.tensor_scale.defined() ? mul(a.tensor_scale, b.tensor_scale) : Tensor();
-  return block_scaled_mm(a.data, b.data.t(), a.scale, b.scale.t(),
-                         {.block_k = r.block_k(), .out_dtype = out_dtype, .bias = bias, .alpha = alpha});
+  return block_scaled_mm(
+      a.data, b.data.t(), a.scale, b.scale.t(),
+      {.block_k = r.block_k(), .out_dtype = out_dtype, .bias = bias, .alpha = alpha, .e2m1 = r.fp4()});
 }
 
 struct Fp8BlockLinearFunction : Function<Fp8BlockLinearFunction> {

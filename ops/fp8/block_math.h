@@ -1,7 +1,7 @@
 // The per-block and per-element math of block-scaled quantization (ops/fp8/blocks.h), once for both devices as
 // MT_HD functions: the four scale rules, the E2M1 (FP4) rounding, nearest and stochastic, and one element's
 // cast with its overflow and underflow tests. The CPU kernel (ops/fp8/blocks.cc) and the CUDA kernel
-// (ops/fp8/blocks.cu, written, never run) call these, so the GPU is written to give the CPU's bits. No CUDA
+// (ops/fp8/blocks.cu) call these: the GPU gave the CPU's bits on the H200 (bench/gpu/2026-11-28-run2). No CUDA
 // headers.
 //
 // Sources of the rules (each checked bit for bit against torchao 0.18 where torchao has it: tests/golden/mx.h5,
@@ -289,6 +289,41 @@ MT_HD inline uint8_t encode_element(float x, float y, BlockElement element, Fp8O
 MT_HD inline uint8_t cast_element(float x, const BlockScale& s, BlockElement element, Fp8Overflow overflow,
                                   bool stochastic, uint32_t random, ElementStats& stats) {
   return encode_element(x, scaled(x, s), element, overflow, stochastic, random, stats);
+}
+
+// ---- Blackwell's block-scaled GEMM operands (cuBLASLt, ops/fp8/blocks.cu) ----
+
+// The E8M0 byte s whose mx_dequant_scale(s) is `dequant`: its f32 exponent field, 0 for 2^-127 (an f32
+// subnormal), 255 for nan. Only for the dequantization factors of kE8M0 and kE8M0Rceil blocks (powers of two).
+MT_HD inline uint8_t mx_scale_of(float dequant) {
+  const uint32_t b = bits_of(dequant) & kAbsMask;
+  if (b > kInfBits) return 255;
+  return b == (uint32_t{1} << 22) ? uint8_t{0} : static_cast<uint8_t>(b >> 23);
+}
+
+// The 4-bit E2M1 code of an element stored as the E4M3 byte of its value (the form quantize_blocks writes).
+MT_HD inline uint8_t e2m1_code_of_e4m3(uint8_t byte) { return e2m1_code(float_of(Fp8E4M3Format::to_f32_bits(byte))); }
+
+// Two consecutive E2M1 elements of a row (E4M3 bytes) as one byte of packed FP4: the first in the low nibble
+// (PyTorch's float4_e2m1fn_x2 and torchao's pack_uint4; cuBLASLt's CUDA_R_4F_E2M1 reads that order).
+MT_HD inline uint8_t pack_e2m1_pair(uint8_t first, uint8_t second) {
+  return static_cast<uint8_t>(e2m1_code_of_e4m3(first) | (e2m1_code_of_e4m3(second) << 4));
+}
+
+// Where cuBLASLt reads the scale of (row, block) for the VEC32_UE8M0 and VEC16_UE4M3 modes: the [rows, blocks]
+// grid of one byte per block is padded to a multiple of 128 rows and of 4 blocks (the padding holds zeros) and
+// cut into 128 x 4 tiles of 512 bytes, stored one after another along a row of tiles, then the next row of
+// tiles; inside a tile, rows r and r + 32, r + 64, r + 96 share a 16-byte line: (r % 32) * 16 + (r / 32) * 4 +
+// block % 4. NVIDIA's cuBLAS documentation ("1D Block Scaling Factors Layout"); torchao's to_blocked and nvmath's
+// to_block_scale compute the same order. `padded_blocks` is blocks rounded up to a multiple of 4.
+MT_HD inline int64_t block_scale_offset(int64_t row, int64_t block, int64_t padded_blocks) {
+  const int64_t tile = (row / 128) * (padded_blocks / 4) + block / 4;
+  const int64_t r = row % 128;
+  return tile * 512 + (r % 32) * 16 + (r / 32) * 4 + block % 4;
+}
+// The bytes of that padded grid.
+MT_HD inline int64_t block_scale_bytes(int64_t rows, int64_t blocks) {
+  return (rows + 127) / 128 * 128 * ((blocks + 3) / 4 * 4);
 }
 
 }  // namespace mantissa::fp8

@@ -223,7 +223,7 @@ constexpr DeviceKernels<void(const Tensor&, const BlockQuantOptions&, const Bloc
     .cpu = &cpu_quantize_blocks, .cuda = MT_CUDA_KERNEL(cuda_quantize_blocks)};
 constexpr DeviceKernels<void(const Tensor&, const Tensor&, const Tensor&)> kHadamard16{
     .cpu = &cpu_hadamard16, .cuda = MT_CUDA_KERNEL(cuda_hadamard16)};
-constexpr DeviceKernels<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, const Tensor&,
+constexpr DeviceKernels<void(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, bool, const Tensor&,
                              const Tensor&, const Tensor&)>
     kBlockScaledMm{.cpu = &cpu_block_scaled_mm, .cuda = MT_CUDA_KERNEL(cuda_block_scaled_mm)};
 
@@ -340,6 +340,9 @@ Tensor block_scaled_mm(const Tensor& a_in, const Tensor& b_in, const Tensor& sca
   MT_CHECK(!(a.dtype() == DType::kF8E5M2 && b.dtype() == DType::kF8E5M2),
            "block_scaled_mm: a and b are both f8e5m2 (no hardware multiplies E5M2 by E5M2). HINT: quantize one "
            "operand to E4M3");
+  MT_CHECK(!o.e2m1 || (a.dtype() == DType::kF8E4M3 && b.dtype() == DType::kF8E4M3),
+           "block_scaled_mm: e2m1 says a and b hold E2M1 values, which are stored as f8e4m3 bytes; got a ",
+           dtype_name(a.dtype()), " and b ", dtype_name(b.dtype()));
   MT_CHECK(a.size(1) == b.size(0), "block_scaled_mm: cannot multiply a ", shape_str(a.shape()), " by b ",
            shape_str(b.shape()));
   MT_CHECK(o.block_k >= 1, "block_scaled_mm: block_k must be at least 1, got ", o.block_k);
@@ -369,7 +372,7 @@ Tensor block_scaled_mm(const Tensor& a_in, const Tensor& b_in, const Tensor& sca
            dtype_name(bias.dtype()), " ", shape_str(bias.shape()));
   kernel_for("block_scaled_mm", kBlockScaledMm, device);
   Tensor out = empty({m, n}, {.dtype = o.out_dtype, .device = device});
-  dispatch("block_scaled_mm", kBlockScaledMm, device, a, b, sa, sb, o.block_k, alpha, bias, out);
+  dispatch("block_scaled_mm", kBlockScaledMm, device, a, b, sa, sb, o.block_k, o.e2m1, alpha, bias, out);
   return out;
 }
 

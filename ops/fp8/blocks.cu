@@ -9,8 +9,10 @@
 // path, block by block of K: both operands decoded to f32 (exact), the f32 GEMM of the block, and a kernel that
 // adds part * scale_a * scale_b into the f32 total (the CPU's order of operations per element), then the
 // epilogue (alpha, bias, one rounding). On Hopper, 128-wide blocks go to cuBLASLt's block-scaled FP8 GEMM first
-// (hopper_block_gemm, below); Blackwell's MX and NVFP4 modes (VEC32_UE8M0, VEC16_UE4M3 with their swizzled scale
-// layouts) are not wired: those blocks take the f32 path on every GPU.
+// (hopper_block_gemm, below); on Blackwell (compute capability 10.0 and later), MXFP8's 32-wide and NVFP4's
+// 16-wide blocks go to cuBLASLt's VEC32_UE8M0 and VEC16_UE4M3 modes (blackwell_block_gemm: E2M1 packed two to
+// a byte, the scales as bytes in cuBLASLt's tiled layout). That path is written and compiled only: no Blackwell
+// GPU has run it. MXFP4, and every GPU before Blackwell, takes the f32 path.
 #include <algorithm>
 #include <cmath>
 
@@ -152,6 +154,33 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// out [rows, cols / 2] = x's E2M1 elements (E4M3 bytes, x [rows, cols] with element strides rs and cs, cols
+// even) packed two to a byte, the first in the low nibble (fp8::pack_e2m1_pair).
+__global__ void __launch_bounds__(kThreads) pack_e2m1_kernel(const uint8_t* __restrict__ x, int64_t rows, int64_t cols,
+                                                             int64_t rs, int64_t cs, uint8_t* __restrict__ out) {
+  const int64_t half = cols / 2;
+  for (int64_t e = global_thread(); e < rows * half; e += grid_threads()) {
+    const uint8_t* p = x + (e / half) * rs + 2 * (e % half) * cs;
+    out[e] = fp8::pack_e2m1_pair(p[0], p[cs]);
+  }
+}
+
+// The scales of an operand [rows, blocks of K] as cuBLASLt's tiled bytes (fp8::block_scale_offset; out holds
+// fp8::block_scale_bytes, zeroed first): the scale of (row, block) is s[(row / row_group) * row_stride + block *
+// block_stride] (row_group > 1: one scale for a square block's rows), as E8M0 (fp8::mx_scale_of) or as the E4M3
+// byte of NVFP4's block scale (exact: it was one).
+__global__ void __launch_bounds__(kThreads)
+    tile_scales_kernel(const float* __restrict__ s, int64_t rows, int64_t blocks, int64_t row_stride,
+                       int64_t block_stride, int64_t row_group, bool e8m0, uint8_t* __restrict__ out) {
+  const int64_t padded = (blocks + 3) / 4 * 4;
+  for (int64_t e = global_thread(); e < rows * blocks; e += grid_threads()) {
+    const int64_t r = e / blocks, blk = e % blocks;
+    const float v = s[(r / row_group) * row_stride + blk * block_stride];
+    out[fp8::block_scale_offset(r, blk, padded)] =
+        e8m0 ? fp8::mx_scale_of(v) : Fp8E4M3Format::from_f32_bits(fp8::bits_of(v), Fp8Overflow::kSaturate);
+  }
+}
+
 unsigned grid_for(int64_t work, int device) {
   const int64_t limit = int64_t{multiprocessor_count(device)} * 8;
   return static_cast<unsigned>(std::clamp<int64_t>(ceil_div(work, kThreads), 1, limit));
@@ -166,6 +195,28 @@ namespace {
 using fp8_tensors::alignment_of;
 using fp8_tensors::dispatch_input;
 using fp8_tensors::operand_of;
+
+// out = d * alpha + bias, rounded once to out's dtype (d f32 [M, N], may be out itself; alpha 0-d f32 and bias
+// may be undefined): a cuBLASLt block GEMM's result finished in the CPU's order (fp8::epilogue).
+void finish_block_gemm(const Tensor& d, const Tensor& alpha, const Tensor& bias, const Tensor& out,
+                       cudaStream_t stream) {
+  const int device = out.device().index;
+  const int64_t m = out.size(0), n = out.size(1);
+  const Tensor bias32 = bias.defined() ? bias.to(DType::kF32).contiguous() : Tensor();
+  const float* alpha_ptr = alpha.defined() ? alpha.data<float>() : nullptr;
+  const float* bias_ptr = bias32.defined() ? bias32.data<float>() : nullptr;
+  switch (out.dtype()) {
+    case DType::kF32:
+      return gpu::launch_scaled_mm_epilogue<float>(d.data<float>(), m, n, alpha_ptr, nullptr, bias_ptr,
+                                                   out.data<float>(), device, stream);
+    case DType::kBF16:
+      return gpu::launch_scaled_mm_epilogue<BFloat16>(d.data<float>(), m, n, alpha_ptr, nullptr, bias_ptr,
+                                                      out.data<BFloat16>(), device, stream);
+    default:
+      return gpu::launch_scaled_mm_epilogue<Half>(d.data<float>(), m, n, alpha_ptr, nullptr, bias_ptr, out.data<Half>(),
+                                                  device, stream);
+  }
+}
 
 // Hopper (sm_90): cuBLASLt's block-scaled FP8 GEMM with DeepSeek-V3's scales, as torch._scaled_mm runs it (a's
 // 1x128 scales as VEC128_32F, b's 1x128 or 128x128 as VEC128_32F or BLK128x128_32F; cuBLAS's A is our b). The scale
@@ -218,22 +269,82 @@ bool hopper_block_gemm(const Tensor& a, const Tensor& b, const Tensor& sa, const
                       .d = d.data_ptr()},
                      stream))
     return false;
-  if (bias.defined()) {  // the bias after, with the one rounding to out's dtype
-    const Tensor bias32 = bias.to(DType::kF32).contiguous();
-    switch (out.dtype()) {
-      case DType::kF32:
-        gpu::launch_scaled_mm_epilogue<float>(d.data<float>(), m, n, nullptr, nullptr, bias32.data<float>(),
-                                              out.data<float>(), device, stream);
-        break;
-      case DType::kBF16:
-        gpu::launch_scaled_mm_epilogue<BFloat16>(d.data<float>(), m, n, nullptr, nullptr, bias32.data<float>(),
-                                                 out.data<BFloat16>(), device, stream);
-        break;
-      default:
-        gpu::launch_scaled_mm_epilogue<Half>(d.data<float>(), m, n, nullptr, nullptr, bias32.data<float>(),
-                                             out.data<Half>(), device, stream);
-    }
+  if (bias.defined()) finish_block_gemm(d, Tensor(), bias, out, stream);  // the bias after, one rounding
+  gpu::count_scaled_mm({.fp8_gemms = 1});
+  return true;
+}
+
+// Blackwell (compute capability 10.0 and later): cuBLASLt's block-scaled GEMM for MXFP8 (VEC32_UE8M0: E4M3/E5M2
+// operands, an E8M0 byte per 32 of K) and NVFP4 (VEC16_UE4M3: E2M1 operands packed two to a byte, an E4M3 byte
+// per 16 of K; alpha carries the two per-tensor scales), as Transformer Engine and torch._scaled_mm run them. The
+// scales go in as bytes in cuBLASLt's tiled layout (fp8::block_scale_offset); NVFP4's 16x16 weight blocks as
+// one scale per column of each. alpha and the bias are applied after, by the epilogue kernel, in the CPU's order.
+// Returns false, having written nothing to out, where gpu::plan_micro_scaled_mm refuses the case (another GPU,
+// MXFP4, another block width, shapes) or cuBLASLt declines it: the f32 path runs then. Written and compiled, never
+// run: no Blackwell GPU has been lent. Its sums are the tensor core's, not the CPU's f32 sum of all K products
+// (block_scaled_mm's header): the device check compares them within a tolerance.
+bool blackwell_block_gemm(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb, int64_t block_k,
+                          bool e2m1, const Tensor& alpha, const Tensor& bias, const Tensor& out, cudaStream_t stream) {
+  const int device = a.device().index;
+  const int sm = gpu::compute_capability(device);
+  if (sm < 100) return false;
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1), blocks = k / block_k;
+  const gpu::MicroScaledPlan plan =
+      gpu::plan_micro_scaled_mm({.a = operand_of(a), .b = operand_of(b), .out = out.dtype(), .sm = sm}, block_k, e2m1);
+  if (!plan.ok) return false;
+  Tensor a_k, bt;
+  int64_t lda = k, ldb = k;
+  if (e2m1) {  // packed [M, K / 2] and [N, K / 2]
+    a_k = empty({m, k / 2}, {.dtype = DType::kU8, .device = a.device()});
+    bt = empty({n, k / 2}, {.dtype = DType::kU8, .device = a.device()});
+    gpu::pack_e2m1_kernel<<<gpu::grid_for(m * k / 2, device), gpu::kThreads, 0, stream>>>(
+        static_cast<const uint8_t*>(a.data_ptr()), m, k, a.stride(0), a.stride(1), a_k.data<uint8_t>());
+    gpu::pack_e2m1_kernel<<<gpu::grid_for(n * k / 2, device), gpu::kThreads, 0, stream>>>(
+        static_cast<const uint8_t*>(b.data_ptr()), n, k, b.stride(1), b.stride(0), bt.data<uint8_t>());
+    MT_CUDA_LAUNCH_CHECK("block_scaled_mm pack_e2m1 kernel");
+  } else {
+    a_k = plan.operands.copy_a ? a.clone() : a;
+    bt = plan.operands.copy_b ? b.t().clone() : b.t();
+    lda = plan.operands.lda;
+    ldb = plan.operands.ldb;
   }
+  // sa [M, blocks]; sb [blocks, N] or [blocks, ceil(N / block_k)], read as [N, blocks].
+  const bool b_per_column = sb.size(1) == n && n != (n + block_k - 1) / block_k;
+  const auto tiled = [&](const Tensor& s, int64_t rows, int64_t row_stride, int64_t block_stride, int64_t group) {
+    Tensor t = zeros({fp8::block_scale_bytes(rows, blocks)}, {.dtype = DType::kU8, .device = a.device()});
+    gpu::tile_scales_kernel<<<gpu::grid_for(rows * blocks, device), gpu::kThreads, 0, stream>>>(
+        s.data<float>(), rows, blocks, row_stride, block_stride, group, !e2m1, t.data<uint8_t>());
+    MT_CUDA_LAUNCH_CHECK("block_scaled_mm tile_scales kernel");
+    return t;
+  };
+  const Tensor sa_tiles = tiled(sa, m, sa.stride(0), sa.stride(1), 1);
+  const Tensor sb_tiles = tiled(sb, n, sb.stride(1), sb.stride(0), b_per_column ? 1 : block_k);
+  const bool after = alpha.defined() || bias.defined();  // the epilogue kernel applies them
+  const Tensor d = after && out.dtype() != DType::kF32 ? empty({m, n}, {.device = out.device()}) : out;
+  const gpu::Fp8GemmKey key{.device = device,
+                            .scale_a = plan.mode,
+                            .scale_b = plan.mode,
+                            .a = a.dtype(),
+                            .b = b.dtype(),
+                            .d = d.dtype(),
+                            .e2m1 = e2m1,
+                            .m = m,
+                            .n = n,
+                            .k = k,
+                            .lda = lda,
+                            .ldb = ldb,
+                            .align_a = alignment_of(a_k),
+                            .align_b = alignment_of(bt),
+                            .align_d = alignment_of(d)};
+  if (!gpu::fp8_gemm({.key = key,
+                      .a = a_k.data_ptr(),
+                      .bt = bt.data_ptr(),
+                      .scale_inv_a = sa_tiles.data_ptr(),
+                      .scale_inv_b = sb_tiles.data_ptr(),
+                      .d = d.data_ptr()},
+                     stream))
+    return false;
+  if (after) finish_block_gemm(d, alpha, bias, out, stream);
   gpu::count_scaled_mm({.fp8_gemms = 1});
   return true;
 }
@@ -287,13 +398,14 @@ void cuda_hadamard16(const Tensor& x, const Tensor& signs, const Tensor& out) {
 }
 
 void cuda_block_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& sa_in, const Tensor& sb_in, int64_t block_k,
-                          const Tensor& alpha, const Tensor& bias, const Tensor& out) {
+                          bool e2m1, const Tensor& alpha, const Tensor& bias, const Tensor& out) {
   const int device = a.device().index;
   gpu::DeviceGuard guard(device);
   const cudaStream_t stream = gpu::current_stream(a.device());
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1), blocks = (k + block_k - 1) / block_k;
   if (m == 0 || n == 0) return;
   if (k > 0 && hopper_block_gemm(a, b, sa_in, sb_in, block_k, alpha, bias, out, stream)) return;
+  if (k > 0 && blackwell_block_gemm(a, b, sa_in, sb_in, block_k, e2m1, alpha, bias, out, stream)) return;
   const Tensor sa = sa_in.contiguous(), sb = sb_in.contiguous();
   const Tensor af = a.to(DType::kF32), bf = b.to(DType::kF32);  // exact, dense row-major
   const Tensor total = zeros({m, n}, {.device = a.device()});

@@ -3,9 +3,9 @@
 // the 16x16 random Hadamard transform the NVFP4 recipe applies before a weight-gradient GEMM, and the GEMM
 // that applies the scales per block of K. amp/fp8_linear.h builds the recipes from these; the per-element math
 // is ops/fp8/block_math.h's, shared by the CPU kernels (blocks.cc) and the CUDA kernels (blocks.cu; block_scaled_mm
-// there takes cuBLASLt's block-scaled FP8 GEMM on Hopper for 128-wide blocks and an f32 path block by block
-// otherwise, Blackwell's MX and NVFP4 GEMM modes not wired). The CUDA casts, Hadamard and GEMM ran equal to the CPU
-// on the H200 of 2026-11-28 (bench/gpu/2026-11-28-run2).
+// there takes cuBLASLt's block-scaled FP8 GEMM on Hopper for 128-wide blocks, cuBLASLt's MXFP8 and NVFP4 modes
+// on Blackwell (written, never run), and an f32 path block by block otherwise). The CUDA casts, Hadamard and GEMM
+// ran equal to the CPU on the H200 of 2026-11-28 (bench/gpu/2026-11-28-run2).
 //
 // Layout. x is read as a 2-D [R, C] matrix (row-major after .contiguous()), cut into tiles of block_rows x
 // block_cols from the top left; the last tile of a row or column of tiles may be shorter (the ragged edge: its
@@ -80,6 +80,9 @@ struct BlockScaledMmOptions {
   DType out_dtype = DType::kF32;
   Tensor bias;   // [N], f32 or out_dtype, or undefined
   Tensor alpha;  // 0-d f32 applied to every output before the bias (NVFP4's P_a * P_b), or undefined
+  // a and b hold E2M1 values (quantize_blocks with kE2M1, stored as E4M3 bytes): a GPU with FP4 tensor cores
+  // may then multiply them packed (Blackwell's NVFP4 GEMM). The result does not depend on it on the CPU.
+  bool e2m1 = false;
 };
 
 // out[M, N] = sum over the blocks b of K (block_k wide) of (a[:, b] @ b[b, :]) * scale_a[i, b] * scale_b[b, j],

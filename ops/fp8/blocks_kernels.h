@@ -10,11 +10,11 @@
 namespace mantissa {
 
 // out [M, N] (contiguous) = block_scaled_mm's result: sa [M, blocks], sb [blocks, N or ceil(N / block_k)] f32;
-// alpha (0-d f32) and bias may be undefined.
+// alpha (0-d f32) and bias may be undefined; e2m1 as BlockScaledMmOptions says.
 void cpu_block_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb, int64_t block_k,
-                         const Tensor& alpha, const Tensor& bias, const Tensor& out);
+                         bool e2m1, const Tensor& alpha, const Tensor& bias, const Tensor& out);
 void cuda_block_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb, int64_t block_k,
-                          const Tensor& alpha, const Tensor& bias, const Tensor& out);
+                          bool e2m1, const Tensor& alpha, const Tensor& bias, const Tensor& out);
 
 // q's tensors allocated by the entry ([R, C] data, the scale grids, the 0-d results); x contiguous [R, C] of
 // its input dtype; block_cols resolved (never 0).

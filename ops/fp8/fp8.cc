@@ -405,7 +405,8 @@ void check_fp8_operand(const char* name, const Tensor& t) {
 }  // namespace
 
 void cpu_block_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb, int64_t block_k,
-                         const Tensor& alpha, const Tensor& bias, const Tensor& out) {
+                         bool /*e2m1: the CPU's sums do not depend on it*/, const Tensor& alpha, const Tensor& bias,
+                         const Tensor& out) {
   const int64_t m = a.size(0), n = b.size(1);
   if (m == 0 || n == 0) return;
   const Fp8Accumulator model = cpu_fp8_accumulator();

@@ -43,6 +43,8 @@ int32_t lt_scale_mode(Fp8ScaleMode mode) {
     case Fp8ScaleMode::kOuterVector: return CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     case Fp8ScaleMode::kVec128: return CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
     case Fp8ScaleMode::kBlock128x128: return CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    case Fp8ScaleMode::kVec32Ue8m0: return CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
+    case Fp8ScaleMode::kVec16Ue4m3: return CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3;
   }
   return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
 }
@@ -82,9 +84,12 @@ std::unique_ptr<Plan> build_plan(const Fp8GemmArgs& args, cublasLtHandle_t handl
     set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(cuda_type(key.bias_dtype)));
   }
   set_pointers(*plan, args);  // the heuristic reads the pointers' alignment
-  MT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, cuda_type(key.b), static_cast<uint64_t>(key.k),
+  // Packed E2M1 pairs are CUDA_R_4F_E2M1, their leading dims counted in elements.
+  const cudaDataType a_type = key.e2m1 ? CUDA_R_4F_E2M1 : cuda_type(key.b);
+  const cudaDataType b_type = key.e2m1 ? CUDA_R_4F_E2M1 : cuda_type(key.a);
+  MT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, a_type, static_cast<uint64_t>(key.k),
                                              static_cast<uint64_t>(key.n), key.ldb));
-  MT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, cuda_type(key.a), static_cast<uint64_t>(key.k),
+  MT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, b_type, static_cast<uint64_t>(key.k),
                                              static_cast<uint64_t>(key.m), key.lda));
   // C (not read: beta is 0) and D: out^T, a column-major [N, M] with leading dim N.
   MT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, cuda_type(key.d), static_cast<uint64_t>(key.n),

@@ -54,8 +54,8 @@ struct Fp8GemmArgs {
   Fp8GemmKey key;
   const void* a = nullptr;
   const void* bt = nullptr;
-  const float* scale_inv_a = nullptr;
-  const float* scale_inv_b = nullptr;
+  const void* scale_inv_a = nullptr;  // f32 per tensor, vector or 128-block; bytes for VEC32 and VEC16
+  const void* scale_inv_b = nullptr;
   const void* bias = nullptr;
   void* d = nullptr;
 };

@@ -88,14 +88,16 @@ size_t Fp8GemmKeyHash::operator()(const Fp8GemmKey& key) const {
   return static_cast<size_t>(
       hash_fields({key.device, static_cast<int64_t>(key.scale_a), static_cast<int64_t>(key.scale_b),
                    static_cast<int64_t>(key.a), static_cast<int64_t>(key.b), static_cast<int64_t>(key.d),
-                   static_cast<int64_t>(key.bias), static_cast<int64_t>(key.bias_dtype), key.m, key.n, key.k, key.lda,
-                   key.ldb, key.align_a, key.align_b, key.align_d, key.align_bias}));
+                   static_cast<int64_t>(key.e2m1), static_cast<int64_t>(key.bias), static_cast<int64_t>(key.bias_dtype),
+                   key.m, key.n, key.k, key.lda, key.ldb, key.align_a, key.align_b, key.align_d, key.align_bias}));
 }
 
 std::string describe(const Fp8GemmKey& key) {
+  const std::string a = key.e2m1 ? "packed e2m1" : std::string(dtype_name(key.a));
+  const std::string b = key.e2m1 ? "packed e2m1" : std::string(dtype_name(key.b));
   return detail::cat(
-      "FP8 GEMM out[", key.m, ", ", key.n, "] (", dtype_name(key.d), ") = a[", key.m, ", ", key.k, "] (",
-      dtype_name(key.a), ", row stride ", key.lda, ") @ b[", key.k, ", ", key.n, "] (", dtype_name(key.b),
+      key.e2m1 ? "FP4" : "FP8", " GEMM out[", key.m, ", ", key.n, "] (", dtype_name(key.d), ") = a[", key.m, ", ",
+      key.k, "] (", a, ", row stride ", key.lda, ") @ b[", key.k, ", ", key.n, "] (", b,
       ", read as b^T with row stride ", key.ldb, ")",
       key.bias == BiasPath::kEpilogue ? detail::cat(", bias epilogue ", dtype_name(key.bias_dtype)) : std::string(),
       "; aligned a ", key.align_a, " B, b ", key.align_b, " B, out ", key.align_d, " B",
@@ -103,6 +105,41 @@ std::string describe(const Fp8GemmKey& key) {
       key.scale_a != Fp8ScaleMode::kTensor || key.scale_b != Fp8ScaleMode::kTensor
           ? detail::cat("; scale modes a ", static_cast<int>(key.scale_a), ", b ", static_cast<int>(key.scale_b))
           : std::string());
+}
+
+MicroScaledPlan plan_micro_scaled_mm(const ScaledMmCase& c, int64_t block_k, bool e2m1) {
+  MicroScaledPlan p;
+  const int64_t k = c.a.cols;
+  if (c.sm < 100) {
+    p.reason = detail::cat("compute capability ", c.sm / 10, ".", c.sm % 10,
+                           " has no block-scaled tensor cores (MXFP8 and NVFP4 need 10.0, Blackwell)");
+    return p;
+  }
+  if (e2m1 && block_k == 32) {
+    p.reason = "MXFP4 (E2M1 with E8M0 scales): cuBLASLt has no such GEMM";
+    return p;
+  }
+  if (block_k != (e2m1 ? 16 : 32)) {
+    p.reason = detail::cat(block_k, "-wide blocks of ", e2m1 ? "E2M1" : "FP8",
+                           " values: Blackwell's block scaling takes 16 (NVFP4) or 32 (MXFP8)");
+    return p;
+  }
+  if (e2m1 && (c.a.dtype != DType::kF8E4M3 || c.b.dtype != DType::kF8E4M3)) {
+    p.reason = "E2M1 values must be stored as E4M3 bytes";
+    return p;
+  }
+  p.operands = plan_scaled_mm(c);
+  if (p.operands.path != ScaledMmPath::kCublasLtFp8) {
+    p.reason = p.operands.reason;
+    return p;
+  }
+  if (k % 32 != 0) {
+    p.reason = detail::cat("K ", k, ": Blackwell's block-scaled GEMM needs a multiple of 32");
+    return p;
+  }
+  p.ok = true;
+  p.mode = e2m1 ? Fp8ScaleMode::kVec16Ue4m3 : Fp8ScaleMode::kVec32Ue8m0;
+  return p;
 }
 
 }  // namespace mantissa::gpu

@@ -75,13 +75,17 @@ std::string fallback_notice(int device, const ScaledMmPlan& plan);
 // How cuBLASLt reads an operand's dequantization factors (cublasLtMatmulMatrixScale_t, CUDA 12.9+): one f32 per
 // tensor; a vector over the rows of a / the columns of b (OUTER_VEC_32F); one f32 per 128 of K per row or column
 // (VEC128_32F); one per 128x128 block (BLK128x128_32F). The last three are Hopper's (sm_90) only, per NVIDIA's
-// cuBLAS documentation; with them the output must be f32, bf16 or f16 and fast accumulation off.
-enum class Fp8ScaleMode : uint8_t { kTensor, kOuterVector, kVec128, kBlock128x128 };
+// cuBLAS documentation; with them the output must be f32, bf16 or f16 and fast accumulation off. Blackwell's
+// (compute capability 10.0 and later) block scales are bytes in a tiled layout (ops/fp8/block_math.h's
+// block_scale_offset): one E8M0 per 32 of K (VEC32_UE8M0: MXFP8) or one E4M3 per 16 of K (VEC16_UE4M3: NVFP4,
+// with E2M1 operands packed two to a byte).
+enum class Fp8ScaleMode : uint8_t { kTensor, kOuterVector, kVec128, kBlock128x128, kVec32Ue8m0, kVec16Ue4m3 };
 
 struct Fp8GemmKey {
   int device = 0;
   Fp8ScaleMode scale_a = Fp8ScaleMode::kTensor, scale_b = Fp8ScaleMode::kTensor;  // our a's and our b's
   DType a = DType::kF8E4M3, b = DType::kF8E4M3, d = DType::kF32;
+  bool e2m1 = false;                // a and b hold packed E2M1 pairs (CUDA_R_4F_E2M1; lda and ldb count elements)
   BiasPath bias = BiasPath::kNone;  // kEpilogue or kNone: a separate bias is not cuBLASLt's business
   DType bias_dtype = DType::kF32;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0;
@@ -95,5 +99,21 @@ struct Fp8GemmKeyHash {
 
 // The case in words for error messages.
 std::string describe(const Fp8GemmKey& key);
+
+// Whether block_scaled_mm (ops/fp8/blocks.h) can take Blackwell's block-scaled GEMM: MXFP8 (E4M3 or E5M2
+// operands, 32-wide blocks of E8M0 scales) or NVFP4 (E2M1 operands, 16-wide blocks of E4M3 scales), through
+// cuBLASLt on compute capability 10.0 or later. `e2m1` says the operands' bytes hold E2M1 values; `block_k`
+// is the blocks' width along K. Both operands are read K-contiguous (an FP4 operand is always packed into a
+// fresh buffer; an FP8 one copied as plan_scaled_mm says), so the shape rules are plan_scaled_mm's and K a
+// multiple of 32 (whole blocks; a packed FP4 row of 16 bytes). MXFP4 (E2M1 with E8M0 scales) is refused: no
+// cuBLASLt release offers it (PyTorch runs it through FBGEMM's CUTLASS kernel). A refusal's reason is in
+// words, and the f32 path runs instead.
+struct MicroScaledPlan {
+  bool ok = false;
+  std::string reason;  // why not ("" when ok)
+  Fp8ScaleMode mode = Fp8ScaleMode::kTensor;
+  ScaledMmPlan operands;  // the FP8 plan of the operands (copies, leading dims): MXFP8 only
+};
+MicroScaledPlan plan_micro_scaled_mm(const ScaledMmCase& c, int64_t block_k, bool e2m1);
 
 }  // namespace mantissa::gpu

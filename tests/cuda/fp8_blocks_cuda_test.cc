@@ -101,6 +101,54 @@ TEST(CudaBlocks, BlockScaledMmMatchesTheCpu) {
   }
 }
 
+// Blackwell's block-scaled tensor cores (cuBLASLt's VEC32_UE8M0 and VEC16_UE4M3 modes): MXFP8 and NVFP4 operands,
+// scales per column and NVFP4's 16x16 weight blocks, alpha and a bias, against the CPU within the f32
+// summation-order bound; the scaled_mm statistics show the tensor-core path ran rather than the f32 one. Skipped
+// before compute capability 10.0. Written for the first lent Blackwell GPU: it has never run.
+TEST(CudaBlocks, BlackwellBlockGemmMatchesTheCpu) {
+  MT_SKIP_WITHOUT_CUDA();
+#ifdef MANTISSA_WITH_CUDA
+  if (gpu::compute_capability(0) < 100) GTEST_SKIP() << "needs a Blackwell GPU (compute capability 10.0 or later)";
+  Generator gen(5);
+  const Tensor x = randn({64, 256}, {}, &gen), w = randn({48, 256}, {}, &gen), bias = randn({48}, {}, &gen);
+  struct Case {
+    const char* name;
+    BlockQuantOptions o;
+    bool square;
+  };
+  const Case cases[] = {
+      {"mxfp8", {.rule = BlockScaleRule::kE8M0, .block_cols = 32}, false},
+      {"nvfp4", {.element = BlockElement::kE2M1, .rule = BlockScaleRule::kNvfp4, .block_cols = 16}, false},
+      {"nvfp4 16x16 weights",
+       {.element = BlockElement::kE2M1, .rule = BlockScaleRule::kNvfp4, .block_rows = 16, .block_cols = 16},
+       true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    BlockQuantOptions ow = c.o;
+    if (!c.square) ow.block_rows = 1;
+    BlockQuantOptions oa = c.o;
+    oa.block_rows = 1;
+    const BlockQuantized qa = quantize_blocks(x, oa), qb = quantize_blocks(w, ow);
+    const bool e2m1 = c.o.element == BlockElement::kE2M1;
+    const Tensor alpha = e2m1 ? mul(qa.tensor_scale_inv, qb.tensor_scale_inv) : scalar_tensor(0.5);
+    const BlockScaledMmOptions o{.block_k = c.o.block_cols, .bias = bias, .alpha = alpha, .e2m1 = e2m1};
+    const Tensor cpu = block_scaled_mm(qa.data, qb.data.t(), qa.scale_inv, qb.scale_inv.t(), o);
+    const gpu::ScaledMmStats before = gpu::scaled_mm_stats();
+    BlockScaledMmOptions od = o;
+    od.bias = bias.to(cuda());
+    od.alpha = alpha.to(cuda());
+    const Tensor gpu_out = block_scaled_mm(qa.data.to(cuda()), qb.data.to(cuda()).t(), qa.scale_inv.to(cuda()),
+                                           qb.scale_inv.to(cuda()).t(), od)
+                               .to(kCPU);
+    EXPECT_EQ(gpu::scaled_mm_stats().fp8_gemms, before.fp8_gemms + 1) << "the f32 path ran, not the tensor core";
+    for (int64_t i = 0; i < cpu.numel(); ++i)
+      ASSERT_NEAR(gpu_out.data<float>()[i], cpu.data<float>()[i], 1e-4 * (1 + std::fabs(cpu.data<float>()[i])))
+          << "element " << i;
+  }
+#endif
+}
+
 // On an H200 the rowwise and blockwise recipes' GEMMs run on the FP8 tensor core, whose sums keep fewer bits than
 // f32: the CPU then sums with its model of that accumulator (ops/fp8/accumulator.h), as --fp8_accumulator=hopper
 // does. With the f32 model the rowwise dW was 2.8e-3 off (run 3). MX and NVFP4 blocks run the f32 path on both.

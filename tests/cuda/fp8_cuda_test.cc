@@ -179,6 +179,41 @@ TEST(Fp8Plan, FallbackCauses) {
   EXPECT_NE(notice.find(shape.reason), std::string::npos) << notice;
 }
 
+// Blackwell's block-scaled GEMM (ops/fp8/fp8_plan.h's plan_micro_scaled_mm): MXFP8 and NVFP4 on compute
+// capability 10.0 and later, refused with a reason for the rest.
+TEST(Fp8Plan, BlackwellBlockScaling) {
+  const Tensor a = fp8_values(32, 64, kFloat8E4M3, 20), b = fp8_values(64, 48, kFloat8E4M3, 21);
+  const gpu::MicroScaledPlan mxfp8 = gpu::plan_micro_scaled_mm(case_of(a, b, kFloat32, 100), 32, false);
+  EXPECT_TRUE(mxfp8.ok) << mxfp8.reason;
+  EXPECT_EQ(mxfp8.mode, gpu::Fp8ScaleMode::kVec32Ue8m0);
+  const gpu::MicroScaledPlan nvfp4 = gpu::plan_micro_scaled_mm(case_of(a, b, kBFloat16, 120), 16, true);
+  EXPECT_TRUE(nvfp4.ok) << nvfp4.reason;
+  EXPECT_EQ(nvfp4.mode, gpu::Fp8ScaleMode::kVec16Ue4m3);
+  auto refused = [&](const gpu::ScaledMmCase& c, int64_t block, bool e2m1) {
+    const gpu::MicroScaledPlan p = gpu::plan_micro_scaled_mm(c, block, e2m1);
+    EXPECT_FALSE(p.ok);
+    return p.reason;
+  };
+  EXPECT_NE(refused(case_of(a, b, kFloat32, 90), 32, false).find("compute capability 9.0 has no block-scaled"),
+            std::string::npos);
+  EXPECT_NE(refused(case_of(a, b, kFloat32, 100), 32, true).find("MXFP4"), std::string::npos);
+  EXPECT_NE(refused(case_of(a, b, kFloat32, 100), 128, false).find("takes 16 (NVFP4) or 32 (MXFP8)"),
+            std::string::npos);
+  EXPECT_NE(refused(case_of(a, fp8_values(64, 48, kFloat8E5M2, 22), kFloat32, 100), 16, true).find("E4M3 bytes"),
+            std::string::npos);
+  const Tensor a48 = fp8_values(32, 48, kFloat8E4M3, 23), b48 = fp8_values(48, 48, kFloat8E4M3, 24);
+  EXPECT_NE(refused(case_of(a48, b48, kFloat32, 100), 16, true)
+                .find("K 48: Blackwell's block-scaled GEMM needs a "
+                      "multiple of 32"),
+            std::string::npos);
+  EXPECT_NE(refused(case_of(fp8_values(5, 64, kFloat8E4M3, 25), b, kFloat32, 100), 32, false).find("multiple of 16"),
+            std::string::npos);
+  // An FP8 operand that is not K-contiguous is copied, as for the per-tensor GEMM.
+  EXPECT_TRUE(gpu::plan_micro_scaled_mm(case_of(a, b, kFloat32, 100), 32, false).operands.copy_b);
+  EXPECT_FALSE(gpu::plan_micro_scaled_mm(case_of(a, fp8_values(48, 64, kFloat8E4M3, 26).t(), kFloat32, 100), 32, false)
+                   .operands.copy_b);
+}
+
 TEST(Fp8Plan, BiasInTheEpilogueOnlyWhereCublasLtTakesItsType) {
   const Tensor a = fp8_values(32, 16, kFloat8E4M3, 14), b = fp8_values(16, 48, kFloat8E4M3, 15);
   auto plan = [&](DType out, DType bias, int align = 256) {

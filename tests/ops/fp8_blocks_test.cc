@@ -420,6 +420,59 @@ TEST(BlockScaledMm, AlphaAndBiasAndOutDtype) {
   }
 }
 
+// Blackwell's block-scaled GEMM reads its scales in cuBLASLt's tiled layout (ops/fp8/block_math.h). torchao's
+// to_blocked builds that layout from a [rows, blocks] grid by reshapes: padded to 128 x 4 tiles, viewed as
+// [row tiles, 128, block tiles, 4], tiles brought together (permute 0, 2, 1, 3), each tile's [128, 4] viewed as
+// [4, 32, 4] and its first two dims swapped. Done here with tensor ops on a grid of indices, then every byte's
+// position checked against block_scale_offset.
+TEST(BlockScaledMm, BlackwellScaleLayoutIsTorchaosToBlocked) {
+  const int64_t rows = 200, blocks = 6, padded_rows = 256, padded_blocks = 8;
+  EXPECT_EQ(fp8::block_scale_bytes(rows, blocks), padded_rows * padded_blocks);
+  const Tensor grid = arange(static_cast<double>(padded_rows * padded_blocks)).reshape({padded_rows, padded_blocks});
+  const Tensor blocked = grid.reshape({padded_rows / 128, 128, padded_blocks / 4, 4})
+                             .permute({0, 2, 1, 3})
+                             .reshape({-1, 4, 32, 4})
+                             .transpose(1, 2)
+                             .reshape({-1})
+                             .contiguous();
+  ASSERT_EQ(blocked.numel(), padded_rows * padded_blocks);
+  for (int64_t p = 0; p < blocked.numel(); ++p) {
+    const int64_t v = blocked.data<int64_t>()[p], r = v / padded_blocks, c = v % padded_blocks;
+    ASSERT_EQ(fp8::block_scale_offset(r, c, padded_blocks), p) << "row " << r << " block " << c;
+  }
+}
+
+// The scale bytes Blackwell's GEMM reads: E8M0 from the f32 dequantization factor (every byte, 2^-127 an f32
+// subnormal and 255 nan included), and E2M1 pairs packed with the first element in the low nibble (PyTorch's
+// float4_e2m1fn_x2) from the E4M3 bytes quantize_blocks stores.
+TEST(BlockScaledMm, BlackwellOperandBytes) {
+  for (int s = 0; s < 256; ++s) {
+    const auto e = static_cast<uint8_t>(s);
+    ASSERT_EQ(fp8::mx_scale_of(fp8::mx_dequant_scale(e)), e) << s;
+  }
+  const float values[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};  // E2M1 codes 0 to 7
+  for (int i = 0; i < 16; ++i) {
+    for (int j = 0; j < 16; ++j) {
+      const float vi = (i & 8) != 0 ? -values[i & 7] : values[i & 7];
+      const float vj = (j & 8) != 0 ? -values[j & 7] : values[j & 7];
+      const uint8_t bi = Fp8E4M3Format::from_f32_bits(std::bit_cast<uint32_t>(vi), Fp8Overflow::kSaturate);
+      const uint8_t bj = Fp8E4M3Format::from_f32_bits(std::bit_cast<uint32_t>(vj), Fp8Overflow::kSaturate);
+      ASSERT_EQ(fp8::pack_e2m1_pair(bi, bj), i | (j << 4)) << vi << ", " << vj;
+    }
+  }
+  // What quantize_blocks writes for NVFP4 packs the same way.
+  const Tensor x = from_vector<float>(std::vector<float>{0.5f, -6.0f, 3.0f, 0.0f, 1.5f, -1.0f, 4.0f, 2.0f}, {1, 8});
+  const BlockQuantized q = quantize_blocks(
+      x, {.element = BlockElement::kE2M1, .rule = BlockScaleRule::kNvfp4, .block_cols = 16, .tensor_scale = false});
+  const auto* bytes = static_cast<const uint8_t*>(q.data.data_ptr());
+  // amax 6: the block scale is 1, so the elements are their own values.
+  EXPECT_EQ(q.scale_inv.data<float>()[0], 1.0f);
+  EXPECT_EQ(fp8::pack_e2m1_pair(bytes[0], bytes[1]), 0x1 | (0xF << 4));
+  EXPECT_EQ(fp8::pack_e2m1_pair(bytes[2], bytes[3]), 0x5);
+  EXPECT_EQ(fp8::pack_e2m1_pair(bytes[4], bytes[5]), 0x3 | (0xA << 4));
+  EXPECT_EQ(fp8::pack_e2m1_pair(bytes[6], bytes[7]), 0x6 | (0x4 << 4));
+}
+
 TEST(BlockScaledMm, RefusesWhatItCannotTakeByName) {
   const Tensor a = quantize_blocks(ones({4, 64}), {.block_cols = 32}).data;
   const Tensor s = ones({4, 2});
@@ -438,6 +491,11 @@ TEST(BlockScaledMm, RefusesWhatItCannotTakeByName) {
   EXPECT_NE(message([&] {
               block_scaled_mm(a, a.t(), ones({4, 3}), s.t(), {.block_k = 32});
             }).find("scale_a f32 [4, 2]"),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              const Tensor e5 = quantize_blocks(ones({4, 64}), {.element = BlockElement::kE5M2, .block_cols = 32}).data;
+              block_scaled_mm(a, e5.t(), s, s.t(), {.block_k = 32, .e2m1 = true});
+            }).find("e2m1 says a and b hold E2M1 values, which are stored as f8e4m3 bytes; got a f8e4m3 and b f8e5m2"),
             std::string::npos);
   {
     Fp8AccumulatorScope hopper(Fp8Accumulator::hopper());
