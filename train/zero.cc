@@ -140,11 +140,20 @@ void ZeroRedundancy::refresh_working_copies() {
 
 void ZeroRedundancy::finish() {
   ddp_.finish();
+  NoGradGuard no_grad;
   for (auto& [name, leaf] : leaves_) {
     const Slice& s = slices_[slice_of_.at(name)];
     const Tensor region = buckets_[s.bucket].flat.narrow(0, s.flat_offset, s.end - s.begin);
-    // bf16 weights (the precision ladder without masters): the mean rounded to bf16 once, as DDP rounds it.
-    leaf.set_grad(leaf.dtype() == region.dtype() ? region : region.to(leaf.dtype()));
+    if (leaf.dtype() == region.dtype()) {
+      leaf.set_grad(region);
+      continue;
+    }
+    // bf16 weights (the precision ladder without masters): the mean rounded to bf16 once, as DDP rounds it, into
+    // a buffer allocated on the first step.
+    Tensor& grad = narrow_grads_[name];
+    if (!grad.defined()) grad = empty(region.shape(), {.dtype = leaf.dtype(), .device = region.device()});
+    copy_(grad, region);
+    leaf.set_grad(grad);
   }
 }
 

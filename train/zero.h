@@ -103,6 +103,8 @@ class ZeroRedundancy {
   std::map<std::string, size_t> slice_of_;     // by parameter name
   std::map<std::string, size_t> param_index_;  // by name, into ddp.parameters()
   std::map<std::string, Tensor> leaves_;       // the optimizer's parameters (this rank's slices) by name
+  // bf16 weights: each leaf's grad, the bucket's f32 mean rounded once, kept from step to step (as DDP's buckets).
+  std::map<std::string, Tensor> narrow_grads_;
   // The optimizer's parameters before sharding, group by group: the order of the clipping norm's blocks.
   std::vector<std::vector<std::string>> group_names_;
   // What clip_grad_norm_ hands clip_sharded_grad_norm_, fixed at construction: the whole parameters' sizes in
