@@ -102,8 +102,10 @@ TEST(CudaBlocks, BlockScaledMmMatchesTheCpu) {
 }
 
 // Blackwell's block-scaled tensor cores (cuBLASLt's VEC32_UE8M0 and VEC16_UE4M3 modes): MXFP8 and NVFP4 operands,
-// scales per column and NVFP4's 16x16 weight blocks, alpha and a bias, against the CPU within the f32
-// summation-order bound; the scaled_mm statistics show the tensor-core path ran rather than the f32 one. Skipped
+// scales per column and NVFP4's 16x16 weight blocks, alpha and a bias, against the CPU within 2e-3 relative: a
+// wrong scale layout or nibble order is off by the order of the values, while how many bits Blackwell's block MMA
+// keeps in its sums is not known here (Hopper's FP8 MMA keeps about 14: ops/fp8/accumulator.h), so the bound
+// leaves room for it. The scaled_mm statistics show the tensor-core path ran rather than the f32 one. Skipped
 // before compute capability 10.0. Written for the first lent Blackwell GPU: it has never run.
 TEST(CudaBlocks, BlackwellBlockGemmMatchesTheCpu) {
   MT_SKIP_WITHOUT_CUDA();
@@ -143,7 +145,7 @@ TEST(CudaBlocks, BlackwellBlockGemmMatchesTheCpu) {
                                .to(kCPU);
     EXPECT_EQ(gpu::scaled_mm_stats().fp8_gemms, before.fp8_gemms + 1) << "the f32 path ran, not the tensor core";
     for (int64_t i = 0; i < cpu.numel(); ++i)
-      ASSERT_NEAR(gpu_out.data<float>()[i], cpu.data<float>()[i], 1e-4 * (1 + std::fabs(cpu.data<float>()[i])))
+      ASSERT_NEAR(gpu_out.data<float>()[i], cpu.data<float>()[i], 2e-3 * (1 + std::fabs(cpu.data<float>()[i])))
           << "element " << i;
   }
 #endif
