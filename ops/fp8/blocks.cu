@@ -218,6 +218,36 @@ void finish_block_gemm(const Tensor& d, const Tensor& alpha, const Tensor& bias,
   }
 }
 
+// Whether b's scales ([blocks, N] or [blocks, ceil(N / block_k)]) hold one per column rather than one per square
+// block (for N = 1 both shapes agree: per column).
+bool scales_per_column(const Tensor& sb, int64_t n, int64_t block_k) {
+  return sb.size(1) == n && n != (n + block_k - 1) / block_k;
+}
+
+// The tail both cuBLASLt block paths share, once their operands and scales are laid out: `key` with everything but
+// the output's dtype and the alignments; D is out, or an f32 scratch when alpha or a bias must follow a 16-bit out;
+// then alpha and the bias by the epilogue kernel. False, out untouched, where cuBLASLt declines.
+bool run_block_gemm(gpu::Fp8GemmKey key, const Tensor& a_k, const Tensor& bt, const void* scale_a, const void* scale_b,
+                    const Tensor& alpha, const Tensor& bias, const Tensor& out, cudaStream_t stream) {
+  const bool after = alpha.defined() || bias.defined();
+  const Tensor d = after && out.dtype() != DType::kF32 ? empty({key.m, key.n}, {.device = out.device()}) : out;
+  key.d = d.dtype();
+  key.align_a = alignment_of(a_k);
+  key.align_b = alignment_of(bt);
+  key.align_d = alignment_of(d);
+  if (!gpu::fp8_gemm({.key = key,
+                      .a = a_k.data_ptr(),
+                      .bt = bt.data_ptr(),
+                      .scale_inv_a = scale_a,
+                      .scale_inv_b = scale_b,
+                      .d = d.data_ptr()},
+                     stream))
+    return false;
+  if (after) finish_block_gemm(d, alpha, bias, out, stream);  // one rounding to out's dtype
+  gpu::count_scaled_mm({.fp8_gemms = 1});
+  return true;
+}
+
 // Hopper (sm_90): cuBLASLt's block-scaled FP8 GEMM with DeepSeek-V3's scales, as torch._scaled_mm runs it (a's
 // 1x128 scales as VEC128_32F, b's 1x128 or 128x128 as VEC128_32F or BLK128x128_32F; cuBLAS's A is our b). The scale
 // layouts are cuBLASLt's (its documentation, "Block Scaling Factors Layout"): VEC128 M-major (offset row + block *
@@ -231,7 +261,7 @@ bool hopper_block_gemm(const Tensor& a, const Tensor& b, const Tensor& sa, const
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1), blocks = (k + 127) / 128;
   if (block_k != 128 || alpha.defined() || gpu::compute_capability(device) != 90 || m % 4 != 0 || n % 4 != 0)
     return false;
-  const bool b_per_column = sb.size(1) == n && n != (n + 127) / 128;
+  const bool b_per_column = scales_per_column(sb, n, 128);
   gpu::ScaledMmPlan plan = gpu::plan_scaled_mm(
       {.a = operand_of(a), .b = operand_of(b), .out = out.dtype(), .sm = gpu::compute_capability(device)});
   if (plan.path != gpu::ScaledMmPath::kCublasLtFp8) return false;
@@ -246,32 +276,17 @@ bool hopper_block_gemm(const Tensor& a, const Tensor& b, const Tensor& sa, const
   }
   const Tensor a_k = plan.copy_a ? a.clone() : a;
   const Tensor bt = plan.copy_b ? b.t().clone() : b.t();
-  const Tensor d = bias.defined() && out.dtype() != DType::kF32 ? empty({m, n}, {.device = out.device()}) : out;
-  const gpu::Fp8GemmKey key{.device = device,
-                            .scale_a = gpu::Fp8ScaleMode::kVec128,
-                            .scale_b = b_per_column ? gpu::Fp8ScaleMode::kVec128 : gpu::Fp8ScaleMode::kBlock128x128,
-                            .a = a_k.dtype(),
-                            .b = bt.dtype(),
-                            .d = d.dtype(),
-                            .m = m,
-                            .n = n,
-                            .k = k,
-                            .lda = plan.lda,
-                            .ldb = plan.ldb,
-                            .align_a = alignment_of(a_k),
-                            .align_b = alignment_of(bt),
-                            .align_d = alignment_of(d)};
-  if (!gpu::fp8_gemm({.key = key,
-                      .a = a_k.data_ptr(),
-                      .bt = bt.data_ptr(),
-                      .scale_inv_a = sa_layout.data<float>(),
-                      .scale_inv_b = sb_layout.data<float>(),
-                      .d = d.data_ptr()},
-                     stream))
-    return false;
-  if (bias.defined()) finish_block_gemm(d, Tensor(), bias, out, stream);  // the bias after, one rounding
-  gpu::count_scaled_mm({.fp8_gemms = 1});
-  return true;
+  return run_block_gemm({.device = device,
+                         .scale_a = gpu::Fp8ScaleMode::kVec128,
+                         .scale_b = b_per_column ? gpu::Fp8ScaleMode::kVec128 : gpu::Fp8ScaleMode::kBlock128x128,
+                         .a = a_k.dtype(),
+                         .b = bt.dtype(),
+                         .m = m,
+                         .n = n,
+                         .k = k,
+                         .lda = plan.lda,
+                         .ldb = plan.ldb},
+                        a_k, bt, sa_layout.data<float>(), sb_layout.data<float>(), alpha, bias, out, stream);
 }
 
 // Blackwell (compute capability 10.0 and later): cuBLASLt's block-scaled GEMM for MXFP8 (VEC32_UE8M0: E4M3/E5M2
@@ -309,7 +324,7 @@ bool blackwell_block_gemm(const Tensor& a, const Tensor& b, const Tensor& sa, co
     ldb = plan.operands.ldb;
   }
   // sa [M, blocks]; sb [blocks, N] or [blocks, ceil(N / block_k)], read as [N, blocks].
-  const bool b_per_column = sb.size(1) == n && n != (n + block_k - 1) / block_k;
+  const bool b_per_column = scales_per_column(sb, n, block_k);
   const auto tiled = [&](const Tensor& s, int64_t rows, int64_t row_stride, int64_t block_stride, int64_t group) {
     Tensor t = zeros({fp8::block_scale_bytes(rows, blocks)}, {.dtype = DType::kU8, .device = a.device()});
     gpu::tile_scales_kernel<<<gpu::grid_for(rows * blocks, device), gpu::kThreads, 0, stream>>>(
@@ -319,34 +334,18 @@ bool blackwell_block_gemm(const Tensor& a, const Tensor& b, const Tensor& sa, co
   };
   const Tensor sa_tiles = tiled(sa, m, sa.stride(0), sa.stride(1), 1);
   const Tensor sb_tiles = tiled(sb, n, sb.stride(1), sb.stride(0), b_per_column ? 1 : block_k);
-  const bool after = alpha.defined() || bias.defined();  // the epilogue kernel applies them
-  const Tensor d = after && out.dtype() != DType::kF32 ? empty({m, n}, {.device = out.device()}) : out;
-  const gpu::Fp8GemmKey key{.device = device,
-                            .scale_a = plan.mode,
-                            .scale_b = plan.mode,
-                            .a = a.dtype(),
-                            .b = b.dtype(),
-                            .d = d.dtype(),
-                            .e2m1 = e2m1,
-                            .m = m,
-                            .n = n,
-                            .k = k,
-                            .lda = lda,
-                            .ldb = ldb,
-                            .align_a = alignment_of(a_k),
-                            .align_b = alignment_of(bt),
-                            .align_d = alignment_of(d)};
-  if (!gpu::fp8_gemm({.key = key,
-                      .a = a_k.data_ptr(),
-                      .bt = bt.data_ptr(),
-                      .scale_inv_a = sa_tiles.data_ptr(),
-                      .scale_inv_b = sb_tiles.data_ptr(),
-                      .d = d.data_ptr()},
-                     stream))
-    return false;
-  if (after) finish_block_gemm(d, alpha, bias, out, stream);
-  gpu::count_scaled_mm({.fp8_gemms = 1});
-  return true;
+  return run_block_gemm({.device = device,
+                         .scale_a = plan.mode,
+                         .scale_b = plan.mode,
+                         .a = a.dtype(),
+                         .b = b.dtype(),
+                         .e2m1 = e2m1,
+                         .m = m,
+                         .n = n,
+                         .k = k,
+                         .lda = lda,
+                         .ldb = ldb},
+                        a_k, bt, sa_tiles.data_ptr(), sb_tiles.data_ptr(), alpha, bias, out, stream);
 }
 
 }  // namespace
@@ -411,7 +410,7 @@ void cuda_block_scaled_mm(const Tensor& a, const Tensor& b, const Tensor& sa_in,
   const Tensor total = zeros({m, n}, {.device = a.device()});
   const Tensor part = empty({m, n}, {.device = a.device()});
   const int64_t b_cols = sb.size(1);
-  const bool per_column = b_cols == n && n != (n + block_k - 1) / block_k;
+  const bool per_column = scales_per_column(sb, n, block_k);
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const int64_t l0 = blk * block_k, width = std::min(block_k, k - l0);
     gpu::gemm(gpu::GemmArgs<float>{.gemm = {.gemm = {.m = m,
